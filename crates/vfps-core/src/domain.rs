@@ -1,0 +1,275 @@
+//! Valid-by-construction domain types and the records the store keeps.
+
+use std::time::SystemTime;
+
+use crate::{generate::GenerationMethod, Error};
+
+/// Longest namespace name, in bytes. Names are part of two B-tree index keys, whose
+/// rows PostgreSQL caps at about 2.7 kB.
+pub const MAX_NAMESPACE_NAME_BYTES: usize = 128;
+/// Longest original value, in bytes (same index-row reason).
+pub const MAX_ORIGINAL_VALUE_BYTES: usize = 2048;
+/// Longest generated part of a pseudonym, in characters or bytes of randomness.
+pub const MAX_PSEUDONYM_LENGTH: u32 = 1024;
+/// Longest prefix or suffix, in bytes.
+pub const MAX_AFFIX_BYTES: usize = 64;
+
+/// The name of a namespace: non-blank, at most [`MAX_NAMESPACE_NAME_BYTES`], no
+/// control characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NamespaceName(String);
+
+impl NamespaceName {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
+        if raw.trim().is_empty() {
+            return Err(Error::invalid_argument("namespace name must not be blank"));
+        }
+        if raw.len() > MAX_NAMESPACE_NAME_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "namespace name is {} bytes long, at most {MAX_NAMESPACE_NAME_BYTES} are allowed",
+                raw.len()
+            )));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err(Error::invalid_argument(
+                "namespace name must not contain control characters",
+            ));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for NamespaceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An original value: personal data. Deliberately has no `Display` and a redacting
+/// `Debug`, so it cannot end up in a log line by accident.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OriginalValue(String);
+
+impl OriginalValue {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
+        if raw.trim().is_empty() {
+            return Err(Error::invalid_argument("original value must not be blank"));
+        }
+        if raw.len() > MAX_ORIGINAL_VALUE_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "original value is {} bytes long, at most {MAX_ORIGINAL_VALUE_BYTES} are allowed",
+                raw.len()
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for OriginalValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OriginalValue(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// How a namespace makes pseudonyms. Only valid combinations can be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceSettings {
+    pub method: GenerationMethod,
+    /// Length of the generated part, excluding prefix and suffix.
+    pub length: u32,
+    pub prefix: Option<String>,
+    pub suffix: Option<String>,
+}
+
+impl NamespaceSettings {
+    /// Checks the wire contract's rules: a zero length or a wrong length for a
+    /// fixed-length method is `OUT_OF_RANGE`.
+    pub fn parse(
+        method: GenerationMethod,
+        length: u32,
+        prefix: Option<String>,
+        suffix: Option<String>,
+    ) -> Result<Self, Error> {
+        if length == 0 {
+            return Err(Error::out_of_range("pseudonym length must be greater than 0"));
+        }
+        if let Some(required) = method.fixed_length() {
+            if length != required {
+                return Err(Error::out_of_range(format!(
+                    "pseudonym length must be {required} for {}, got {length}",
+                    method.wire_name()
+                )));
+            }
+        }
+        if length > MAX_PSEUDONYM_LENGTH {
+            return Err(Error::out_of_range(format!(
+                "pseudonym length must be at most {MAX_PSEUDONYM_LENGTH}, got {length}"
+            )));
+        }
+        for (what, affix) in [("prefix", &prefix), ("suffix", &suffix)] {
+            if let Some(a) = affix {
+                if a.len() > MAX_AFFIX_BYTES || a.chars().any(char::is_control) {
+                    return Err(Error::invalid_argument(format!(
+                        "pseudonym {what} must be at most {MAX_AFFIX_BYTES} bytes without control characters"
+                    )));
+                }
+            }
+        }
+        Ok(Self {
+            method,
+            length,
+            prefix,
+            suffix,
+        })
+    }
+}
+
+/// A namespace as stored. Namespaces are immutable once created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    pub name: NamespaceName,
+    pub description: String,
+    pub settings: NamespaceSettings,
+    pub created_at: SystemTime,
+    pub last_updated_at: SystemTime,
+}
+
+/// A stored mapping. `Debug` redacts both values.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Pseudonym {
+    pub namespace: NamespaceName,
+    pub original_value: String,
+    pub pseudonym_value: String,
+    pub created_at: SystemTime,
+    pub last_updated_at: SystemTime,
+}
+
+impl std::fmt::Debug for Pseudonym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pseudonym")
+            .field("namespace", &self.namespace)
+            .field("created_at", &self.created_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One page of a listing. Items carry no original value at the API; the store
+/// returns what it has and the API layer drops it.
+#[derive(Debug, Clone)]
+pub struct PseudonymPage {
+    pub items: Vec<Pseudonym>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<PageCursor>,
+    pub total_size: Option<i64>,
+}
+
+/// Keyset position: the last item of a page. The token carries the pseudonym (which
+/// the caller already sees), never the original value; the store looks the original
+/// up to continue the `(created_at desc, original_value desc)` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCursor {
+    pub created_at_micros: i64,
+    pub pseudonym_value: String,
+}
+
+impl PageCursor {
+    /// Encodes as opaque URL-safe base64.
+    pub fn encode(&self) -> String {
+        use base64::Engine;
+        let raw = format!("{}:{}", self.created_at_micros, self.pseudonym_value);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    pub fn decode(token: &str) -> Result<Self, Error> {
+        use base64::Engine;
+        let bad = || Error::invalid_argument("page_token is not a token this service issued");
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| bad())?;
+        let raw = String::from_utf8(raw).map_err(|_| bad())?;
+        let (micros, pseudonym) = raw.split_once(':').ok_or_else(bad)?;
+        Ok(Self {
+            created_at_micros: micros.parse().map_err(|_| bad())?,
+            pseudonym_value: pseudonym.to_owned(),
+        })
+    }
+}
+
+/// Converts a `SystemTime` to microseconds since the UNIX epoch (the stores'
+/// resolution).
+pub fn to_micros(t: SystemTime) -> i64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Inverse of [`to_micros`].
+pub fn from_micros(micros: i64) -> SystemTime {
+    let d = std::time::Duration::from_micros(micros.unsigned_abs());
+    if micros >= 0 {
+        SystemTime::UNIX_EPOCH + d
+    } else {
+        SystemTime::UNIX_EPOCH - d
+    }
+}
+
+/// The current time truncated to microseconds, so what is returned equals what is stored.
+pub fn now_micros() -> SystemTime {
+    from_micros(to_micros(SystemTime::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_names_and_values_are_rejected() {
+        assert!(NamespaceName::parse(" \t").is_err());
+        assert!(OriginalValue::parse("   ").is_err());
+        assert!(OriginalValue::parse("").is_err());
+        assert!(OriginalValue::parse("x").is_ok());
+    }
+
+    #[test]
+    fn original_value_debug_never_shows_the_value() {
+        let v = OriginalValue::parse("secret-patient-id").unwrap();
+        assert!(!format!("{v:?}").contains("secret"));
+    }
+
+    #[test]
+    fn fixed_length_methods_demand_their_length() {
+        let e = NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 32, None, None)
+            .unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::OutOfRange);
+        assert!(NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 64, None, None).is_ok());
+        let e = NamespaceSettings::parse(GenerationMethod::Uuid4, 0, None, None).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::OutOfRange);
+    }
+
+    #[test]
+    fn page_cursor_round_trips_and_rejects_garbage() {
+        let c = PageCursor {
+            created_at_micros: 1_700_000_000_123_456,
+            pseudonym_value: "a:b".into(),
+        };
+        assert_eq!(PageCursor::decode(&c.encode()).unwrap(), c);
+        assert!(PageCursor::decode("!!!").is_err());
+        assert!(PageCursor::decode("bm9jb2xvbg").is_err());
+    }
+
+    #[test]
+    fn micros_round_trip() {
+        let t = now_micros();
+        assert_eq!(from_micros(to_micros(t)), t);
+    }
+}

@@ -1,0 +1,230 @@
+//! The pseudonym generation methods of `vfps.api.v1`, producing exactly the formats
+//! the deployed vfps produces.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use rand::{Rng, RngCore};
+use sha2::{Digest, Sha256};
+
+use crate::{NamespaceSettings, OriginalValue};
+
+/// `PseudonymGenerationMethod` of the wire contract (`UNSPECIFIED` is method 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GenerationMethod {
+    SecureRandomBase64UrlEncoded,
+    Sha256HexEncoded,
+    Uuid4,
+    Uuid7,
+    FullRandomHexEncoded,
+    FullRandomBase62Encoded,
+}
+
+impl GenerationMethod {
+    /// From the enum number on the wire; 0 (`UNSPECIFIED`) means method 1.
+    pub fn from_wire(number: i32) -> Option<Self> {
+        Some(match number {
+            0 | 1 => Self::SecureRandomBase64UrlEncoded,
+            2 => Self::Sha256HexEncoded,
+            3 => Self::Uuid4,
+            4 => Self::Uuid7,
+            5 => Self::FullRandomHexEncoded,
+            6 => Self::FullRandomBase62Encoded,
+            _ => return None,
+        })
+    }
+
+    pub fn to_wire(self) -> i32 {
+        match self {
+            Self::SecureRandomBase64UrlEncoded => 1,
+            Self::Sha256HexEncoded => 2,
+            Self::Uuid4 => 3,
+            Self::Uuid7 => 4,
+            Self::FullRandomHexEncoded => 5,
+            Self::FullRandomBase62Encoded => 6,
+        }
+    }
+
+    /// Parses a configuration value: the enum name (with or without the
+    /// `PSEUDONYM_GENERATION_METHOD_` prefix, any case) or its number.
+    pub fn parse_config(raw: &str) -> Option<Self> {
+        let t = raw.trim();
+        if let Ok(n) = t.parse::<i32>() {
+            return Self::from_wire(n);
+        }
+        let upper = t.to_ascii_uppercase();
+        let short = upper
+            .strip_prefix("PSEUDONYM_GENERATION_METHOD_")
+            .unwrap_or(&upper);
+        Some(match short {
+            "UNSPECIFIED" | "SECURE_RANDOM_BASE64URL_ENCODED" => Self::SecureRandomBase64UrlEncoded,
+            "SHA256_HEX_ENCODED" => Self::Sha256HexEncoded,
+            "UUID4" => Self::Uuid4,
+            "UUID7" => Self::Uuid7,
+            "FULL_RANDOM_HEX_ENCODED" => Self::FullRandomHexEncoded,
+            "FULL_RANDOM_BASE62_ENCODED" => Self::FullRandomBase62Encoded,
+            _ => return None,
+        })
+    }
+
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Self::SecureRandomBase64UrlEncoded => {
+                "PSEUDONYM_GENERATION_METHOD_SECURE_RANDOM_BASE64URL_ENCODED"
+            }
+            Self::Sha256HexEncoded => "PSEUDONYM_GENERATION_METHOD_SHA256_HEX_ENCODED",
+            Self::Uuid4 => "PSEUDONYM_GENERATION_METHOD_UUID4",
+            Self::Uuid7 => "PSEUDONYM_GENERATION_METHOD_UUID7",
+            Self::FullRandomHexEncoded => "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_HEX_ENCODED",
+            Self::FullRandomBase62Encoded => "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_BASE62_ENCODED",
+        }
+    }
+
+    /// The only length a fixed-format method accepts.
+    pub fn fixed_length(self) -> Option<u32> {
+        match self {
+            Self::Sha256HexEncoded => Some(64),
+            Self::Uuid4 | Self::Uuid7 => Some(36),
+            _ => None,
+        }
+    }
+
+    /// Whether generating twice for the same original yields the same value. A
+    /// collision of a deterministic method cannot be resolved by regenerating.
+    pub fn is_deterministic(self) -> bool {
+        self == Self::Sha256HexEncoded
+    }
+}
+
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// First four bytes of SHA-256 of the host name, computed once.
+fn host_tag() -> [u8; 4] {
+    static TAG: OnceLock<[u8; 4]> = OnceLock::new();
+    *TAG.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_default();
+        let digest = Sha256::digest(host.as_bytes());
+        [digest[0], digest[1], digest[2], digest[3]]
+    })
+}
+
+/// A millisecond tick counter (wrapping, like a 32-bit tick count).
+fn tick_ms() -> u32 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    // Wrapping is the point: only the low 32 bits are a tick counter.
+    (ms & u128::from(u32::MAX)) as u32
+}
+
+/// Generates the full stored pseudonym: `prefix + generated + suffix`.
+pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> String {
+    let len = settings.length as usize;
+    let mut rng = rand::rng();
+    let core = match settings.method {
+        GenerationMethod::SecureRandomBase64UrlEncoded => {
+            let mut bytes = Vec::with_capacity(8 + len);
+            bytes.extend_from_slice(&host_tag());
+            bytes.extend_from_slice(&tick_ms().to_le_bytes());
+            let start = bytes.len();
+            bytes.resize(start + len, 0);
+            rng.fill_bytes(&mut bytes[start..]);
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        }
+        GenerationMethod::Sha256HexEncoded => {
+            hex::encode_upper(Sha256::digest(original.as_str().as_bytes()))
+        }
+        GenerationMethod::Uuid4 => uuid::Uuid::new_v4().hyphenated().to_string(),
+        GenerationMethod::Uuid7 => uuid::Uuid::now_v7().hyphenated().to_string(),
+        GenerationMethod::FullRandomHexEncoded => {
+            let mut bytes = vec![0u8; len.div_ceil(2)];
+            rng.fill_bytes(&mut bytes);
+            let mut s = hex::encode(bytes);
+            s.truncate(len);
+            s
+        }
+        GenerationMethod::FullRandomBase62Encoded => (0..len)
+            .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))
+            .collect(),
+    };
+    let prefix = settings.prefix.as_deref().unwrap_or("");
+    let suffix = settings.suffix.as_deref().unwrap_or("");
+    format!("{prefix}{core}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(method: GenerationMethod, length: u32) -> NamespaceSettings {
+        NamespaceSettings::parse(method, length, Some("pre-".into()), Some("-suf".into()))
+            .unwrap()
+    }
+
+    fn core(s: &str) -> &str {
+        s.strip_prefix("pre-").unwrap().strip_suffix("-suf").unwrap()
+    }
+
+    fn original() -> OriginalValue {
+        OriginalValue::parse("hello").unwrap()
+    }
+
+    #[test]
+    fn base64url_of_length_32_is_54_url_safe_chars() {
+        let p = generate(&settings(GenerationMethod::SecureRandomBase64UrlEncoded, 32), &original());
+        let c = core(&p);
+        assert_eq!(c.len(), 54);
+        assert!(c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_'));
+        let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).unwrap();
+        assert_eq!(&decoded[..4], &host_tag());
+    }
+
+    #[test]
+    fn sha256_is_upper_case_hex_of_the_original() {
+        let p = generate(&settings(GenerationMethod::Sha256HexEncoded, 64), &original());
+        assert_eq!(
+            core(&p),
+            "2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824"
+        );
+    }
+
+    #[test]
+    fn uuids_are_lower_case_hyphenated_with_their_version() {
+        let v4 = generate(&settings(GenerationMethod::Uuid4, 36), &original());
+        let v7 = generate(&settings(GenerationMethod::Uuid7, 36), &original());
+        for (p, version) in [(&v4, 4), (&v7, 7)] {
+            let u = uuid::Uuid::parse_str(core(p)).unwrap();
+            assert_eq!(u.get_version_num(), version);
+            assert_eq!(core(p), core(p).to_lowercase());
+            assert_eq!(core(p).len(), 36);
+        }
+    }
+
+    #[test]
+    fn hex_and_base62_have_exactly_length_chars() {
+        for len in [1, 7, 32] {
+            let h = generate(&settings(GenerationMethod::FullRandomHexEncoded, len), &original());
+            assert_eq!(core(&h).len(), len as usize);
+            assert!(core(&h).chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+            let b = generate(&settings(GenerationMethod::FullRandomBase62Encoded, len), &original());
+            assert_eq!(core(&b).len(), len as usize);
+            assert!(core(&b).chars().all(|c| c.is_ascii_alphanumeric()));
+        }
+    }
+
+    #[test]
+    fn config_names_and_numbers_parse() {
+        assert_eq!(GenerationMethod::parse_config("uuid4"), Some(GenerationMethod::Uuid4));
+        assert_eq!(
+            GenerationMethod::parse_config("PSEUDONYM_GENERATION_METHOD_SHA256_HEX_ENCODED"),
+            Some(GenerationMethod::Sha256HexEncoded)
+        );
+        assert_eq!(GenerationMethod::parse_config("0"), Some(GenerationMethod::SecureRandomBase64UrlEncoded));
+        assert_eq!(GenerationMethod::parse_config("9"), None);
+        assert_eq!(GenerationMethod::parse_config("md5"), None);
+    }
+}

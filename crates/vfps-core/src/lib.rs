@@ -1,0 +1,16 @@
+//! Domain types of vfps. Parse, don't validate: a [`NamespaceName`], an
+//! [`OriginalValue`] or a [`NamespaceSettings`] exists only if it is valid, so the
+//! layers above never re-check.
+//!
+//! # Layout
+//! - [`domain`]: names, values, namespace settings and the stored records.
+//! - [`generate`]: the pseudonym generation methods of the wire contract.
+//! - [`error`]: the error type every layer maps to a gRPC status.
+
+pub mod domain;
+pub mod error;
+pub mod generate;
+
+pub use domain::*;
+pub use error::{Error, ErrorKind};
+pub use generate::GenerationMethod;

@@ -1,0 +1,39 @@
+//! Generates the gRPC stubs, the proto3-JSON serde impls and the descriptor set
+//! (for server reflection) from `proto/vfps/api/v1`.
+
+use std::{env, path::PathBuf};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A vendored protoc keeps the build free of system packages.
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    let include = protoc_bin_vendored::include_path()?;
+    // SAFETY of set_var: build scripts are single-threaded.
+    #[allow(unsafe_code)]
+    unsafe {
+        env::set_var("PROTOC", protoc);
+    }
+
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files: Vec<PathBuf> = ["meta", "namespaces", "pseudonyms"]
+        .iter()
+        .map(|f| root.join(format!("vfps/api/v1/{f}.proto")))
+        .collect();
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+    let descriptor = out.join("vfps_descriptor.bin");
+
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(&descriptor)
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .compile_protos(&files, &[root.clone(), include])?;
+
+    let set = std::fs::read(&descriptor)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&set)?
+        .build(&[".vfps.api.v1"])?;
+
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    Ok(())
+}
