@@ -1,0 +1,109 @@
+//! Persistence for vfps: one [`Store`] trait, two implementations.
+//!
+//! # Layout
+//! - [`postgres`]: production store — a pool that only ever hands out connections
+//!   to a writable primary, multi-host failover, error classification.
+//! - [`sqlite`]: the embedded default — one WAL file, one writer, parallel readers.
+//! - [`migrate`]: versioned, checksummed migrations for both.
+//! - [`coalesce`]: turns concurrent Creates into multi-row upserts.
+//!
+//! Every method returns [`vfps_core::Error`]: transient database trouble is
+//! `Unavailable` (the caller retries within its deadline), anything else `Internal`.
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use vfps_core::{Error, Namespace, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage};
+
+pub mod coalesce;
+pub mod migrate;
+pub mod postgres;
+pub mod sqlite;
+
+/// A pseudonym to store unless its original already has one.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub namespace: NamespaceName,
+    pub original: OriginalValue,
+    /// Freshly generated; used only if the original has no pseudonym yet.
+    pub pseudonym: String,
+    pub created_at: SystemTime,
+}
+
+/// What happened to one [`Candidate`] of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upserted {
+    /// The pseudonym of the original: the existing one, or the candidate's, now committed.
+    Stored(Pseudonym),
+    /// Neither inserted nor found: the candidate pseudonym collided with another
+    /// original's, or the namespace is gone. The caller regenerates or reports.
+    Conflict,
+}
+
+/// Connection-pool occupancy, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub in_use: usize,
+    pub idle: usize,
+    pub max_size: usize,
+}
+
+/// The persistence contract both stores fulfil (one test suite runs against both).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Fails with `AlreadyExists` when the name is taken.
+    async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
+    async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error>;
+    async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error>;
+    /// Deletes the namespace and all its pseudonyms; `false` if it did not exist.
+    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error>;
+
+    /// Inserts each candidate unless its original already has a pseudonym, in one
+    /// atomic statement or transaction; answers in input order. Either the whole
+    /// batch is committed or an error is returned.
+    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error>;
+    async fn get_pseudonym(
+        &self,
+        namespace: &NamespaceName,
+        pseudonym_value: &str,
+    ) -> Result<Option<Pseudonym>, Error>;
+    /// Newest first; `after` continues from the last item of the previous page.
+    async fn list_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        page_size: u32,
+        after: Option<&PageCursor>,
+        include_total_size: bool,
+    ) -> Result<PseudonymPage, Error>;
+    /// Pseudonyms per namespace, for the metrics endpoint.
+    async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error>;
+
+    /// Succeeds only if a writable database answers now.
+    async fn check_writable(&self) -> Result<(), Error>;
+    fn pool_status(&self) -> PoolStatus;
+    /// How many upsert batches may usefully run at once.
+    fn write_parallelism(&self) -> usize;
+}
+
+/// Builds the next page cursor from a page fetched with one extra row.
+pub(crate) fn page_from_rows(
+    mut rows: Vec<Pseudonym>,
+    page_size: u32,
+    total_size: Option<i64>,
+) -> PseudonymPage {
+    let more = rows.len() > page_size as usize;
+    rows.truncate(page_size as usize);
+    let next = if more {
+        rows.last().map(|p| PageCursor {
+            created_at_micros: vfps_core::to_micros(p.created_at),
+            pseudonym_value: p.pseudonym_value.clone(),
+        })
+    } else {
+        None
+    };
+    PseudonymPage {
+        items: rows,
+        next,
+        total_size,
+    }
+}

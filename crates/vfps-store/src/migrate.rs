@@ -1,0 +1,54 @@
+//! Versioned, checksummed schema migrations.
+//!
+//! Migrations are SQL files compiled into the binary. Each applied version is
+//! recorded with the SHA-256 of its text; a recorded version whose text changed
+//! stops the migration (a changed migration is a bug, not something to re-apply).
+
+use sha2::{Digest, Sha256};
+
+/// One migration: its version, a name, and its SQL.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+impl Migration {
+    pub fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/sqlite/0001_init.sql"),
+}];
+
+/// What a migration run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub applied: Vec<i64>,
+    pub already_applied: Vec<i64>,
+}
+
+/// Compares the recorded checksum of an applied version with the compiled one.
+pub(crate) fn verify_checksum(m: &Migration, recorded: &str) -> Result<(), vfps_core::Error> {
+    if recorded == m.checksum() {
+        Ok(())
+    } else {
+        Err(vfps_core::Error::internal(format!(
+            "migration {} ({}) was applied with checksum {recorded} but this binary has {}",
+            m.version,
+            m.name,
+            m.checksum()
+        )))
+    }
+}

@@ -1,0 +1,257 @@
+//! Parses PostgreSQL connection strings in Npgsql keyword form, the format the
+//! deployed vfps is configured with (`Host=a,b:5433;Database=vfps;...`).
+
+use std::time::Duration;
+
+/// Which servers a connection may land on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetSession {
+    Any,
+    /// A writable primary (`read-write` or `primary`).
+    ReadWrite,
+}
+
+/// Everything vfps takes from a connection string. `Debug` hides the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    pub hosts: Vec<(String, u16)>,
+    pub database: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// Per-host TCP connect timeout (Npgsql `Timeout`, seconds).
+    pub connect_timeout: Duration,
+    /// Client-side limit on one statement (Npgsql `Command Timeout`, seconds).
+    /// Enforced by the client, never as `statement_timeout`: a server-side cancel
+    /// of a commit waiting for its synchronous standby reports success.
+    pub command_timeout: Duration,
+    pub max_pool_size: usize,
+    pub target_session: TargetSession,
+    pub application_name: String,
+    /// TCP keepalive idle time and user timeout, so a dead or blackholed peer is
+    /// noticed in seconds rather than minutes.
+    pub tcp_keepalive: Duration,
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgOptions")
+            .field("hosts", &self.hosts)
+            .field("database", &self.database)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("max_pool_size", &self.max_pool_size)
+            .field("target_session", &self.target_session)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection-string problem, naming the keyword and never the password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ConnectionStrings__PostgreSQL: {0}")]
+pub struct ParseError(pub String);
+
+/// The result of parsing: options plus keywords accepted but not acted upon.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub options: PgOptions,
+    pub ignored_keywords: Vec<String>,
+}
+
+fn normalise(key: &str) -> String {
+    key.chars()
+        .filter(|c| !c.is_whitespace() && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+fn seconds(key: &str, value: &str) -> Result<Duration, ParseError> {
+    let n: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| ParseError(format!("{key} must be a whole number of seconds, got {value:?}")))?;
+    Ok(Duration::from_secs(n))
+}
+
+/// Splits `k=v;k=v` with optional single or double quotes around values.
+fn pairs(raw: &str) -> Result<Vec<(String, String)>, ParseError> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while !rest.trim().is_empty() {
+        let Some((key, after)) = rest.split_once('=') else {
+            return Err(ParseError(format!(
+                "expected keyword=value, found {:?}",
+                rest.split(';').next().unwrap_or(rest).trim()
+            )));
+        };
+        let after = after.trim_start();
+        let (value, remaining) = match after.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let body = &after[1..];
+                let end = body
+                    .find(q)
+                    .ok_or_else(|| ParseError(format!("unterminated quote in {}", key.trim())))?;
+                let remaining = body[end + 1..].trim_start();
+                let remaining = remaining.strip_prefix(';').unwrap_or(remaining);
+                (body[..end].to_owned(), remaining)
+            }
+            _ => match after.split_once(';') {
+                Some((v, r)) => (v.trim().to_owned(), r),
+                None => (after.trim().to_owned(), ""),
+            },
+        };
+        out.push((key.trim().to_owned(), value));
+        rest = remaining;
+    }
+    Ok(out)
+}
+
+/// Parses a connection string; `PGUSER`/`PGPASSWORD` fill in a missing user or password.
+pub fn parse(
+    raw: &str,
+    pguser: Option<&str>,
+    pgpassword: Option<&str>,
+) -> Result<Parsed, ParseError> {
+    let mut host_list: Option<String> = None;
+    let mut port: u16 = 5432;
+    let mut o = PgOptions {
+        hosts: Vec::new(),
+        database: None,
+        username: None,
+        password: None,
+        connect_timeout: Duration::from_secs(15),
+        command_timeout: Duration::from_secs(30),
+        max_pool_size: 100,
+        target_session: TargetSession::Any,
+        application_name: "vfps".into(),
+        tcp_keepalive: Duration::from_secs(5),
+    };
+    let mut ignored = Vec::new();
+    for (key, value) in pairs(raw)? {
+        match normalise(&key).as_str() {
+            "host" | "server" | "hostname" => host_list = Some(value),
+            "port" => {
+                port = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| ParseError(format!("Port must be a TCP port number, got {value:?}")))?
+            }
+            "database" | "db" => o.database = Some(value),
+            "username" | "userid" | "user" | "uid" | "username " => o.username = Some(value),
+            "password" | "psw" | "pwd" => o.password = Some(value),
+            "timeout" => o.connect_timeout = seconds("Timeout", &value)?,
+            "commandtimeout" => o.command_timeout = seconds("Command Timeout", &value)?,
+            "maximumpoolsize" | "maxpoolsize" => {
+                o.max_pool_size = match value.trim().parse::<usize>() {
+                    Ok(n) if n > 0 => n,
+                    _ => {
+                        return Err(ParseError(format!(
+                            "Maximum Pool Size must be a positive integer, got {value:?}"
+                        )))
+                    }
+                }
+            }
+            "targetsessionattributes" => {
+                o.target_session = match value.trim().to_ascii_lowercase().as_str() {
+                    "any" => TargetSession::Any,
+                    "read-write" | "readwrite" | "primary" => TargetSession::ReadWrite,
+                    other => {
+                        return Err(ParseError(format!(
+                            "Target Session Attributes {other:?} is not supported (use any, read-write or primary)"
+                        )))
+                    }
+                }
+            }
+            "sslmode" => match value.trim().to_ascii_lowercase().as_str() {
+                "disable" | "allow" | "prefer" => {}
+                other => {
+                    return Err(ParseError(format!(
+                        "SSL Mode {other:?} is not supported by this build (use Disable or Prefer)"
+                    )))
+                }
+            },
+            "applicationname" => o.application_name = value,
+            "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
+            _ => ignored.push(key),
+        }
+    }
+    let host_list = host_list.ok_or_else(|| ParseError("Host is required".into()))?;
+    for entry in host_list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let (host, p) = match entry.rsplit_once(':') {
+            // A bare IPv6 address has several colons and no port.
+            Some((h, p)) if !h.contains(':') || h.ends_with(']') => {
+                let p = p.parse().map_err(|_| {
+                    ParseError(format!("Host entry {entry:?} has an invalid port"))
+                })?;
+                (h.trim_matches(['[', ']']).to_owned(), p)
+            }
+            _ => (entry.to_owned(), port),
+        };
+        o.hosts.push((host, p));
+    }
+    if o.hosts.is_empty() {
+        return Err(ParseError("Host must name at least one host".into()));
+    }
+    if o.username.is_none() {
+        o.username = pguser.map(str::to_owned);
+    }
+    if o.password.is_none() {
+        o.password = pgpassword.map(str::to_owned);
+    }
+    Ok(Parsed {
+        options: o,
+        ignored_keywords: ignored,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_upstream_chart_string() {
+        let p = parse(
+            "Host=vfps-db-rw:5432;Database=vfps;Username=app;Maximum Pool Size=25;Gss Encryption Mode=Disable;",
+            None,
+            Some("pw"),
+        )
+        .unwrap();
+        assert_eq!(p.options.hosts, vec![("vfps-db-rw".to_owned(), 5432)]);
+        assert_eq!(p.options.max_pool_size, 25);
+        assert_eq!(p.options.password.as_deref(), Some("pw"));
+        assert_eq!(p.ignored_keywords, vec!["Gss Encryption Mode".to_owned()]);
+    }
+
+    #[test]
+    fn multi_host_with_default_port_and_session_attrs() {
+        let p = parse(
+            "Host=a,b:5433,c;Port=6000;Target Session Attributes=read-write;Timeout=2;Command Timeout=9;Password='x;y'",
+            Some("u"),
+            Some("ignored"),
+        )
+        .unwrap()
+        .options;
+        assert_eq!(
+            p.hosts,
+            vec![("a".into(), 6000), ("b".into(), 5433), ("c".into(), 6000)]
+        );
+        assert_eq!(p.target_session, TargetSession::ReadWrite);
+        assert_eq!(p.connect_timeout, Duration::from_secs(2));
+        assert_eq!(p.command_timeout, Duration::from_secs(9));
+        assert_eq!(p.password.as_deref(), Some("x;y"));
+        assert_eq!(p.username.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn bad_values_name_the_keyword_and_hide_the_password() {
+        let e = parse("Host=a;Port=abc;Password=hunter2", None, None).unwrap_err();
+        assert!(e.0.contains("Port"), "{e}");
+        let e = parse("Host=a;Maximum Pool Size=0", None, None).unwrap_err();
+        assert!(e.0.contains("Maximum Pool Size"));
+        let e = parse("Database=x", None, None).unwrap_err();
+        assert!(e.0.contains("Host"));
+        let opts = parse("Host=a;Password=hunter2", None, None).unwrap().options;
+        assert!(!format!("{opts:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,437 @@
+//! The embedded SQLite store: one file in WAL mode with `synchronous=FULL`, one
+//! writer connection (SQLite allows one writer at a time anyway) and a few reader
+//! connections used in parallel. All calls run on the blocking thread pool.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use vfps_core::{
+    from_micros, to_micros, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
+    PageCursor, Pseudonym, PseudonymPage,
+};
+
+use crate::{migrate, page_from_rows, Candidate, PoolStatus, Store, Upserted};
+
+const READERS: usize = 4;
+
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Arc<Mutex<Connection>>,
+    readers: Arc<Vec<Mutex<Connection>>>,
+    /// Round-robin position over `readers`.
+    next_reader: AtomicUsize,
+    /// Calls currently holding a connection, for the pool metric.
+    in_use: Arc<AtomicUsize>,
+}
+
+fn sql_err(e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            Error::unavailable("the database file is busy")
+        }
+        Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure) => {
+            Error::unavailable(format!("database file IO failed: {e}"))
+        }
+        _ => Error::internal(format!("sqlite: {e}")),
+    }
+}
+
+fn open(path: &Path, flags: OpenFlags) -> Result<Connection, Error> {
+    let c = Connection::open_with_flags(path, flags).map_err(|e| {
+        Error::unavailable(format!("cannot open database file {}: {e}", path.display()))
+    })?;
+    c.busy_timeout(Duration::from_secs(5)).map_err(sql_err)?;
+    c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+        .map_err(sql_err)?;
+    Ok(c)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the file and applies migrations.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::unavailable(format!("cannot create directory {}: {e}", dir.display()))
+            })?;
+        }
+        let writer = open(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sql_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::internal(format!("sqlite refused WAL mode (got {mode})")));
+        }
+        Self::migrate_with(&writer)?;
+        let readers = (0..READERS)
+            .map(|_| open(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            path: path.to_owned(),
+            writer: Arc::new(Mutex::new(writer)),
+            readers: Arc::new(readers),
+            next_reader: AtomicUsize::new(0),
+            in_use: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate_with(c: &Connection) -> Result<migrate::Report, Error> {
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS vfps_schema_migrations (
+                version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+                applied_at INTEGER NOT NULL)",
+        )
+        .map_err(sql_err)?;
+        let mut report = migrate::Report::default();
+        for m in migrate::SQLITE {
+            let recorded: Option<String> = c
+                .query_row(
+                    "SELECT checksum FROM vfps_schema_migrations WHERE version = ?1",
+                    [m.version],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql_err)?;
+            if let Some(sum) = recorded {
+                migrate::verify_checksum(m, &sum)?;
+                report.already_applied.push(m.version);
+                continue;
+            }
+            let sql = format!(
+                "BEGIN IMMEDIATE;\n{}\nINSERT INTO vfps_schema_migrations VALUES ({}, '{}', '{}', {});\nCOMMIT;",
+                m.sql,
+                m.version,
+                m.name,
+                m.checksum(),
+                to_micros(std::time::SystemTime::now())
+            );
+            if let Err(e) = c.execute_batch(&sql) {
+                let _ = c.execute_batch("ROLLBACK");
+                return Err(sql_err(e));
+            }
+            report.applied.push(m.version);
+        }
+        Ok(report)
+    }
+
+    async fn with_writer<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let writer = self.writer.clone();
+        let in_use = self.in_use.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = writer.lock().map_err(|_| Error::internal("writer lock poisoned"))?;
+            in_use.fetch_add(1, Ordering::Relaxed);
+            let r = f(&mut c);
+            in_use.fetch_sub(1, Ordering::Relaxed);
+            r
+        })
+        .await
+        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?
+    }
+
+    async fn with_reader<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let readers = self.readers.clone();
+        let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % READERS;
+        let in_use = self.in_use.clone();
+        tokio::task::spawn_blocking(move || {
+            let c = readers[i].lock().map_err(|_| Error::internal("reader lock poisoned"))?;
+            in_use.fetch_add(1, Ordering::Relaxed);
+            let r = f(&c);
+            in_use.fetch_sub(1, Ordering::Relaxed);
+            r
+        })
+        .await
+        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?
+    }
+}
+
+const NAMESPACE_COLUMNS: &str = "name, description, pseudonym_generation_method, pseudonym_length, \
+     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
+const PSEUDONYM_COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+
+fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespace, Error>> {
+    let name: String = r.get(0)?;
+    let method: i32 = r.get(2)?;
+    let length: i64 = r.get(3)?;
+    let description: String = r.get(1)?;
+    let prefix: Option<String> = r.get(4)?;
+    let suffix: Option<String> = r.get(5)?;
+    let created: i64 = r.get(6)?;
+    let updated: i64 = r.get(7)?;
+    Ok((|| {
+        let method = GenerationMethod::from_wire(method)
+            .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
+        let length = u32::try_from(length)
+            .map_err(|_| Error::internal("stored namespace has an invalid length"))?;
+        Ok(Namespace {
+            name: NamespaceName::parse(&name)?,
+            description,
+            settings: NamespaceSettings::parse(method, length, prefix, suffix)?,
+            created_at: from_micros(created),
+            last_updated_at: from_micros(updated),
+        })
+    })())
+}
+
+fn pseudonym_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Pseudonym, Error>> {
+    let ns: String = r.get(0)?;
+    let original: String = r.get(1)?;
+    let pseudonym: String = r.get(2)?;
+    let created: i64 = r.get(3)?;
+    let updated: i64 = r.get(4)?;
+    Ok(NamespaceName::parse(&ns).map(|namespace| Pseudonym {
+        namespace,
+        original_value: original,
+        pseudonym_value: pseudonym,
+        created_at: from_micros(created),
+        last_updated_at: from_micros(updated),
+    }))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_namespace(&self, ns: &Namespace) -> Result<(), Error> {
+        let ns = ns.clone();
+        self.with_writer(move |c| {
+            let s = &ns.settings;
+            let n = c
+                .execute(
+                    &format!(
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8) \
+                         ON CONFLICT (name) DO NOTHING"
+                    ),
+                    params![
+                        ns.name.as_str(),
+                        ns.description,
+                        s.method.to_wire(),
+                        s.length,
+                        s.prefix,
+                        s.suffix,
+                        to_micros(ns.created_at),
+                        to_micros(ns.last_updated_at)
+                    ],
+                )
+                .map_err(sql_err)?;
+            if n == 0 {
+                return Err(Error::already_exists(format!("namespace {} already exists", ns.name)));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error> {
+        let name = name.as_str().to_owned();
+        self.with_reader(move |c| {
+            c.query_row(
+                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = ?1"),
+                [name],
+                namespace_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
+        })
+        .await
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error> {
+        self.with_reader(|c| {
+            let mut st = c
+                .prepare_cached(&format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"))
+                .map_err(sql_err)?;
+            let rows = st.query_map([], namespace_from_row).map_err(sql_err)?;
+            rows.map(|r| r.map_err(sql_err)?).collect()
+        })
+        .await
+    }
+
+    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
+        let name = name.as_str().to_owned();
+        self.with_writer(move |c| {
+            let n = c
+                .execute("DELETE FROM namespaces WHERE name = ?1", [name])
+                .map_err(sql_err)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
+        let batch = batch.to_vec();
+        self.with_writer(move |c| {
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql_err)?;
+            let mut out = Vec::with_capacity(batch.len());
+            {
+                let mut insert = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
+                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = ?1)
+                         ON CONFLICT DO NOTHING"
+                    ))
+                    .map_err(sql_err)?;
+                let mut select = tx
+                    .prepare_cached(&format!(
+                        "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2"
+                    ))
+                    .map_err(sql_err)?;
+                for cand in &batch {
+                    insert
+                        .execute(params![
+                            cand.namespace.as_str(),
+                            cand.original.as_str(),
+                            cand.pseudonym,
+                            to_micros(cand.created_at)
+                        ])
+                        .map_err(sql_err)?;
+                    let row = select
+                        .query_row(
+                            params![cand.namespace.as_str(), cand.original.as_str()],
+                            pseudonym_from_row,
+                        )
+                        .optional()
+                        .map_err(sql_err)?
+                        .transpose()?;
+                    out.push(row.map_or(Upserted::Conflict, Upserted::Stored));
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_pseudonym(
+        &self,
+        namespace: &NamespaceName,
+        pseudonym_value: &str,
+    ) -> Result<Option<Pseudonym>, Error> {
+        let (ns, pv) = (namespace.as_str().to_owned(), pseudonym_value.to_owned());
+        self.with_reader(move |c| {
+            c.query_row(
+                &format!(
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND pseudonym_value = ?2"
+                ),
+                [ns, pv],
+                pseudonym_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
+        })
+        .await
+    }
+
+    async fn list_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        page_size: u32,
+        after: Option<&PageCursor>,
+        include_total_size: bool,
+    ) -> Result<PseudonymPage, Error> {
+        let ns = namespace.as_str().to_owned();
+        let after = after.cloned();
+        self.with_reader(move |c| {
+            let limit = i64::from(page_size) + 1;
+            let items: Vec<Pseudonym> = match &after {
+                None => {
+                    let mut st = c
+                        .prepare_cached(&format!(
+                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1
+                             ORDER BY created_at DESC, original_value DESC LIMIT ?2"
+                        ))
+                        .map_err(sql_err)?;
+                    let rows = st.query_map(params![ns, limit], pseudonym_from_row).map_err(sql_err)?;
+                    rows.map(|r| r.map_err(sql_err)?).collect::<Result<_, _>>()?
+                }
+                Some(cur) => {
+                    let mut st = c
+                        .prepare_cached(&format!(
+                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1
+                             AND (created_at, original_value) < (?2, (
+                                 SELECT original_value FROM pseudonyms
+                                 WHERE namespace = ?1 AND pseudonym_value = ?3))
+                             ORDER BY created_at DESC, original_value DESC LIMIT ?4"
+                        ))
+                        .map_err(sql_err)?;
+                    let rows = st
+                        .query_map(
+                            params![ns, cur.created_at_micros, cur.pseudonym_value, limit],
+                            pseudonym_from_row,
+                        )
+                        .map_err(sql_err)?;
+                    rows.map(|r| r.map_err(sql_err)?).collect::<Result<_, _>>()?
+                }
+            };
+            let total = if include_total_size {
+                Some(
+                    c.query_row("SELECT count(*) FROM pseudonyms WHERE namespace = ?1", [&ns], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map_err(sql_err)?,
+                )
+            } else {
+                None
+            };
+            Ok(page_from_rows(items, page_size, total))
+        })
+        .await
+    }
+
+    async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error> {
+        self.with_reader(|c| {
+            let mut st = c
+                .prepare_cached(
+                    "SELECT n.name, (SELECT count(*) FROM pseudonyms p WHERE p.namespace = n.name)
+                     FROM namespaces n ORDER BY n.name",
+                )
+                .map_err(sql_err)?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(sql_err)?;
+            rows.map(|r| r.map_err(sql_err)).collect()
+        })
+        .await
+    }
+
+    async fn check_writable(&self) -> Result<(), Error> {
+        self.with_writer(|c| {
+            c.query_row("SELECT 1", [], |_| Ok(())).map_err(sql_err)
+        })
+        .await
+    }
+
+    fn pool_status(&self) -> PoolStatus {
+        let in_use = self.in_use.load(Ordering::Relaxed);
+        PoolStatus {
+            in_use,
+            idle: (READERS + 1).saturating_sub(in_use),
+            max_size: READERS + 1,
+        }
+    }
+
+    fn write_parallelism(&self) -> usize {
+        1
+    }
+}

@@ -1,0 +1,300 @@
+//! One contract, two stores: every test here runs against PostgreSQL (a fresh
+//! database on the test kit's cluster) and against a temporary SQLite file.
+
+use std::{sync::Arc, time::Duration};
+
+use vfps_core::{
+    now_micros, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, OriginalValue,
+};
+use vfps_store::{
+    coalesce::Coalescer, postgres::PgStore, sqlite::SqliteStore, Candidate, Store, Upserted,
+};
+
+async fn postgres() -> Arc<dyn Store> {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    Arc::new(store)
+}
+
+async fn sqlite() -> Arc<dyn Store> {
+    let dir = std::env::temp_dir().join(format!(
+        "vfps-store-test-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    Arc::new(SqliteStore::open(&dir.join("vfps.sqlite")).unwrap())
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn namespace(name: &str, length: u32) -> Namespace {
+    let now = now_micros();
+    Namespace {
+        name: NamespaceName::parse(name).unwrap(),
+        description: "test".into(),
+        settings: NamespaceSettings::parse(
+            GenerationMethod::FullRandomHexEncoded,
+            length,
+            Some("p-".into()),
+            None,
+        )
+        .unwrap(),
+        created_at: now,
+        last_updated_at: now,
+    }
+}
+
+fn candidate(ns: &str, original: &str, pseudonym: &str) -> Candidate {
+    Candidate {
+        namespace: NamespaceName::parse(ns).unwrap(),
+        original: OriginalValue::parse(original).unwrap(),
+        pseudonym: pseudonym.into(),
+        created_at: now_micros(),
+    }
+}
+
+fn stored(u: &Upserted) -> &vfps_core::Pseudonym {
+    match u {
+        Upserted::Stored(p) => p,
+        Upserted::Conflict => panic!("expected a stored pseudonym, got a conflict"),
+    }
+}
+
+async fn namespaces_round_trip(store: Arc<dyn Store>) {
+    let ns = namespace("a", 8);
+    store.create_namespace(&ns).await.unwrap();
+    let err = store.create_namespace(&ns).await.unwrap_err();
+    assert_eq!(err.kind, vfps_core::ErrorKind::AlreadyExists);
+    assert_eq!(store.get_namespace(&ns.name).await.unwrap(), Some(ns.clone()));
+    store.create_namespace(&namespace("b", 8)).await.unwrap();
+    let all = store.list_namespaces().await.unwrap();
+    assert_eq!(all.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!(store.delete_namespace(&ns.name).await.unwrap());
+    assert!(!store.delete_namespace(&ns.name).await.unwrap());
+    assert_eq!(store.get_namespace(&ns.name).await.unwrap(), None);
+}
+
+async fn upsert_returns_the_existing_pseudonym(store: Arc<dyn Store>) {
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let first = store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    assert_eq!(stored(&first[0]).pseudonym_value, "p-1");
+    let again = store
+        .upsert_pseudonyms(&[candidate("n", "o1", "p-2"), candidate("n", "o2", "p-3")])
+        .await
+        .unwrap();
+    assert_eq!(stored(&again[0]).pseudonym_value, "p-1");
+    assert_eq!(stored(&again[1]).pseudonym_value, "p-3");
+    let got = store
+        .get_pseudonym(&NamespaceName::parse("n").unwrap(), "p-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.original_value, "o1");
+}
+
+async fn a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too(store: Arc<dyn Store>) {
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    let r = store
+        .upsert_pseudonyms(&[candidate("n", "o2", "p-1"), candidate("missing", "o3", "p-9")])
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Upserted::Conflict, Upserted::Conflict]);
+    assert!(store
+        .get_pseudonym(&NamespaceName::parse("missing").unwrap(), "p-9")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn delete_cascades_to_pseudonyms(store: Arc<dyn Store>) {
+    let ns = namespace("n", 8);
+    store.create_namespace(&ns).await.unwrap();
+    store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    store.delete_namespace(&ns.name).await.unwrap();
+    store.create_namespace(&ns).await.unwrap();
+    assert!(store.get_pseudonym(&ns.name, "p-1").await.unwrap().is_none());
+    assert_eq!(store.count_pseudonyms().await.unwrap(), vec![("n".to_owned(), 0)]);
+}
+
+async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
+    let ns = namespace("n", 8);
+    store.create_namespace(&ns).await.unwrap();
+    // Several rows share a timestamp, so the original value must break ties.
+    let t = now_micros();
+    let batch: Vec<Candidate> = (0..23)
+        .map(|i| Candidate {
+            created_at: t + Duration::from_micros((i / 4) as u64),
+            ..candidate("n", &format!("o{i:02}"), &format!("p-{i:02}"))
+        })
+        .collect();
+    store.upsert_pseudonyms(&batch).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list_pseudonyms(&ns.name, 5, cursor.as_ref(), true)
+            .await
+            .unwrap();
+        assert_eq!(page.total_size, Some(23));
+        assert!(page.items.len() <= 5);
+        seen.extend(page.items.iter().map(|p| (p.created_at, p.original_value.clone())));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 23);
+    let mut expected = seen.clone();
+    expected.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, expected, "pages must be ordered by (created_at, original) desc");
+    expected.dedup();
+    assert_eq!(expected.len(), 23, "no item may appear twice");
+}
+
+async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let coalescer = Coalescer::spawn(store.clone(), store.write_parallelism(), 64);
+    let mut tasks = Vec::new();
+    for i in 0..400 {
+        let c = coalescer.clone();
+        tasks.push(tokio::spawn(async move {
+            let original = format!("o{}", i % 40);
+            let p = c
+                .upsert(candidate("n", &original, &format!("p-{i}")))
+                .await
+                .unwrap();
+            (original, stored(&p).pseudonym_value.clone())
+        }));
+    }
+    let mut by_original = std::collections::HashMap::new();
+    for t in tasks {
+        let (o, p) = t.await.unwrap();
+        let prev = by_original.entry(o).or_insert_with(|| p.clone());
+        assert_eq!(*prev, p, "one original got two pseudonyms");
+    }
+    assert_eq!(by_original.len(), 40);
+    assert_eq!(store.count_pseudonyms().await.unwrap(), vec![("n".to_owned(), 40)]);
+}
+
+async fn a_healthy_store_is_writable(store: Arc<dyn Store>) {
+    store.check_writable().await.unwrap();
+    let s = store.pool_status();
+    assert!(s.max_size >= 1);
+}
+
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod on_postgres {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(postgres().await).await })*
+        }
+        mod on_sqlite {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(sqlite().await).await })*
+        }
+    };
+}
+
+contract!(
+    namespaces_round_trip,
+    upsert_returns_the_existing_pseudonym,
+    a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too,
+    delete_cascades_to_pseudonyms,
+    list_pages_newest_first_without_gaps,
+    concurrent_creates_through_the_coalescer_agree,
+    a_healthy_store_is_writable,
+);
+
+#[tokio::test]
+async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    let (a, b) = tokio::join!(store.migrate(), store.migrate());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.applied.len() + b.applied.len(), 1, "exactly one run applies v1");
+    let third = store.migrate().await.unwrap();
+    assert!(third.applied.is_empty());
+    assert_eq!(third.already_applied, vec![1]);
+}
+
+#[tokio::test]
+async fn a_tampered_migration_checksum_stops_the_migration() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    cluster
+        .psql(&db.name, "UPDATE vfps_schema_migrations SET checksum = 'x'")
+        .unwrap();
+    let e = store.migrate().await.unwrap_err();
+    assert!(e.message.contains("checksum"), "{e}");
+}
+
+#[tokio::test]
+async fn a_stopped_database_is_unavailable_and_recovers_after_restart() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    store.check_writable().await.unwrap();
+    cluster.stop_server().unwrap();
+    let e = store.check_writable().await.unwrap_err();
+    assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
+    let e = store.list_namespaces().await.unwrap_err();
+    assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
+    cluster.start_server().unwrap();
+    store.check_writable().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_only_connection_is_unavailable_and_discarded() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    // Simulate a demoted primary: new sessions default to read-only.
+    cluster
+        .psql("postgres", &format!("ALTER DATABASE {} SET default_transaction_read_only = on", db.name))
+        .unwrap();
+    cluster
+        .psql("postgres", &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", db.name))
+        .unwrap();
+    // The terminated pooled connection and then the read-only one are both transient.
+    for _ in 0..3 {
+        let e = store
+            .upsert_pseudonyms(&[candidate("n", "o", "p-1")])
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
+    }
+    cluster
+        .psql("postgres", &format!("ALTER DATABASE {} SET default_transaction_read_only = off", db.name))
+        .unwrap();
+    // A discarded read-only connection is not reused: the next call works.
+    let r = store.upsert_pseudonyms(&[candidate("n", "o", "p-1")]).await.unwrap();
+    assert_eq!(stored(&r[0]).pseudonym_value, "p-1");
+}

@@ -1,0 +1,263 @@
+//! Throwaway PostgreSQL clusters for tests, made with `initdb` and `pg_ctl` on a free
+//! port — no Docker.
+//!
+//! A [`PgCluster`] lives in a temporary directory. Dropping it stops the server and
+//! removes the directory; a watchdog shell process does the same if the test
+//! process dies without dropping it, so no test leaves a server behind.
+//! [`shared`] hands every test of one process the same cluster, and
+//! [`PgCluster::create_database`] gives each test its own database owned by a
+//! non-superuser role, as production runs.
+//!
+//! When the tests run as root, the server runs as the `postgres` user (PostgreSQL
+//! refuses root).
+
+use std::{
+    io,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        OnceLock,
+    },
+    time::{Duration, Instant},
+};
+
+/// Where the PostgreSQL server binaries are: `$VFPS_PG_BINDIR`, else the newest
+/// `/usr/lib/postgresql/*/bin`.
+pub fn pg_bindir() -> io::Result<PathBuf> {
+    if let Ok(dir) = std::env::var("VFPS_PG_BINDIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("pg_ctl").exists())
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql-15)",
+        )
+    })
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// A command that runs as the server's owner.
+fn as_owner(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(mut cmd: Command, what: &str) -> io::Result<String> {
+    let out = cmd.stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{what} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A free TCP port on loopback (bound and released; good enough for tests).
+pub fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A PostgreSQL server in a temporary directory.
+pub struct PgCluster {
+    dir: PathBuf,
+    bindir: PathBuf,
+    port: u16,
+}
+
+static DATABASE_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl PgCluster {
+    /// Creates and starts a new cluster (trust authentication on loopback only).
+    pub fn start() -> io::Result<Self> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let bindir = pg_bindir()?;
+        let dir = std::env::temp_dir().join(format!(
+            "vfps-testkit-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        if is_root() {
+            run(
+                {
+                    let mut c = Command::new("chown");
+                    c.arg("postgres:postgres").arg(&dir);
+                    c
+                },
+                "chown",
+            )?;
+        }
+        let cluster = Self {
+            dir,
+            bindir,
+            port: free_port()?,
+        };
+        cluster.spawn_watchdog()?;
+        let mut initdb = as_owner(&cluster.bindir.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(cluster.data_dir())
+            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        run(initdb, "initdb")?;
+        let conf = format!(
+            "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             fsync = off\nfull_page_writes = off\nmax_connections = 300\nshared_buffers = 32MB\n",
+            cluster.port,
+            cluster.dir.display()
+        );
+        let conf_path = cluster.data_dir().join("postgresql.conf");
+        let mut existing = std::fs::read_to_string(&conf_path)?;
+        existing.push_str(&conf);
+        std::fs::write(&conf_path, existing)?;
+        cluster.start_server()?;
+        Ok(cluster)
+    }
+
+    /// Stops the server and removes the directory once this process is gone, even
+    /// if it crashes.
+    fn spawn_watchdog(&self) -> io::Result<()> {
+        let script = format!(
+            "while [ -d /proc/{pid} ]; do sleep 0.5; done; \
+             {runuser} {pg_ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            runuser = if is_root() { "runuser -u postgres --" } else { "" },
+            pg_ctl = self.bindir.join("pg_ctl").display(),
+            data = self.data_dir().display(),
+            dir = self.dir.display(),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(())
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Starts a stopped server and waits until it accepts connections.
+    pub fn start_server(&self) -> io::Result<()> {
+        let mut c = as_owner(&self.bindir.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.dir.join("server.log"))
+            .args(["-w", "-t", "60", "start"]);
+        run(c, "pg_ctl start")?;
+        Ok(())
+    }
+
+    /// Stops the server (fast mode: sessions are terminated, as in a failover).
+    pub fn stop_server(&self) -> io::Result<()> {
+        let mut c = as_owner(&self.bindir.join("pg_ctl"));
+        c.arg("-D").arg(self.data_dir()).args(["-w", "-m", "fast", "stop"]);
+        run(c, "pg_ctl stop")?;
+        Ok(())
+    }
+
+    /// Runs SQL as the superuser through the Unix socket; returns unaligned output.
+    pub fn psql(&self, database: &str, sql: &str) -> io::Result<String> {
+        let mut c = as_owner(&self.bindir.join("psql"));
+        c.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-U", "postgres"])
+            .arg("-h")
+            .arg(&self.dir)
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-d")
+            .arg(database)
+            .arg("-c")
+            .arg(sql);
+        run(c, "psql")
+    }
+
+    /// Creates a fresh database owned by a fresh non-superuser role and returns an
+    /// Npgsql connection string for it.
+    pub fn create_database(&self) -> io::Result<TestDatabase> {
+        let n = DATABASE_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("vfps_test_{}_{n}", std::process::id());
+        self.psql(
+            "postgres",
+            &format!("CREATE ROLE {name} LOGIN NOSUPERUSER PASSWORD 'pw'"),
+        )?;
+        self.psql("postgres", &format!("CREATE DATABASE {name} OWNER {name}"))?;
+        Ok(TestDatabase {
+            name: name.clone(),
+            connection_string: format!(
+                "Host=127.0.0.1;Port={};Database={name};Username={name};Password=pw;Timeout=2;Command Timeout=10",
+                self.port
+            ),
+        })
+    }
+
+    /// The server's log so far (for assertions and failure messages).
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let mut c = as_owner(&self.bindir.join("pg_ctl"));
+        c.arg("-D").arg(self.data_dir()).args(["-m", "immediate", "stop"]);
+        let _ = c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A database of a [`PgCluster`].
+#[derive(Debug, Clone)]
+pub struct TestDatabase {
+    pub name: String,
+    /// Npgsql keyword form, as `ConnectionStrings__PostgreSQL` takes it.
+    pub connection_string: String,
+}
+
+/// One cluster for every test in this process (never dropped; the watchdog cleans up).
+pub fn shared() -> &'static PgCluster {
+    static SHARED: OnceLock<PgCluster> = OnceLock::new();
+    SHARED.get_or_init(|| match PgCluster::start() {
+        Ok(c) => c,
+        Err(e) => panic!("cannot start a test PostgreSQL cluster: {e}"),
+    })
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    condition()
+}
