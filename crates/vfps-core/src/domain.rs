@@ -100,7 +100,9 @@ impl NamespaceSettings {
         suffix: Option<String>,
     ) -> Result<Self, Error> {
         if length == 0 {
-            return Err(Error::out_of_range("pseudonym length must be greater than 0"));
+            return Err(Error::out_of_range(
+                "pseudonym length must be greater than 0",
+            ));
         }
         if let Some(required) = method.fixed_length() {
             if length != required {
@@ -251,7 +253,9 @@ mod tests {
         let e = NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 32, None, None)
             .unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::OutOfRange);
-        assert!(NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 64, None, None).is_ok());
+        assert!(
+            NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 64, None, None).is_ok()
+        );
         let e = NamespaceSettings::parse(GenerationMethod::Uuid4, 0, None, None).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::OutOfRange);
     }

@@ -76,7 +76,9 @@ impl GenerationMethod {
             Self::Uuid4 => "PSEUDONYM_GENERATION_METHOD_UUID4",
             Self::Uuid7 => "PSEUDONYM_GENERATION_METHOD_UUID7",
             Self::FullRandomHexEncoded => "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_HEX_ENCODED",
-            Self::FullRandomBase62Encoded => "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_BASE62_ENCODED",
+            Self::FullRandomBase62Encoded => {
+                "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_BASE62_ENCODED"
+            }
         }
     }
 
@@ -161,12 +163,14 @@ mod tests {
     use super::*;
 
     fn settings(method: GenerationMethod, length: u32) -> NamespaceSettings {
-        NamespaceSettings::parse(method, length, Some("pre-".into()), Some("-suf".into()))
-            .unwrap()
+        NamespaceSettings::parse(method, length, Some("pre-".into()), Some("-suf".into())).unwrap()
     }
 
     fn core(s: &str) -> &str {
-        s.strip_prefix("pre-").unwrap().strip_suffix("-suf").unwrap()
+        s.strip_prefix("pre-")
+            .unwrap()
+            .strip_suffix("-suf")
+            .unwrap()
     }
 
     fn original() -> OriginalValue {
@@ -175,17 +179,27 @@ mod tests {
 
     #[test]
     fn base64url_of_length_32_is_54_url_safe_chars() {
-        let p = generate(&settings(GenerationMethod::SecureRandomBase64UrlEncoded, 32), &original());
+        let p = generate(
+            &settings(GenerationMethod::SecureRandomBase64UrlEncoded, 32),
+            &original(),
+        );
         let c = core(&p);
         assert_eq!(c.len(), 54);
-        assert!(c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_'));
-        let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).unwrap();
+        assert!(c
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_'));
+        let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(c)
+            .unwrap();
         assert_eq!(&decoded[..4], &host_tag());
     }
 
     #[test]
     fn sha256_is_upper_case_hex_of_the_original() {
-        let p = generate(&settings(GenerationMethod::Sha256HexEncoded, 64), &original());
+        let p = generate(
+            &settings(GenerationMethod::Sha256HexEncoded, 64),
+            &original(),
+        );
         assert_eq!(
             core(&p),
             "2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824"
@@ -207,10 +221,18 @@ mod tests {
     #[test]
     fn hex_and_base62_have_exactly_length_chars() {
         for len in [1, 7, 32] {
-            let h = generate(&settings(GenerationMethod::FullRandomHexEncoded, len), &original());
+            let h = generate(
+                &settings(GenerationMethod::FullRandomHexEncoded, len),
+                &original(),
+            );
             assert_eq!(core(&h).len(), len as usize);
-            assert!(core(&h).chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-            let b = generate(&settings(GenerationMethod::FullRandomBase62Encoded, len), &original());
+            assert!(core(&h)
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+            let b = generate(
+                &settings(GenerationMethod::FullRandomBase62Encoded, len),
+                &original(),
+            );
             assert_eq!(core(&b).len(), len as usize);
             assert!(core(&b).chars().all(|c| c.is_ascii_alphanumeric()));
         }
@@ -218,12 +240,18 @@ mod tests {
 
     #[test]
     fn config_names_and_numbers_parse() {
-        assert_eq!(GenerationMethod::parse_config("uuid4"), Some(GenerationMethod::Uuid4));
+        assert_eq!(
+            GenerationMethod::parse_config("uuid4"),
+            Some(GenerationMethod::Uuid4)
+        );
         assert_eq!(
             GenerationMethod::parse_config("PSEUDONYM_GENERATION_METHOD_SHA256_HEX_ENCODED"),
             Some(GenerationMethod::Sha256HexEncoded)
         );
-        assert_eq!(GenerationMethod::parse_config("0"), Some(GenerationMethod::SecureRandomBase64UrlEncoded));
+        assert_eq!(
+            GenerationMethod::parse_config("0"),
+            Some(GenerationMethod::SecureRandomBase64UrlEncoded)
+        );
         assert_eq!(GenerationMethod::parse_config("9"), None);
         assert_eq!(GenerationMethod::parse_config("md5"), None);
     }

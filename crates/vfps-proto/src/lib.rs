@@ -12,6 +12,7 @@ pub mod v1 {
 }
 
 /// The encoded `FileDescriptorSet` of the contract, for server reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vfps_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/vfps_descriptor.bin"));
 
 pub use pbjson_types::Timestamp;

@@ -26,12 +26,19 @@ pub struct Coalescer {
 impl Coalescer {
     /// Spawns `workers` batch workers on the current runtime. They stop when every
     /// handle is dropped.
-    pub fn spawn(store: Arc<dyn Store>, workers: usize, max_batch: usize) -> Self {
+    /// `on_batch` is told each batch's size (after deduplication), for metrics.
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        workers: usize,
+        max_batch: usize,
+        on_batch: Arc<dyn Fn(usize) + Send + Sync>,
+    ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..workers.max(1) {
             let rx = rx.clone();
             let store = store.clone();
+            let on_batch = on_batch.clone();
             tokio::spawn(async move {
                 loop {
                     let batch = {
@@ -46,7 +53,7 @@ impl Coalescer {
                         }
                         batch
                     };
-                    run_batch(store.as_ref(), batch).await;
+                    run_batch(store.as_ref(), batch, on_batch.as_ref()).await;
                 }
             });
         }
@@ -64,7 +71,11 @@ impl Coalescer {
     }
 }
 
-async fn run_batch(store: &dyn Store, batch: Vec<(Candidate, Reply)>) {
+async fn run_batch(
+    store: &dyn Store,
+    batch: Vec<(Candidate, Reply)>,
+    on_batch: &(dyn Fn(usize) + Send + Sync),
+) {
     // Deduplicate: one row per (namespace, original); every caller of a key gets it.
     let mut keyed: BTreeMap<(String, String), (Candidate, Vec<Reply>)> = BTreeMap::new();
     for (candidate, reply) in batch {
@@ -79,6 +90,7 @@ async fn run_batch(store: &dyn Store, batch: Vec<(Candidate, Reply)>) {
             .push(reply);
     }
     let (candidates, replies): (Vec<Candidate>, Vec<Vec<Reply>>) = keyed.into_values().unzip();
+    on_batch(candidates.len());
     match store.upsert_pseudonyms(&candidates).await {
         Ok(results) if results.len() == candidates.len() => {
             for (result, replies) in results.into_iter().zip(replies) {

@@ -13,7 +13,9 @@
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use vfps_core::{Error, Namespace, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage};
+use vfps_core::{
+    Error, Namespace, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+};
 
 pub mod coalesce;
 pub mod migrate;

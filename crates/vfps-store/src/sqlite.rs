@@ -64,17 +64,27 @@ impl SqliteStore {
         }
         let writer = open(
             path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let mode: String = writer
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(sql_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::internal(format!("sqlite refused WAL mode (got {mode})")));
+            return Err(Error::internal(format!(
+                "sqlite refused WAL mode (got {mode})"
+            )));
         }
         Self::migrate_with(&writer)?;
         let readers = (0..READERS)
-            .map(|_| open(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map(Mutex::new))
+            .map(|_| {
+                open(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map(Mutex::new)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             path: path.to_owned(),
@@ -135,7 +145,9 @@ impl SqliteStore {
         let writer = self.writer.clone();
         let in_use = self.in_use.clone();
         tokio::task::spawn_blocking(move || {
-            let mut c = writer.lock().map_err(|_| Error::internal("writer lock poisoned"))?;
+            let mut c = writer
+                .lock()
+                .map_err(|_| Error::internal("writer lock poisoned"))?;
             in_use.fetch_add(1, Ordering::Relaxed);
             let r = f(&mut c);
             in_use.fetch_sub(1, Ordering::Relaxed);
@@ -153,7 +165,9 @@ impl SqliteStore {
         let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % READERS;
         let in_use = self.in_use.clone();
         tokio::task::spawn_blocking(move || {
-            let c = readers[i].lock().map_err(|_| Error::internal("reader lock poisoned"))?;
+            let c = readers[i]
+                .lock()
+                .map_err(|_| Error::internal("reader lock poisoned"))?;
             in_use.fetch_add(1, Ordering::Relaxed);
             let r = f(&c);
             in_use.fetch_sub(1, Ordering::Relaxed);
@@ -164,9 +178,11 @@ impl SqliteStore {
     }
 }
 
-const NAMESPACE_COLUMNS: &str = "name, description, pseudonym_generation_method, pseudonym_length, \
+const NAMESPACE_COLUMNS: &str =
+    "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
-const PSEUDONYM_COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+const PSEUDONYM_COLUMNS: &str =
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
 fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespace, Error>> {
     let name: String = r.get(0)?;
@@ -257,7 +273,9 @@ impl Store for SqliteStore {
     async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error> {
         self.with_reader(|c| {
             let mut st = c
-                .prepare_cached(&format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"))
+                .prepare_cached(&format!(
+                    "SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"
+                ))
                 .map_err(sql_err)?;
             let rows = st.query_map([], namespace_from_row).map_err(sql_err)?;
             rows.map(|r| r.map_err(sql_err)?).collect()
@@ -362,8 +380,11 @@ impl Store for SqliteStore {
                              ORDER BY created_at DESC, original_value DESC LIMIT ?2"
                         ))
                         .map_err(sql_err)?;
-                    let rows = st.query_map(params![ns, limit], pseudonym_from_row).map_err(sql_err)?;
-                    rows.map(|r| r.map_err(sql_err)?).collect::<Result<_, _>>()?
+                    let rows = st
+                        .query_map(params![ns, limit], pseudonym_from_row)
+                        .map_err(sql_err)?;
+                    rows.map(|r| r.map_err(sql_err)?)
+                        .collect::<Result<_, _>>()?
                 }
                 Some(cur) => {
                     let mut st = c
@@ -381,14 +402,17 @@ impl Store for SqliteStore {
                             pseudonym_from_row,
                         )
                         .map_err(sql_err)?;
-                    rows.map(|r| r.map_err(sql_err)?).collect::<Result<_, _>>()?
+                    rows.map(|r| r.map_err(sql_err)?)
+                        .collect::<Result<_, _>>()?
                 }
             };
             let total = if include_total_size {
                 Some(
-                    c.query_row("SELECT count(*) FROM pseudonyms WHERE namespace = ?1", [&ns], |r| {
-                        r.get::<_, i64>(0)
-                    })
+                    c.query_row(
+                        "SELECT count(*) FROM pseudonyms WHERE namespace = ?1",
+                        [&ns],
+                        |r| r.get::<_, i64>(0),
+                    )
                     .map_err(sql_err)?,
                 )
             } else {
@@ -416,10 +440,8 @@ impl Store for SqliteStore {
     }
 
     async fn check_writable(&self) -> Result<(), Error> {
-        self.with_writer(|c| {
-            c.query_row("SELECT 1", [], |_| Ok(())).map_err(sql_err)
-        })
-        .await
+        self.with_writer(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(sql_err))
+            .await
     }
 
     fn pool_status(&self) -> PoolStatus {

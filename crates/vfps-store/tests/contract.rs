@@ -73,10 +73,16 @@ async fn namespaces_round_trip(store: Arc<dyn Store>) {
     store.create_namespace(&ns).await.unwrap();
     let err = store.create_namespace(&ns).await.unwrap_err();
     assert_eq!(err.kind, vfps_core::ErrorKind::AlreadyExists);
-    assert_eq!(store.get_namespace(&ns.name).await.unwrap(), Some(ns.clone()));
+    assert_eq!(
+        store.get_namespace(&ns.name).await.unwrap(),
+        Some(ns.clone())
+    );
     store.create_namespace(&namespace("b", 8)).await.unwrap();
     let all = store.list_namespaces().await.unwrap();
-    assert_eq!(all.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(
+        all.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
     assert!(store.delete_namespace(&ns.name).await.unwrap());
     assert!(!store.delete_namespace(&ns.name).await.unwrap());
     assert_eq!(store.get_namespace(&ns.name).await.unwrap(), None);
@@ -84,7 +90,10 @@ async fn namespaces_round_trip(store: Arc<dyn Store>) {
 
 async fn upsert_returns_the_existing_pseudonym(store: Arc<dyn Store>) {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
-    let first = store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    let first = store
+        .upsert_pseudonyms(&[candidate("n", "o1", "p-1")])
+        .await
+        .unwrap();
     assert_eq!(stored(&first[0]).pseudonym_value, "p-1");
     let again = store
         .upsert_pseudonyms(&[candidate("n", "o1", "p-2"), candidate("n", "o2", "p-3")])
@@ -102,9 +111,15 @@ async fn upsert_returns_the_existing_pseudonym(store: Arc<dyn Store>) {
 
 async fn a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too(store: Arc<dyn Store>) {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
-    store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    store
+        .upsert_pseudonyms(&[candidate("n", "o1", "p-1")])
+        .await
+        .unwrap();
     let r = store
-        .upsert_pseudonyms(&[candidate("n", "o2", "p-1"), candidate("missing", "o3", "p-9")])
+        .upsert_pseudonyms(&[
+            candidate("n", "o2", "p-1"),
+            candidate("missing", "o3", "p-9"),
+        ])
         .await
         .unwrap();
     assert_eq!(r, vec![Upserted::Conflict, Upserted::Conflict]);
@@ -118,11 +133,21 @@ async fn a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too(store: 
 async fn delete_cascades_to_pseudonyms(store: Arc<dyn Store>) {
     let ns = namespace("n", 8);
     store.create_namespace(&ns).await.unwrap();
-    store.upsert_pseudonyms(&[candidate("n", "o1", "p-1")]).await.unwrap();
+    store
+        .upsert_pseudonyms(&[candidate("n", "o1", "p-1")])
+        .await
+        .unwrap();
     store.delete_namespace(&ns.name).await.unwrap();
     store.create_namespace(&ns).await.unwrap();
-    assert!(store.get_pseudonym(&ns.name, "p-1").await.unwrap().is_none());
-    assert_eq!(store.count_pseudonyms().await.unwrap(), vec![("n".to_owned(), 0)]);
+    assert!(store
+        .get_pseudonym(&ns.name, "p-1")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        store.count_pseudonyms().await.unwrap(),
+        vec![("n".to_owned(), 0)]
+    );
 }
 
 async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
@@ -146,7 +171,11 @@ async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
             .unwrap();
         assert_eq!(page.total_size, Some(23));
         assert!(page.items.len() <= 5);
-        seen.extend(page.items.iter().map(|p| (p.created_at, p.original_value.clone())));
+        seen.extend(
+            page.items
+                .iter()
+                .map(|p| (p.created_at, p.original_value.clone())),
+        );
         match page.next {
             Some(next) => cursor = Some(next),
             None => break,
@@ -155,14 +184,22 @@ async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
     assert_eq!(seen.len(), 23);
     let mut expected = seen.clone();
     expected.sort_by(|a, b| b.cmp(a));
-    assert_eq!(seen, expected, "pages must be ordered by (created_at, original) desc");
+    assert_eq!(
+        seen, expected,
+        "pages must be ordered by (created_at, original) desc"
+    );
     expected.dedup();
     assert_eq!(expected.len(), 23, "no item may appear twice");
 }
 
 async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
-    let coalescer = Coalescer::spawn(store.clone(), store.write_parallelism(), 64);
+    let coalescer = Coalescer::spawn(
+        store.clone(),
+        store.write_parallelism(),
+        64,
+        Arc::new(|_| {}),
+    );
     let mut tasks = Vec::new();
     for i in 0..400 {
         let c = coalescer.clone();
@@ -182,7 +219,10 @@ async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
         assert_eq!(*prev, p, "one original got two pseudonyms");
     }
     assert_eq!(by_original.len(), 40);
-    assert_eq!(store.count_pseudonyms().await.unwrap(), vec![("n".to_owned(), 40)]);
+    assert_eq!(
+        store.count_pseudonyms().await.unwrap(),
+        vec![("n".to_owned(), 40)]
+    );
 }
 
 async fn a_healthy_store_is_writable(store: Arc<dyn Store>) {
@@ -225,7 +265,11 @@ async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     let store = PgStore::new(&opts).unwrap();
     let (a, b) = tokio::join!(store.migrate(), store.migrate());
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert_eq!(a.applied.len() + b.applied.len(), 1, "exactly one run applies v1");
+    assert_eq!(
+        a.applied.len() + b.applied.len(),
+        1,
+        "exactly one run applies v1"
+    );
     let third = store.migrate().await.unwrap();
     assert!(third.applied.is_empty());
     assert_eq!(third.already_applied, vec![1]);
@@ -278,10 +322,22 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
     // Simulate a demoted primary: new sessions default to read-only.
     cluster
-        .psql("postgres", &format!("ALTER DATABASE {} SET default_transaction_read_only = on", db.name))
+        .psql(
+            "postgres",
+            &format!(
+                "ALTER DATABASE {} SET default_transaction_read_only = on",
+                db.name
+            ),
+        )
         .unwrap();
     cluster
-        .psql("postgres", &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", db.name))
+        .psql(
+            "postgres",
+            &format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+                db.name
+            ),
+        )
         .unwrap();
     // The terminated pooled connection and then the read-only one are both transient.
     for _ in 0..3 {
@@ -292,9 +348,18 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
         assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
     }
     cluster
-        .psql("postgres", &format!("ALTER DATABASE {} SET default_transaction_read_only = off", db.name))
+        .psql(
+            "postgres",
+            &format!(
+                "ALTER DATABASE {} SET default_transaction_read_only = off",
+                db.name
+            ),
+        )
         .unwrap();
     // A discarded read-only connection is not reused: the next call works.
-    let r = store.upsert_pseudonyms(&[candidate("n", "o", "p-1")]).await.unwrap();
+    let r = store
+        .upsert_pseudonyms(&[candidate("n", "o", "p-1")])
+        .await
+        .unwrap();
     assert_eq!(stored(&r[0]).pseudonym_value, "p-1");
 }

@@ -45,7 +45,10 @@ pub fn pg_bindir() -> io::Result<PathBuf> {
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -116,10 +119,15 @@ impl PgCluster {
         };
         cluster.spawn_watchdog()?;
         let mut initdb = as_owner(&cluster.bindir.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(cluster.data_dir())
-            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        initdb.arg("-D").arg(cluster.data_dir()).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
         run(initdb, "initdb")?;
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
@@ -142,7 +150,11 @@ impl PgCluster {
             "while [ -d /proc/{pid} ]; do sleep 0.5; done; \
              {runuser} {pg_ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
             pid = std::process::id(),
-            runuser = if is_root() { "runuser -u postgres --" } else { "" },
+            runuser = if is_root() {
+                "runuser -u postgres --"
+            } else {
+                ""
+            },
             pg_ctl = self.bindir.join("pg_ctl").display(),
             data = self.data_dir().display(),
             dir = self.dir.display(),
@@ -179,7 +191,9 @@ impl PgCluster {
     /// Stops the server (fast mode: sessions are terminated, as in a failover).
     pub fn stop_server(&self) -> io::Result<()> {
         let mut c = as_owner(&self.bindir.join("pg_ctl"));
-        c.arg("-D").arg(self.data_dir()).args(["-w", "-m", "fast", "stop"]);
+        c.arg("-D")
+            .arg(self.data_dir())
+            .args(["-w", "-m", "fast", "stop"]);
         run(c, "pg_ctl stop")?;
         Ok(())
     }
@@ -187,15 +201,24 @@ impl PgCluster {
     /// Runs SQL as the superuser through the Unix socket; returns unaligned output.
     pub fn psql(&self, database: &str, sql: &str) -> io::Result<String> {
         let mut c = as_owner(&self.bindir.join("psql"));
-        c.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-U", "postgres"])
-            .arg("-h")
-            .arg(&self.dir)
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("-d")
-            .arg(database)
-            .arg("-c")
-            .arg(sql);
+        c.args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            "postgres",
+        ])
+        .arg("-h")
+        .arg(&self.dir)
+        .arg("-p")
+        .arg(self.port.to_string())
+        .arg("-d")
+        .arg(database)
+        .arg("-c")
+        .arg(sql);
         run(c, "psql")
     }
 
@@ -227,8 +250,14 @@ impl PgCluster {
 impl Drop for PgCluster {
     fn drop(&mut self) {
         let mut c = as_owner(&self.bindir.join("pg_ctl"));
-        c.arg("-D").arg(self.data_dir()).args(["-m", "immediate", "stop"]);
-        let _ = c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        c.arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "stop"]);
+        let _ = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

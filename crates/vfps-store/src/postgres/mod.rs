@@ -32,7 +32,9 @@ impl PgStore {
     pub fn new(options: &PgOptions) -> Result<Self, Error> {
         let timeouts = managed::Timeouts {
             wait: Some(options.command_timeout),
-            create: Some(options.connect_timeout * options.hosts.len() as u32 + Duration::from_secs(1)),
+            create: Some(
+                options.connect_timeout * options.hosts.len() as u32 + Duration::from_secs(1),
+            ),
             recycle: Some(Duration::from_secs(5)),
         };
         let pool = Pool::builder(Manager::new(options))
@@ -54,7 +56,9 @@ impl PgStore {
                 tracing::warn!(error = %e, "cannot connect to a writable database");
                 Error::unavailable(format!("cannot connect to the database: {e}"))
             }
-            PoolError::Timeout(_) => Error::unavailable("timed out waiting for a database connection"),
+            PoolError::Timeout(_) => {
+                Error::unavailable("timed out waiting for a database connection")
+            }
             PoolError::Closed => Error::unavailable("the connection pool is closed"),
             other => Error::internal(format!("connection pool: {other}")),
         })
@@ -90,11 +94,17 @@ impl PgStore {
     pub async fn migrate(&self) -> Result<migrate::Report, Error> {
         let conn = self.conn().await?;
         let c = &conn.client;
-        self.timed(&conn, c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]))
-            .await?;
+        self.timed(
+            &conn,
+            c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]),
+        )
+        .await?;
         let result = self.migrate_locked(&conn).await;
         let unlock = self
-            .timed(&conn, c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]))
+            .timed(
+                &conn,
+                c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]),
+            )
             .await;
         let report = result?;
         unlock?;
@@ -115,7 +125,10 @@ impl PgStore {
         )
         .await?;
         let rows = self
-            .timed(conn, c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
+            .timed(
+                conn,
+                c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]),
+            )
             .await?;
         let applied: std::collections::HashMap<i64, String> =
             rows.iter().map(|r| (r.get(0), r.get(1))).collect();
@@ -206,9 +219,11 @@ fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
     })
 }
 
-const NAMESPACE_COLUMNS: &str = "name, description, pseudonym_generation_method, pseudonym_length, \
+const NAMESPACE_COLUMNS: &str =
+    "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
-const PSEUDONYM_COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+const PSEUDONYM_COLUMNS: &str =
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
 #[async_trait]
 impl Store for PgStore {
@@ -237,7 +252,10 @@ impl Store for PgStore {
             )
             .await?;
         if n == 0 {
-            return Err(Error::already_exists(format!("namespace {} already exists", ns.name)));
+            return Err(Error::already_exists(format!(
+                "namespace {} already exists",
+                ns.name
+            )));
         }
         Ok(())
     }
@@ -330,7 +348,10 @@ impl Store for PgStore {
             .iter()
             .map(|r| {
                 pseudonym_from_row(r).map(|p| {
-                    ((p.namespace.as_str().to_owned(), p.original_value.clone()), p)
+                    (
+                        (p.namespace.as_str().to_owned(), p.original_value.clone()),
+                        p,
+                    )
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -339,7 +360,10 @@ impl Store for PgStore {
         let missing: Vec<&Candidate> = batch
             .iter()
             .filter(|c| {
-                !found.contains_key(&(c.namespace.as_str().to_owned(), c.original.as_str().to_owned()))
+                !found.contains_key(&(
+                    c.namespace.as_str().to_owned(),
+                    c.original.as_str().to_owned(),
+                ))
             })
             .collect();
         if !missing.is_empty() {
@@ -360,14 +384,20 @@ impl Store for PgStore {
                 .await?;
             for r in &rows {
                 let p = pseudonym_from_row(r)?;
-                found.insert((p.namespace.as_str().to_owned(), p.original_value.clone()), p);
+                found.insert(
+                    (p.namespace.as_str().to_owned(), p.original_value.clone()),
+                    p,
+                );
             }
         }
         Ok(batch
             .iter()
             .map(|c| {
                 found
-                    .get(&(c.namespace.as_str().to_owned(), c.original.as_str().to_owned()))
+                    .get(&(
+                        c.namespace.as_str().to_owned(),
+                        c.original.as_str().to_owned(),
+                    ))
                     .cloned()
                     .map_or(Upserted::Conflict, Upserted::Stored)
             })
@@ -429,13 +459,21 @@ impl Store for PgStore {
                                  WHERE namespace = $1 AND pseudonym_value = $3))
                              ORDER BY created_at DESC, original_value DESC LIMIT $4"
                         ),
-                        &[&namespace.as_str(), &created, &cursor.pseudonym_value, &limit],
+                        &[
+                            &namespace.as_str(),
+                            &created,
+                            &cursor.pseudonym_value,
+                            &limit,
+                        ],
                     ),
                 )
                 .await?
             }
         };
-        let items = rows.iter().map(pseudonym_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = rows
+            .iter()
+            .map(pseudonym_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         let total = if include_total_size {
             let row = self
                 .timed(
@@ -466,19 +504,29 @@ impl Store for PgStore {
             )
             .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get(0).map_err(|e| classify(&e))?, r.try_get(1).map_err(|e| classify(&e))?)))
+            .map(|r| {
+                Ok((
+                    r.try_get(0).map_err(|e| classify(&e))?,
+                    r.try_get(1).map_err(|e| classify(&e))?,
+                ))
+            })
             .collect()
     }
 
     async fn check_writable(&self) -> Result<(), Error> {
         let conn = self.conn().await?;
         let row = self
-            .timed(&conn, conn.client.query_one("SELECT pg_is_in_recovery()", &[]))
+            .timed(
+                &conn,
+                conn.client.query_one("SELECT pg_is_in_recovery()", &[]),
+            )
             .await?;
         let in_recovery: bool = row.try_get(0).map_err(|e| classify(&e))?;
         if in_recovery {
             conn.mark_broken();
-            return Err(Error::unavailable("the connected database is a read-only standby"));
+            return Err(Error::unavailable(
+                "the connected database is a read-only standby",
+            ));
         }
         Ok(())
     }

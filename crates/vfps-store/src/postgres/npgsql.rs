@@ -67,10 +67,11 @@ fn normalise(key: &str) -> String {
 }
 
 fn seconds(key: &str, value: &str) -> Result<Duration, ParseError> {
-    let n: u64 = value
-        .trim()
-        .parse()
-        .map_err(|_| ParseError(format!("{key} must be a whole number of seconds, got {value:?}")))?;
+    let n: u64 = value.trim().parse().map_err(|_| {
+        ParseError(format!(
+            "{key} must be a whole number of seconds, got {value:?}"
+        ))
+    })?;
     Ok(Duration::from_secs(n))
 }
 
@@ -177,13 +178,17 @@ pub fn parse(
         }
     }
     let host_list = host_list.ok_or_else(|| ParseError("Host is required".into()))?;
-    for entry in host_list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+    for entry in host_list
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
         let (host, p) = match entry.rsplit_once(':') {
             // A bare IPv6 address has several colons and no port.
             Some((h, p)) if !h.contains(':') || h.ends_with(']') => {
-                let p = p.parse().map_err(|_| {
-                    ParseError(format!("Host entry {entry:?} has an invalid port"))
-                })?;
+                let p = p
+                    .parse()
+                    .map_err(|_| ParseError(format!("Host entry {entry:?} has an invalid port")))?;
                 (h.trim_matches(['[', ']']).to_owned(), p)
             }
             _ => (entry.to_owned(), port),
@@ -251,7 +256,9 @@ mod tests {
         assert!(e.0.contains("Maximum Pool Size"));
         let e = parse("Database=x", None, None).unwrap_err();
         assert!(e.0.contains("Host"));
-        let opts = parse("Host=a;Password=hunter2", None, None).unwrap().options;
+        let opts = parse("Host=a;Password=hunter2", None, None)
+            .unwrap()
+            .options;
         assert!(!format!("{opts:?}").contains("hunter2"));
     }
 }

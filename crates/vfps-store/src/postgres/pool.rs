@@ -92,7 +92,10 @@ impl managed::Manager for Manager {
                     Ok(AsyncMessage::Notice(notice)) => {
                         if notice.severity() == "WARNING" {
                             w.fetch_add(1, Ordering::SeqCst);
-                            tracing::warn!(code = notice.code().code(), "database warning on a pooled connection");
+                            tracing::warn!(
+                                code = notice.code().code(),
+                                "database warning on a pooled connection"
+                            );
                         }
                     }
                     Ok(_) => {}

@@ -1,0 +1,95 @@
+//! `vfps.api.v1.NamespaceService`.
+
+use tonic::{Request, Response, Status};
+use vfps_core::Namespace;
+use vfps_proto::v1::{self as pb, namespace_service_server::NamespaceService};
+
+use super::{deadline, meta, observed};
+use crate::{service::NewNamespace, state::AppState};
+
+pub struct NamespaceApi {
+    pub state: AppState,
+}
+
+pub(crate) fn to_proto(ns: &Namespace) -> pb::Namespace {
+    pb::Namespace {
+        meta: meta(ns.created_at, ns.last_updated_at),
+        name: ns.name.as_str().to_owned(),
+        description: ns.description.clone(),
+        pseudonym_generation_method: ns.settings.method.to_wire(),
+        pseudonym_length: ns.settings.length,
+        pseudonym_prefix: ns.settings.prefix.clone(),
+        pseudonym_suffix: ns.settings.suffix.clone(),
+    }
+}
+
+pub(crate) fn new_namespace(r: pb::NamespaceServiceCreateRequest) -> NewNamespace {
+    NewNamespace {
+        name: r.name,
+        method: r.pseudonym_generation_method,
+        length: r.pseudonym_length,
+        prefix: r.pseudonym_prefix.filter(|p| !p.is_empty()),
+        suffix: r.pseudonym_suffix.filter(|s| !s.is_empty()),
+        description: r.description,
+    }
+}
+
+#[tonic::async_trait]
+impl NamespaceService for NamespaceApi {
+    async fn create(
+        &self,
+        request: Request<pb::NamespaceServiceCreateRequest>,
+    ) -> Result<Response<pb::NamespaceServiceCreateResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = new_namespace(request.into_inner());
+        observed(&self.state, "NamespaceService/Create", async {
+            let ns = self.state.service.create_namespace(req, d).await?;
+            Ok(pb::NamespaceServiceCreateResponse {
+                namespace: Some(to_proto(&ns)),
+            })
+        })
+        .await
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::NamespaceServiceGetRequest>,
+    ) -> Result<Response<pb::NamespaceServiceGetResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = request.into_inner();
+        observed(&self.state, "NamespaceService/Get", async {
+            let ns = self.state.service.get_namespace(&req.name, d).await?;
+            Ok(pb::NamespaceServiceGetResponse {
+                namespace: Some(to_proto(&ns)),
+            })
+        })
+        .await
+    }
+
+    async fn get_all(
+        &self,
+        request: Request<pb::NamespaceServiceGetAllRequest>,
+    ) -> Result<Response<pb::NamespaceServiceGetAllResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        observed(&self.state, "NamespaceService/GetAll", async {
+            let all = self.state.service.list_namespaces(d).await?;
+            Ok(pb::NamespaceServiceGetAllResponse {
+                namespaces: all.iter().map(to_proto).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::NamespaceServiceDeleteRequest>,
+    ) -> Result<Response<pb::NamespaceServiceDeleteResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = request.into_inner();
+        observed(&self.state, "NamespaceService/Delete", async {
+            self.state.service.delete_namespace(&req.name, d).await?;
+            Ok(pb::NamespaceServiceDeleteResponse {})
+        })
+        .await
+    }
+}

@@ -1,0 +1,98 @@
+//! `vfps.api.v1.PseudonymService`.
+
+use tonic::{Request, Response, Status};
+use vfps_core::{Pseudonym, PseudonymPage};
+use vfps_proto::v1::{self as pb, pseudonym_service_server::PseudonymService};
+
+use super::{deadline, meta, observed};
+use crate::state::AppState;
+
+pub struct PseudonymApi {
+    pub state: AppState,
+}
+
+/// `with_original`: Create and Get carry the original value; List items never do.
+pub(crate) fn to_proto(p: Pseudonym, with_original: bool) -> pb::Pseudonym {
+    pb::Pseudonym {
+        meta: meta(p.created_at, p.last_updated_at),
+        namespace: p.namespace.as_str().to_owned(),
+        original_value: with_original.then_some(p.original_value),
+        pseudonym_value: p.pseudonym_value,
+    }
+}
+
+pub(crate) fn list_response(
+    namespace: String,
+    page: PseudonymPage,
+) -> pb::PseudonymServiceListResponse {
+    pb::PseudonymServiceListResponse {
+        namespace,
+        total_size: page.total_size,
+        next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+        pseudonyms: page.items.into_iter().map(|p| to_proto(p, false)).collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl PseudonymService for PseudonymApi {
+    async fn create(
+        &self,
+        request: Request<pb::PseudonymServiceCreateRequest>,
+    ) -> Result<Response<pb::PseudonymServiceCreateResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = request.into_inner();
+        observed(&self.state, "PseudonymService/Create", async {
+            let p = self
+                .state
+                .service
+                .create_pseudonym(&req.namespace, &req.original_value, d)
+                .await?;
+            Ok(pb::PseudonymServiceCreateResponse {
+                pseudonym: Some(to_proto(p, true)),
+            })
+        })
+        .await
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::PseudonymServiceGetRequest>,
+    ) -> Result<Response<pb::PseudonymServiceGetResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = request.into_inner();
+        observed(&self.state, "PseudonymService/Get", async {
+            let p = self
+                .state
+                .service
+                .get_pseudonym(&req.namespace, &req.pseudonym_value, d)
+                .await?;
+            Ok(pb::PseudonymServiceGetResponse {
+                pseudonym: Some(to_proto(p, true)),
+            })
+        })
+        .await
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::PseudonymServiceListRequest>,
+    ) -> Result<Response<pb::PseudonymServiceListResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let req = request.into_inner();
+        observed(&self.state, "PseudonymService/List", async {
+            let page = self
+                .state
+                .service
+                .list_pseudonyms(
+                    &req.namespace,
+                    req.page_size,
+                    &req.page_token,
+                    req.include_total_size,
+                    d,
+                )
+                .await?;
+            Ok(list_response(req.namespace, page))
+        })
+        .await
+    }
+}

@@ -1,0 +1,192 @@
+//! REST routes in proto3 JSON, as gRPC JSON transcoding of `vfps.api.v1` serves them.
+//! Errors are `{"code": <grpc code>, "message": ..., "details": []}`.
+
+use std::{collections::HashMap, time::Instant};
+
+use axum::{
+    body::Bytes,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::get,
+    Json, Router,
+};
+use serde::{de::DeserializeOwned, Serialize};
+use vfps_core::Error;
+use vfps_proto::v1 as pb;
+
+use super::{grpc_code, http_status};
+use crate::{
+    grpc::{namespaces as ns_api, pseudonyms as ps_api},
+    state::AppState,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/namespaces", get(get_all).post(create_namespace))
+        .route(
+            "/v1/namespaces/{name}",
+            get(get_namespace).delete(delete_namespace),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/pseudonyms",
+            get(list_pseudonyms).post(create_pseudonym),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/pseudonyms/{pseudonym}",
+            get(get_pseudonym),
+        )
+}
+
+fn error_response(e: &Error) -> Response {
+    (
+        http_status(e.kind),
+        Json(serde_json::json!({"code": grpc_code(e.kind), "message": e.message, "details": []})),
+    )
+        .into_response()
+}
+
+fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| Error::invalid_argument(format!("malformed JSON body: {e}")))
+}
+
+/// Runs one call with metrics and renders the proto3 JSON answer or the error.
+async fn respond<T: Serialize>(
+    state: &AppState,
+    method: &'static str,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Response {
+    let started = Instant::now();
+    let result = call.await;
+    state
+        .metrics
+        .observe_request("http", method, started.elapsed(), result.as_ref().err());
+    match result {
+        Ok(body) => (StatusCode::OK, Json(body)).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn create_namespace(State(state): State<AppState>, body: Bytes) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "NamespaceService/Create", async {
+        let req: pb::NamespaceServiceCreateRequest = parse_body(&body)?;
+        let ns = state
+            .service
+            .create_namespace(ns_api::new_namespace(req), d)
+            .await?;
+        Ok(pb::NamespaceServiceCreateResponse {
+            namespace: Some(ns_api::to_proto(&ns)),
+        })
+    })
+    .await
+}
+
+async fn get_all(State(state): State<AppState>) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "NamespaceService/GetAll", async {
+        let all = state.service.list_namespaces(d).await?;
+        Ok(pb::NamespaceServiceGetAllResponse {
+            namespaces: all.iter().map(ns_api::to_proto).collect(),
+        })
+    })
+    .await
+}
+
+async fn get_namespace(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "NamespaceService/Get", async {
+        let ns = state.service.get_namespace(&name, d).await?;
+        Ok(pb::NamespaceServiceGetResponse {
+            namespace: Some(ns_api::to_proto(&ns)),
+        })
+    })
+    .await
+}
+
+async fn delete_namespace(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "NamespaceService/Delete", async {
+        state.service.delete_namespace(&name, d).await?;
+        Ok(pb::NamespaceServiceDeleteResponse {})
+    })
+    .await
+}
+
+async fn create_pseudonym(
+    State(state): State<AppState>,
+    Path(namespace): Path<String>,
+    body: Bytes,
+) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "PseudonymService/Create", async {
+        let req: pb::PseudonymServiceCreateRequest = parse_body(&body)?;
+        let p = state
+            .service
+            .create_pseudonym(&namespace, &req.original_value, d)
+            .await?;
+        Ok(pb::PseudonymServiceCreateResponse {
+            pseudonym: Some(ps_api::to_proto(p, true)),
+        })
+    })
+    .await
+}
+
+async fn get_pseudonym(
+    State(state): State<AppState>,
+    Path((namespace, pseudonym)): Path<(String, String)>,
+) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "PseudonymService/Get", async {
+        let p = state
+            .service
+            .get_pseudonym(&namespace, &pseudonym, d)
+            .await?;
+        Ok(pb::PseudonymServiceGetResponse {
+            pseudonym: Some(ps_api::to_proto(p, true)),
+        })
+    })
+    .await
+}
+
+async fn list_pseudonyms(
+    State(state): State<AppState>,
+    Path(namespace): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "PseudonymService/List", async {
+        let param = |camel: &str, snake: &str| query.get(camel).or_else(|| query.get(snake));
+        let page_size = match param("pageSize", "page_size") {
+            None => 0,
+            Some(raw) => raw.parse::<i32>().map_err(|_| {
+                Error::invalid_argument(format!("pageSize must be an integer, got {raw:?}"))
+            })?,
+        };
+        let include_total_size =
+            match param("includeTotalSize", "include_total_size").map(String::as_str) {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(raw) => {
+                    return Err(Error::invalid_argument(format!(
+                        "includeTotalSize must be true or false, got {raw:?}"
+                    )))
+                }
+            };
+        let token = param("pageToken", "page_token")
+            .cloned()
+            .unwrap_or_default();
+        let page = state
+            .service
+            .list_pseudonyms(&namespace, page_size, &token, include_total_size, d)
+            .await?;
+        Ok(ps_api::list_response(namespace.clone(), page))
+    })
+    .await
+}

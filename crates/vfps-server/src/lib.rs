@@ -1,0 +1,21 @@
+//! The vfps pseudonymization service.
+//!
+//! # Layout
+//! - [`config`]: settings by the deployed vfps's names, validated at once.
+//! - [`startup`]: opens the store, binds the ports, serves, drains on shutdown.
+//! - [`service`]: what each call does, transport-independent; retries transient
+//!   database errors inside the call's deadline.
+//! - [`grpc`]: `vfps.api.v1` over tonic, plus health and reflection.
+//! - [`http`]: REST in proto3 JSON, FHIR `$create-pseudonym`, health endpoints.
+//! - [`metrics`]: Prometheus metrics.
+//! - [`state`]: what the transports share, including readiness.
+//! - [`telemetry`]: structured logging.
+
+pub mod config;
+pub mod grpc;
+pub mod http;
+pub mod metrics;
+pub mod service;
+pub mod startup;
+pub mod state;
+pub mod telemetry;

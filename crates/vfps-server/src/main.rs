@@ -1,0 +1,138 @@
+//! `vfps serve` (the default) and `vfps migrate`.
+
+use std::{process::ExitCode, time::Duration};
+
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+use vfps_server::{
+    config::{parse_duration, Flags, Settings, StoreConfig},
+    startup::{open_store, Application},
+    telemetry,
+};
+use vfps_store::postgres::PgStore;
+
+#[derive(Parser)]
+#[command(name = "vfps", version, about = "The vfps pseudonymization service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve gRPC (:8081), REST and FHIR (:8080) and metrics (:8082). The default.
+    Serve {
+        #[command(flatten)]
+        flags: Flags,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        flags: Flags,
+        /// Keep retrying while the database is unreachable for up to this long (e.g. 60s).
+        #[arg(long, value_parser = parse_wait, default_value = "0s")]
+        wait: Duration,
+    },
+}
+
+fn parse_wait(raw: &str) -> Result<Duration, String> {
+    parse_duration(raw).ok_or_else(|| format!("{raw:?} is not a duration such as 30s or 2m"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (flags, wait, migrate_only) = match cli.command {
+        None => (cli.flags, Duration::ZERO, false),
+        Some(Command::Serve { flags }) => (flags, Duration::ZERO, false),
+        Some(Command::Migrate { flags, wait }) => (flags, wait, true),
+    };
+    let (settings, notes) = match Settings::load(std::env::vars(), &flags) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vfps: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init(settings.log_json);
+    for note in notes {
+        tracing::info!("{note}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vfps: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        if migrate_only {
+            migrate(&settings, wait).await
+        } else {
+            serve(settings).await
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("vfps: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let app = Application::build(settings).await?;
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let why = wait_for_signal().await;
+        tracing::info!(signal = why, "received signal");
+        token.cancel();
+    });
+    app.run(shutdown).await
+}
+
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return "none";
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// Migrates, retrying an unreachable database for up to `wait`.
+async fn migrate(settings: &Settings, wait: Duration) -> anyhow::Result<()> {
+    let StoreConfig::Postgres(options) = &settings.store else {
+        open_store(settings).await?;
+        tracing::info!("SQLite database migrated");
+        return Ok(());
+    };
+    let store = PgStore::new(options)?;
+    let give_up = tokio::time::Instant::now() + wait;
+    loop {
+        match store.migrate().await {
+            Ok(report) => {
+                tracing::info!(applied = ?report.applied, already_applied = ?report.already_applied, "migrations done");
+                return Ok(());
+            }
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < give_up => {
+                tracing::info!(error = %e, "database not reachable yet; waiting");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => anyhow::bail!("migration failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Prometheus metrics, served as text on the metrics port.
+//!
+//! Pool occupancy is read at scrape time; pseudonym counts per namespace are
+//! refreshed by a background task (a count per namespace is a scan, far too
+//! expensive to run on every scrape).
+
+use std::{sync::Arc, time::Duration};
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use vfps_core::{Error, ErrorKind};
+use vfps_store::Store;
+
+/// gRPC status names, as the `code` label.
+pub fn code_name(kind: Option<ErrorKind>) -> &'static str {
+    match kind {
+        None => "OK",
+        Some(ErrorKind::InvalidArgument) => "INVALID_ARGUMENT",
+        Some(ErrorKind::OutOfRange) => "OUT_OF_RANGE",
+        Some(ErrorKind::NotFound) => "NOT_FOUND",
+        Some(ErrorKind::AlreadyExists) => "ALREADY_EXISTS",
+        Some(ErrorKind::Unavailable) => "UNAVAILABLE",
+        Some(ErrorKind::DeadlineExceeded) => "DEADLINE_EXCEEDED",
+        Some(ErrorKind::ResourceExhausted) => "RESOURCE_EXHAUSTED",
+        Some(ErrorKind::Internal) => "INTERNAL",
+    }
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    store_duration: HistogramVec,
+    batch_size: Histogram,
+    collisions: IntCounter,
+    pool: IntGaugeVec,
+    pseudonyms: IntGaugeVec,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "vfps_requests_total",
+                "Requests by transport, method and status code",
+            ),
+            &["transport", "method", "code"],
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new("vfps_request_duration_seconds", "Request latency")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            &["transport", "method"],
+        )?;
+        let store_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "vfps_store_operation_duration_seconds",
+                "Duration of one store operation attempt",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["operation"],
+        )?;
+        let batch_size = Histogram::with_opts(
+            HistogramOpts::new(
+                "vfps_create_batch_size",
+                "Creates coalesced into one upsert",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+        )?;
+        let collisions = IntCounter::new(
+            "vfps_pseudonym_collisions_total",
+            "Generated pseudonyms that collided and were regenerated",
+        )?;
+        let pool = IntGaugeVec::new(
+            Opts::new("vfps_db_pool_connections", "Database connections by state"),
+            &["state"],
+        )?;
+        let pseudonyms = IntGaugeVec::new(
+            Opts::new(
+                "vfps_pseudonyms",
+                "Stored pseudonyms per namespace (periodically refreshed)",
+            ),
+            &["namespace"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_duration.clone()))?;
+        registry.register(Box::new(store_duration.clone()))?;
+        registry.register(Box::new(batch_size.clone()))?;
+        registry.register(Box::new(collisions.clone()))?;
+        registry.register(Box::new(pool.clone()))?;
+        registry.register(Box::new(pseudonyms.clone()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                registry,
+                requests,
+                request_duration,
+                store_duration,
+                batch_size,
+                collisions,
+                pool,
+                pseudonyms,
+            }),
+        })
+    }
+
+    /// Records one finished request.
+    pub fn observe_request(
+        &self,
+        transport: &str,
+        method: &str,
+        elapsed: Duration,
+        result: Option<&Error>,
+    ) {
+        let code = code_name(result.map(|e| e.kind));
+        self.inner
+            .requests
+            .with_label_values(&[transport, method, code])
+            .inc();
+        self.inner
+            .request_duration
+            .with_label_values(&[transport, method])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_store(&self, operation: &str, elapsed: Duration) {
+        self.inner
+            .store_duration
+            .with_label_values(&[operation])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_batch(&self, size: usize) {
+        self.inner.batch_size.observe(size as f64);
+    }
+
+    pub fn pseudonym_collision(&self) {
+        self.inner.collisions.inc();
+    }
+
+    /// Replaces the per-namespace pseudonym counts.
+    pub fn set_pseudonym_counts(&self, counts: &[(String, i64)]) {
+        self.inner.pseudonyms.reset();
+        for (ns, n) in counts {
+            self.inner
+                .pseudonyms
+                .with_label_values(&[ns.as_str()])
+                .set(*n);
+        }
+    }
+
+    /// The text exposition, with pool gauges read now.
+    pub fn render(&self, store: &dyn Store) -> String {
+        let s = store.pool_status();
+        self.inner
+            .pool
+            .with_label_values(&["in_use"])
+            .set(s.in_use as i64);
+        self.inner
+            .pool
+            .with_label_values(&["idle"])
+            .set(s.idle as i64);
+        self.inner
+            .pool
+            .with_label_values(&["max"])
+            .set(s.max_size as i64);
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.inner.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Refreshes the pseudonym counts every `interval` until `shutdown`.
+pub async fn refresh_counts(
+    metrics: Metrics,
+    store: Arc<dyn Store>,
+    interval: Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        match store.count_pseudonyms().await {
+            Ok(counts) => metrics.set_pseudonym_counts(&counts),
+            Err(e) => tracing::debug!(error = %e, "cannot refresh pseudonym counts"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The transport-independent core of vfps: what every gRPC, REST and FHIR call
+//! does, with transient database errors retried inside the call's deadline.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use tokio::time::timeout_at;
+use vfps_core::{
+    generate::generate, now_micros, Error, ErrorKind, GenerationMethod, Namespace, NamespaceName,
+    NamespaceSettings, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+};
+use vfps_store::{coalesce::Coalescer, Candidate, Store, Upserted};
+
+use crate::metrics::Metrics;
+
+/// How many times a freshly generated pseudonym may collide before giving up.
+const MAX_COLLISIONS: u32 = 16;
+/// Default and maximum page size of List.
+const DEFAULT_PAGE_SIZE: u32 = 25;
+const MAX_PAGE_SIZE: u32 = 1000;
+
+/// A request to create a namespace, as it comes off the wire.
+#[derive(Debug, Clone, Default)]
+pub struct NewNamespace {
+    pub name: String,
+    pub method: i32,
+    pub length: u32,
+    pub prefix: Option<String>,
+    pub suffix: Option<String>,
+    pub description: String,
+}
+
+/// Caches immutable namespaces for a while (`Pseudonymization__Caching__Namespaces`).
+struct NamespaceCache {
+    ttl: Duration,
+    entries: RwLock<HashMap<NamespaceName, (Namespace, Instant)>>,
+}
+
+/// The service. Cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    store: Arc<dyn Store>,
+    /// Batches concurrent Creates into multi-row upserts.
+    coalescer: Coalescer,
+    /// `None` when namespace caching is off (the default, as upstream).
+    cache: Option<Arc<NamespaceCache>>,
+    metrics: Metrics,
+}
+
+impl Service {
+    pub fn new(
+        store: Arc<dyn Store>,
+        max_batch: usize,
+        namespace_cache_ttl: Option<Duration>,
+        metrics: Metrics,
+    ) -> Self {
+        let m = metrics.clone();
+        let coalescer = Coalescer::spawn(
+            store.clone(),
+            store.write_parallelism(),
+            max_batch,
+            Arc::new(move |n| m.observe_batch(n)),
+        );
+        Self {
+            store,
+            coalescer,
+            cache: namespace_cache_ttl.map(|ttl| {
+                Arc::new(NamespaceCache {
+                    ttl,
+                    entries: RwLock::new(HashMap::new()),
+                })
+            }),
+            metrics,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Runs a store operation, retrying transient failures with capped exponential
+    /// backoff until `deadline`; then answers `Unavailable` with the last cause.
+    async fn retry<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        deadline: Instant,
+        mut op: F,
+    ) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        let mut backoff = Duration::from_millis(25);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let started = Instant::now();
+            let result = timeout_at(deadline.into(), op()).await;
+            self.metrics.observe_store(operation, started.elapsed());
+            let last = match result {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.is_transient() => e,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(Error::unavailable(format!(
+                        "{operation}: the database did not answer within the call's deadline ({attempt} attempts)"
+                    )))
+                }
+            };
+            let jitter =
+                Duration::from_millis(rand::random_range(0..=backoff.as_millis() as u64 / 2));
+            let wait = backoff + jitter;
+            if Instant::now() + wait >= deadline {
+                return Err(Error::unavailable(format!(
+                    "{operation}: {} (gave up after {attempt} attempts within the call's deadline)",
+                    last.message
+                )));
+            }
+            tracing::debug!(operation, attempt, error = %last, "transient database error, retrying");
+            tokio::time::sleep(wait).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn namespace(&self, name: &NamespaceName, deadline: Instant) -> Result<Namespace, Error> {
+        if let Some(cache) = &self.cache {
+            if let Ok(entries) = cache.entries.read() {
+                if let Some((ns, at)) = entries.get(name) {
+                    if at.elapsed() < cache.ttl {
+                        return Ok(ns.clone());
+                    }
+                }
+            }
+        }
+        let found = self
+            .retry("get_namespace", deadline, || self.store.get_namespace(name))
+            .await?
+            .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))?;
+        if let Some(cache) = &self.cache {
+            if let Ok(mut entries) = cache.entries.write() {
+                entries.insert(name.clone(), (found.clone(), Instant::now()));
+            }
+        }
+        Ok(found)
+    }
+
+    fn forget(&self, name: &NamespaceName) {
+        if let Some(cache) = &self.cache {
+            if let Ok(mut entries) = cache.entries.write() {
+                entries.remove(name);
+            }
+        }
+    }
+
+    pub async fn create_namespace(
+        &self,
+        req: NewNamespace,
+        deadline: Instant,
+    ) -> Result<Namespace, Error> {
+        let name = NamespaceName::parse(&req.name)?;
+        let method = GenerationMethod::from_wire(req.method).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "unknown pseudonym generation method {}",
+                req.method
+            ))
+        })?;
+        let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?;
+        let now = now_micros();
+        let ns = Namespace {
+            name,
+            description: req.description,
+            settings,
+            created_at: now,
+            last_updated_at: now,
+        };
+        self.retry("create_namespace", deadline, || {
+            self.store.create_namespace(&ns)
+        })
+        .await?;
+        tracing::info!(namespace = %ns.name, method = ns.settings.method.wire_name(), "namespace created");
+        Ok(ns)
+    }
+
+    pub async fn get_namespace(&self, name: &str, deadline: Instant) -> Result<Namespace, Error> {
+        let name = NamespaceName::parse(name)?;
+        self.retry("get_namespace", deadline, || {
+            self.store.get_namespace(&name)
+        })
+        .await?
+        .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))
+    }
+
+    pub async fn list_namespaces(&self, deadline: Instant) -> Result<Vec<Namespace>, Error> {
+        self.retry("list_namespaces", deadline, || self.store.list_namespaces())
+            .await
+    }
+
+    pub async fn delete_namespace(&self, name: &str, deadline: Instant) -> Result<(), Error> {
+        let name = NamespaceName::parse(name)?;
+        self.forget(&name);
+        let deleted = self
+            .retry("delete_namespace", deadline, || {
+                self.store.delete_namespace(&name)
+            })
+            .await?;
+        self.forget(&name);
+        if !deleted {
+            return Err(Error::not_found(format!("namespace {name} not found")));
+        }
+        tracing::info!(namespace = %name, "namespace deleted with all its pseudonyms");
+        Ok(())
+    }
+
+    /// Returns the original's pseudonym, creating it if there is none.
+    pub async fn create_pseudonym(
+        &self,
+        namespace: &str,
+        original: &str,
+        deadline: Instant,
+    ) -> Result<Pseudonym, Error> {
+        let name = NamespaceName::parse(namespace)?;
+        let original = OriginalValue::parse(original)?;
+        let ns = self.namespace(&name, deadline).await?;
+        for _ in 0..MAX_COLLISIONS {
+            let candidate = Candidate {
+                namespace: name.clone(),
+                original: original.clone(),
+                pseudonym: generate(&ns.settings, &original),
+                created_at: now_micros(),
+            };
+            let result = self
+                .retry("upsert_pseudonyms", deadline, || {
+                    self.coalescer.upsert(candidate.clone())
+                })
+                .await?;
+            match result {
+                Upserted::Stored(p) => return Ok(p),
+                Upserted::Conflict => {
+                    // A collision, or the namespace vanished (perhaps while cached).
+                    self.forget(&name);
+                    self.namespace(&name, deadline).await?;
+                    self.metrics.pseudonym_collision();
+                    if ns.settings.method.is_deterministic() {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorKind::ResourceExhausted,
+            format!("could not generate an unused pseudonym in namespace {name}; choose a longer pseudonym length"),
+        ))
+    }
+
+    pub async fn get_pseudonym(
+        &self,
+        namespace: &str,
+        pseudonym_value: &str,
+        deadline: Instant,
+    ) -> Result<Pseudonym, Error> {
+        let name = NamespaceName::parse(namespace)?;
+        if pseudonym_value.trim().is_empty() {
+            return Err(Error::invalid_argument("pseudonym value must not be blank"));
+        }
+        self.retry("get_pseudonym", deadline, || {
+            self.store.get_pseudonym(&name, pseudonym_value)
+        })
+        .await?
+        .ok_or_else(|| Error::not_found(format!("pseudonym not found in namespace {name}")))
+    }
+
+    pub async fn list_pseudonyms(
+        &self,
+        namespace: &str,
+        page_size: i32,
+        page_token: &str,
+        include_total_size: bool,
+        deadline: Instant,
+    ) -> Result<PseudonymPage, Error> {
+        let name = NamespaceName::parse(namespace)?;
+        let size = match u32::try_from(page_size) {
+            Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
+            Ok(n) => n.min(MAX_PAGE_SIZE),
+        };
+        let cursor = if page_token.is_empty() {
+            None
+        } else {
+            Some(PageCursor::decode(page_token)?)
+        };
+        self.namespace(&name, deadline).await?;
+        self.retry("list_pseudonyms", deadline, || {
+            self.store
+                .list_pseudonyms(&name, size, cursor.as_ref(), include_total_size)
+        })
+        .await
+    }
+}

@@ -1,0 +1,316 @@
+//! Builds the application (store, listeners) and runs it until shutdown.
+//!
+//! Shutdown is a parameter: [`Application::run`] serves until the token is
+//! cancelled, then drains — not-ready and `NOT_SERVING` first, a pre-stop delay
+//! while traffic moves away, then the listeners stop accepting and in-flight calls
+//! get the shutdown timeout to finish.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic_health::ServingStatus;
+use vfps_core::{now_micros, ErrorKind, Namespace, NamespaceName};
+use vfps_proto::v1::{
+    namespace_service_server::NamespaceServiceServer,
+    pseudonym_service_server::PseudonymServiceServer,
+};
+use vfps_store::{postgres::PgStore, sqlite::SqliteStore, Store};
+
+use crate::{
+    config::{Settings, StoreConfig},
+    grpc::{NamespaceApi, PseudonymApi},
+    metrics::Metrics,
+    service::Service,
+    state::{AppState, Health},
+};
+
+/// The gRPC service names whose health is reported (plus the server as a whole, "").
+const HEALTH_SERVICES: [&str; 3] = [
+    "",
+    "vfps.api.v1.NamespaceService",
+    "vfps.api.v1.PseudonymService",
+];
+
+pub struct Application {
+    grpc: TcpListener,
+    http: TcpListener,
+    metrics: TcpListener,
+    state: AppState,
+    settings: Settings,
+}
+
+/// Opens the configured store; migrates SQLite always and PostgreSQL when forced.
+pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match &settings.store {
+        StoreConfig::Sqlite(path) => {
+            let path = path.clone();
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
+                .await?
+                .context("cannot open the SQLite database")?;
+            tracing::info!(path = %store.path().display(), "using the embedded SQLite store");
+            Arc::new(store)
+        }
+        StoreConfig::Postgres(options) => {
+            let store = PgStore::new(options)?;
+            tracing::info!(hosts = ?options.hosts, database = ?options.database, "using the PostgreSQL store");
+            if settings.force_migrations {
+                let report = store.migrate().await.context("database migration failed")?;
+                tracing::info!(applied = ?report.applied, "database migrations done");
+            }
+            Arc::new(store)
+        }
+    })
+}
+
+impl Application {
+    /// Opens the store and binds every port; nothing is served yet.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let store = open_store(&settings).await?;
+        let metrics = Metrics::new()?;
+        let service = Service::new(
+            store,
+            settings.max_create_batch,
+            settings.namespace_cache,
+            metrics.clone(),
+        );
+        let bind = |port: u16| {
+            let addr = SocketAddr::new(settings.listen_address, port);
+            async move {
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr}"))
+            }
+        };
+        let grpc = bind(settings.grpc_port).await?;
+        let http = bind(settings.http_port).await?;
+        let metrics_listener = bind(settings.metrics_port).await?;
+        Ok(Self {
+            grpc,
+            http,
+            metrics: metrics_listener,
+            state: AppState {
+                service,
+                metrics,
+                health: Arc::new(Health::default()),
+                max_call_deadline: settings.max_call_deadline,
+            },
+            settings,
+        })
+    }
+
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// Serves until `shutdown` is cancelled, then drains and returns.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Self {
+            grpc,
+            http,
+            metrics,
+            state,
+            settings,
+        } = self;
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            grpc = %grpc.local_addr()?,
+            http = %http.local_addr()?,
+            metrics = %metrics.local_addr()?,
+            "vfps listening"
+        );
+        let background = CancellationToken::new();
+        tokio::spawn(create_initial_namespaces(
+            state.clone(),
+            settings.init_namespaces.clone(),
+            background.clone(),
+        ));
+        tokio::spawn(crate::metrics::refresh_counts(
+            state.metrics.clone(),
+            state.service.store().clone(),
+            settings.pseudonym_count_interval,
+            background.clone(),
+        ));
+
+        let (reporter, health_service) = tonic_health::server::health_reporter();
+        tokio::spawn(report_health(
+            state.clone(),
+            reporter.clone(),
+            background.clone(),
+        ));
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(vfps_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(vfps_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+
+        // Cancelled once the pre-stop delay is over: listeners stop accepting.
+        let stop = CancellationToken::new();
+        let grpc_server = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(NamespaceServiceServer::new(NamespaceApi {
+                state: state.clone(),
+            }))
+            .add_service(PseudonymServiceServer::new(PseudonymApi {
+                state: state.clone(),
+            }))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                stop.clone().cancelled_owned(),
+            );
+        let http_server = axum::serve(http, crate::http::router(state.clone()))
+            .with_graceful_shutdown(stop.clone().cancelled_owned());
+        let metrics_router = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get({
+                let state = state.clone();
+                move || {
+                    let state = state.clone();
+                    async move {
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4",
+                            )],
+                            state.metrics.render(state.service.store().as_ref()),
+                        )
+                    }
+                }
+            }),
+        );
+        let metrics_server = axum::serve(metrics, metrics_router)
+            .with_graceful_shutdown(stop.clone().cancelled_owned());
+
+        let mut servers = tokio::spawn(async move {
+            let (g, h, m) = tokio::join!(
+                grpc_server,
+                async { http_server.await.map_err(anyhow::Error::from) },
+                async { metrics_server.await.map_err(anyhow::Error::from) }
+            );
+            g.context("gRPC server failed")?;
+            h.context("HTTP server failed")?;
+            m.context("metrics server failed")
+        });
+
+        tokio::select! {
+            result = &mut servers => {
+                background.cancel();
+                return result.context("server task panicked")?;
+            }
+            _ = shutdown.cancelled() => {}
+        }
+
+        tracing::info!(
+            pre_stop_delay = ?settings.pre_stop_delay,
+            shutdown_timeout = ?settings.shutdown_timeout,
+            "shutdown requested: draining"
+        );
+        state.health.start_draining();
+        for name in HEALTH_SERVICES {
+            reporter
+                .set_service_status(name, ServingStatus::NotServing)
+                .await;
+        }
+        tokio::time::sleep(settings.pre_stop_delay).await;
+        stop.cancel();
+        let drained = tokio::time::timeout(settings.shutdown_timeout, &mut servers).await;
+        background.cancel();
+        match drained {
+            Ok(result) => {
+                result.context("server task panicked")??;
+                tracing::info!("drain finished within the shutdown timeout");
+            }
+            Err(_) => {
+                servers.abort();
+                tracing::warn!(
+                    shutdown_timeout = ?settings.shutdown_timeout,
+                    "drain did not finish within the shutdown timeout; remaining calls were cut off"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Creates the configured namespaces, retrying until the database answers.
+async fn create_initial_namespaces(
+    state: AppState,
+    wanted: Vec<crate::config::InitNamespace>,
+    shutdown: CancellationToken,
+) {
+    for init in wanted {
+        let Ok(name) = NamespaceName::parse(&init.name) else {
+            continue;
+        };
+        loop {
+            let now = now_micros();
+            let ns = Namespace {
+                name: name.clone(),
+                description: init.description.clone(),
+                settings: init.settings.clone(),
+                created_at: now,
+                last_updated_at: now,
+            };
+            match state.service.store().create_namespace(&ns).await {
+                Ok(()) => {
+                    tracing::info!(namespace = %name, "created initial namespace");
+                    break;
+                }
+                Err(e) if e.kind == ErrorKind::AlreadyExists => break,
+                Err(e) => {
+                    tracing::warn!(namespace = %name, error = %e, "cannot create initial namespace yet; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        }
+    }
+    state.health.mark_initialised();
+}
+
+/// Keeps gRPC health in step with readiness until shutdown.
+async fn report_health(
+    state: AppState,
+    reporter: tonic_health::server::HealthReporter,
+    shutdown: CancellationToken,
+) {
+    let mut last = None;
+    loop {
+        let serving = state.readiness().await.is_ok();
+        if last != Some(serving) && !state.health.is_draining() {
+            let status = if serving {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            for name in HEALTH_SERVICES {
+                reporter.set_service_status(name, status).await;
+            }
+            last = Some(serving);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
