@@ -1,6 +1,8 @@
 //! One contract, two stores: every test here runs against PostgreSQL (a fresh
 //! database on the test kit's cluster) and against a temporary SQLite file.
 
+#![allow(clippy::unwrap_used)]
+
 use std::{sync::Arc, time::Duration};
 
 use vfps_core::{

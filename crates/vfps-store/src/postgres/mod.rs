@@ -19,7 +19,7 @@ pub use npgsql::{PgOptions, TargetSession};
 use pool::{Manager, PgConnection, Pool};
 
 /// Arbitrary but fixed: the advisory lock every `vfps migrate` takes.
-const MIGRATION_LOCK_ID: i64 = 0x7666_7073_6d69_67; // "vfpsmig"
+const MIGRATION_LOCK_ID: i64 = 0x0076_6670_736d_6967; // "vfpsmig"
 
 pub struct PgStore {
     pool: Pool,
@@ -373,11 +373,9 @@ impl Store for PgStore {
                 .timed(
                     &conn,
                     conn.client.query(
-                        &format!(
-                            "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
-                             FROM pseudonyms p JOIN unnest($1::text[], $2::text[]) AS i(namespace, original_value)
-                             ON p.namespace = i.namespace AND p.original_value = i.original_value"
-                        ),
+                        "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
+                         FROM pseudonyms p JOIN unnest($1::text[], $2::text[]) AS i(namespace, original_value)
+                         ON p.namespace = i.namespace AND p.original_value = i.original_value",
                         &[&ns, &orig],
                     ),
                 )

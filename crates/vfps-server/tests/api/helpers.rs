@@ -1,0 +1,234 @@
+//! `spawn_app`: the real server on port 0 against PostgreSQL (a fresh database on
+//! the test kit's cluster) or a temporary SQLite file.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+use vfps_proto::v1::{
+    namespace_service_client::NamespaceServiceClient,
+    pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest,
+    PseudonymServiceCreateRequest,
+};
+use vfps_server::{
+    config::{Flags, Settings},
+    startup::Application,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+pub struct TestApp {
+    pub http: String,
+    pub grpc: String,
+    pub metrics: String,
+    pub shutdown: CancellationToken,
+    pub handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub namespaces: NamespaceServiceClient<Channel>,
+    pub pseudonyms: PseudonymServiceClient<Channel>,
+    pub http_client: reqwest::Client,
+}
+
+pub fn temp_sqlite() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    std::env::temp_dir()
+        .join(format!(
+            "vfps-api-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ))
+        .join("vfps.sqlite")
+}
+
+/// Environment for a server on `backend`, with a few test-friendly settings.
+/// Also returns the PostgreSQL database name, for tests that reach into it.
+pub fn backend_env(backend: Backend) -> (Vec<(String, String)>, Option<String>) {
+    let mut env = vec![
+        ("VFPS_METRICS_COUNT_INTERVAL".to_owned(), "100ms".to_owned()),
+        ("VFPS_MAX_CALL_DEADLINE".to_owned(), "10s".to_owned()),
+    ];
+    let mut database = None;
+    match backend {
+        Backend::Postgres => {
+            let db = vfps_testkit::shared()
+                .create_database()
+                .expect("test database");
+            env.push(("ConnectionStrings__PostgreSQL".into(), db.connection_string));
+            env.push(("ForceRunDatabaseMigrations".into(), "true".into()));
+            database = Some(db.name);
+        }
+        Backend::Sqlite => env.push((
+            "VFPS_SQLITE_PATH".into(),
+            temp_sqlite().display().to_string(),
+        )),
+    }
+    (env, database)
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend_env(backend).0).await
+}
+
+pub async fn spawn_app_with(env: Vec<(String, String)>) -> TestApp {
+    let flags = Flags {
+        listen_address: Some("127.0.0.1".into()),
+        http_port: Some(0),
+        grpc_port: Some(0),
+        metrics_port: Some(0),
+        ..Flags::default()
+    };
+    let (settings, _) = Settings::load(env, &flags).expect("valid test settings");
+    let app = Application::build(settings)
+        .await
+        .expect("application builds");
+    let http = format!("http://{}", app.http_addr());
+    let grpc = format!("http://{}", app.grpc_addr());
+    let metrics = format!("http://{}", app.metrics_addr());
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(app.run(shutdown.clone()));
+    let channel = Channel::from_shared(grpc.clone()).unwrap().connect_lazy();
+    let app = TestApp {
+        http,
+        grpc,
+        metrics,
+        shutdown,
+        handle,
+        namespaces: NamespaceServiceClient::new(channel.clone()),
+        pseudonyms: PseudonymServiceClient::new(channel),
+        http_client: reqwest::Client::new(),
+    };
+    app.wait_ready().await;
+    app
+}
+
+impl TestApp {
+    pub async fn wait_ready(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = self
+                .http_client
+                .get(format!("{}/readyz", self.http))
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "server never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Creates a namespace with the given method and length.
+    pub async fn namespace(&self, name: &str, method: i32, length: u32) {
+        self.namespaces
+            .clone()
+            .create(NamespaceServiceCreateRequest {
+                name: name.into(),
+                pseudonym_generation_method: method,
+                pseudonym_length: length,
+                ..Default::default()
+            })
+            .await
+            .expect("namespace created");
+    }
+
+    pub async fn create(
+        &self,
+        namespace: &str,
+        original: &str,
+    ) -> Result<vfps_proto::v1::Pseudonym, tonic::Status> {
+        self.pseudonyms
+            .clone()
+            .create(PseudonymServiceCreateRequest {
+                namespace: namespace.into(),
+                original_value: original.into(),
+            })
+            .await
+            .map(|r| r.into_inner().pseudonym.expect("pseudonym in response"))
+    }
+
+    pub async fn metrics_text(&self) -> String {
+        self.http_client
+            .get(format!("{}/metrics", self.metrics))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// A `vfps` server process (the real binary), for multi-process tests.
+pub struct ServerProcess {
+    pub child: Child,
+    pub http: String,
+    pub grpc: String,
+}
+
+impl ServerProcess {
+    pub async fn start(env: &[(String, String)]) -> Self {
+        let http_port = vfps_testkit::free_port().unwrap();
+        let grpc_port = vfps_testkit::free_port().unwrap();
+        let metrics_port = vfps_testkit::free_port().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args(["serve", "--listen-address", "127.0.0.1"])
+            .args(["--http-port", &http_port.to_string()])
+            .args(["--grpc-port", &grpc_port.to_string()])
+            .args(["--metrics-port", &metrics_port.to_string()])
+            .envs(env.iter().cloned())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("vfps binary starts");
+        let p = Self {
+            child,
+            http: format!("http://127.0.0.1:{http_port}"),
+            grpc: format!("http://127.0.0.1:{grpc_port}"),
+        };
+        let client = reqwest::Client::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = client.get(format!("{}/readyz", p.http)).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "vfps process never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        p
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

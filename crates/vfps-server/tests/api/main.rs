@@ -1,0 +1,26 @@
+//! API tests: the real server on port 0, over PostgreSQL and SQLite.
+
+#![allow(clippy::unwrap_used)]
+
+mod helpers;
+
+mod fhir;
+mod grpc;
+mod operations;
+mod resilience;
+mod rest;
+
+/// Generates one test per backend for each `async fn(Backend)` listed.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::helpers::Backend::Postgres).await })*
+        }
+        mod on_sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::helpers::Backend::Sqlite).await })*
+        }
+    };
+}

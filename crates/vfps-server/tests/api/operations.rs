@@ -1,0 +1,269 @@
+//! Operating the server: metrics, readiness, shutdown, configuration errors, migrations.
+
+use std::{process::Command, time::Duration};
+
+use crate::helpers::{backend_env, spawn_app, spawn_app_with, Backend, ServerProcess};
+
+async fn metrics_are_prometheus_text_with_real_histograms(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.namespace("m", 5, 16).await;
+    for i in 0..3 {
+        app.create("m", &format!("o{i}")).await.unwrap();
+    }
+    let _ = app.create("nope", "x").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = app.metrics_text().await;
+        if text.contains(r#"vfps_pseudonyms{namespace="m"} 3"#) {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pseudonym count never refreshed:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for needle in [
+        r#"vfps_requests_total{code="OK",method="PseudonymService/Create",transport="grpc"} 3"#,
+        r#"vfps_requests_total{code="NOT_FOUND",method="PseudonymService/Create",transport="grpc"} 1"#,
+        r#"vfps_request_duration_seconds_bucket{method="PseudonymService/Create",transport="grpc",le="0.005"}"#,
+        r#"vfps_store_operation_duration_seconds_bucket{operation="upsert_pseudonyms",le="+Inf"}"#,
+        "vfps_create_batch_size_bucket",
+        r#"vfps_db_pool_connections{state="idle"}"#,
+        r#"vfps_db_pool_connections{state="in_use"}"#,
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    assert!(
+        !text.contains("o1"),
+        "metrics must never carry original values"
+    );
+}
+
+crate::on_both_backends!(metrics_are_prometheus_text_with_real_histograms);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_in_flight_calls_and_turns_not_ready_first() {
+    let (mut env, database) = backend_env(Backend::Postgres);
+    env.push(("VFPS_SHUTDOWN_PRE_STOP_DELAY".into(), "700ms".into()));
+    let db = database.clone().unwrap();
+    let app = spawn_app_with(env).await;
+    app.namespace("n", 5, 16).await;
+    let cluster = vfps_testkit::shared();
+
+    // Hold a lock so Creates stay in flight.
+    let locker = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            vfps_testkit::shared()
+                .psql(&db, "BEGIN; LOCK TABLE pseudonyms IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;")
+                .unwrap()
+        })
+    };
+    let locked = vfps_testkit::wait_for(Duration::from_secs(10), || {
+        cluster
+            .psql(&db, "SELECT count(*) FROM pg_locks WHERE relation = 'pseudonyms'::regclass AND granted AND mode = 'AccessExclusiveLock'")
+            .is_ok_and(|n| n.trim() == "1")
+    });
+    assert!(locked);
+    let calls: Vec<_> = (0..10)
+        .map(|i| {
+            let client = app.pseudonyms.clone();
+            tokio::spawn(async move {
+                let mut client = client;
+                client
+                    .create(vfps_proto::v1::PseudonymServiceCreateRequest {
+                        namespace: "n".into(),
+                        original_value: format!("in-flight-{i}"),
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let waiting = vfps_testkit::wait_for(Duration::from_secs(10), || {
+        cluster
+            .psql(
+                &db,
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+            )
+            .is_ok_and(|n| n.trim().parse::<i32>().unwrap_or(0) >= 1)
+    });
+    assert!(waiting, "Creates never reached the database");
+
+    app.shutdown.cancel();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ready = app
+        .http_client
+        .get(format!("{}/readyz", app.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503, "not ready as soon as shutdown starts");
+
+    for call in calls {
+        let r = call.await.unwrap();
+        assert!(r.is_ok(), "an in-flight call was cut off: {r:?}");
+    }
+    locker.join().unwrap();
+    app.handle.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_zero() {
+    let (env, _) = backend_env(Backend::Sqlite);
+    let mut p = ServerProcess::start(&env).await;
+    p.signal("TERM");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = p.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "vfps did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn bad_configuration_stops_start_up_naming_every_key_but_not_the_password() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .env(
+            "ConnectionStrings__PostgreSQL",
+            "Host=db;Port=seventy;Password=hunter2",
+        )
+        .env("VFPS_GRPC_PORT", "eighty")
+        .env("Init__v1__Namespaces__0__Name", "x")
+        .env("Init__v1__Namespaces__0__PseudonymGenerationMethod", "md5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for key in ["Port", "VFPS_GRPC_PORT", "PseudonymGenerationMethod"] {
+        assert!(stderr.contains(key), "{key} missing from {stderr}");
+    }
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[test]
+fn migrate_is_idempotent_and_waits_for_the_database() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let connection_string = db.connection_string.clone();
+    let migrate = move |wait: &str| {
+        Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args(["migrate", "--wait", wait])
+            .env("ConnectionStrings__PostgreSQL", &connection_string)
+            .output()
+            .unwrap()
+    };
+    assert!(migrate("0s").status.success());
+    assert!(migrate("0s").status.success(), "a second run is a no-op");
+    let tables = cluster
+        .psql(&db.name, "SELECT string_agg(tablename || ':' || tableowner, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")
+        .unwrap();
+    assert_eq!(
+        tables.trim(),
+        format!(
+            "namespaces:{0},pseudonyms:{0},vfps_schema_migrations:{0}",
+            db.name
+        ),
+        "owned by the non-superuser role"
+    );
+
+    cluster.stop_server().unwrap();
+    let failed = migrate("0s");
+    assert!(
+        !failed.status.success(),
+        "no database and no wait must fail"
+    );
+    let waiting = std::thread::spawn(move || migrate("30s"));
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.start_server().unwrap();
+    let out = waiting.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_never_contain_originals_or_pseudonyms() {
+    let (env, _) = backend_env(Backend::Sqlite);
+    let log = std::env::temp_dir().join(format!("vfps-log-{}.txt", std::process::id()));
+    let http_port = vfps_testkit::free_port().unwrap();
+    let grpc_port = vfps_testkit::free_port().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args([
+            "--listen-address",
+            "127.0.0.1",
+            "--http-port",
+            &http_port.to_string(),
+            "--grpc-port",
+            &grpc_port.to_string(),
+            "--metrics-port",
+            "0",
+        ])
+        .envs(env)
+        .env("RUST_LOG", "debug")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{http_port}");
+    let up = vfps_testkit::wait_for(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", http_port)).is_ok()
+    });
+    assert!(up);
+    http.post(format!("{base}/v1/namespaces"))
+        .json(&serde_json::json!({"name": "n", "pseudonymGenerationMethod": 5, "pseudonymLength": 24}))
+        .send()
+        .await
+        .unwrap();
+    let p: serde_json::Value = http
+        .post(format!("{base}/v1/namespaces/n/pseudonyms"))
+        .json(&serde_json::json!({"originalValue": "very-secret-original"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pseudonym = p["pseudonym"]["pseudonymValue"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let _ = http
+        .get(format!("{base}/v1/namespaces/n/pseudonyms/{pseudonym}"))
+        .send()
+        .await;
+    let _ = http
+        .get(format!(
+            "{base}/v1/namespaces/n/pseudonyms/unknown-pseudonym-value"
+        ))
+        .send()
+        .await;
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        text.contains("namespace created"),
+        "the log was captured: {text}"
+    );
+    for secret in [
+        "very-secret-original",
+        pseudonym.as_str(),
+        "unknown-pseudonym-value",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "{secret} leaked into the log:\n{text}"
+        );
+    }
+}

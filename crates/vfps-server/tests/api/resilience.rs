@@ -1,0 +1,172 @@
+//! Database outages and concurrency across processes.
+
+use std::{collections::HashMap, time::Duration};
+
+use tonic::{Code, Request};
+use vfps_proto::v1::{
+    pseudonym_service_client::PseudonymServiceClient, PseudonymServiceCreateRequest,
+};
+
+use crate::helpers::{spawn_app_with, ServerProcess};
+
+fn create_request(
+    namespace: &str,
+    original: &str,
+    timeout: Duration,
+) -> Request<PseudonymServiceCreateRequest> {
+    let mut r = Request::new(PseudonymServiceCreateRequest {
+        namespace: namespace.into(),
+        original_value: original.into(),
+    });
+    r.set_timeout(timeout);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_database_is_unavailable_then_calls_succeed_after_restart() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string.replace("Timeout=2", "Timeout=1"),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+    ];
+    let app = spawn_app_with(env).await;
+    app.namespace("n", 5, 16).await;
+    let before = app.create("n", "kept").await.unwrap();
+
+    cluster.stop_server().unwrap();
+    let mut client = app.pseudonyms.clone();
+    let err = client
+        .create(create_request("n", "during-outage", Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    let ready = app
+        .http_client
+        .get(format!("{}/readyz", app.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let live = app
+        .http_client
+        .get(format!("{}/livez", app.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200, "liveness never depends on the database");
+
+    cluster.start_server().unwrap();
+    let after = client
+        .create(create_request("n", "kept", Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .into_inner()
+        .pseudonym
+        .unwrap();
+    assert_eq!(after.pseudonym_value, before.pseudonym_value);
+    app.wait_ready().await;
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics.contains(r#"code="UNAVAILABLE",method="PseudonymService/Create",transport="grpc""#),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(r#"code="INTERNAL""#),
+        "a database outage is never INTERNAL"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_held_inside_its_deadline_while_the_database_restarts() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string.clone(),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+    ];
+    let app = spawn_app_with(env).await;
+    app.namespace("n", 5, 16).await;
+    cluster.stop_server().unwrap();
+    let mut client = app.pseudonyms.clone();
+    let call = tokio::spawn(async move {
+        client
+            .create(create_request("n", "held", Duration::from_secs(15)))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !call.is_finished(),
+        "the call must wait for the database, not fail"
+    );
+    cluster.start_server().unwrap();
+    let result = call.await.unwrap();
+    assert!(result.is_ok(), "{result:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_creates_through_two_processes_give_one_pseudonym_per_original() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string.clone(),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        (
+            "Init__v1__Namespaces__0__Name".to_owned(),
+            "shared".to_owned(),
+        ),
+        (
+            "Init__v1__Namespaces__0__PseudonymGenerationMethod".to_owned(),
+            "5".to_owned(),
+        ),
+        (
+            "Init__v1__Namespaces__0__PseudonymLength".to_owned(),
+            "32".to_owned(),
+        ),
+    ];
+    let (a, b) = tokio::join!(ServerProcess::start(&env), ServerProcess::start(&env));
+    let clients = [
+        PseudonymServiceClient::connect(a.grpc.clone())
+            .await
+            .unwrap(),
+        PseudonymServiceClient::connect(b.grpc.clone())
+            .await
+            .unwrap(),
+    ];
+    let mut calls = Vec::new();
+    for i in 0..1200 {
+        let mut client = clients[i % 2].clone();
+        let original = format!("subject-{}", i % 120);
+        calls.push(tokio::spawn(async move {
+            let p = client
+                .create(create_request("shared", &original, Duration::from_secs(30)))
+                .await
+                .map(|r| r.into_inner().pseudonym.unwrap().pseudonym_value);
+            (original, p)
+        }));
+    }
+    let mut by_original: HashMap<String, String> = HashMap::new();
+    for call in calls {
+        let (original, p) = call.await.unwrap();
+        let p = p.unwrap_or_else(|e| panic!("a concurrent Create failed: {e:?}"));
+        let first = by_original.entry(original).or_insert_with(|| p.clone());
+        assert_eq!(*first, p, "one original received two pseudonyms");
+    }
+    assert_eq!(by_original.len(), 120);
+    let rows = cluster
+        .psql(
+            &db.name,
+            "SELECT count(*), count(DISTINCT pseudonym_value) FROM pseudonyms",
+        )
+        .unwrap();
+    assert_eq!(rows.trim(), "120|120");
+}
