@@ -8,14 +8,69 @@
 //! serves many callers. A failed batch fails every caller in it: nobody is told "ok"
 //! for a row that is not committed.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+};
 
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 use vfps_core::Error;
 
 use crate::{Candidate, Store, Upserted};
 
 type Reply = oneshot::Sender<Result<Upserted, Error>>;
+type Item = (Candidate, Reply);
+
+/// What the workers share.
+struct Shared {
+    /// Only the worker holding this lock collects; the others wait their turn.
+    rx: Mutex<mpsc::UnboundedReceiver<Item>>,
+    /// Batches executing now.
+    in_flight: AtomicUsize,
+    /// Size of the batch started last: a new batch waits to be about as large
+    /// while another is executing.
+    last_size: AtomicUsize,
+    /// Signalled whenever a batch finishes.
+    finished: Notify,
+}
+
+impl Shared {
+    /// Takes the next batch: at least one item; while another batch is executing,
+    /// keeps collecting until the batch is as large as the one executing or that
+    /// one finishes. Idle: one request goes out at once. Busy: batches grow and
+    /// overlap, one executing while the next fills. `None` once the queue is closed.
+    async fn collect(&self, max_batch: usize) -> Option<Vec<Item>> {
+        let mut rx = self.rx.lock().await;
+        let mut batch = vec![rx.recv().await?];
+        loop {
+            while batch.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            // Registered before in_flight is read, so a batch finishing in between
+            // still wakes this collector.
+            let finished = self.finished.notified();
+            tokio::pin!(finished);
+            finished.as_mut().enable();
+            let target = self.last_size.load(Ordering::Relaxed).clamp(1, max_batch);
+            if batch.len() >= target || self.in_flight.load(Ordering::SeqCst) == 0 {
+                return Some(batch);
+            }
+            tokio::select! {
+                item = rx.recv() => match item {
+                    Some(item) => batch.push(item),
+                    None => return Some(batch),
+                },
+                _ = finished => {}
+            }
+        }
+    }
+}
 
 /// Handle to the coalescing workers; cheap to clone.
 #[derive(Clone)]
@@ -34,26 +89,27 @@ impl Coalescer {
         on_batch: Arc<dyn Fn(usize) + Send + Sync>,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(Mutex::new(rx));
+        let shared = Arc::new(Shared {
+            rx: Mutex::new(rx),
+            in_flight: AtomicUsize::new(0),
+            last_size: AtomicUsize::new(1),
+            finished: Notify::new(),
+        });
+        let max_batch = max_batch.max(1);
         for _ in 0..workers.max(1) {
-            let rx = rx.clone();
+            let shared = shared.clone();
             let store = store.clone();
             let on_batch = on_batch.clone();
             tokio::spawn(async move {
                 loop {
-                    let batch = {
-                        let mut rx = rx.lock().await;
-                        let Some(first) = rx.recv().await else { return };
-                        let mut batch = vec![first];
-                        while batch.len() < max_batch.max(1) {
-                            match rx.try_recv() {
-                                Ok(item) => batch.push(item),
-                                Err(_) => break,
-                            }
-                        }
-                        batch
+                    let Some(batch) = shared.collect(max_batch).await else {
+                        return;
                     };
+                    shared.in_flight.fetch_add(1, Ordering::SeqCst);
+                    shared.last_size.store(batch.len(), Ordering::Relaxed);
                     run_batch(store.as_ref(), batch, on_batch.as_ref()).await;
+                    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    shared.finished.notify_waiters();
                 }
             });
         }

@@ -365,3 +365,52 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
         .unwrap();
     assert_eq!(stored(&r[0]).pseudonym_value, "p-1");
 }
+
+async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn Store>) {
+    let ns = namespace("n", 16);
+    store.create_namespace(&ns).await.unwrap();
+    let coalescer = Coalescer::spawn(
+        store.clone(),
+        store.write_parallelism(),
+        16,
+        Arc::new(|_| {}),
+    );
+    let mut tasks = Vec::new();
+    for i in 0..600 {
+        let c = coalescer.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = c
+                .upsert(candidate("n", &format!("o{i}"), &format!("p-{i}")))
+                .await;
+        }));
+        if i == 200 {
+            assert!(store.delete_namespace(&ns.name).await.unwrap());
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Recreated, the namespace must start empty: nothing was left behind.
+    store.create_namespace(&ns).await.unwrap();
+    let page = store
+        .list_pseudonyms(&ns.name, 1000, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.total_size,
+        Some(0),
+        "orphaned pseudonyms survived the delete"
+    );
+}
+
+mod race {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres() {
+        deleting_a_namespace_during_creates_leaves_no_orphans(postgres().await).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_sqlite() {
+        deleting_a_namespace_during_creates_leaves_no_orphans(sqlite().await).await
+    }
+}

@@ -91,8 +91,14 @@ pub struct PgCluster {
 static DATABASE_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl PgCluster {
-    /// Creates and starts a new cluster (trust authentication on loopback only).
+    /// Creates and starts a new cluster (trust authentication on loopback only),
+    /// tuned for tests: no fsync.
     pub fn start() -> io::Result<Self> {
+        Self::start_with("fsync = off\nfull_page_writes = off\n")
+    }
+
+    /// Like [`start`](Self::start) with extra `postgresql.conf` lines (later lines win).
+    pub fn start_with(extra_conf: &str) -> io::Result<Self> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bindir = pg_bindir()?;
         let dir = std::env::temp_dir().join(format!(
@@ -131,7 +137,7 @@ impl PgCluster {
         run(initdb, "initdb")?;
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             fsync = off\nfull_page_writes = off\nmax_connections = 300\nshared_buffers = 32MB\n",
+             max_connections = 300\nshared_buffers = 32MB\n{extra_conf}",
             cluster.port,
             cluster.dir.display()
         );
@@ -174,6 +180,16 @@ impl PgCluster {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The directory holding the Unix socket (for tools such as pgbench).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The server binaries' directory.
+    pub fn bindir(&self) -> &Path {
+        &self.bindir
     }
 
     /// Starts a stopped server and waits until it accepts connections.

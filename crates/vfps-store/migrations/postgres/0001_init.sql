@@ -9,8 +9,12 @@ CREATE TABLE namespaces (
     last_updated_at timestamptz NOT NULL
 );
 
+-- No foreign key: its per-row trigger would cost a query per inserted row. The
+-- upsert checks that the namespace exists; deleting a namespace deletes its
+-- pseudonyms in the same transaction under a lock that excludes inserts, so no
+-- pseudonym can outlive its namespace.
 CREATE TABLE pseudonyms (
-    namespace text NOT NULL REFERENCES namespaces (name) ON DELETE CASCADE,
+    namespace text NOT NULL,
     original_value text NOT NULL,
     pseudonym_value text NOT NULL,
     created_at timestamptz NOT NULL,

@@ -90,6 +90,30 @@ impl PgStore {
         }
     }
 
+    /// Prepares (or reuses) a statement on this connection, client-side timed.
+    async fn prepare(
+        &self,
+        conn: &mut PgConnection,
+        sql: &'static str,
+    ) -> Result<tokio_postgres::Statement, Error> {
+        match tokio::time::timeout(self.command_timeout, conn.prepared(sql)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => {
+                let err = classify(&e);
+                if err.is_transient() {
+                    conn.mark_broken();
+                }
+                Err(err)
+            }
+            Err(_) => {
+                conn.mark_broken();
+                Err(Error::unavailable(
+                    "database did not answer a prepare in time",
+                ))
+            }
+        }
+    }
+
     /// Applies pending migrations under an advisory lock (concurrent runs wait).
     pub async fn migrate(&self) -> Result<migrate::Report, Error> {
         let conn = self.conn().await?;
@@ -219,6 +243,28 @@ fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
     })
 }
 
+/// One statement, one commit: insert what is new. Rows of a missing namespace are
+/// skipped by the EXISTS, a taken original or pseudonym by ON CONFLICT; the
+/// inserted rows come back. Rows sorted by key, so concurrent batches lock index
+/// entries in the same order.
+const INSERT_SQL: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+        AS i(namespace, original_value, pseudonym_value, created_at)
+    WHERE EXISTS (SELECT 1 FROM namespaces n WHERE n.name = i.namespace)
+    ORDER BY i.namespace, i.original_value
+    ON CONFLICT DO NOTHING
+    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at";
+
+/// The existing rows of originals that were not inserted (a fresh snapshot, so
+/// rows committed concurrently are seen).
+const EXISTING_SQL: &str =
+    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
+    FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
+    CROSS JOIN LATERAL (
+        SELECT * FROM pseudonyms p
+        WHERE p.namespace = i.namespace AND p.original_value = i.original_value) p";
+
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
@@ -290,14 +336,42 @@ impl Store for PgStore {
 
     async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
         let conn = self.conn().await?;
-        let n = self
-            .timed(
+        // One transaction holding a lock that conflicts with every insert: it waits
+        // for in-flight upserts and holds off new ones (which then find the
+        // namespace gone), so no pseudonym outlives its namespace. Deleting a
+        // namespace is rare; the hot insert path pays nothing for this.
+        let result = async {
+            self.timed(
                 &conn,
                 conn.client
-                    .execute("DELETE FROM namespaces WHERE name = $1", &[&name.as_str()]),
+                    .batch_execute("BEGIN; LOCK TABLE pseudonyms IN SHARE ROW EXCLUSIVE MODE"),
             )
             .await?;
-        Ok(n > 0)
+            let n = self
+                .timed(
+                    &conn,
+                    conn.client
+                        .execute("DELETE FROM namespaces WHERE name = $1", &[&name.as_str()]),
+                )
+                .await?;
+            self.timed(
+                &conn,
+                conn.client.execute(
+                    "DELETE FROM pseudonyms WHERE namespace = $1",
+                    &[&name.as_str()],
+                ),
+            )
+            .await?;
+            self.timed(&conn, conn.client.batch_execute("COMMIT"))
+                .await?;
+            Ok::<_, Error>(n > 0)
+        }
+        .await;
+        if result.is_err() {
+            // The transaction may still be open: never hand this connection out again.
+            conn.mark_broken();
+        }
+        result
     }
 
     async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
@@ -305,35 +379,14 @@ impl Store for PgStore {
         let originals: Vec<&str> = batch.iter().map(|c| c.original.as_str()).collect();
         let pseudonyms: Vec<&str> = batch.iter().map(|c| c.pseudonym.as_str()).collect();
         let created: Vec<SystemTime> = batch.iter().map(|c| c.created_at).collect();
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        let insert = self.prepare(&mut conn, INSERT_SQL).await?;
         let warnings_before = conn.warnings();
-        // One statement, one commit: insert what is new (rows of a missing
-        // namespace are skipped by the join; a pseudonym collision is skipped by
-        // ON CONFLICT), return the inserted rows and the rows that already existed.
         let rows = self
             .timed(
                 &conn,
-                conn.client.query(
-                    &format!(
-                        "WITH input AS (
-                            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
-                                AS i(namespace, original_value, pseudonym_value, created_at)
-                        ), inserted AS (
-                            INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
-                            SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-                            FROM input i JOIN namespaces n ON n.name = i.namespace
-                            ORDER BY i.namespace, i.original_value
-                            ON CONFLICT DO NOTHING
-                            RETURNING {PSEUDONYM_COLUMNS}
-                        )
-                        SELECT {PSEUDONYM_COLUMNS} FROM inserted
-                        UNION ALL
-                        SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
-                        FROM pseudonyms p JOIN input i
-                            ON p.namespace = i.namespace AND p.original_value = i.original_value"
-                    ),
-                    &[&namespaces, &originals, &pseudonyms, &created],
-                ),
+                conn.client
+                    .query(&insert, &[&namespaces, &originals, &pseudonyms, &created]),
             )
             .await?;
         if conn.warnings() != warnings_before {
@@ -355,8 +408,6 @@ impl Store for PgStore {
                 })
             })
             .collect::<Result<_, _>>()?;
-        // Rows committed by a concurrent writer after this statement's snapshot are
-        // neither inserted nor visible above: look them up with a fresh snapshot.
         let missing: Vec<&Candidate> = batch
             .iter()
             .filter(|c| {
@@ -369,16 +420,9 @@ impl Store for PgStore {
         if !missing.is_empty() {
             let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
             let orig: Vec<&str> = missing.iter().map(|c| c.original.as_str()).collect();
+            let existing = self.prepare(&mut conn, EXISTING_SQL).await?;
             let rows = self
-                .timed(
-                    &conn,
-                    conn.client.query(
-                        "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
-                         FROM pseudonyms p JOIN unnest($1::text[], $2::text[]) AS i(namespace, original_value)
-                         ON p.namespace = i.namespace AND p.original_value = i.original_value",
-                        &[&ns, &orig],
-                    ),
-                )
+                .timed(&conn, conn.client.query(&existing, &[&ns, &orig]))
                 .await?;
             for r in &rows {
                 let p = pseudonym_from_row(r)?;
@@ -407,16 +451,19 @@ impl Store for PgStore {
         namespace: &NamespaceName,
         pseudonym_value: &str,
     ) -> Result<Option<Pseudonym>, Error> {
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        let statement = self
+            .prepare(
+                &mut conn,
+                "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+                 FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2",
+            )
+            .await?;
         let row = self
             .timed(
                 &conn,
-                conn.client.query_opt(
-                    &format!(
-                        "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2"
-                    ),
-                    &[&namespace.as_str(), &pseudonym_value],
-                ),
+                conn.client
+                    .query_opt(&statement, &[&namespace.as_str(), &pseudonym_value]),
             )
             .await?;
         row.as_ref().map(pseudonym_from_row).transpose()
@@ -539,6 +586,8 @@ impl Store for PgStore {
     }
 
     fn write_parallelism(&self) -> usize {
-        (self.max_pool_size / 2).clamp(1, 16)
+        // A few overlapping batches keep the database busy while the coalescer
+        // lets batches grow (see coalesce.rs); more only makes them smaller.
+        (self.max_pool_size / 4).clamp(1, 4)
     }
 }

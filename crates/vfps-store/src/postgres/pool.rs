@@ -10,6 +10,7 @@
 //! replication" can be refused instead of acknowledged.
 
 use std::{
+    collections::HashMap,
     future::poll_fn,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -18,7 +19,7 @@ use std::{
 };
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
 use super::npgsql::{PgOptions, TargetSession};
 
@@ -29,6 +30,9 @@ pub struct PgConnection {
     broken: Arc<AtomicBool>,
     /// Server notices of severity WARNING seen so far on this connection.
     warnings: Arc<AtomicU64>,
+    /// Statements prepared on this connection, by their SQL text: the hot
+    /// statements skip a parse round trip and planning after first use.
+    statements: HashMap<&'static str, Statement>,
 }
 
 impl PgConnection {
@@ -37,6 +41,19 @@ impl PgConnection {
     }
     pub fn warnings(&self) -> u64 {
         self.warnings.load(Ordering::SeqCst)
+    }
+
+    /// The prepared statement for `sql`, preparing it on first use.
+    pub async fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql).await?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
     }
 }
 
@@ -116,6 +133,7 @@ impl managed::Manager for Manager {
             client,
             broken,
             warnings,
+            statements: HashMap::new(),
         })
     }
 

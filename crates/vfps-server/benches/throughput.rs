@@ -1,0 +1,322 @@
+//! Throughput benchmark: vfps Create/s over gRPC against PostgreSQL, side by side
+//! with `pgbench` running the same single-row upsert with the same number of
+//! clients against the same server, in the same run. Also Get/s with p50/p99 and
+//! Create/s on SQLite.
+//!
+//! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, default
+//! 32; `BENCH_SECONDS`, default 10). The PostgreSQL cluster is durable (fsync on,
+//! synchronous_commit on), as in production.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+use vfps_proto::v1::{
+    namespace_service_client::NamespaceServiceClient,
+    pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest,
+    PseudonymServiceCreateRequest, PseudonymServiceGetRequest,
+};
+use vfps_server::{
+    config::{Flags, Settings},
+    startup::Application,
+};
+
+const UPSERT: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+  VALUES ('bench', gen_random_uuid()::text, md5(random()::text), now(), now())
+  ON CONFLICT DO NOTHING;";
+
+fn env_or(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Server {
+    grpc: String,
+    shutdown: CancellationToken,
+}
+
+async fn start(env: Vec<(String, String)>) -> Server {
+    let flags = Flags {
+        listen_address: Some("127.0.0.1".into()),
+        http_port: Some(0),
+        grpc_port: Some(0),
+        metrics_port: Some(0),
+        ..Flags::default()
+    };
+    let (settings, _) = Settings::load(env, &flags).unwrap();
+    let app = Application::build(settings).await.unwrap();
+    let grpc = format!("http://{}", app.grpc_addr());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(app.run(shutdown.clone()));
+    let mut ns = loop {
+        if let Ok(c) = NamespaceServiceClient::connect(grpc.clone()).await {
+            break c;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = ns
+            .create(NamespaceServiceCreateRequest {
+                name: "bench".into(),
+                pseudonym_generation_method: 5,
+                pseudonym_length: 32,
+                ..Default::default()
+            })
+            .await;
+        if r.is_ok() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Server { grpc, shutdown }
+}
+
+/// Runs `clients` closed-loop workers for `seconds`; returns (ops, latencies in µs).
+async fn drive<F, Fut>(clients: usize, seconds: u64, op: F) -> (u64, Vec<u32>)
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let op = Arc::new(op);
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (op, stop, count, latencies) =
+            (op.clone(), stop.clone(), count.clone(), latencies.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                if op(c, i).await {
+                    mine.push(started.elapsed().as_micros() as u32);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                i += 1;
+            }
+            latencies.lock().unwrap().extend(mine);
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut l = std::mem::take(&mut *latencies.lock().unwrap());
+    l.sort_unstable();
+    (count.load(Ordering::Relaxed), l)
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+fn channels(grpc: &str, n: usize) -> Vec<PseudonymServiceClient<Channel>> {
+    (0..n)
+        .map(|_| {
+            PseudonymServiceClient::new(
+                Channel::from_shared(grpc.to_owned())
+                    .unwrap()
+                    .connect_lazy(),
+            )
+        })
+        .collect()
+}
+
+async fn creates(
+    grpc: &str,
+    clients: usize,
+    seconds: u64,
+    keep: Option<Arc<Mutex<Vec<String>>>>,
+) -> (u64, Vec<u32>) {
+    let chans = Arc::new(channels(grpc, 4));
+    drive(clients, seconds, move |c, _| {
+        let mut client = chans[c % chans.len()].clone();
+        let keep = keep.clone();
+        async move {
+            match client
+                .create(PseudonymServiceCreateRequest {
+                    namespace: "bench".into(),
+                    original_value: uuid::Uuid::new_v4().to_string(),
+                })
+                .await
+            {
+                Ok(r) => {
+                    if let Some(keep) = keep {
+                        let mut k = keep.lock().unwrap();
+                        if k.len() < 200_000 {
+                            k.push(r.into_inner().pseudonym.unwrap().pseudonym_value);
+                        }
+                    }
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await
+}
+
+fn pgbench(
+    cluster: &vfps_testkit::PgCluster,
+    db: &vfps_testkit::TestDatabase,
+    clients: usize,
+    seconds: u64,
+) -> f64 {
+    let script = std::env::temp_dir().join(format!("vfps-bench-{}.sql", std::process::id()));
+    std::fs::write(&script, UPSERT).unwrap();
+    let out = std::process::Command::new(cluster.bindir().join("pgbench"))
+        .args([
+            "-n",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &cluster.port().to_string(),
+            "-U",
+            &db.name,
+        ])
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            "2",
+            "-T",
+            &seconds.to_string(),
+            "-f",
+        ])
+        .arg(&script)
+        .arg(&db.name)
+        .env("PGPASSWORD", "pw")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&script);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pgbench failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|v| v.parse().ok())
+        .expect("pgbench printed tps")
+}
+
+#[tokio::main]
+async fn main() {
+    let clients = env_or("BENCH_CLIENTS", 32) as usize;
+    let seconds = env_or("BENCH_SECONDS", 10);
+    eprintln!("benchmark: {clients} clients, {seconds} s per phase; PostgreSQL with fsync and synchronous_commit on");
+
+    let cluster = vfps_testkit::PgCluster::start_with(
+        "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\n",
+    )
+    .unwrap();
+    let db = cluster.create_database().unwrap();
+    let server = start(vec![
+        (
+            "ConnectionStrings__PostgreSQL".into(),
+            format!(
+                "{};Maximum Pool Size={}",
+                db.connection_string,
+                clients.max(4)
+            ),
+        ),
+        ("ForceRunDatabaseMigrations".into(), "true".into()),
+        (
+            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+            "true".into(),
+        ),
+    ])
+    .await;
+
+    eprintln!("warming up ...");
+    creates(&server.grpc, clients, 2, None).await;
+    eprintln!("vfps Create (PostgreSQL) ...");
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let (n, lat) = creates(&server.grpc, clients, seconds, Some(kept.clone())).await;
+    let vfps_create = n as f64 / seconds as f64;
+    let create_p = (percentile(&lat, 0.5), percentile(&lat, 0.99));
+
+    eprintln!("pgbench, same upsert, same clients ...");
+    let pgbench_tps = pgbench(&cluster, &db, clients, seconds);
+
+    eprintln!("vfps Get (PostgreSQL) ...");
+    let kept = Arc::new(std::mem::take(&mut *kept.lock().unwrap()));
+    let chans = Arc::new(channels(&server.grpc, 4));
+    let (g, glat) = drive(clients, seconds, move |c, i| {
+        let mut client = chans[c % chans.len()].clone();
+        let value = kept[((c as u64 * 7919 + i * 104_729) % kept.len() as u64) as usize].clone();
+        async move {
+            client
+                .get(PseudonymServiceGetRequest {
+                    namespace: "bench".into(),
+                    pseudonym_value: value,
+                })
+                .await
+                .is_ok()
+        }
+    })
+    .await;
+    let vfps_get = g as f64 / seconds as f64;
+    server.shutdown.cancel();
+
+    eprintln!("vfps Create (SQLite) ...");
+    let dir = std::env::temp_dir().join(format!("vfps-bench-sqlite-{}", std::process::id()));
+    let sqlite = start(vec![
+        (
+            "VFPS_SQLITE_PATH".into(),
+            dir.join("bench.sqlite").display().to_string(),
+        ),
+        (
+            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+            "true".into(),
+        ),
+    ])
+    .await;
+    let (s, slat) = creates(&sqlite.grpc, clients, seconds, None).await;
+    let sqlite_create = s as f64 / seconds as f64;
+    sqlite.shutdown.cancel();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!("| clients | {clients} |");
+    println!(
+        "| vfps Create/s, PostgreSQL (gRPC) | {vfps_create:.0} (p50 {:.1} ms, p99 {:.1} ms) |",
+        create_p.0, create_p.1
+    );
+    println!("| pgbench upsert tps, same clients | {pgbench_tps:.0} |");
+    println!(
+        "| **ratio vfps / pgbench** | **{:.2}** |",
+        vfps_create / pgbench_tps
+    );
+    println!(
+        "| vfps Get/s, PostgreSQL | {vfps_get:.0} (p50 {:.2} ms, p99 {:.2} ms) |",
+        percentile(&glat, 0.5),
+        percentile(&glat, 0.99)
+    );
+    println!(
+        "| vfps Create/s, SQLite | {sqlite_create:.0} (p50 {:.1} ms, p99 {:.1} ms) |",
+        percentile(&slat, 0.5),
+        percentile(&slat, 0.99)
+    );
+}
