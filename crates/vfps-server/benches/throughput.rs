@@ -3,9 +3,10 @@
 //! clients against the same server, in the same run. Also Get/s with p50/p99 and
 //! Create/s on SQLite.
 //!
-//! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, default
-//! 32; `BENCH_SECONDS`, default 10). The PostgreSQL cluster is durable (fsync on,
-//! synchronous_commit on), as in production.
+//! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, a
+//! comma-separated list of concurrencies, default `32,128`; `BENCH_SECONDS`,
+//! default 10). The PostgreSQL cluster is durable (fsync on, synchronous_commit
+//! on), as in production; each concurrency gets a fresh database and server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -220,16 +221,19 @@ fn pgbench(
         .expect("pgbench printed tps")
 }
 
-#[tokio::main]
-async fn main() {
-    let clients = env_or("BENCH_CLIENTS", 32) as usize;
-    let seconds = env_or("BENCH_SECONDS", 10);
-    eprintln!("benchmark: {clients} clients, {seconds} s per phase; PostgreSQL with fsync and synchronous_commit on");
+/// One row of results at one concurrency.
+struct Row {
+    clients: usize,
+    vfps_create: f64,
+    create_latency: (f64, f64),
+    pgbench_tps: f64,
+    vfps_get: f64,
+    get_latency: (f64, f64),
+    sqlite_create: f64,
+    sqlite_latency: (f64, f64),
+}
 
-    let cluster = vfps_testkit::PgCluster::start_with(
-        "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\n",
-    )
-    .unwrap();
+async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Row {
     let db = cluster.create_database().unwrap();
     let server = start(vec![
         (
@@ -237,7 +241,7 @@ async fn main() {
             format!(
                 "{};Maximum Pool Size={}",
                 db.connection_string,
-                clients.max(4)
+                clients.clamp(4, 64)
             ),
         ),
         ("ForceRunDatabaseMigrations".into(), "true".into()),
@@ -248,18 +252,16 @@ async fn main() {
     ])
     .await;
 
-    eprintln!("warming up ...");
+    eprintln!("[{clients} clients] warming up ...");
     creates(&server.grpc, clients, 2, None).await;
-    eprintln!("vfps Create (PostgreSQL) ...");
+    eprintln!("[{clients} clients] vfps Create (PostgreSQL) ...");
     let kept = Arc::new(Mutex::new(Vec::new()));
     let (n, lat) = creates(&server.grpc, clients, seconds, Some(kept.clone())).await;
-    let vfps_create = n as f64 / seconds as f64;
-    let create_p = (percentile(&lat, 0.5), percentile(&lat, 0.99));
 
-    eprintln!("pgbench, same upsert, same clients ...");
-    let pgbench_tps = pgbench(&cluster, &db, clients, seconds);
+    eprintln!("[{clients} clients] pgbench, same upsert, same clients ...");
+    let pgbench_tps = pgbench(cluster, &db, clients, seconds);
 
-    eprintln!("vfps Get (PostgreSQL) ...");
+    eprintln!("[{clients} clients] vfps Get (PostgreSQL) ...");
     let kept = Arc::new(std::mem::take(&mut *kept.lock().unwrap()));
     let chans = Arc::new(channels(&server.grpc, 4));
     let (g, glat) = drive(clients, seconds, move |c, i| {
@@ -276,11 +278,13 @@ async fn main() {
         }
     })
     .await;
-    let vfps_get = g as f64 / seconds as f64;
     server.shutdown.cancel();
 
-    eprintln!("vfps Create (SQLite) ...");
-    let dir = std::env::temp_dir().join(format!("vfps-bench-sqlite-{}", std::process::id()));
+    eprintln!("[{clients} clients] vfps Create (SQLite) ...");
+    let dir = std::env::temp_dir().join(format!(
+        "vfps-bench-sqlite-{}-{clients}",
+        std::process::id()
+    ));
     let sqlite = start(vec![
         (
             "VFPS_SQLITE_PATH".into(),
@@ -293,30 +297,60 @@ async fn main() {
     ])
     .await;
     let (s, slat) = creates(&sqlite.grpc, clients, seconds, None).await;
-    let sqlite_create = s as f64 / seconds as f64;
     sqlite.shutdown.cancel();
     let _ = std::fs::remove_dir_all(&dir);
 
-    println!("| figure | value |");
-    println!("|---|---|");
-    println!("| clients | {clients} |");
-    println!(
-        "| vfps Create/s, PostgreSQL (gRPC) | {vfps_create:.0} (p50 {:.1} ms, p99 {:.1} ms) |",
-        create_p.0, create_p.1
-    );
-    println!("| pgbench upsert tps, same clients | {pgbench_tps:.0} |");
-    println!(
-        "| **ratio vfps / pgbench** | **{:.2}** |",
-        vfps_create / pgbench_tps
-    );
-    println!(
-        "| vfps Get/s, PostgreSQL | {vfps_get:.0} (p50 {:.2} ms, p99 {:.2} ms) |",
-        percentile(&glat, 0.5),
-        percentile(&glat, 0.99)
-    );
-    println!(
-        "| vfps Create/s, SQLite | {sqlite_create:.0} (p50 {:.1} ms, p99 {:.1} ms) |",
-        percentile(&slat, 0.5),
-        percentile(&slat, 0.99)
-    );
+    let per_second = |n: u64| n as f64 / seconds as f64;
+    Row {
+        clients,
+        vfps_create: per_second(n),
+        create_latency: (percentile(&lat, 0.5), percentile(&lat, 0.99)),
+        pgbench_tps,
+        vfps_get: per_second(g),
+        get_latency: (percentile(&glat, 0.5), percentile(&glat, 0.99)),
+        sqlite_create: per_second(s),
+        sqlite_latency: (percentile(&slat, 0.5), percentile(&slat, 0.99)),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let levels: Vec<usize> = std::env::var("BENCH_CLIENTS")
+        .unwrap_or_else(|_| "32,128".into())
+        .split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .expect("BENCH_CLIENTS is a list of integers")
+        })
+        .collect();
+    let seconds = env_or("BENCH_SECONDS", 10);
+    eprintln!("benchmark: concurrency {levels:?}, {seconds} s per phase; PostgreSQL with fsync and synchronous_commit on");
+    let cluster = vfps_testkit::PgCluster::start_with(
+        "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\n",
+    )
+    .unwrap();
+    let mut rows = Vec::new();
+    for clients in levels {
+        rows.push(measure(&cluster, clients, seconds).await);
+    }
+    println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **ratio** | vfps Get/s (p50 / p99 ms) | vfps Create/s (SQLite) |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | **{:.2}** | {:.0} ({:.2} / {:.2}) | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
+            r.clients,
+            r.vfps_create,
+            r.create_latency.0,
+            r.create_latency.1,
+            r.pgbench_tps,
+            r.vfps_create / r.pgbench_tps,
+            r.vfps_get,
+            r.get_latency.0,
+            r.get_latency.1,
+            r.sqlite_create,
+            r.sqlite_latency.0,
+            r.sqlite_latency.1,
+        );
+    }
 }

@@ -36,7 +36,7 @@ pub struct NewNamespace {
 /// Caches immutable namespaces for a while (`Pseudonymization__Caching__Namespaces`).
 struct NamespaceCache {
     ttl: Duration,
-    entries: RwLock<HashMap<NamespaceName, (Namespace, Instant)>>,
+    entries: RwLock<HashMap<NamespaceName, (Arc<Namespace>, Instant)>>,
 }
 
 /// The service. Cheap to clone.
@@ -125,7 +125,11 @@ impl Service {
         }
     }
 
-    async fn namespace(&self, name: &NamespaceName, deadline: Instant) -> Result<Namespace, Error> {
+    async fn namespace(
+        &self,
+        name: &NamespaceName,
+        deadline: Instant,
+    ) -> Result<Arc<Namespace>, Error> {
         if let Some(cache) = &self.cache {
             if let Ok(entries) = cache.entries.read() {
                 if let Some((ns, at)) = entries.get(name) {
@@ -139,6 +143,7 @@ impl Service {
             .retry("get_namespace", deadline, || self.store.get_namespace(name))
             .await?
             .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))?;
+        let found = Arc::new(found);
         if let Some(cache) = &self.cache {
             if let Ok(mut entries) = cache.entries.write() {
                 entries.insert(name.clone(), (found.clone(), Instant::now()));

@@ -8,12 +8,9 @@
 //! serves many callers. A failed batch fails every caller in it: nobody is told "ok"
 //! for a row that is not committed.
 
-use std::{
-    collections::BTreeMap,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc,
 };
 
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
@@ -132,20 +129,30 @@ async fn run_batch(
     batch: Vec<(Candidate, Reply)>,
     on_batch: &(dyn Fn(usize) + Send + Sync),
 ) {
-    // Deduplicate: one row per (namespace, original); every caller of a key gets it.
-    let mut keyed: BTreeMap<(String, String), (Candidate, Vec<Reply>)> = BTreeMap::new();
+    // Deduplicate: one row per (namespace, original); every caller of a key gets
+    // it. Sorted by key, so concurrent batches lock index entries in one order.
+    let mut batch = batch;
+    batch.sort_by(|a, b| {
+        (a.0.namespace.as_str(), a.0.original.as_str())
+            .cmp(&(b.0.namespace.as_str(), b.0.original.as_str()))
+    });
+    let mut candidates: Vec<Candidate> = Vec::with_capacity(batch.len());
+    let mut replies: Vec<Vec<Reply>> = Vec::with_capacity(batch.len());
     for (candidate, reply) in batch {
-        let key = (
-            candidate.namespace.as_str().to_owned(),
-            candidate.original.as_str().to_owned(),
-        );
-        keyed
-            .entry(key)
-            .or_insert_with(|| (candidate, Vec::new()))
-            .1
-            .push(reply);
+        match candidates.last() {
+            Some(last)
+                if last.namespace == candidate.namespace && last.original == candidate.original =>
+            {
+                if let Some(r) = replies.last_mut() {
+                    r.push(reply);
+                }
+            }
+            _ => {
+                candidates.push(candidate);
+                replies.push(vec![reply]);
+            }
+        }
     }
-    let (candidates, replies): (Vec<Candidate>, Vec<Vec<Reply>>) = keyed.into_values().unzip();
     on_batch(candidates.len());
     match store.upsert_pseudonyms(&candidates).await {
         Ok(results) if results.len() == candidates.len() => {

@@ -397,25 +397,28 @@ impl Store for PgStore {
                 "the database warned during commit; the write is not confirmed as replicated",
             ));
         }
-        let mut found: std::collections::HashMap<(String, String), Pseudonym> = rows
+        // Answers by input position; keys borrow from the batch.
+        let position: std::collections::HashMap<(&str, &str), usize> = batch
             .iter()
-            .map(|r| {
-                pseudonym_from_row(r).map(|p| {
-                    (
-                        (p.namespace.as_str().to_owned(), p.original_value.clone()),
-                        p,
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?;
+            .enumerate()
+            .map(|(i, c)| ((c.namespace.as_str(), c.original.as_str()), i))
+            .collect();
+        let mut answers: Vec<Upserted> = vec![Upserted::Conflict; batch.len()];
+        let mut place = |rows: &[Row], answers: &mut Vec<Upserted>| -> Result<(), Error> {
+            for r in rows {
+                let p = pseudonym_from_row(r)?;
+                if let Some(&i) = position.get(&(p.namespace.as_str(), p.original_value.as_str())) {
+                    answers[i] = Upserted::Stored(p);
+                }
+            }
+            Ok(())
+        };
+        place(&rows, &mut answers)?;
         let missing: Vec<&Candidate> = batch
             .iter()
-            .filter(|c| {
-                !found.contains_key(&(
-                    c.namespace.as_str().to_owned(),
-                    c.original.as_str().to_owned(),
-                ))
-            })
+            .zip(&answers)
+            .filter(|(_, a)| matches!(a, Upserted::Conflict))
+            .map(|(c, _)| c)
             .collect();
         if !missing.is_empty() {
             let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
@@ -424,26 +427,9 @@ impl Store for PgStore {
             let rows = self
                 .timed(&conn, conn.client.query(&existing, &[&ns, &orig]))
                 .await?;
-            for r in &rows {
-                let p = pseudonym_from_row(r)?;
-                found.insert(
-                    (p.namespace.as_str().to_owned(), p.original_value.clone()),
-                    p,
-                );
-            }
+            place(&rows, &mut answers)?;
         }
-        Ok(batch
-            .iter()
-            .map(|c| {
-                found
-                    .get(&(
-                        c.namespace.as_str().to_owned(),
-                        c.original.as_str().to_owned(),
-                    ))
-                    .cloned()
-                    .map_or(Upserted::Conflict, Upserted::Stored)
-            })
-            .collect())
+        Ok(answers)
     }
 
     async fn get_pseudonym(
