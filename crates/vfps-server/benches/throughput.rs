@@ -25,10 +25,7 @@ use vfps_proto::v1::{
     pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest,
     PseudonymServiceCreateRequest, PseudonymServiceGetRequest,
 };
-use vfps_server::{
-    config::{Flags, Settings},
-    startup::Application,
-};
+use vfps_server::config::Flags;
 
 const UPSERT: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
   VALUES ('bench', gen_random_uuid()::text, md5(random()::text), now(), now())
@@ -47,18 +44,11 @@ struct Server {
 }
 
 async fn start(env: Vec<(String, String)>) -> Server {
-    let flags = Flags {
-        listen_address: Some("127.0.0.1".into()),
-        http_port: Some(0),
-        grpc_port: Some(0),
-        metrics_port: Some(0),
-        ..Flags::default()
-    };
-    let (settings, _) = Settings::load(env, &flags).unwrap();
-    let app = Application::build(settings).await.unwrap();
-    let grpc = format!("http://{}", app.grpc_addr());
-    let shutdown = CancellationToken::new();
-    tokio::spawn(app.run(shutdown.clone()));
+    let running = vfps_server::startup::spawn(env, Flags::default())
+        .await
+        .unwrap();
+    let grpc = format!("http://{}", running.grpc_addr);
+    let shutdown = running.shutdown;
     let mut ns = loop {
         if let Ok(c) = NamespaceServiceClient::connect(grpc.clone()).await {
             break c;

@@ -314,3 +314,41 @@ async fn report_health(
         }
     }
 }
+
+/// A server started in this process (tests, benchmarks, harness self-tests).
+pub struct Running {
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    /// Cancel to shut the server down; then await `handle`.
+    pub shutdown: CancellationToken,
+    pub handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Starts a server on 127.0.0.1 configured by `vars` (environment-style settings);
+/// ports are taken from `flags` (0 picks a free one).
+pub async fn spawn(
+    vars: Vec<(String, String)>,
+    flags: crate::config::Flags,
+) -> anyhow::Result<Running> {
+    let flags = crate::config::Flags {
+        listen_address: Some(flags.listen_address.unwrap_or_else(|| "127.0.0.1".into())),
+        http_port: Some(flags.http_port.unwrap_or(0)),
+        grpc_port: Some(flags.grpc_port.unwrap_or(0)),
+        metrics_port: Some(flags.metrics_port.unwrap_or(0)),
+        ..flags
+    };
+    let (settings, _) = Settings::load(vars, &flags)?;
+    let app = Application::build(settings).await?;
+    let (grpc_addr, http_addr, metrics_addr) =
+        (app.grpc_addr(), app.http_addr(), app.metrics_addr());
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(app.run(shutdown.clone()));
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        metrics_addr,
+        shutdown,
+        handle,
+    })
+}

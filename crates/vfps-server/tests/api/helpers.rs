@@ -14,10 +14,7 @@ use vfps_proto::v1::{
     pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest,
     PseudonymServiceCreateRequest,
 };
-use vfps_server::{
-    config::{Flags, Settings},
-    startup::Application,
-};
+use vfps_server::config::Flags;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -78,29 +75,19 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(env: Vec<(String, String)>) -> TestApp {
-    let flags = Flags {
-        listen_address: Some("127.0.0.1".into()),
-        http_port: Some(0),
-        grpc_port: Some(0),
-        metrics_port: Some(0),
-        ..Flags::default()
-    };
-    let (settings, _) = Settings::load(env, &flags).expect("valid test settings");
-    let app = Application::build(settings)
+    let running = vfps_server::startup::spawn(env, Flags::default())
         .await
-        .expect("application builds");
-    let http = format!("http://{}", app.http_addr());
-    let grpc = format!("http://{}", app.grpc_addr());
-    let metrics = format!("http://{}", app.metrics_addr());
-    let shutdown = CancellationToken::new();
-    let handle = tokio::spawn(app.run(shutdown.clone()));
+        .expect("application starts");
+    let http = format!("http://{}", running.http_addr);
+    let grpc = format!("http://{}", running.grpc_addr);
+    let metrics = format!("http://{}", running.metrics_addr);
     let channel = Channel::from_shared(grpc.clone()).unwrap().connect_lazy();
     let app = TestApp {
         http,
         grpc,
         metrics,
-        shutdown,
-        handle,
+        shutdown: running.shutdown,
+        handle: running.handle,
         namespaces: NamespaceServiceClient::new(channel.clone()),
         pseudonyms: PseudonymServiceClient::new(channel),
         http_client: reqwest::Client::new(),

@@ -404,7 +404,7 @@ impl Store for PgStore {
             .map(|(i, c)| ((c.namespace.as_str(), c.original.as_str()), i))
             .collect();
         let mut answers: Vec<Upserted> = vec![Upserted::Conflict; batch.len()];
-        let mut place = |rows: &[Row], answers: &mut Vec<Upserted>| -> Result<(), Error> {
+        let place = |rows: &[Row], answers: &mut Vec<Upserted>| -> Result<(), Error> {
             for r in rows {
                 let p = pseudonym_from_row(r)?;
                 if let Some(&i) = position.get(&(p.namespace.as_str(), p.original_value.as_str())) {

@@ -1,0 +1,179 @@
+//! A trivial in-process vfps for the harness's own tests and benchmark: it
+//! answers Create with a configurable behaviour and counts attempts. Not a
+//! pseudonymization service: it stores nothing durable.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use tonic::{Request, Response, Status};
+use vfps_proto::v1::{
+    self as pb,
+    namespace_service_server::{NamespaceService, NamespaceServiceServer},
+    pseudonym_service_server::{PseudonymService, PseudonymServiceServer},
+};
+
+/// How the fake answers `PseudonymService/Create`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Remembers a pseudonym per original, answers at once.
+    Healthy,
+    /// Like `Healthy` after a delay.
+    Slow(Duration),
+    /// Always `INTERNAL`.
+    Internal,
+}
+
+#[derive(Default)]
+pub struct Counters {
+    /// Create attempts received.
+    pub creates: AtomicU64,
+}
+
+struct Fake {
+    behaviour: Behaviour,
+    counters: Arc<Counters>,
+    mappings: Mutex<HashMap<String, String>>,
+}
+
+/// A running fake; dropping the shutdown sender stops it.
+pub struct FakeServer {
+    pub addr: SocketAddr,
+    pub counters: Arc<Counters>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+pub async fn start(behaviour: Behaviour) -> std::io::Result<FakeServer> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let counters = Arc::new(Counters::default());
+    let fake = Arc::new(Fake {
+        behaviour,
+        counters: counters.clone(),
+        mappings: Mutex::new(HashMap::new()),
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(PseudonymServiceServer::from_arc(fake.clone()))
+            .add_service(NamespaceServiceServer::from_arc(fake))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async {
+                    let _ = rx.await;
+                },
+            ),
+    );
+    Ok(FakeServer {
+        addr,
+        counters,
+        _stop: tx,
+    })
+}
+
+impl Fake {
+    fn mapping(&self, original: &str) -> String {
+        let mut m = self.mappings.lock().unwrap_or_else(|e| e.into_inner());
+        let next = m.len();
+        m.entry(original.to_owned())
+            .or_insert_with(|| format!("fake-{next}"))
+            .clone()
+    }
+}
+
+#[tonic::async_trait]
+impl PseudonymService for Fake {
+    async fn create(
+        &self,
+        request: Request<pb::PseudonymServiceCreateRequest>,
+    ) -> Result<Response<pb::PseudonymServiceCreateResponse>, Status> {
+        self.counters.creates.fetch_add(1, Ordering::Relaxed);
+        let r = request.into_inner();
+        match self.behaviour {
+            Behaviour::Internal => return Err(Status::internal("injected failure")),
+            Behaviour::Slow(d) => tokio::time::sleep(d).await,
+            Behaviour::Healthy => {}
+        }
+        let pseudonym_value = self.mapping(&r.original_value);
+        Ok(Response::new(pb::PseudonymServiceCreateResponse {
+            pseudonym: Some(pb::Pseudonym {
+                meta: None,
+                namespace: r.namespace,
+                original_value: Some(r.original_value),
+                pseudonym_value,
+            }),
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::PseudonymServiceGetRequest>,
+    ) -> Result<Response<pb::PseudonymServiceGetResponse>, Status> {
+        let r = request.into_inner();
+        let m = self.mappings.lock().unwrap_or_else(|e| e.into_inner());
+        let original = m
+            .iter()
+            .find(|(_, p)| **p == r.pseudonym_value)
+            .map(|(o, _)| o.clone());
+        match original {
+            Some(o) => Ok(Response::new(pb::PseudonymServiceGetResponse {
+                pseudonym: Some(pb::Pseudonym {
+                    meta: None,
+                    namespace: r.namespace,
+                    original_value: Some(o),
+                    pseudonym_value: r.pseudonym_value,
+                }),
+            })),
+            None => Err(Status::not_found("no such pseudonym")),
+        }
+    }
+
+    async fn list(
+        &self,
+        _: Request<pb::PseudonymServiceListRequest>,
+    ) -> Result<Response<pb::PseudonymServiceListResponse>, Status> {
+        Err(Status::unimplemented("the fake does not list"))
+    }
+}
+
+#[tonic::async_trait]
+impl NamespaceService for Fake {
+    async fn create(
+        &self,
+        request: Request<pb::NamespaceServiceCreateRequest>,
+    ) -> Result<Response<pb::NamespaceServiceCreateResponse>, Status> {
+        let r = request.into_inner();
+        Ok(Response::new(pb::NamespaceServiceCreateResponse {
+            namespace: Some(pb::Namespace {
+                name: r.name,
+                ..Default::default()
+            }),
+        }))
+    }
+    async fn get(
+        &self,
+        _: Request<pb::NamespaceServiceGetRequest>,
+    ) -> Result<Response<pb::NamespaceServiceGetResponse>, Status> {
+        Err(Status::unimplemented("the fake has no namespaces"))
+    }
+    async fn get_all(
+        &self,
+        _: Request<pb::NamespaceServiceGetAllRequest>,
+    ) -> Result<Response<pb::NamespaceServiceGetAllResponse>, Status> {
+        Ok(Response::new(pb::NamespaceServiceGetAllResponse {
+            namespaces: vec![],
+        }))
+    }
+    async fn delete(
+        &self,
+        _: Request<pb::NamespaceServiceDeleteRequest>,
+    ) -> Result<Response<pb::NamespaceServiceDeleteResponse>, Status> {
+        Err(Status::unimplemented("the fake has no namespaces"))
+    }
+}

@@ -1,0 +1,33 @@
+//! `vfps-chaos`: drives a vfps deployment with open-model load and decides whether
+//! it kept its promises (DESIGN §2, §3).
+//!
+//! # Layout
+//! - [`config`]: the run's settings (`RESILIENCE_*` variables and flags).
+//! - [`generator`]: the open-model schedule — intended send times, in-flight cap,
+//!   shedding; results attributed to the second a call was offered.
+//! - [`history`]: the per-second timeline and the ledger of acknowledged and
+//!   indeterminate Creates, appended to disk as they happen.
+//! - [`verify`]: the verification pass (re-Create, reverse Get) after settling.
+//! - [`checker`]: pure functions from history and verification to verdicts P1–P4.
+//! - [`report`]: timeline CSV (stdout markers and file), `summary.json`, JUnit.
+//! - [`run`]: the phases of `vfps-chaos load` and `vfps-chaos check`.
+//! - [`fake`]: a trivial in-process server for the harness's own tests and benchmark.
+
+pub mod checker;
+pub mod config;
+pub mod fake;
+pub mod generator;
+pub mod history;
+pub mod report;
+pub mod run;
+pub mod verify;
+
+/// A short, non-reversible tag for a value in evidence and logs: never print a
+/// full original (or pseudonym) outside the run directory.
+pub fn redact(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!(
+        "sha256:{}",
+        &hex::encode(Sha256::digest(value.as_bytes()))[..12]
+    )
+}

@@ -1,0 +1,327 @@
+//! The harness proven against a real vfps (PostgreSQL from the test kit) and a
+//! fake: each checker must fail when it should, and a healthy run must pass.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use vfps_chaos::{
+    checker::{self, Validity},
+    config::LoadConfig,
+    fake::{self, Behaviour},
+    generator::{self, CreateCall, Plan},
+    history::{Ledger, Status, Timeline},
+    run,
+};
+use vfps_client::{Client, Endpoints, RetryPolicy};
+use vfps_server::{config::Flags, startup};
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("vfps-chaos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig {
+    LoadConfig {
+        address,
+        namespace: "resilience".into(),
+        rate_per_second: 50,
+        load_seconds,
+        settle_seconds: 0,
+        call_deadline_seconds: 2.0,
+        max_in_flight: 500,
+        ledger_capacity: 0,
+        max_outage_seconds: 0,
+        max_unavailable_seconds: 0.0,
+        verify_concurrency: 16,
+        output_dir,
+        seed: Some(7),
+    }
+}
+
+/// A vfps on PostgreSQL; returns the running server and the database name.
+async fn vfps_on_postgres() -> (startup::Running, String) {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let running = startup::spawn(
+        vec![
+            ("ConnectionStrings__PostgreSQL".into(), db.connection_string),
+            ("ForceRunDatabaseMigrations".into(), "true".into()),
+        ],
+        Flags::default(),
+    )
+    .await
+    .unwrap();
+    (running, db.name)
+}
+
+fn verdict(summary: &vfps_chaos::report::Summary, property: &str) -> Validity {
+    summary
+        .verdicts
+        .iter()
+        .find(|v| v.property == property)
+        .unwrap()
+        .validity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_run_against_a_healthy_server_passes() {
+    let (server, _) = vfps_on_postgres().await;
+    let dir = out_dir("clean");
+    let summary = run::load(
+        &config(format!("http://{}", server.grpc_addr), dir.clone(), 3),
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(summary.passed, "{summary:#?}");
+    assert_eq!(summary.availability.offered, 150);
+    assert_eq!(summary.availability.ok, 150);
+    assert_eq!(summary.ledger_entries, 150);
+    for file in [
+        "load-timeline.csv",
+        "ledger.jsonl",
+        "summary.json",
+        "junit.xml",
+        "run.json",
+    ] {
+        assert!(dir.join(file).exists(), "{file} missing");
+    }
+    assert!(!dir.join("failures.txt").exists());
+    // A saved run can be re-checked.
+    let again = run::check(&dir, None, 8, false).await.unwrap();
+    assert!(again.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_deleted_during_the_load_violate_p2_and_p3_and_check_sees_it_again() {
+    let (server, db) = vfps_on_postgres().await;
+    let dir = out_dir("deleted");
+    let cfg = config(format!("http://{}", server.grpc_addr), dir.clone(), 4);
+    let deleter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::task::spawn_blocking(move || {
+            vfps_testkit::shared()
+                .psql(&db, "DELETE FROM pseudonyms WHERE original_value IN (SELECT original_value FROM pseudonyms ORDER BY created_at LIMIT 10)")
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    let summary = run::load(&cfg, false).await.unwrap();
+    deleter.await.unwrap();
+    assert!(!summary.passed);
+    assert_eq!(
+        verdict(&summary, "P2-pseudonym-stability"),
+        Validity::Invalid
+    );
+    assert_eq!(verdict(&summary, "P3-reverse-lookup"), Validity::Invalid);
+    let p2 = summary
+        .verdicts
+        .iter()
+        .find(|v| v.property == "P2-pseudonym-stability")
+        .unwrap();
+    assert_eq!(p2.evidence.len(), 10, "each lost pair is named: {p2:?}");
+    assert!(
+        p2.evidence
+            .iter()
+            .all(|e| e.contains("sha256:") && !e.contains("rs-")),
+        "evidence is redacted"
+    );
+    assert!(dir.join("failures.txt").exists());
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure"));
+    let again = run::check(&dir, None, 8, false).await.unwrap();
+    assert!(!again.passed, "a re-check of a broken run still fails");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_pseudonym_violates_p2() {
+    let (server, db) = vfps_on_postgres().await;
+    let dir = out_dir("rewritten");
+    let mut cfg = config(format!("http://{}", server.grpc_addr), dir, 2);
+    cfg.settle_seconds = 2;
+    let rewriter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        tokio::task::spawn_blocking(move || {
+            vfps_testkit::shared()
+                .psql(&db, "UPDATE pseudonyms SET pseudonym_value = 'rewritten-' || pseudonym_value WHERE original_value IN (SELECT original_value FROM pseudonyms LIMIT 3)")
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    let summary = run::load(&cfg, false).await.unwrap();
+    rewriter.await.unwrap();
+    assert_eq!(
+        verdict(&summary, "P2-pseudonym-stability"),
+        Validity::Invalid,
+        "{summary:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stopped_for_three_seconds_shows_a_three_second_outage() {
+    let sqlite =
+        std::env::temp_dir().join(format!("vfps-chaos-outage-{}.sqlite", std::process::id()));
+    let vars = vec![("VFPS_SQLITE_PATH".to_owned(), sqlite.display().to_string())];
+    let first = startup::spawn(vars.clone(), Flags::default())
+        .await
+        .unwrap();
+    let port = first.grpc_addr.port();
+    let dir = out_dir("outage");
+    let mut cfg = config(format!("http://127.0.0.1:{port}"), dir, 9);
+    cfg.call_deadline_seconds = 1.0;
+    cfg.max_outage_seconds = 30;
+    cfg.max_unavailable_seconds = 1000.0;
+    let restarter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        first.shutdown.cancel();
+        first.handle.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        startup::spawn(
+            vars,
+            Flags {
+                grpc_port: Some(port),
+                ..Flags::default()
+            },
+        )
+        .await
+        .unwrap()
+    });
+    let summary = run::load(&cfg, false).await.unwrap();
+    let _second = restarter.await.unwrap();
+    let outage = summary.availability.longest_outage_seconds;
+    assert!((2..=4).contains(&outage), "expected ≈3 s, got {outage}");
+    let below = checker::p1(&summary.availability, outage - 1, 1000.0);
+    let above = checker::p1(&summary.availability, outage + 1, 1000.0);
+    assert_eq!(below[0].validity, Validity::Invalid);
+    assert_eq!(above[0].validity, Validity::Valid);
+    let _ = std::fs::remove_file(sqlite);
+}
+
+/// Runs the generator alone against `addr`; returns (timeline rows, ledger, totals).
+async fn generate(
+    addr: std::net::SocketAddr,
+    rate: u32,
+    seconds: u64,
+    deadline: Duration,
+    max_in_flight: usize,
+) -> (
+    Vec<vfps_chaos::history::Row>,
+    Vec<vfps_chaos::history::Entry>,
+    generator::Totals,
+) {
+    let client = Client::new(
+        Endpoints::parse(&format!("http://{addr}")).await.unwrap(),
+        RetryPolicy::default(),
+    );
+    let dir = out_dir(&format!("gen-{}", addr.port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ledger = Arc::new(Ledger::create(&dir.join("ledger.jsonl"), 0).unwrap());
+    let timeline = Arc::new(Timeline::new(seconds));
+    let plan = Plan {
+        namespace: "n".into(),
+        rate_per_second: rate,
+        seconds,
+        deadline,
+        max_in_flight,
+        seed: 1,
+    };
+    let call = Arc::new(CreateCall {
+        client,
+        namespace: "n".into(),
+    });
+    let totals = generator::run(&plan, call, timeline.clone(), ledger.clone(), false).await;
+    (timeline.rows(), ledger.entries(), totals)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_is_never_retried_and_counts_as_failed() {
+    let server = fake::start(Behaviour::Internal).await.unwrap();
+    let (rows, _, totals) = generate(server.addr, 20, 2, Duration::from_secs(2), 100).await;
+    let a = checker::availability(&rows, 20);
+    assert_eq!(a.offered, 40);
+    assert_eq!(a.failed, 40);
+    assert_eq!(
+        server
+            .counters
+            .creates
+            .load(std::sync::atomic::Ordering::Relaxed),
+        40,
+        "one attempt per call"
+    );
+    assert_eq!(totals.failures_by_code.get("Internal"), Some(&40));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_past_the_deadline_is_a_failure_and_indeterminate() {
+    let server = fake::start(Behaviour::Slow(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let (rows, ledger, _) = generate(server.addr, 10, 1, Duration::from_millis(300), 100).await;
+    let a = checker::availability(&rows, 10);
+    assert_eq!((a.ok, a.failed), (0, 10), "a slow answer is not a success");
+    assert_eq!(ledger.len(), 10);
+    assert!(ledger.iter().all(|e| e.status == Status::Indeterminate));
+    assert!(
+        rows[0].max_ms >= 300.0 && rows[0].max_ms < 1500.0,
+        "latency is bounded by the deadline: {rows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_in_flight_cap_sheds_and_warns() {
+    let server = fake::start(Behaviour::Slow(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    let mut cfg = config(format!("http://{}", server.addr), out_dir("shed"), 2);
+    cfg.max_in_flight = 2;
+    cfg.max_outage_seconds = 30;
+    cfg.max_unavailable_seconds = 1000.0;
+    let summary = run::load(&cfg, false).await.unwrap();
+    let a = summary.availability;
+    assert!(a.shed > 50, "{a:?}");
+    assert!(summary
+        .failures_by_code
+        .get("SHED")
+        .is_some_and(|n| *n == a.shed));
+    assert!(
+        summary.warnings.iter().any(|w| w.contains("shedding")),
+        "{:?}",
+        summary.warnings
+    );
+    assert!(
+        (a.unavailable_seconds - (a.failed + a.shed) as f64 / 50.0).abs() < 1e-9,
+        "shed counts as unavailable"
+    );
+}
+
+#[test]
+fn an_empty_run_with_nothing_reachable_exits_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vfps-chaos"))
+        .args([
+            "load",
+            "--quiet",
+            "--load-seconds",
+            "1",
+            "--settle-seconds",
+            "0",
+        ])
+        .env("VFPS_GRPC_ADDRESS", "http://127.0.0.1:1")
+        .env("RESILIENCE_OUTPUT_DIR", out_dir("empty"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_vfps-chaos"))
+        .args(["load", "--rate-per-second", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("rate-per-second"));
+}
