@@ -6,7 +6,7 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Duration,
@@ -35,6 +35,9 @@ pub struct Totals {
     pub failures_by_code: BTreeMap<String, u64>,
     /// Worst lag between intended and actual dispatch, in microseconds.
     pub max_dispatch_lag_micros: u64,
+    /// Median and 99th percentile of that lag, in microseconds.
+    pub p50_dispatch_lag_micros: u64,
+    pub p99_dispatch_lag_micros: u64,
 }
 
 /// A call to make: the generator calls it with an original and a deadline.
@@ -75,6 +78,18 @@ fn original(rng: &mut rand::rngs::StdRng) -> String {
     format!("rs-{:032x}", rng.random::<u128>())
 }
 
+/// Waits for `at` precisely: tokio's timer rounds up to whole milliseconds, so
+/// the last stretch yields to other tasks (the calls in flight) until it is time.
+async fn wait_until(at: Instant) {
+    const TIMER_SLACK: Duration = Duration::from_millis(2);
+    if at.saturating_duration_since(Instant::now()) > TIMER_SLACK {
+        tokio::time::sleep_until(at - TIMER_SLACK).await;
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Runs the window. Returns once every dispatched call has ended.
 pub async fn run(
     plan: &Plan,
@@ -85,7 +100,8 @@ pub async fn run(
 ) -> Totals {
     let totals = Arc::new(Mutex::new(Totals::default()));
     let in_flight = Arc::new(AtomicUsize::new(0));
-    let max_lag = Arc::new(AtomicU64::new(0));
+    let mut lags = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("valid histogram bounds");
     let mut rng = rand::rngs::StdRng::seed_from_u64(plan.seed);
     let rate = u64::from(plan.rate_per_second);
     let total = rate * plan.seconds;
@@ -112,11 +128,12 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..total {
         let intended = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
-        tokio::time::sleep_until(intended).await;
+        wait_until(intended).await;
         let lag = Instant::now().saturating_duration_since(intended);
-        max_lag.fetch_max(
-            u64::try_from(lag.as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
+        let _ = lags.record(
+            u64::try_from(lag.as_micros())
+                .unwrap_or(u64::MAX)
+                .clamp(1, 3_600_000_000),
         );
         let second = i / rate;
         timeline.record(second, Event::Offered, None);
@@ -176,6 +193,8 @@ pub async fn run(
     }
     ledger.flush();
     let mut t = totals.lock().map(|t| t.clone()).unwrap_or_default();
-    t.max_dispatch_lag_micros = max_lag.load(Ordering::Relaxed);
+    t.max_dispatch_lag_micros = lags.max();
+    t.p50_dispatch_lag_micros = lags.value_at_quantile(0.5);
+    t.p99_dispatch_lag_micros = lags.value_at_quantile(0.99);
     t
 }
