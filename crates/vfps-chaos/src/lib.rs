@@ -11,6 +11,12 @@
 //! - [`checker`]: pure functions from history and verification to verdicts P1–P4.
 //! - [`report`]: timeline CSV (stdout markers and file), `summary.json`, JUnit.
 //! - [`run`]: the phases of `vfps-chaos load` and `vfps-chaos check`.
+//! - [`scenario`]: named faults with durations, the load window, attribution of
+//!   every second to its scenario.
+//! - [`nemesis`]: the faults, each proving it applied and healed.
+//! - [`platform`]: where the topology lives (`local`: namespaces, Patroni, etcd).
+//! - [`local_run`]: `--platform local all`.
+//! - [`report_html`]: the self-contained HTML report with the timeline plot.
 //! - [`fake`]: a trivial in-process server for the harness's own tests and benchmark.
 
 pub mod checker;
@@ -18,8 +24,13 @@ pub mod config;
 pub mod fake;
 pub mod generator;
 pub mod history;
+pub mod local_run;
+pub mod nemesis;
+pub mod platform;
 pub mod report;
+pub mod report_html;
 pub mod run;
+pub mod scenario;
 pub mod verify;
 
 /// A short, non-reversible tag for a value in evidence and logs: never print a

@@ -11,6 +11,9 @@ use vfps_chaos::{config::LoadConfig, run};
 #[derive(Parser)]
 #[command(name = "vfps-chaos", version, about = "The vfps resilience harness")]
 struct Cli {
+    /// Where `all` and `down` act: `local` (namespaces, Patroni, etcd on this machine).
+    #[arg(long, global = true, default_value = "local")]
+    platform: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,6 +36,18 @@ enum Command {
         address: Option<String>,
         #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16)]
         verify_concurrency: usize,
+    },
+    /// Stand the HA topology up, run the scenarios under load, collect, tear down.
+    All {
+        #[command(flatten)]
+        local: vfps_chaos::local_run::LocalArgs,
+        #[command(flatten)]
+        config: LoadConfig,
+    },
+    /// Remove every process, namespace, rule and directory a local run created.
+    Down {
+        #[arg(long, env = "VFPS_CHAOS_BASE", default_value = "/tmp/vfps-chaos-local")]
+        base: PathBuf,
     },
 }
 
@@ -60,19 +75,42 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = runtime.block_on(async {
+    if cli.platform != "local" {
+        eprintln!(
+            "vfps-chaos: --platform {:?} is not available here (only local)",
+            cli.platform
+        );
+        return ExitCode::from(2);
+    }
+    let result: Result<bool, String> = runtime.block_on(async {
         match cli.command {
-            Command::Load { config, quiet } => run::load(&config, !quiet).await,
+            Command::Load { config, quiet } => run::load(&config, !quiet)
+                .await
+                .map(|s| s.passed)
+                .map_err(|e| e.0),
             Command::Check {
                 run_dir,
                 address,
                 verify_concurrency,
-            } => run::check(&run_dir, address.as_deref(), verify_concurrency, true).await,
+            } => run::check(&run_dir, address.as_deref(), verify_concurrency, true)
+                .await
+                .map(|s| s.passed)
+                .map_err(|e| e.0),
+            Command::All { local, config } => vfps_chaos::local_run::all(&local, &config)
+                .await
+                .map_err(|e| e.0),
+            Command::Down { base } => match vfps_chaos::platform::local::require_root() {
+                Err(e) => Err(e.to_string()),
+                Ok(()) => {
+                    vfps_chaos::platform::local::down(&base).await;
+                    Ok(true)
+                }
+            },
         }
     });
     match result {
-        Ok(summary) if summary.passed => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::from(1),
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("vfps-chaos: harness failure: {e}");
             ExitCode::from(2)

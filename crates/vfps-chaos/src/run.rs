@@ -51,6 +51,16 @@ const VERIFY_DEADLINE: Duration = Duration::from_secs(120);
 
 /// `vfps-chaos load`. Returns the summary (its `passed` decides exit 0 or 1).
 pub async fn load(cfg: &LoadConfig, progress: bool) -> Result<Summary, HarnessError> {
+    load_with(cfg, progress, None).await
+}
+
+/// Like [`load`]; `on_start` is told the instant the load window begins (after
+/// Init), so a chaos driver can share the generator's clock.
+pub async fn load_with(
+    cfg: &LoadConfig,
+    progress: bool,
+    on_start: Option<tokio::sync::oneshot::Sender<tokio::time::Instant>>,
+) -> Result<Summary, HarnessError> {
     cfg.validate().map_err(HarnessError)?;
     std::fs::create_dir_all(&cfg.output_dir)
         .map_err(|e| harness(format!("cannot create {}: {e}", cfg.output_dir.display())))?;
@@ -117,6 +127,9 @@ pub async fn load(cfg: &LoadConfig, progress: bool) -> Result<Summary, HarnessEr
         client: client.clone(),
         namespace: cfg.namespace.clone(),
     });
+    if let Some(tx) = on_start {
+        let _ = tx.send(tokio::time::Instant::now());
+    }
     let totals = generator::run(&plan, call, timeline.clone(), ledger.clone(), progress).await;
     let rows = timeline.rows();
 

@@ -66,13 +66,16 @@ fn normalise(key: &str) -> String {
         .collect()
 }
 
+/// Seconds; fractions are accepted (a superset of Npgsql), so a blackholed host
+/// can cost well under a second.
 fn seconds(key: &str, value: &str) -> Result<Duration, ParseError> {
-    let n: u64 = value.trim().parse().map_err(|_| {
-        ParseError(format!(
-            "{key} must be a whole number of seconds, got {value:?}"
-        ))
-    })?;
-    Ok(Duration::from_secs(n))
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0 && *n < 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| ParseError(format!("{key} must be a number of seconds, got {value:?}")))
 }
 
 /// Splits `k=v;k=v` with optional single or double quotes around values.
@@ -244,6 +247,9 @@ mod tests {
         assert_eq!(p.target_session, TargetSession::ReadWrite);
         assert_eq!(p.connect_timeout, Duration::from_secs(2));
         assert_eq!(p.command_timeout, Duration::from_secs(9));
+        let frac = parse("Host=a;Timeout=0.25", None, None).unwrap().options;
+        assert_eq!(frac.connect_timeout, Duration::from_millis(250));
+        assert!(parse("Host=a;Timeout=-1", None, None).is_err());
         assert_eq!(p.password.as_deref(), Some("x;y"));
         assert_eq!(p.username.as_deref(), Some("u"));
     }

@@ -1,0 +1,165 @@
+//! `report.html`: one self-contained page (no network) with the per-second
+//! timeline plotted as SVG — ok / failed / shed, p99 latency, scenario windows
+//! shaded — the per-scenario table and the verdicts.
+
+use std::fmt::Write;
+
+use crate::{
+    checker::{Validity, Verdict},
+    history::Row,
+    scenario::{ScenarioResult, Window},
+};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The timeline plot as an SVG element.
+pub fn plot(rows: &[Row], windows: &[Window]) -> String {
+    let (w, h, pad) = (1000.0, 360.0, 50.0);
+    let n = rows.len().max(1) as f64;
+    let max_calls = rows
+        .iter()
+        .map(|r| r.offered.max(r.ok + r.failed + r.shed))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let max_ms = rows.iter().map(|r| r.p99_ms).fold(1.0_f64, f64::max);
+    let x = |s: f64| pad + s / n * (w - 2.0 * pad);
+    let y = |v: f64, max: f64| h - pad - v / max * (h - 2.0 * pad);
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="load timeline">"#
+    );
+    let palette = [
+        "#e8eef9", "#f9efe8", "#eef9e8", "#f7e8f9", "#e8f7f9", "#f9f7e8",
+    ];
+    for (i, win) in windows.iter().enumerate() {
+        let x0 = x(win.start_seconds.max(0.0));
+        let x1 = x(win.end_seconds.min(n));
+        let _ = write!(
+            svg,
+            r##"<rect x="{x0:.1}" y="{pad}" width="{:.1}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="#555">{}</text>"##,
+            (x1 - x0).max(0.0),
+            h - 2.0 * pad,
+            palette[i % palette.len()],
+            x0 + 2.0,
+            pad - 4.0 - (i % 2) as f64 * 11.0,
+            esc(&win.scenario)
+        );
+    }
+    let line = |f: &dyn Fn(&Row) -> f64, max: f64, color: &str, dash: &str| {
+        let pts: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{:.1},{:.1}", x(r.second as f64 + 0.5), y(f(r), max)))
+            .collect();
+        format!(
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" {dash} points="{}"/>"#,
+            pts.join(" ")
+        )
+    };
+    svg.push_str(&line(&|r| r.ok as f64, max_calls, "#2a7d2a", ""));
+    svg.push_str(&line(&|r| r.failed as f64, max_calls, "#c62828", ""));
+    svg.push_str(&line(&|r| r.shed as f64, max_calls, "#ef6c00", ""));
+    svg.push_str(&line(
+        &|r| r.p99_ms,
+        max_ms,
+        "#1565c0",
+        r#"stroke-dasharray="4 3""#,
+    ));
+    let _ = write!(
+        svg,
+        r##"<line x1="{pad}" y1="{b}" x2="{r}" y2="{b}" stroke="#333"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{b}" stroke="#333"/>
+<text x="{pad}" y="{t}" font-size="11">0 s</text><text x="{r}" y="{t}" font-size="11" text-anchor="end">{n} s</text>
+<text x="8" y="{pad}" font-size="11">{max_calls} calls/s</text><text x="{rr}" y="{pad}" font-size="11" text-anchor="end" fill="#1565c0">p99 {max_ms:.0} ms</text>
+<text x="{pad}" y="{h2}" font-size="11"><tspan fill="#2a7d2a">— ok</tspan>  <tspan fill="#c62828">— failed</tspan>  <tspan fill="#ef6c00">— shed</tspan>  <tspan fill="#1565c0">- - p99 latency</tspan></text></svg>"##,
+        b = h - pad,
+        r = w - pad,
+        t = h - pad + 14.0,
+        rr = w - 4.0,
+        h2 = h - 8.0,
+    );
+    svg
+}
+
+pub fn page(
+    rows: &[Row],
+    windows: &[Window],
+    scenarios: &[ScenarioResult],
+    verdicts: &[Verdict],
+    passed: bool,
+) -> String {
+    let mut s = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>vfps chaos report</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.valid{color:#2a7d2a}.invalid,.unknown{color:#c62828;font-weight:bold}</style></head><body>",
+    );
+    let _ = write!(
+        s,
+        "<h1>vfps chaos run: {}</h1>",
+        if passed { "PASS" } else { "FAIL" }
+    );
+    s.push_str(&plot(rows, windows));
+    s.push_str("<h2>Per scenario</h2><table><tr><th>scenario</th><th>offered</th><th>ok</th><th>failed</th><th>shed</th><th>longest outage</th><th>budget</th><th>unavailable s</th><th>verdict</th></tr>");
+    for r in scenarios {
+        let a = &r.availability;
+        let v = format!("{:?}", r.verdict.validity).to_lowercase();
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{} s</td><td>{:.2}</td><td class=\"{v}\">{v}</td></tr>",
+            esc(&r.scenario), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds
+        );
+    }
+    s.push_str("</table><h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>");
+    for v in verdicts {
+        let c = match v.validity {
+            Validity::Valid => "valid",
+            Validity::Invalid => "invalid",
+            Validity::Unknown => "unknown",
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"{c}\">{c}</td><td>{}",
+            esc(v.property),
+            esc(&v.summary)
+        );
+        for e in &v.evidence {
+            let _ = write!(s, "<br><code>{}</code>", esc(e));
+        }
+        s.push_str("</td></tr>");
+    }
+    s.push_str("</table></body></html>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_is_self_contained_and_shows_every_scenario() {
+        let rows: Vec<Row> = (0..5)
+            .map(|s| Row {
+                second: s,
+                offered: 10,
+                ok: 10,
+                failed: 0,
+                shed: 0,
+                mean_ms: 1.0,
+                p50_ms: 1.0,
+                p99_ms: 2.0,
+                max_ms: 3.0,
+            })
+            .collect();
+        let windows = vec![Window {
+            scenario: "baseline".into(),
+            start_seconds: 0.0,
+            end_seconds: 5.0,
+        }];
+        let html = page(&rows, &windows, &[], &[], true);
+        assert!(html.contains("<svg") && html.contains("baseline") && html.contains("PASS"));
+        assert!(
+            !html.contains("http://") || html.matches("http://").count() == 1,
+            "only the SVG namespace"
+        );
+    }
+}

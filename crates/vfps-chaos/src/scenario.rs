@@ -1,0 +1,334 @@
+//! Scenarios: named faults with durations, run in sequence under one load window,
+//! and the attribution of every second of load to the scenario it was offered in.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::{
+    checker::{self, Availability, Validity, Verdict},
+    history::Row,
+};
+
+/// The scenarios, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Baseline,
+    VfpsPodKill,
+    DbPrimaryKill,
+    DbNetworkPartition,
+    Rollout,
+    Drain,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Baseline,
+        Kind::VfpsPodKill,
+        Kind::DbPrimaryKill,
+        Kind::DbNetworkPartition,
+        Kind::Rollout,
+        Kind::Drain,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Baseline => "baseline",
+            Kind::VfpsPodKill => "vfps-pod-kill",
+            Kind::DbPrimaryKill => "db-primary-kill",
+            Kind::DbNetworkPartition => "db-network-partition",
+            Kind::Rollout => "rollout",
+            Kind::Drain => "drain",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name.trim())
+    }
+
+    /// `DURATION_<NAME>` (seconds), e.g. `DURATION_DB_PRIMARY_KILL`.
+    pub fn duration_variable(self) -> String {
+        format!(
+            "DURATION_{}",
+            self.name().replace('-', "_").to_ascii_uppercase()
+        )
+    }
+
+    fn default_duration(self) -> Duration {
+        Duration::from_secs(match self {
+            Kind::Baseline => 60,
+            Kind::VfpsPodKill => 135,
+            Kind::DbPrimaryKill => 120,
+            Kind::DbNetworkPartition => 120,
+            Kind::Rollout => 90,
+            Kind::Drain => 90,
+        })
+    }
+
+    /// Per-scenario budget of the longest outage (seconds).
+    pub fn default_max_outage(self) -> u64 {
+        match self {
+            Kind::DbPrimaryKill => 10,
+            Kind::DbNetworkPartition => 25,
+            _ => 0,
+        }
+    }
+
+    /// Is this a database fault (never two at once, sequenced by health)?
+    pub fn is_database_fault(self) -> bool {
+        matches!(
+            self,
+            Kind::DbPrimaryKill | Kind::DbNetworkPartition | Kind::Drain
+        )
+    }
+}
+
+/// One planned scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Planned {
+    pub kind: Kind,
+    pub duration_seconds: u64,
+    pub max_outage_seconds: u64,
+}
+
+/// The run's plan: scenarios in order and the load window computed from them —
+/// in one place, so load and chaos cannot disagree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub scenarios: Vec<Planned>,
+    pub margin_seconds: u64,
+}
+
+impl Plan {
+    /// From a comma-separated list and a variable lookup (`DURATION_*`,
+    /// `MAX_OUTAGE_*`, `LOAD_MARGIN_SECONDS`).
+    pub fn from_env(list: &str, var: impl Fn(&str) -> Option<String>) -> Result<Plan, String> {
+        let mut scenarios = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let kind = Kind::parse(name).ok_or_else(|| {
+                format!(
+                    "unknown scenario {name:?} (known: {})",
+                    Kind::ALL.map(Kind::name).join(", ")
+                )
+            })?;
+            let seconds = |key: String, default: u64| -> Result<u64, String> {
+                match var(&key) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{key}={v:?} is not a whole number of seconds")),
+                }
+            };
+            let duration = seconds(kind.duration_variable(), kind.default_duration().as_secs())?;
+            if duration == 0 {
+                return Err(format!("{} must be at least 1", kind.duration_variable()));
+            }
+            let budget = seconds(
+                kind.duration_variable().replace("DURATION_", "MAX_OUTAGE_"),
+                kind.default_max_outage(),
+            )?;
+            scenarios.push(Planned {
+                kind,
+                duration_seconds: duration,
+                max_outage_seconds: budget,
+            });
+        }
+        if scenarios.is_empty() {
+            return Err("no scenarios selected".into());
+        }
+        let margin = match var("LOAD_MARGIN_SECONDS") {
+            None => 30,
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("LOAD_MARGIN_SECONDS={v:?} is not a whole number"))?,
+        };
+        Ok(Plan {
+            scenarios,
+            margin_seconds: margin,
+        })
+    }
+
+    /// Load window = sum of scenario durations + margin.
+    pub fn load_seconds(&self) -> u64 {
+        self.scenarios
+            .iter()
+            .map(|s| s.duration_seconds)
+            .sum::<u64>()
+            + self.margin_seconds
+    }
+}
+
+/// One line of `chaos-timeline.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChaosEvent {
+    /// Seconds since the load window started (the generator's clock).
+    pub at_seconds: f64,
+    pub scenario: String,
+    pub event: String,
+}
+
+pub fn chaos_csv(events: &[ChaosEvent]) -> String {
+    let mut s = String::from("timestamp,scenario,event\n");
+    for e in events {
+        s.push_str(&format!("{:.3},{},{}\n", e.at_seconds, e.scenario, e.event));
+    }
+    s
+}
+
+/// A scenario's window in load seconds, from its `start` and `end` events.
+#[derive(Debug, Clone, Serialize)]
+pub struct Window {
+    pub scenario: String,
+    pub start_seconds: f64,
+    pub end_seconds: f64,
+}
+
+pub fn windows(events: &[ChaosEvent]) -> Vec<Window> {
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.event == "start") {
+        let end = events
+            .iter()
+            .find(|x| x.scenario == e.scenario && x.event == "end" && x.at_seconds >= e.at_seconds)
+            .map_or(f64::INFINITY, |x| x.at_seconds);
+        out.push(Window {
+            scenario: e.scenario.clone(),
+            start_seconds: e.at_seconds,
+            end_seconds: end,
+        });
+    }
+    out
+}
+
+/// P1 per scenario: each second belongs to the scenario during which it began.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub scenario: String,
+    pub availability: Availability,
+    pub max_outage_seconds: u64,
+    pub verdict: Verdict,
+}
+
+pub fn attribute(rows: &[Row], windows: &[Window], plan: &Plan, rate: u32) -> Vec<ScenarioResult> {
+    windows
+        .iter()
+        .map(|w| {
+            let inside: Vec<Row> = rows
+                .iter()
+                .filter(|r| {
+                    (r.second as f64) >= w.start_seconds.floor()
+                        && (r.second as f64) < w.end_seconds
+                })
+                .cloned()
+                .collect();
+            let a = checker::availability(&inside, rate);
+            let budget = plan
+                .scenarios
+                .iter()
+                .find(|p| p.kind.name() == w.scenario)
+                .map_or(0, |p| p.max_outage_seconds);
+            let ok = a.longest_outage_seconds <= budget;
+            ScenarioResult {
+                scenario: w.scenario.clone(),
+                availability: a,
+                max_outage_seconds: budget,
+                verdict: Verdict {
+                    property: "P1-scenario-outage",
+                    validity: if ok {
+                        Validity::Valid
+                    } else {
+                        Validity::Invalid
+                    },
+                    summary: format!(
+                        "{}: longest outage {} s (budget {} s), unavailable {:.2} s",
+                        w.scenario, a.longest_outage_seconds, budget, a.unavailable_seconds
+                    ),
+                    evidence: Vec::new(),
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(second: u64, ok: u64) -> Row {
+        Row {
+            second,
+            offered: 10,
+            ok,
+            failed: 10 - ok,
+            shed: 0,
+            mean_ms: 1.0,
+            p50_ms: 1.0,
+            p99_ms: 1.0,
+            max_ms: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_load_window_is_the_sum_of_durations_plus_margin() {
+        let vars = |k: &str| match k {
+            "DURATION_BASELINE" => Some("10".to_owned()),
+            "DURATION_DB_PRIMARY_KILL" => Some("40".to_owned()),
+            "LOAD_MARGIN_SECONDS" => Some("5".to_owned()),
+            _ => None,
+        };
+        let p = Plan::from_env("baseline,db-primary-kill", vars).unwrap();
+        assert_eq!(p.load_seconds(), 55);
+        assert_eq!(p.scenarios[1].max_outage_seconds, 10);
+        assert!(Plan::from_env("baseline,nope", |_| None)
+            .unwrap_err()
+            .contains("nope"));
+        assert!(Plan::from_env("baseline", |k| (k == "DURATION_BASELINE")
+            .then(|| "x".into()))
+        .is_err());
+    }
+
+    #[test]
+    fn failures_are_attributed_to_the_scenario_they_were_offered_in() {
+        let rows: Vec<Row> = (0..10)
+            .map(|s| row(s, if (5..8).contains(&s) { 0 } else { 10 }))
+            .collect();
+        let events = vec![
+            ChaosEvent {
+                at_seconds: 0.2,
+                scenario: "baseline".into(),
+                event: "start".into(),
+            },
+            ChaosEvent {
+                at_seconds: 4.0,
+                scenario: "baseline".into(),
+                event: "end".into(),
+            },
+            ChaosEvent {
+                at_seconds: 4.0,
+                scenario: "db-primary-kill".into(),
+                event: "start".into(),
+            },
+            ChaosEvent {
+                at_seconds: 9.5,
+                scenario: "db-primary-kill".into(),
+                event: "end".into(),
+            },
+        ];
+        let plan = Plan::from_env("baseline,db-primary-kill", |k| {
+            (k == "MAX_OUTAGE_DB_PRIMARY_KILL").then(|| "2".into())
+        })
+        .unwrap();
+        let r = attribute(&rows, &windows(&events), &plan, 10);
+        assert_eq!(r[0].availability.longest_outage_seconds, 0);
+        assert_eq!(r[0].verdict.validity, Validity::Valid);
+        assert_eq!(r[1].availability.longest_outage_seconds, 3);
+        assert_eq!(
+            r[1].verdict.validity,
+            Validity::Invalid,
+            "3 s exceeds the 2 s budget"
+        );
+        assert!((r[1].availability.unavailable_seconds - 3.0).abs() < 1e-9);
+    }
+}
