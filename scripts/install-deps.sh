@@ -3,7 +3,8 @@
 # Idempotent; needs root (or sudo).
 set -euo pipefail
 
-packages=(postgresql-15 postgresql-client-15 iproute2 nftables procps curl)
+# PostgreSQL for the tests; Patroni + etcd + iproute2 + nftables for the local HA platform.
+packages=(postgresql-15 postgresql-client-15 patroni etcd-server etcd-client iproute2 nftables util-linux procps curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,7 +19,7 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -q
 "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-# The Debian package starts a default cluster; the tests make their own.
-if command -v pg_lsclusters >/dev/null 2>&1; then
-  "${sudo_cmd[@]}" systemctl disable --now postgresql >/dev/null 2>&1 || true
-fi
+# The Debian packages may start a default cluster and an etcd; the project makes its own.
+for unit in postgresql etcd patroni; do
+  "${sudo_cmd[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 || true
+done

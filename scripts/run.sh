@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Builds and starts vfps on its embedded default (an SQLite file, ./vfps.sqlite):
-# gRPC on :8081, REST and FHIR on :8080, metrics on :8082. Ctrl-C stops it.
+# The main job.
+#   ./scripts/run.sh         the full local HA chaos run (needs root): vfps on a
+#                            Patroni cluster in network namespaces, every scenario
+#                            under load, report in runs/local-*/report.html
+#   ./scripts/run.sh serve   vfps alone on its embedded default (SQLite ./vfps.sqlite):
+#                            gRPC :8081, REST/FHIR :8080, metrics :8082
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo run --release --locked -p vfps-server --bin vfps -- serve "$@"
+if [ "${1:-}" = "serve" ]; then
+  shift
+  exec cargo run --release --locked -p vfps-server --bin vfps -- serve "$@"
+fi
+exec ./scripts/chaos-local.sh "$@"

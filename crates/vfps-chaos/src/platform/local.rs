@@ -98,13 +98,13 @@ pub struct Local {
     stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
-fn pid_file(base: &Path, name: &str) -> PathBuf {
-    base.join("pids").join(format!("{name}.pid"))
+fn pid_file(name: &str) -> PathBuf {
+    pids_dir().join(format!("{name}.pid"))
 }
 
-fn write_pid(base: &Path, name: &str, pid: u32) -> anyhow::Result<()> {
-    std::fs::create_dir_all(base.join("pids"))?;
-    std::fs::write(pid_file(base, name), pid.to_string())?;
+fn write_pid(name: &str, pid: u32) -> anyhow::Result<()> {
+    std::fs::create_dir_all(pids_dir())?;
+    std::fs::write(pid_file(name), pid.to_string())?;
     Ok(())
 }
 
@@ -133,7 +133,18 @@ pub fn require_root() -> anyhow::Result<()> {
 /// Removes everything a previous run created: processes by recorded PID,
 /// namespaces, the bridge, the base directory. Idempotent.
 pub async fn down(base: &Path) {
-    if let Ok(entries) = std::fs::read_dir(base.join("pids")) {
+    // Everything inside our pods (Patroni, every PostgreSQL process, vfps),
+    // found by namespace, so nothing survives even after a crash lost its PIDs.
+    for ns in namespaces() {
+        if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
+            for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                let _ = signal(pid, "KILL").await;
+            }
+        }
+    }
+    // The control plane (etcd) by its recorded PID.
+    let registry = pids_dir();
+    if let Ok(entries) = std::fs::read_dir(&registry) {
         for e in entries.flatten() {
             if let Some(pid) = read_pid(&e.path()) {
                 if alive(pid) {
@@ -142,16 +153,16 @@ pub async fn down(base: &Path) {
             }
         }
     }
-    // PostgreSQL is not parented by Patroni: stop each postmaster by its own PID file.
-    for z in ZONES {
-        if let Some(pid) = read_pid(&base.join(format!("db-{z}/data/postmaster.pid"))) {
-            if alive(pid) {
-                let _ = signal(pid, "KILL").await;
+    let _ = wait_for("processes to exit", Duration::from_secs(10), || async {
+        for ns in namespaces() {
+            if cmd("ip", &["netns", "pids", &ns])
+                .await
+                .is_ok_and(|o| o.split_whitespace().next().is_some())
+            {
+                return false;
             }
         }
-    }
-    let _ = wait_for("processes to exit", Duration::from_secs(10), || async {
-        std::fs::read_dir(base.join("pids"))
+        std::fs::read_dir(pids_dir())
             .map(|es| {
                 es.flatten()
                     .all(|e| read_pid(&e.path()).is_none_or(|p| !alive(p)))
@@ -159,12 +170,29 @@ pub async fn down(base: &Path) {
             .unwrap_or(true)
     })
     .await;
+    for ns in namespaces() {
+        cmd_quiet("ip", &["netns", "del", &ns]).await;
+    }
     for z in ZONES {
-        cmd_quiet("ip", &["netns", "del", &format!("vfps-db-{z}")]).await;
-        cmd_quiet("ip", &["netns", "del", &format!("vfps-app-{z}")]).await;
+        cmd_quiet("ip", &["link", "del", &format!("vfpsd{z}")]).await;
+        cmd_quiet("ip", &["link", "del", &format!("vfpsa{z}")]).await;
     }
     cmd_quiet("ip", &["link", "del", BRIDGE]).await;
     let _ = std::fs::remove_dir_all(base);
+    let _ = std::fs::remove_dir_all(registry);
+}
+
+fn namespaces() -> Vec<String> {
+    ZONES
+        .iter()
+        .flat_map(|z| [format!("vfps-db-{z}"), format!("vfps-app-{z}")])
+        .collect()
+}
+
+/// Where PIDs are recorded: one fixed place whatever the base directory, because
+/// the network names are fixed too and a stale run must be found by the next one.
+fn pids_dir() -> PathBuf {
+    std::env::temp_dir().join("vfps-chaos-local-pids")
 }
 
 async fn add_pod(ns: &str, veth: &str, ip: &str) -> anyhow::Result<()> {
@@ -315,7 +343,7 @@ impl Local {
             .stderr(etcd_log)
             .spawn()
             .context("cannot start etcd (apt-get install etcd-server)")?;
-        write_pid(base, "etcd", etcd.id().unwrap_or_default())?;
+        write_pid("etcd", etcd.id().unwrap_or_default())?;
         wait_for("etcd", Duration::from_secs(20), || async {
             http_get(ETCD, "/health", Duration::from_secs(1))
                 .await
@@ -440,11 +468,7 @@ impl Local {
             .stderr(log)
             .spawn()
             .context("cannot start patroni (apt-get install patroni)")?;
-        write_pid(
-            &self.opts.base,
-            &format!("patroni-{zone}"),
-            child.id().unwrap_or_default(),
-        )?;
+        write_pid(&format!("patroni-{zone}"), child.id().unwrap_or_default())?;
         // The child is reaped by a task; it is stopped by PID.
         tokio::spawn(async move {
             let mut child = child;
@@ -456,7 +480,7 @@ impl Local {
     /// SIGKILLs a database pod: Patroni and the postmaster it does not parent.
     /// Returns once both are gone.
     pub async fn kill_db(&self, zone: &str) -> anyhow::Result<()> {
-        let patroni = read_pid(&pid_file(&self.opts.base, &format!("patroni-{zone}")));
+        let patroni = read_pid(&pid_file(&format!("patroni-{zone}")));
         let postmaster = read_pid(
             &self
                 .opts
@@ -511,7 +535,20 @@ impl Local {
 
     /// Healthy: three members, one running leader, a streaming synchronous standby,
     /// and the third streaming too.
+    /// Every member must answer its own REST API: the cluster view in etcd keeps
+    /// a dead member until its TTL expires.
     pub async fn db_healthy(&self) -> bool {
+        for z in ZONES {
+            let live = http_get(
+                &format!("{}:8008", db_ip(z)),
+                "/liveness",
+                Duration::from_millis(800),
+            )
+            .await;
+            if !live.is_ok_and(|(s, _)| s == 200) {
+                return false;
+            }
+        }
         let Ok(m) = self.members().await else {
             return false;
         };
@@ -565,7 +602,7 @@ impl Local {
                     }
                 };
                 let pid = child.id().unwrap_or_default();
-                let _ = write_pid(&opts.base, &format!("vfps-{zone}"), pid);
+                let _ = write_pid(&format!("vfps-{zone}"), pid);
                 {
                     let mut r = replicas.lock().await;
                     r[index].pid = Some(pid);
