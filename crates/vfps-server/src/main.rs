@@ -34,6 +34,10 @@ enum Command {
         /// Keep retrying while the database is unreachable for up to this long (e.g. 60s).
         #[arg(long, value_parser = parse_wait, default_value = "0s")]
         wait: Duration,
+        /// Change nothing: succeed once the schema is at this binary's version
+        /// (with --wait, wait for that; an init container waiting for the Job).
+        #[arg(long)]
+        check: bool,
     },
 }
 
@@ -43,10 +47,10 @@ fn parse_wait(raw: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (flags, wait, migrate_only) = match cli.command {
-        None => (cli.flags, Duration::ZERO, false),
-        Some(Command::Serve { flags }) => (flags, Duration::ZERO, false),
-        Some(Command::Migrate { flags, wait }) => (flags, wait, true),
+    let (flags, wait, migrate_only, check_only) = match cli.command {
+        None => (cli.flags, Duration::ZERO, false, false),
+        Some(Command::Serve { flags }) => (flags, Duration::ZERO, false, false),
+        Some(Command::Migrate { flags, wait, check }) => (flags, wait, true, check),
     };
     let (settings, notes) = match Settings::load(std::env::vars(), &flags) {
         Ok(s) => s,
@@ -70,7 +74,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        if migrate_only {
+        if migrate_only && check_only {
+            check_migrations(&settings, wait).await
+        } else if migrate_only {
             migrate(&settings, wait).await
         } else {
             serve(settings).await
@@ -110,6 +116,32 @@ async fn wait_for_signal() -> &'static str {
     tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
+    }
+}
+
+/// Succeeds once nothing is pending, waiting up to `wait` (database down or
+/// migrations not yet applied by the Job).
+async fn check_migrations(settings: &Settings, wait: Duration) -> anyhow::Result<()> {
+    let StoreConfig::Postgres(options) = &settings.store else {
+        anyhow::bail!("migrate --check needs PostgreSQL (ConnectionStrings__PostgreSQL); SQLite migrates at start-up");
+    };
+    let store = PgStore::new(options)?;
+    let give_up = tokio::time::Instant::now() + wait;
+    loop {
+        let why = match store.pending_migrations().await {
+            Ok(p) if p.is_empty() => {
+                tracing::info!("database schema is up to date");
+                return Ok(());
+            }
+            Ok(p) => format!("migrations {p:?} are not applied yet"),
+            Err(e) if e.is_transient() => e.message,
+            Err(e) => anyhow::bail!("cannot check migrations: {e}"),
+        };
+        if tokio::time::Instant::now() >= give_up {
+            anyhow::bail!("schema not ready: {why}");
+        }
+        tracing::info!(reason = %why, "waiting for migrations");
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

@@ -159,7 +159,19 @@ fn migrate_is_idempotent_and_waits_for_the_database() {
             .output()
             .unwrap()
     };
+    let check = |wait: &str| {
+        Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args(["migrate", "--check", "--wait", wait])
+            .env("ConnectionStrings__PostgreSQL", &db.connection_string)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        !check("0s").status.success(),
+        "--check fails before the migrations ran"
+    );
     assert!(migrate("0s").status.success());
+    assert!(check("0s").status.success(), "--check passes once they ran");
     assert!(migrate("0s").status.success(), "a second run is a no-op");
     let tables = cluster
         .psql(&db.name, "SELECT string_agg(tablename || ':' || tableowner, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")

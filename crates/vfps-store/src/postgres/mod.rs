@@ -114,6 +114,44 @@ impl PgStore {
         }
     }
 
+    /// Versions this binary has that the database has not applied yet (without
+    /// changing anything); a changed checksum is an error.
+    pub async fn pending_migrations(&self) -> Result<Vec<i64>, Error> {
+        let conn = self.conn().await?;
+        let exists: bool = self
+            .timed(
+                &conn,
+                conn.client.query_one(
+                    "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
+                    &[],
+                ),
+            )
+            .await?
+            .try_get(0)
+            .map_err(|e| classify(&e))?;
+        let applied: std::collections::HashMap<i64, String> = if exists {
+            self.timed(
+                &conn,
+                conn.client
+                    .query("SELECT version, checksum FROM vfps_schema_migrations", &[]),
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+        } else {
+            Default::default()
+        };
+        let mut pending = Vec::new();
+        for m in migrate::POSTGRES {
+            match applied.get(&m.version) {
+                Some(sum) => migrate::verify_checksum(m, sum)?,
+                None => pending.push(m.version),
+            }
+        }
+        Ok(pending)
+    }
+
     /// Applies pending migrations under an advisory lock (concurrent runs wait).
     pub async fn migrate(&self) -> Result<migrate::Report, Error> {
         let conn = self.conn().await?;
