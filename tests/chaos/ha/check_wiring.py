@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Asserts the HA wiring of the rendered Kubernetes assets.
+
+Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB LOAD_SECONDS SETTLE_SECONDS
+       check_wiring.py --self-test ...same arguments...
+The self-test feeds the checker broken copies and requires each to be caught.
+"""
+import copy
+import re
+import sys
+
+import yaml
+
+
+def load_all(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def find(docs, kind, name_part=""):
+    for d in docs:
+        if d.get("kind") == kind and name_part in d["metadata"]["name"]:
+            return d
+    return None
+
+
+def env_of(container):
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
+    problems = []
+    dep = find(chart, "Deployment")
+    if dep is None:
+        return ["no Deployment rendered"]
+    spec = dep["spec"]["template"]["spec"]
+    tsc = spec.get("topologySpreadConstraints") or []
+    if not any(c.get("topologyKey") == "topology.kubernetes.io/zone" for c in tsc):
+        problems.append("no zone topologySpreadConstraint rendered")
+    pdb = find(chart, "PodDisruptionBudget")
+    if pdb is None or pdb["spec"].get("maxUnavailable") != 1:
+        problems.append("PodDisruptionBudget with maxUnavailable 1 missing")
+    container = spec["containers"][0]
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    if not pre_stop < grace:
+        problems.append(f"preStop sleep {pre_stop}s is not below the grace period {grace}s")
+    env = env_of(container)
+    shutdown = int(str(env.get("VFPS_SHUTDOWN_TIMEOUT", "0s")).rstrip("s"))
+    if not shutdown < grace:
+        problems.append(f"server shutdown timeout {shutdown}s is not below the grace period {grace}s")
+    cs = env.get("ConnectionStrings__PostgreSQL") or ""
+    pool = re.search(r"Maximum Pool Size=(\d+)", cs)
+    replicas = dep["spec"]["replicas"]
+    max_conn = int(cnpg["spec"]["postgresql"]["parameters"]["max_connections"])
+    if pool is None or int(pool.group(1)) * replicas > max_conn:
+        problems.append(f"pool x replicas exceeds max_connections {max_conn} ({cs!r}, {replicas} replicas)")
+    host = re.search(r"Host=([^;]+)", cs)
+    if host is None or not host.group(1).split(":")[0].endswith("-rw"):
+        problems.append(f"the database host is not the -rw Service: {cs!r}")
+    user = re.search(r"Username=([^;]+)", cs)
+    owner = cnpg["spec"]["bootstrap"]["initdb"]["owner"]
+    if user is None or user.group(1) != owner:
+        problems.append(f"database username {user and user.group(1)!r} differs from the initdb owner {owner!r}")
+    sync = cnpg["spec"]["postgresql"].get("synchronous", {})
+    if (sync.get("method"), sync.get("number"), sync.get("dataDurability")) != ("any", 1, "required"):
+        problems.append(f"CNPG synchronous replication is not ANY 1 with required durability: {sync}")
+    job = find(job_docs, "Job")
+    jspec = job["spec"]
+    pod = jspec["template"]["spec"]
+    if "node-role.kubernetes.io/control-plane" not in (pod.get("nodeSelector") or {}):
+        problems.append("the load generator Job is not pinned to the control-plane node")
+    if jspec.get("backoffLimit") != 0:
+        problems.append("the load generator Job must not retry (backoffLimit 0)")
+    jenv = env_of(pod["containers"][0])
+    if int(jenv.get("RESILIENCE_LOAD_SECONDS", -1)) != load_seconds:
+        problems.append(f"load window {jenv.get('RESILIENCE_LOAD_SECONDS')} differs from the scenario durations plus margin {load_seconds}")
+    if int(jspec.get("activeDeadlineSeconds", 0)) < load_seconds + settle_seconds:
+        problems.append("the Job deadline is shorter than load + settle")
+    if "dns:///" not in jenv.get("VFPS_GRPC_ADDRESS", ""):
+        problems.append("the load generator does not use client-side load balancing (dns:///)")
+    return problems
+
+
+def self_test(args):
+    chart, cnpg, job = args
+    base = check(chart, cnpg, job, *LOADS)
+    assert not base, f"the real assets must pass before mutating them: {base}"
+
+    def broken(mutate):
+        c, n, j = copy.deepcopy(chart), copy.deepcopy(cnpg), copy.deepcopy(job)
+        mutate(c, n, j)
+        return check(c, n, j, *LOADS)
+
+    def dep(c):
+        return find(c, "Deployment")["spec"]
+
+    def env(c):
+        return find(c, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+
+    def set_cs(c, f):
+        for e in env(c):
+            if e["name"] == "ConnectionStrings__PostgreSQL":
+                e["value"] = f(e["value"])
+
+    cases = {
+        "ro host": lambda c, n, j: set_cs(c, lambda v: v.replace("vfps-db-rw", "vfps-db-ro")),
+        "too many replicas": lambda c, n, j: dep(c).__setitem__("replicas", 9),
+        "other owner": lambda c, n, j: n["spec"]["bootstrap"]["initdb"].__setitem__("owner", "app"),
+        "no spread": lambda c, n, j: dep(c)["template"]["spec"].pop("topologySpreadConstraints"),
+        "async": lambda c, n, j: n["spec"]["postgresql"].pop("synchronous"),
+        "unpinned job": lambda c, n, j: find(j, "Job")["spec"]["template"]["spec"].pop("nodeSelector"),
+        "long preStop": lambda c, n, j: dep(c)["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"].__setitem__("seconds", 99),
+    }
+    for name, mutate in cases.items():
+        assert broken(mutate), f"the checker missed: {name}"
+    print(f"check_wiring self-test: {len(cases)} violations caught")
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    test = argv and argv[0] == "--self-test"
+    if test:
+        argv = argv[1:]
+    chart_docs = load_all(argv[0])
+    cnpg_doc = load_all(argv[1])[0]
+    job_docs = load_all(argv[2])
+    LOADS = (int(argv[3]), int(argv[4]))
+    if test:
+        self_test((chart_docs, cnpg_doc, job_docs))
+    found = check(chart_docs, cnpg_doc, job_docs, *LOADS)
+    for p in found:
+        print(f"HA wiring: {p}", file=sys.stderr)
+    sys.exit(1 if found else 0)
