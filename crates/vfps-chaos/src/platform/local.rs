@@ -767,22 +767,7 @@ impl Local {
                 ],
             )
             .await;
-            if cmd(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &ns,
-                    "nft",
-                    "list",
-                    "table",
-                    "inet",
-                    PARTITION_TABLE,
-                ],
-            )
-            .await
-            .is_ok()
-            {
+            if partition_table_present(&ns).await {
                 bail!("partition table still present in {ns} after healing");
             }
         }
@@ -793,22 +778,7 @@ impl Local {
     pub async fn partitioned(&self) -> bool {
         for z in ZONES {
             let ns = format!("vfps-app-{z}");
-            if cmd(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &ns,
-                    "nft",
-                    "list",
-                    "table",
-                    "inet",
-                    PARTITION_TABLE,
-                ],
-            )
-            .await
-            .is_ok()
-            {
+            if partition_table_present(&ns).await {
                 return true;
             }
         }
@@ -858,6 +828,25 @@ impl Local {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         down(&self.opts.base).await;
     }
+}
+
+/// Whether the partition's nftables table exists in a pod's namespace.
+async fn partition_table_present(ns: &str) -> bool {
+    cmd(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns,
+            "nft",
+            "list",
+            "table",
+            "inet",
+            PARTITION_TABLE,
+        ],
+    )
+    .await
+    .is_ok()
 }
 
 fn spawn_replica(opts: &Options, zone: &str) -> anyhow::Result<tokio::process::Child> {

@@ -71,7 +71,19 @@ impl PgStore {
         conn: &PgConnection,
         step: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, Error> {
-        match tokio::time::timeout(self.command_timeout, step).await {
+        let result = tokio::time::timeout(self.command_timeout, step).await;
+        self.settle(conn, result)
+    }
+
+    /// Turns a timed database step's result into ours; a failure that leaves the
+    /// connection suspect (transient error, or a timeout after which its protocol
+    /// state is unknown) marks it broken.
+    fn settle<T>(
+        &self,
+        conn: &PgConnection,
+        result: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,
+    ) -> Result<T, Error> {
+        match result {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 let err = classify(&e);
@@ -96,22 +108,8 @@ impl PgStore {
         conn: &mut PgConnection,
         sql: &'static str,
     ) -> Result<tokio_postgres::Statement, Error> {
-        match tokio::time::timeout(self.command_timeout, conn.prepared(sql)).await {
-            Ok(Ok(s)) => Ok(s),
-            Ok(Err(e)) => {
-                let err = classify(&e);
-                if err.is_transient() {
-                    conn.mark_broken();
-                }
-                Err(err)
-            }
-            Err(_) => {
-                conn.mark_broken();
-                Err(Error::unavailable(
-                    "database did not answer a prepare in time",
-                ))
-            }
-        }
+        let result = tokio::time::timeout(self.command_timeout, conn.prepared(sql)).await;
+        self.settle(conn, result)
     }
 
     /// Versions this binary has that the database has not applied yet (without
