@@ -324,15 +324,17 @@ impl Local {
                 "--advertise-client-urls",
                 &format!("http://{ETCD}"),
             ])
+            // Peers on the bridge address too: an etcd the distribution may have
+            // started on localhost keeps its ports.
             .args([
                 "--listen-peer-urls",
-                "http://127.0.0.1:2380",
+                "http://10.213.0.1:2380",
                 "--initial-advertise-peer-urls",
-                "http://127.0.0.1:2380",
+                "http://10.213.0.1:2380",
             ])
             .args([
                 "--initial-cluster",
-                "cp=http://127.0.0.1:2380",
+                "cp=http://10.213.0.1:2380",
                 "--heartbeat-interval",
                 "100",
                 "--election-timeout",
