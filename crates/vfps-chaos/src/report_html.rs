@@ -131,6 +131,86 @@ pub fn page(
     s
 }
 
+/// The same plot as a PNG (no text: the colours are those of the HTML legend —
+/// green ok, red failed, orange shed, blue p99 latency; scenario windows shaded).
+pub fn plot_png(rows: &[Row], windows: &[Window]) -> Vec<u8> {
+    const W: usize = 1000;
+    const H: usize = 360;
+    const PAD: usize = 50;
+    let mut px = vec![255u8; W * H * 3];
+    let mut put = |x: i64, y: i64, c: [u8; 3]| {
+        if (0..W as i64).contains(&x) && (0..H as i64).contains(&y) {
+            let i = (y as usize * W + x as usize) * 3;
+            px[i..i + 3].copy_from_slice(&c);
+        }
+    };
+    let n = rows.len().max(1) as f64;
+    let max_calls = rows
+        .iter()
+        .map(|r| r.offered.max(r.ok + r.failed + r.shed))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let max_ms = rows.iter().map(|r| r.p99_ms).fold(1.0_f64, f64::max);
+    let x = |s: f64| PAD as f64 + s / n * (W - 2 * PAD) as f64;
+    let y = |v: f64, max: f64| (H - PAD) as f64 - v / max * (H - 2 * PAD) as f64;
+    let shades = [
+        [232, 238, 249],
+        [249, 239, 232],
+        [238, 249, 232],
+        [247, 232, 249],
+        [232, 247, 249],
+        [249, 247, 232],
+    ];
+    for (i, win) in windows.iter().enumerate() {
+        let (x0, x1) = (
+            x(win.start_seconds.max(0.0)) as i64,
+            x(win.end_seconds.min(n)) as i64,
+        );
+        for xx in x0..x1 {
+            for yy in PAD as i64..(H - PAD) as i64 {
+                put(xx, yy, shades[i % shades.len()]);
+            }
+        }
+    }
+    for xx in PAD..W - PAD {
+        put(xx as i64, (H - PAD) as i64, [51, 51, 51]);
+    }
+    for yy in PAD..H - PAD {
+        put(PAD as i64, yy as i64, [51, 51, 51]);
+    }
+    let mut line = |f: &dyn Fn(&Row) -> f64, max: f64, c: [u8; 3]| {
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|r| (x(r.second as f64 + 0.5), y(f(r), max)))
+            .collect();
+        for w in pts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let steps = ((b.0 - a.0).abs().max((b.1 - a.1).abs()).ceil() as usize).max(1);
+            for k in 0..=steps {
+                let t = k as f64 / steps as f64;
+                let (px_, py_) = (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t);
+                put(px_.round() as i64, py_.round() as i64, c);
+                put(px_.round() as i64, py_.round() as i64 + 1, c);
+            }
+        }
+    };
+    line(&|r| r.ok as f64, max_calls, [42, 125, 42]);
+    line(&|r| r.failed as f64, max_calls, [198, 40, 40]);
+    line(&|r| r.shed as f64, max_calls, [239, 108, 0]);
+    line(&|r| r.p99_ms, max_ms, [21, 101, 192]);
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, W as u32, H as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        if let Ok(mut writer) = enc.write_header() {
+            let _ = writer.write_image_data(&px);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
