@@ -10,7 +10,7 @@ use crate::{
     redact,
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Validity {
     Valid,
@@ -19,9 +19,9 @@ pub enum Validity {
     Unknown,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Verdict {
-    pub property: &'static str,
+    pub property: String,
     pub validity: Validity,
     pub summary: String,
     /// Violating pairs, redacted: never a full original.
@@ -41,7 +41,7 @@ impl Verdict {
         let mut evidence = violations;
         evidence.truncate(100);
         Self {
-            property,
+            property: property.into(),
             validity,
             summary,
             evidence,
@@ -50,7 +50,7 @@ impl Verdict {
 }
 
 /// P1 figures over a range of seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Availability {
     pub offered: u64,
     pub ok: u64,
@@ -95,7 +95,7 @@ pub fn p1(a: &Availability, max_outage_seconds: u64, max_unavailable_seconds: f6
     let unavailable_ok = a.unavailable_seconds <= max_unavailable_seconds;
     vec![
         Verdict {
-            property: "P1-longest-outage",
+            property: "P1-longest-outage".into(),
             validity: if outage_ok {
                 Validity::Valid
             } else {
@@ -108,7 +108,7 @@ pub fn p1(a: &Availability, max_outage_seconds: u64, max_unavailable_seconds: f6
             evidence: Vec::new(),
         },
         Verdict {
-            property: "P1-unavailable-seconds",
+            property: "P1-unavailable-seconds".into(),
             validity: if unavailable_ok {
                 Validity::Valid
             } else {
@@ -251,8 +251,8 @@ pub fn properties(ledger: &[Entry], observations: &[Observation]) -> Vec<Verdict
 
 /// Guards against a vacuous pass.
 pub fn guards(a: &Availability, ledger_len: usize) -> Vec<Verdict> {
-    let mk = |property, ok: bool, summary: String| Verdict {
-        property,
+    let mk = |property: &str, ok: bool, summary: String| Verdict {
+        property: property.into(),
         validity: if ok {
             Validity::Valid
         } else {

@@ -40,140 +40,187 @@ fn vfps_bin(args: &LocalArgs) -> PathBuf {
     })
 }
 
-/// Runs everything; returns whether every property and budget held.
-pub async fn all(args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
-    let fail = |e: anyhow::Error| HarnessError(format!("{e:#}"));
-    local::require_root().map_err(fail)?;
+fn options(args: &LocalArgs) -> Options {
+    Options {
+        base: args.base.clone(),
+        vfps_bin: vfps_bin(args),
+        restart_backoff: Duration::from_secs(1),
+        grace_period: Duration::from_secs(15),
+    }
+}
+
+fn plan(args: &LocalArgs) -> Result<(Plan, Knobs), HarnessError> {
     let plan = Plan::from_env(&args.scenarios, |k| std::env::var(k).ok()).map_err(HarnessError)?;
     let knobs = Knobs::from_env(|k| std::env::var(k).ok()).map_err(HarnessError)?;
-    let bin = vfps_bin(args);
-    if !bin.exists() {
-        return Err(HarnessError(format!(
-            "vfps binary {} not found (build it, or set VFPS_BIN)",
-            bin.display()
-        )));
-    }
+    Ok((plan, knobs))
+}
+
+/// The load settings of a local run: the local endpoints and the plan's window.
+fn load_config(load: &LoadConfig, plan: &Plan) -> LoadConfig {
     let mut cfg = load.clone();
     cfg.address = local::grpc_endpoints();
     cfg.load_seconds = plan.load_seconds();
-    std::fs::create_dir_all(&cfg.output_dir).map_err(|e| HarnessError(e.to_string()))?;
-    std::fs::write(
-        cfg.output_dir.join("plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap_or_default(),
-    )
-    .map_err(|e| HarnessError(e.to_string()))?;
-    eprintln!(
-        "local run: scenarios {}, load window {} s (sum of durations + {} s margin)",
-        args.scenarios, cfg.load_seconds, plan.margin_seconds
-    );
+    cfg
+}
 
-    let opts = Options {
-        base: args.base.clone(),
-        vfps_bin: bin,
-        restart_backoff: Duration::from_secs(1),
-        grace_period: Duration::from_secs(15),
-    };
+fn harness(e: impl std::fmt::Display) -> HarnessError {
+    HarnessError(e.to_string())
+}
+
+/// `up`: the topology to steady state (a stale previous run is removed first).
+pub async fn up(args: &LocalArgs) -> Result<Local, HarnessError> {
+    local::require_root().map_err(|e| harness(format!("{e:#}")))?;
+    let opts = options(args);
+    if !opts.vfps_bin.exists() {
+        return Err(harness(format!(
+            "vfps binary {} not found (build it, or set VFPS_BIN)",
+            opts.vfps_bin.display()
+        )));
+    }
     let started = std::time::Instant::now();
     let up = Local::up(opts, &|e| {
         eprintln!("up: {e} ({:.1} s)", started.elapsed().as_secs_f64())
     })
     .await;
-    let local = match up {
-        Ok(l) => l,
+    match up {
+        Ok(l) => {
+            let steady = started.elapsed().as_secs_f64();
+            eprintln!("steady state after {steady:.1} s");
+            let _ = std::fs::write(
+                args.base.join("steady-state-seconds.txt"),
+                format!("{steady:.1}\n"),
+            );
+            Ok(l)
+        }
         Err(e) => {
             local::down(&args.base).await;
-            return Err(HarnessError(format!("up failed: {e:#}")));
+            Err(harness(format!("up failed: {e:#}")))
         }
-    };
-    let steady = started.elapsed();
-    eprintln!("steady state after {:.1} s", steady.as_secs_f64());
-    let result = scenarios_and_collect(&local, &plan, &knobs, &cfg, steady).await;
-    local.shutdown().await;
-    result
+    }
 }
 
-async fn scenarios_and_collect(
-    local: &Local,
-    plan: &Plan,
-    knobs: &Knobs,
-    cfg: &LoadConfig,
-    steady: Duration,
-) -> Result<bool, HarnessError> {
+/// What `scenarios` leaves for `collect`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ChaosOutcome {
+    failovers: u32,
+    finished_seconds: f64,
+    error: Option<String>,
+}
+
+/// `scenarios`: every planned scenario under one continuous load window, then
+/// settle and verify. Returns whether the load's own verdicts held.
+pub async fn scenarios(args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
+    let (plan, knobs) = plan(args)?;
+    let local = Local::attach(options(args)).map_err(|e| harness(format!("{e:#}")))?;
+    let cfg = load_config(load, &plan);
     let dir = cfg.output_dir.clone();
+    std::fs::create_dir_all(&dir).map_err(harness)?;
+    std::fs::write(
+        dir.join("plan.json"),
+        serde_json::to_string_pretty(&plan).map_err(harness)?,
+    )
+    .map_err(harness)?;
+    if let Ok(steady) = std::fs::read_to_string(args.base.join("steady-state-seconds.txt")) {
+        let _ = std::fs::write(dir.join("steady-state-seconds.txt"), steady);
+    }
+    eprintln!(
+        "scenarios {}: load window {} s (sum of durations + {} s margin)",
+        args.scenarios, cfg.load_seconds, plan.margin_seconds
+    );
+    local
+        .wait_db_healthy(Duration::from_secs(60))
+        .await
+        .map_err(|e| harness(format!("{e:#}")))?;
+    local
+        .wait_replicas_ready(Duration::from_secs(60))
+        .await
+        .map_err(|e| harness(format!("{e:#}")))?;
     local.snapshot_cluster(&dir, "before").await;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let load = run::load_with(cfg, true, Some(tx));
+    let load_run = run::load_with(&cfg, true, Some(tx));
     let chaos = async {
         let Ok(start) = rx.await else {
-            return (Err(anyhow::anyhow!("load never started")), None);
+            return (
+                Err(anyhow::anyhow!("the load never started")),
+                Vec::new(),
+                0.0,
+            );
         };
         let rec = Recorder::new(start);
-        let r = nemesis::run(local, plan, knobs, &rec).await;
-        let finished = rec.elapsed();
-        (r.map(|n| (n, finished)), Some(rec))
+        let r = nemesis::run(&local, &plan, &knobs, &rec).await;
+        let finished = rec.elapsed().as_secs_f64();
+        (r, rec.events().await, finished)
     };
-    let (summary, (chaos_result, rec)) = tokio::join!(load, chaos);
-    local.snapshot_cluster(&dir, "after").await;
-    local.collect_logs(&dir);
+    let (summary, (chaos_result, events, finished)) = tokio::join!(load_run, chaos);
     // A partition must never outlive the run.
     if local.partitioned().await {
         let _ = local.heal_partition().await;
     }
-    let mut summary = summary?;
-    let events = match &rec {
-        Some(r) => r.events().await,
-        None => Vec::new(),
+    std::fs::write(dir.join("chaos-timeline.csv"), scenario::chaos_csv(&events))
+        .map_err(harness)?;
+    let outcome = ChaosOutcome {
+        failovers: *chaos_result.as_ref().unwrap_or(&0),
+        finished_seconds: finished,
+        error: chaos_result.err().map(|e| format!("{e:#}")),
     };
-    let _ = std::fs::write(dir.join("chaos-timeline.csv"), scenario::chaos_csv(&events));
-    let rows = crate::history::parse_timeline(
-        &std::fs::read_to_string(dir.join("load-timeline.csv")).unwrap_or_default(),
+    std::fs::write(
+        dir.join("chaos.json"),
+        serde_json::to_string_pretty(&outcome).map_err(harness)?,
     )
-    .map_err(|e| HarnessError(e.to_string()))?;
+    .map_err(harness)?;
+    Ok(summary?.passed)
+}
+
+/// `collect`: the HA manager's state, every log, the per-scenario verdicts, the
+/// report; the final verdict of the run.
+pub async fn collect(args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
+    let (plan, _) = plan(args)?;
+    let cfg = load_config(load, &plan);
+    let dir = cfg.output_dir.clone();
+    if let Ok(local) = Local::attach(options(args)) {
+        local.snapshot_cluster(&dir, "after").await;
+        local.collect_logs(&dir);
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|e| harness(format!("{}: {e}", dir.join(name).display())))
+    };
+    let mut summary: report::Summary =
+        serde_json::from_str(&read("summary.json")?).map_err(harness)?;
+    let outcome: ChaosOutcome = serde_json::from_str(&read("chaos.json")?).map_err(harness)?;
+    let rows = crate::history::parse_timeline(&read("load-timeline.csv")?).map_err(harness)?;
+    let events = scenario::parse_chaos_csv(&read("chaos-timeline.csv")?).map_err(harness)?;
     let windows = scenario::windows(&events);
-    let per_scenario = scenario::attribute(&rows, &windows, plan, cfg.rate_per_second);
-    let mut extra = Vec::new();
+    let per_scenario = scenario::attribute(&rows, &windows, &plan, cfg.rate_per_second);
+    summary.verdicts.retain(|v| {
+        v.property != "P1-scenario-outage" && v.property != "chaos-completed-within-window"
+    });
     for r in &per_scenario {
         eprintln!("{}", r.verdict.summary);
-        extra.push(r.verdict.clone());
+        summary.verdicts.push(r.verdict.clone());
     }
-    let window = Duration::from_secs(cfg.load_seconds);
-    let chaos_ok = match &chaos_result {
-        Ok((failovers, finished)) => {
-            let fits = *finished <= window;
-            extra.push(crate::checker::Verdict {
-                property: "chaos-completed-within-window",
-                validity: if fits {
-                    Validity::Valid
-                } else {
-                    Validity::Invalid
-                },
-                summary: format!(
-                    "chaos finished at {:.1} s of a {} s window; {failovers} failovers",
-                    finished.as_secs_f64(),
-                    cfg.load_seconds
-                ),
-                evidence: Vec::new(),
-            });
-            fits
-        }
-        Err(e) => {
-            extra.push(crate::checker::Verdict {
-                property: "chaos-completed-within-window",
-                validity: Validity::Invalid,
-                summary: format!("a scenario failed: {e:#}"),
-                evidence: Vec::new(),
-            });
-            false
-        }
-    };
-    summary.verdicts.extend(extra);
-    summary.passed = summary.passed
-        && chaos_ok
-        && summary
-            .verdicts
-            .iter()
-            .all(|v| v.validity == Validity::Valid);
-    report::write(&dir, &summary).map_err(|e| HarnessError(e.to_string()))?;
+    let fits = outcome.error.is_none() && outcome.finished_seconds <= cfg.load_seconds as f64;
+    summary.verdicts.push(crate::checker::Verdict {
+        property: "chaos-completed-within-window".into(),
+        validity: if fits {
+            Validity::Valid
+        } else {
+            Validity::Invalid
+        },
+        summary: match &outcome.error {
+            Some(e) => format!("a scenario failed: {e}"),
+            None => format!(
+                "chaos finished at {:.1} s of a {} s window; {} failovers",
+                outcome.finished_seconds, cfg.load_seconds, outcome.failovers
+            ),
+        },
+        evidence: Vec::new(),
+    });
+    summary.passed = summary
+        .verdicts
+        .iter()
+        .all(|v| v.validity == Validity::Valid);
+    report::write(&dir, &summary).map_err(harness)?;
     let _ = std::fs::write(
         dir.join("scenarios.json"),
         serde_json::to_string_pretty(&per_scenario).unwrap_or_default(),
@@ -189,8 +236,8 @@ async fn scenarios_and_collect(
         ),
     );
     let _ = std::fs::write(
-        dir.join("steady-state-seconds.txt"),
-        format!("{:.1}\n", steady.as_secs_f64()),
+        dir.join("timeline.png"),
+        report_html::plot_png(&rows, &windows),
     );
     eprintln!(
         "run directory: {} ({})",
@@ -198,4 +245,20 @@ async fn scenarios_and_collect(
         if summary.passed { "PASS" } else { "FAIL" }
     );
     Ok(summary.passed)
+}
+
+/// `all` = up, scenarios, collect, down; down runs even when a step failed.
+pub async fn all(args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
+    plan(args)?;
+    let local = up(args).await?;
+    let result = match scenarios(args, load).await {
+        Ok(_) => collect(args, load).await,
+        Err(e) => {
+            // Keep what evidence there is.
+            let _ = collect(args, load).await;
+            Err(e)
+        }
+    };
+    local.shutdown().await;
+    result
 }

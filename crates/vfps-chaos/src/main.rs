@@ -37,8 +37,27 @@ enum Command {
         #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16)]
         verify_concurrency: usize,
     },
-    /// Stand the HA topology up, run the scenarios under load, collect, tear down.
+    /// up, scenarios, collect, down (down runs even when a step failed).
     All {
+        #[command(flatten)]
+        local: vfps_chaos::local_run::LocalArgs,
+        #[command(flatten)]
+        config: LoadConfig,
+    },
+    /// Stand the HA topology up to steady state and leave it running.
+    Up {
+        #[command(flatten)]
+        local: vfps_chaos::local_run::LocalArgs,
+    },
+    /// Run the scenarios under one continuous load window, then verify.
+    Scenarios {
+        #[command(flatten)]
+        local: vfps_chaos::local_run::LocalArgs,
+        #[command(flatten)]
+        config: LoadConfig,
+    },
+    /// Collect state and logs, attribute failures per scenario, write the report.
+    Collect {
         #[command(flatten)]
         local: vfps_chaos::local_run::LocalArgs,
         #[command(flatten)]
@@ -97,6 +116,18 @@ fn main() -> ExitCode {
                 .map(|s| s.passed)
                 .map_err(|e| e.0),
             Command::All { local, config } => vfps_chaos::local_run::all(&local, &config)
+                .await
+                .map_err(|e| e.0),
+            Command::Up { local } => vfps_chaos::local_run::up(&local)
+                .await
+                .map(|_| true)
+                .map_err(|e| e.0),
+            Command::Scenarios { local, config } => {
+                vfps_chaos::local_run::scenarios(&local, &config)
+                    .await
+                    .map_err(|e| e.0)
+            }
+            Command::Collect { local, config } => vfps_chaos::local_run::collect(&local, &config)
                 .await
                 .map_err(|e| e.0),
             Command::Down { base } => match vfps_chaos::platform::local::require_root() {

@@ -42,7 +42,7 @@ pub fn extract_timeline(log: &str) -> Option<String> {
     Some(log[start..end].trim_start_matches(['\r', '\n']).to_owned())
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Summary {
     pub passed: bool,
     pub seed: u64,
@@ -75,7 +75,7 @@ pub fn junit(verdicts: &[Verdict]) -> String {
     for v in verdicts {
         s.push_str(&format!(
             "  <testcase classname=\"vfps.resilience\" name=\"{}\">",
-            xml_escape(v.property)
+            xml_escape(&v.property)
         ));
         if v.validity != Validity::Valid {
             let body = std::iter::once(v.summary.clone())
@@ -132,8 +132,8 @@ mod tests {
 
     #[test]
     fn junit_marks_invalid_and_unknown_as_failures() {
-        let v = |p, validity| Verdict {
-            property: p,
+        let v = |p: &str, validity| Verdict {
+            property: p.into(),
             validity,
             summary: "s <x>".into(),
             evidence: vec![],

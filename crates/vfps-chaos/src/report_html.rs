@@ -119,7 +119,7 @@ pub fn page(
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"{c}\">{c}</td><td>{}",
-            esc(v.property),
+            esc(&v.property),
             esc(&v.summary)
         );
         for e in &v.evidence {

@@ -178,6 +178,29 @@ pub fn chaos_csv(events: &[ChaosEvent]) -> String {
     s
 }
 
+/// Reads `chaos-timeline.csv` back.
+pub fn parse_chaos_csv(text: &str) -> Result<Vec<ChaosEvent>, String> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    if lines.next() != Some("timestamp,scenario,event") {
+        return Err("chaos timeline must start with the header timestamp,scenario,event".into());
+    }
+    lines
+        .map(|l| {
+            let mut f = l.splitn(3, ',');
+            let (Some(t), Some(s), Some(e)) = (f.next(), f.next(), f.next()) else {
+                return Err(format!("malformed chaos timeline row {l:?}"));
+            };
+            Ok(ChaosEvent {
+                at_seconds: t
+                    .parse()
+                    .map_err(|_| format!("malformed timestamp in {l:?}"))?,
+                scenario: s.to_owned(),
+                event: e.to_owned(),
+            })
+        })
+        .collect()
+}
+
 /// A scenario's window in load seconds, from its `start` and `end` events.
 #[derive(Debug, Clone, Serialize)]
 pub struct Window {
@@ -235,7 +258,7 @@ pub fn attribute(rows: &[Row], windows: &[Window], plan: &Plan, rate: u32) -> Ve
                 availability: a,
                 max_outage_seconds: budget,
                 verdict: Verdict {
-                    property: "P1-scenario-outage",
+                    property: "P1-scenario-outage".into(),
                     validity: if ok {
                         Validity::Valid
                     } else {
@@ -287,6 +310,25 @@ mod tests {
         assert!(Plan::from_env("baseline", |k| (k == "DURATION_BASELINE")
             .then(|| "x".into()))
         .is_err());
+    }
+
+    #[test]
+    fn the_chaos_timeline_round_trips() {
+        let events = vec![
+            ChaosEvent {
+                at_seconds: 1.5,
+                scenario: "drain".into(),
+                event: "start".into(),
+            },
+            ChaosEvent {
+                at_seconds: 2.0,
+                scenario: "drain".into(),
+                event: "node a down, then back".into(),
+            },
+        ];
+        assert_eq!(parse_chaos_csv(&chaos_csv(&events)).unwrap(), events);
+        assert!(parse_chaos_csv("x\n").is_err());
+        assert!(parse_chaos_csv("timestamp,scenario,event\nnope,a,b").is_err());
     }
 
     #[test]

@@ -9,13 +9,11 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::Arc,
     time::Duration,
 };
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
-use tokio::sync::Mutex;
 
 use super::net::{alive, cmd, cmd_quiet, http_get, signal, wait_for};
 
@@ -80,22 +78,10 @@ struct ClusterView {
     members: Vec<Member>,
 }
 
-/// State of one supervised replica.
-struct Replica {
-    zone: &'static str,
-    pid: Option<u32>,
-    /// Kept down (node drained) until resumed.
-    paused: bool,
-    /// Restart without back-off at the next exit (rolling restart).
-    restart_now: bool,
-    starts: u32,
-}
-
-/// The running topology.
+/// The running topology. All state lives in processes and files under the base
+/// directory, so `up`, `scenarios`, `collect` and `down` can be separate commands.
 pub struct Local {
     pub opts: Options,
-    replicas: Arc<Mutex<Vec<Replica>>>,
-    stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn pid_file(name: &str) -> PathBuf {
@@ -133,16 +119,7 @@ pub fn require_root() -> anyhow::Result<()> {
 /// Removes everything a previous run created: processes by recorded PID,
 /// namespaces, the bridge, the base directory. Idempotent.
 pub async fn down(base: &Path) {
-    // Everything inside our pods (Patroni, every PostgreSQL process, vfps),
-    // found by namespace, so nothing survives even after a crash lost its PIDs.
-    for ns in namespaces() {
-        if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
-            for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
-                let _ = signal(pid, "KILL").await;
-            }
-        }
-    }
-    // The control plane (etcd) by its recorded PID.
+    // Recorded PIDs first (replica supervisors, so nothing respawns; etcd).
     let registry = pids_dir();
     if let Ok(entries) = std::fs::read_dir(&registry) {
         for e in entries.flatten() {
@@ -150,6 +127,15 @@ pub async fn down(base: &Path) {
                 if alive(pid) {
                     let _ = signal(pid, "KILL").await;
                 }
+            }
+        }
+    }
+    // Everything inside our pods (Patroni, every PostgreSQL process, vfps),
+    // found by namespace, so nothing survives even after a crash lost its PIDs.
+    for ns in namespaces() {
+        if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
+            for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                let _ = signal(pid, "KILL").await;
             }
         }
     }
@@ -354,21 +340,7 @@ impl Local {
         .await?;
         events("etcd healthy");
 
-        let local = Local {
-            opts: opts.clone(),
-            replicas: Arc::new(Mutex::new(
-                ZONES
-                    .map(|zone| Replica {
-                        zone,
-                        pid: None,
-                        paused: false,
-                        restart_now: false,
-                        starts: 0,
-                    })
-                    .into(),
-            )),
-            stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        };
+        let local = Local { opts: opts.clone() };
         for z in ZONES {
             let dir = base.join(format!("db-{z}"));
             std::fs::create_dir_all(dir.join("log"))?;
@@ -410,8 +382,8 @@ impl Local {
         }
         events("migrations applied");
 
-        for i in 0..ZONES.len() {
-            local.supervise(i);
+        for z in ZONES {
+            local.supervise(z)?;
         }
         local.wait_replicas_ready(Duration::from_secs(60)).await?;
         events("3 replicas ready");
@@ -573,72 +545,83 @@ impl Local {
         .await
     }
 
-    /// Starts the supervisor loop of replica `index` (the local ReplicaSet).
-    fn supervise(&self, index: usize) {
-        let (replicas, stopping, opts) = (
-            self.replicas.clone(),
-            self.stopping.clone(),
-            self.opts.clone(),
+    /// Attaches to a topology a previous `up` left running.
+    pub fn attach(opts: Options) -> anyhow::Result<Local> {
+        require_root()?;
+        let etcd = read_pid(&pid_file("etcd"));
+        if !opts.base.exists() || !etcd.is_some_and(alive) {
+            bail!(
+                "no running local topology under {} (run `up` first)",
+                opts.base.display()
+            );
+        }
+        Ok(Local { opts })
+    }
+
+    fn app_dir(&self, zone: &str) -> PathBuf {
+        self.opts.base.join(format!("app-{zone}"))
+    }
+
+    /// Starts the supervisor of a replica (the local ReplicaSet): a shell loop
+    /// that restarts vfps after a back-off, at once after a requested restart,
+    /// and not while the replica's node is drained (`paused` file).
+    fn supervise(&self, zone: &str) -> anyhow::Result<()> {
+        let dir = self.app_dir(zone);
+        std::fs::create_dir_all(&dir)?;
+        let script = format!(
+            r#"while :; do
+  if [ -e "{dir}/paused" ]; then sleep 0.2; continue; fi
+  echo start >> "{dir}/starts"
+  ip netns exec vfps-app-{zone} "{bin}" serve --listen-address 0.0.0.0 >> "{log}" 2>&1
+  if [ -e "{dir}/restart-now" ]; then rm -f "{dir}/restart-now"; else sleep {backoff}; fi
+done"#,
+            dir = dir.display(),
+            bin = self.opts.vfps_bin.display(),
+            log = self.opts.base.join(format!("vfps-{zone}.log")).display(),
+            backoff = self.opts.restart_backoff.as_secs_f64(),
         );
-        tokio::spawn(async move {
-            loop {
-                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                let zone = {
-                    let r = replicas.lock().await;
-                    if r[index].paused {
-                        drop(r);
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                    r[index].zone
-                };
-                let child = spawn_replica(&opts, zone);
-                let mut child = match child {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::error!(zone, error = %e, "cannot start replica");
-                        tokio::time::sleep(opts.restart_backoff).await;
-                        continue;
-                    }
-                };
-                let pid = child.id().unwrap_or_default();
-                let _ = write_pid(&format!("vfps-{zone}"), pid);
-                {
-                    let mut r = replicas.lock().await;
-                    r[index].pid = Some(pid);
-                    r[index].starts += 1;
-                }
-                let _ = child.wait().await;
-                let now = {
-                    let mut r = replicas.lock().await;
-                    r[index].pid = None;
-                    std::mem::take(&mut r[index].restart_now)
-                };
-                if !now {
-                    tokio::time::sleep(opts.restart_backoff).await;
-                }
-            }
-        });
+        let child = tokio::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("ConnectionStrings__PostgreSQL", connection_string())
+            .env("VFPS_SHUTDOWN_PRE_STOP_DELAY", "1s")
+            .env(
+                "VFPS_SHUTDOWN_TIMEOUT",
+                format!(
+                    "{}s",
+                    self.opts.grace_period.as_secs().saturating_sub(2).max(1)
+                ),
+            )
+            .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
+            .env("VFPS_LOG_JSON", "true")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        write_pid(
+            &format!("supervisor-{zone}"),
+            child.id().unwrap_or_default(),
+        )?;
+        Ok(())
     }
 
+    /// The running vfps process of a replica (the only process in its pod).
     pub async fn replica_pid(&self, zone: &str) -> Option<u32> {
-        self.replicas
-            .lock()
+        let out = cmd("ip", &["netns", "pids", &format!("vfps-app-{zone}")])
             .await
-            .iter()
-            .find(|r| r.zone == zone)
-            .and_then(|r| r.pid)
+            .ok()?;
+        out.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|p| {
+                alive(*p)
+                    && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "vfps")
+            })
     }
 
+    /// How many times the supervisor has started the replica.
     pub async fn replica_starts(&self, zone: &str) -> u32 {
-        self.replicas
-            .lock()
-            .await
-            .iter()
-            .find(|r| r.zone == zone)
-            .map_or(0, |r| r.starts)
+        std::fs::read_to_string(self.app_dir(zone).join("starts"))
+            .map_or(0, |s| s.lines().count() as u32)
     }
 
     pub async fn replica_ready(&self, zone: &str) -> bool {
@@ -682,17 +665,12 @@ impl Local {
     /// Graceful stop: SIGTERM, wait for exit within the grace period, else SIGKILL.
     /// With `keep_down` the supervisor leaves it stopped; otherwise it restarts at once.
     pub async fn stop_replica(&self, zone: &str, keep_down: bool) -> anyhow::Result<()> {
-        let pid = {
-            let mut r = self.replicas.lock().await;
-            let rep = r
-                .iter_mut()
-                .find(|r| r.zone == zone)
-                .context("no such replica")?;
-            rep.paused = keep_down;
-            rep.restart_now = !keep_down;
-            rep.pid
-                .with_context(|| format!("replica {zone} is not running"))?
-        };
+        let pid = self
+            .replica_pid(zone)
+            .await
+            .with_context(|| format!("replica {zone} is not running"))?;
+        let flag = if keep_down { "paused" } else { "restart-now" };
+        std::fs::write(self.app_dir(zone).join(flag), "")?;
         signal(pid, "TERM").await?;
         if wait_for("graceful exit", self.opts.grace_period, || async {
             !alive(pid)
@@ -710,15 +688,7 @@ impl Local {
     }
 
     pub async fn resume_replica(&self, zone: &str) {
-        if let Some(r) = self
-            .replicas
-            .lock()
-            .await
-            .iter_mut()
-            .find(|r| r.zone == zone)
-        {
-            r.paused = false;
-        }
+        let _ = std::fs::remove_file(self.app_dir(zone).join("paused"));
     }
 
     /// Drops traffic from every vfps pod to every database pod (timeouts, not resets).
@@ -824,10 +794,8 @@ impl Local {
         }
     }
 
-    /// Stops supervision and tears everything down.
+    /// Tears everything down.
     pub async fn shutdown(&self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
         down(&self.opts.base).await;
     }
 }
@@ -849,28 +817,4 @@ async fn partition_table_present(ns: &str) -> bool {
     )
     .await
     .is_ok()
-}
-
-fn spawn_replica(opts: &Options, zone: &str) -> anyhow::Result<tokio::process::Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(opts.base.join(format!("vfps-{zone}.log")))?;
-    let child = tokio::process::Command::new("ip")
-        .args(["netns", "exec", &format!("vfps-app-{zone}")])
-        .arg(&opts.vfps_bin)
-        .args(["serve", "--listen-address", "0.0.0.0"])
-        .env("ConnectionStrings__PostgreSQL", connection_string())
-        .env("VFPS_SHUTDOWN_PRE_STOP_DELAY", "1s")
-        .env(
-            "VFPS_SHUTDOWN_TIMEOUT",
-            format!("{}s", opts.grace_period.as_secs().saturating_sub(2).max(1)),
-        )
-        .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
-        .env("VFPS_LOG_JSON", "true")
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()?;
-    Ok(child)
 }
