@@ -28,8 +28,10 @@ else
   bin=target/release
 fi
 export RESILIENCE_OUTPUT_DIR=${RESILIENCE_OUTPUT_DIR:-runs/local-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$RESILIENCE_OUTPUT_DIR"
 status=0
-"$bin/vfps-chaos" --platform local all || status=$?
+# The generator's and driver's own output is part of the run's evidence.
+"$bin/vfps-chaos" --platform local all 2>&1 | tee "$RESILIENCE_OUTPUT_DIR/vfps-chaos.log" || status=${PIPESTATUS[0]}
 # down is idempotent and runs whatever happened.
 "$bin/vfps-chaos" --platform local down || true
 echo "chaos-local: run directory $RESILIENCE_OUTPUT_DIR (exit $status)"
