@@ -16,9 +16,8 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The timeline plot as an SVG element.
-pub fn plot(rows: &[Row], windows: &[Window]) -> String {
-    let (w, h, pad) = (1000.0, 360.0, 50.0);
+/// The plot's extent: seconds, most calls in a second, highest p99 (ms).
+fn extent(rows: &[Row]) -> (f64, f64, f64) {
     let n = rows.len().max(1) as f64;
     let max_calls = rows
         .iter()
@@ -27,6 +26,13 @@ pub fn plot(rows: &[Row], windows: &[Window]) -> String {
         .unwrap_or(1)
         .max(1) as f64;
     let max_ms = rows.iter().map(|r| r.p99_ms).fold(1.0_f64, f64::max);
+    (n, max_calls, max_ms)
+}
+
+/// The timeline plot as an SVG element.
+pub fn plot(rows: &[Row], windows: &[Window]) -> String {
+    let (w, h, pad) = (1000.0, 360.0, 50.0);
+    let (n, max_calls, max_ms) = extent(rows);
     let x = |s: f64| pad + s / n * (w - 2.0 * pad);
     let y = |v: f64, max: f64| h - pad - v / max * (h - 2.0 * pad);
     let mut svg = format!(
@@ -144,14 +150,7 @@ pub fn plot_png(rows: &[Row], windows: &[Window]) -> Vec<u8> {
             px[i..i + 3].copy_from_slice(&c);
         }
     };
-    let n = rows.len().max(1) as f64;
-    let max_calls = rows
-        .iter()
-        .map(|r| r.offered.max(r.ok + r.failed + r.shed))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let max_ms = rows.iter().map(|r| r.p99_ms).fold(1.0_f64, f64::max);
+    let (n, max_calls, max_ms) = extent(rows);
     let x = |s: f64| PAD as f64 + s / n * (W - 2 * PAD) as f64;
     let y = |v: f64, max: f64| (H - PAD) as f64 - v / max * (H - 2 * PAD) as f64;
     let shades = [
