@@ -74,14 +74,6 @@ impl Kind {
             _ => 0,
         }
     }
-
-    /// Is this a database fault (never two at once, sequenced by health)?
-    pub fn is_database_fault(self) -> bool {
-        matches!(
-            self,
-            Kind::DbPrimaryKill | Kind::DbNetworkPartition | Kind::Drain
-        )
-    }
 }
 
 /// One planned scenario.

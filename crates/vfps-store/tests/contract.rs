@@ -256,6 +256,7 @@ contract!(
     list_pages_newest_first_without_gaps,
     concurrent_creates_through_the_coalescer_agree,
     a_healthy_store_is_writable,
+    deleting_a_namespace_during_creates_leaves_no_orphans,
 );
 
 #[tokio::test]
@@ -401,16 +402,4 @@ async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn St
         Some(0),
         "orphaned pseudonyms survived the delete"
     );
-}
-
-mod race {
-    use super::*;
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn on_postgres() {
-        deleting_a_namespace_during_creates_leaves_no_orphans(postgres().await).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn on_sqlite() {
-        deleting_a_namespace_during_creates_leaves_no_orphans(sqlite().await).await
-    }
 }

@@ -22,6 +22,16 @@ const BRIDGE: &str = "vfpsbr0";
 const CONTROL_PLANE: &str = "10.213.0.1";
 const ETCD: &str = "10.213.0.1:2379";
 const APP_PASSWORD: &str = "vfps-local-password";
+/// Runs the rest of a command line as `postgres` (PostgreSQL refuses root); it
+/// execs, so the process keeps its PID.
+const AS_POSTGRES: [&str; 6] = [
+    "setpriv",
+    "--reuid",
+    "postgres",
+    "--regid",
+    "postgres",
+    "--init-groups",
+];
 /// Name of the nftables table the partition fault adds in the vfps pods.
 const PARTITION_TABLE: &str = "vfps_chaos";
 
@@ -392,30 +402,23 @@ impl Local {
 
     async fn psql(&self, socket: &str, sql: &str) -> anyhow::Result<String> {
         let bin = pg_bindir().join("psql").display().to_string();
-        cmd(
-            "setpriv",
-            &[
-                "--reuid",
-                "postgres",
-                "--regid",
-                "postgres",
-                "--init-groups",
-                &bin,
-                "-X",
-                "-q",
-                "-A",
-                "-t",
-                "-h",
-                socket,
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-c",
-                sql,
-            ],
-        )
-        .await
+        let mut args = AS_POSTGRES[1..].to_vec();
+        args.extend([
+            bin.as_str(),
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-h",
+            socket,
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ]);
+        cmd(AS_POSTGRES[0], &args).await
     }
 
     /// Starts a database pod's Patroni (which starts PostgreSQL).
@@ -428,14 +431,7 @@ impl Local {
         // `ip netns exec` and `setpriv` exec, so the PID is Patroni's own.
         let child = tokio::process::Command::new("ip")
             .args(["netns", "exec", &format!("vfps-db-{zone}")])
-            .args([
-                "setpriv",
-                "--reuid",
-                "postgres",
-                "--regid",
-                "postgres",
-                "--init-groups",
-            ])
+            .args(AS_POSTGRES)
             .args(["patroni", &dir.join("patroni.yml").display().to_string()])
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)

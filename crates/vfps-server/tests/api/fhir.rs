@@ -85,15 +85,7 @@ async fn fhir_errors_are_operation_outcomes(backend: Backend) {
         assert_eq!(body["issue"][0]["severity"], "error");
         assert_eq!(body["issue"][0]["code"], code, "{body}");
     }
-    let meta: Value = app
-        .http_client
-        .get(format!("{}/v1/fhir/metadata", app.http))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let meta: Value = app.get_json("/v1/fhir/metadata").await;
     assert_eq!(meta["resourceType"], "CapabilityStatement");
     assert_eq!(meta["fhirVersion"], "4.0.1");
 }

@@ -147,6 +147,33 @@ impl TestApp {
             .map(|r| r.into_inner().pseudonym.expect("pseudonym in response"))
     }
 
+    /// GET on the HTTP port.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http_client
+            .get(format!("{}{path}", self.http))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET on the HTTP port, answer as JSON.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        self.get(path).await.json().await.unwrap()
+    }
+
+    /// POST JSON on the HTTP port, answer as JSON.
+    pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> serde_json::Value {
+        self.http_client
+            .post(format!("{}{path}", self.http))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn metrics_text(&self) -> String {
         self.http_client
             .get(format!("{}/metrics", self.metrics))

@@ -92,12 +92,7 @@ async fn shutdown_drains_in_flight_calls_and_turns_not_ready_first() {
 
     app.shutdown.cancel();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let ready = app
-        .http_client
-        .get(format!("{}/readyz", app.http))
-        .send()
-        .await
-        .unwrap();
+    let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 503, "not ready as soon as shutdown starts");
 
     for call in calls {

@@ -44,19 +44,9 @@ async fn a_stopped_database_is_unavailable_then_calls_succeed_after_restart() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
-    let ready = app
-        .http_client
-        .get(format!("{}/readyz", app.http))
-        .send()
-        .await
-        .unwrap();
+    let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 503);
-    let live = app
-        .http_client
-        .get(format!("{}/livez", app.http))
-        .send()
-        .await
-        .unwrap();
+    let live = app.get("/livez").await;
     assert_eq!(live.status(), 200, "liveness never depends on the database");
 
     cluster.start_server().unwrap();

@@ -39,34 +39,17 @@ async fn rest_routes_speak_proto3_json(backend: Backend) {
         .unwrap();
     assert_eq!(r.status(), 200);
 
-    let all: Value = c
-        .get(url("/v1/namespaces"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let all: Value = app.get_json("/v1/namespaces").await;
     assert_eq!(all["namespaces"].as_array().unwrap().len(), 2);
-    let one: Value = c
-        .get(url("/v1/namespaces/rest"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let one: Value = app.get_json("/v1/namespaces/rest").await;
     assert_eq!(one["namespace"]["pseudonymLength"], 12);
 
-    let p: Value = c
-        .post(url("/v1/namespaces/rest/pseudonyms"))
-        .json(&json!({"originalValue": "subject-1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let p: Value = app
+        .post_json(
+            "/v1/namespaces/rest/pseudonyms",
+            &json!({"originalValue": "subject-1"}),
+        )
+        .await;
     let pseudonym = p["pseudonym"]["pseudonymValue"]
         .as_str()
         .unwrap()
@@ -74,14 +57,9 @@ async fn rest_routes_speak_proto3_json(backend: Backend) {
     assert!(pseudonym.ends_with("-x") && pseudonym.len() == 14);
     assert_eq!(p["pseudonym"]["originalValue"], "subject-1");
 
-    let back: Value = c
-        .get(url(&format!("/v1/namespaces/rest/pseudonyms/{pseudonym}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let back: Value = app
+        .get_json(&format!("/v1/namespaces/rest/pseudonyms/{pseudonym}"))
+        .await;
     assert_eq!(back["pseudonym"]["originalValue"], "subject-1");
 
     let list: Value = c
