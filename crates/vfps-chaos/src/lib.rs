@@ -14,16 +14,21 @@
 //! - [`scenario`]: named faults with durations, the load window, attribution of
 //!   every second to its scenario.
 //! - [`nemesis`]: the faults, each proving it applied and healed.
-//! - [`platform`]: where the topology lives (`local`: namespaces, Patroni, etcd).
-//! - [`local_run`]: `--platform local all`.
+//! - [`platform`]: where the topology lives (`local`: namespaces, Patroni, etcd;
+//!   `kind`: kind, CloudNativePG, Chaos Mesh through kubectl).
+//! - [`drive`]: what the platform drivers share (plan, chaos outcome, final report).
+//! - [`local_run`]: `--platform local` up, scenarios, collect, down.
+//! - [`kind_run`]: `--platform kind` up, scenarios, collect, down, render.
 //! - [`report_html`]: the self-contained HTML report with the timeline plot.
 //! - [`fake`]: a trivial in-process server for the harness's own tests and benchmark.
 
 pub mod checker;
 pub mod config;
+pub mod drive;
 pub mod fake;
 pub mod generator;
 pub mod history;
+pub mod kind_run;
 pub mod local_run;
 pub mod nemesis;
 pub mod platform;

@@ -6,16 +6,39 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use vfps_chaos::{config::LoadConfig, run};
+use vfps_chaos::{
+    config::LoadConfig,
+    drive::DriveArgs,
+    kind_run::{self, KindArgs},
+    local_run::{self, LocalArgs},
+    platform::{
+        kind::{Kube, Shell},
+        Target,
+    },
+    run::{self, HarnessError},
+};
 
 #[derive(Parser)]
 #[command(name = "vfps-chaos", version, about = "The vfps resilience harness")]
 struct Cli {
-    /// Where `all` and `down` act: `local` (namespaces, Patroni, etcd on this machine).
-    #[arg(long, global = true, default_value = "local")]
-    platform: String,
+    /// Where all, up, scenarios, collect, down and render act: `local` (network
+    /// namespaces, Patroni, etcd on this machine) or `kind` (kind, CloudNativePG,
+    /// Chaos Mesh, through kubectl).
+    #[arg(long, global = true, value_enum, default_value = "local")]
+    platform: Target,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Every setting of a platform run.
+#[derive(clap::Args)]
+struct Platform {
+    #[command(flatten)]
+    drive: DriveArgs,
+    #[command(flatten)]
+    local: LocalArgs,
+    #[command(flatten)]
+    kind: KindArgs,
 }
 
 #[derive(Subcommand)]
@@ -40,34 +63,101 @@ enum Command {
     /// up, scenarios, collect, down (down runs even when a step failed).
     All {
         #[command(flatten)]
-        local: vfps_chaos::local_run::LocalArgs,
+        platform: Platform,
         #[command(flatten)]
         config: LoadConfig,
     },
     /// Stand the HA topology up to steady state and leave it running.
     Up {
         #[command(flatten)]
-        local: vfps_chaos::local_run::LocalArgs,
+        platform: Platform,
     },
     /// Run the scenarios under one continuous load window, then verify.
     Scenarios {
         #[command(flatten)]
-        local: vfps_chaos::local_run::LocalArgs,
+        platform: Platform,
         #[command(flatten)]
         config: LoadConfig,
     },
     /// Collect state and logs, attribute failures per scenario, write the report.
     Collect {
         #[command(flatten)]
-        local: vfps_chaos::local_run::LocalArgs,
+        platform: Platform,
         #[command(flatten)]
         config: LoadConfig,
     },
-    /// Remove every process, namespace, rule and directory a local run created.
+    /// Remove what `up` created (local: processes, namespaces, rules, directories;
+    /// kind: the cluster).
     Down {
-        #[arg(long, env = "VFPS_CHAOS_BASE", default_value = "/tmp/vfps-chaos-local")]
-        base: PathBuf,
+        #[command(flatten)]
+        platform: Platform,
     },
+    /// kind: write the manifests the driver applies, with this run's settings, to
+    /// a directory (for validation without a cluster); prints the load window.
+    Render {
+        #[command(flatten)]
+        platform: Platform,
+        #[command(flatten)]
+        config: LoadConfig,
+        /// Directory to write into.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+async fn local(command: Command) -> Result<bool, HarnessError> {
+    match command {
+        Command::All { platform, config } => {
+            local_run::all(&platform.drive, &platform.local, &config).await
+        }
+        Command::Up { platform } => local_run::up(&platform.local).await.map(|_| true),
+        Command::Scenarios { platform, config } => {
+            local_run::scenarios(&platform.drive, &platform.local, &config).await
+        }
+        Command::Collect { platform, config } => {
+            local_run::collect(&platform.drive, &platform.local, &config).await
+        }
+        Command::Down { platform } => {
+            vfps_chaos::platform::local::require_root()
+                .map_err(|e| HarnessError(e.to_string()))?;
+            vfps_chaos::platform::local::down(&platform.local.base).await;
+            Ok(true)
+        }
+        _ => Err(HarnessError(
+            "render writes the Kubernetes manifests: use --platform kind".into(),
+        )),
+    }
+}
+
+async fn kind(command: Command) -> Result<bool, HarnessError> {
+    let kube = |p: &Platform| Kube::new(Shell, &p.kind.assets);
+    match command {
+        Command::All { platform, config } => {
+            kind_run::all(&kube(&platform), &platform.drive, &platform.kind, &config).await
+        }
+        Command::Up { platform } => kind_run::up(
+            &kube(&platform),
+            &platform.kind,
+            kind_run::inotify_limits(),
+        )
+        .await
+        .map(|()| true),
+        Command::Scenarios { platform, config } => {
+            kind_run::scenarios(&kube(&platform), &platform.drive, &platform.kind, &config).await
+        }
+        Command::Collect { platform, config } => {
+            kind_run::collect(&kube(&platform), &platform.drive, &config).await
+        }
+        Command::Down { platform } => kind_run::down(&kube(&platform), &platform.kind)
+            .await
+            .map(|()| true),
+        Command::Render {
+            platform,
+            config,
+            out,
+        } => kind_run::render(&platform.drive, &platform.kind, &config, &out).map(|()| true),
+        Command::Load { .. } | Command::Check { .. } => unreachable!("handled before"),
+    }
 }
 
 fn main() -> ExitCode {
@@ -94,48 +184,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if cli.platform != "local" {
-        eprintln!(
-            "vfps-chaos: --platform {:?} is not available here (only local)",
-            cli.platform
-        );
-        return ExitCode::from(2);
-    }
-    let result: Result<bool, String> = runtime.block_on(async {
+    let result: Result<bool, HarnessError> = runtime.block_on(async {
         match cli.command {
-            Command::Load { config, quiet } => run::load(&config, !quiet)
-                .await
-                .map(|s| s.passed)
-                .map_err(|e| e.0),
+            Command::Load { config, quiet } => run::load(&config, !quiet).await.map(|s| s.passed),
             Command::Check {
                 run_dir,
                 address,
                 verify_concurrency,
             } => run::check(&run_dir, address.as_deref(), verify_concurrency, true)
                 .await
-                .map(|s| s.passed)
-                .map_err(|e| e.0),
-            Command::All { local, config } => vfps_chaos::local_run::all(&local, &config)
-                .await
-                .map_err(|e| e.0),
-            Command::Up { local } => vfps_chaos::local_run::up(&local)
-                .await
-                .map(|_| true)
-                .map_err(|e| e.0),
-            Command::Scenarios { local, config } => {
-                vfps_chaos::local_run::scenarios(&local, &config)
-                    .await
-                    .map_err(|e| e.0)
-            }
-            Command::Collect { local, config } => vfps_chaos::local_run::collect(&local, &config)
-                .await
-                .map_err(|e| e.0),
-            Command::Down { base } => match vfps_chaos::platform::local::require_root() {
-                Err(e) => Err(e.to_string()),
-                Ok(()) => {
-                    vfps_chaos::platform::local::down(&base).await;
-                    Ok(true)
-                }
+                .map(|s| s.passed),
+            command => match cli.platform {
+                Target::Local => local(command).await,
+                Target::Kind => kind(command).await,
             },
         }
     });

@@ -1,16 +1,14 @@
-//! The faults as nouns, on the local platform. Each scenario proves its fault
+//! The faults as nouns, shared by every platform. A scenario proves its fault
 //! took effect and proves it healed; database faults wait for a healthy cluster
-//! first and never overlap.
+//! first and never overlap. A [`Platform`] says how each step is done where the
+//! topology lives.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::{bail, Context};
 use tokio::{sync::Mutex, time::Instant};
 
-use crate::{
-    platform::local::{Local, ZONES},
-    scenario::{ChaosEvent, Kind, Plan},
-};
+use crate::scenario::{ChaosEvent, Kind, Plan, Planned};
 
 /// Knobs of the faults (`POD_KILL_INTERVAL_SECONDS`, …).
 #[derive(Debug, Clone)]
@@ -27,11 +25,10 @@ impl Knobs {
         let secs = |k: &str, d: u64| -> Result<Duration, String> {
             match var(k) {
                 None => Ok(Duration::from_secs(d)),
-                Some(v) => v
-                    .trim()
-                    .parse()
-                    .map(Duration::from_secs)
-                    .map_err(|_| format!("{k}={v:?} is not a whole number of seconds")),
+                Some(v) => match v.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+                    _ => Err(format!("{k}={v:?} is not a positive whole number of seconds")),
+                },
             }
         };
         Ok(Self {
@@ -58,10 +55,10 @@ impl Recorder {
             events: Arc::new(Mutex::new(Vec::new())),
         }
     }
-    pub async fn event(&self, scenario: Kind, event: impl Into<String>) {
+    pub async fn event(&self, scenario: &str, event: impl Into<String>) {
         let e = ChaosEvent {
             at_seconds: self.start.elapsed().as_secs_f64(),
-            scenario: scenario.name().into(),
+            scenario: scenario.into(),
             event: event.into(),
         };
         eprintln!(
@@ -78,204 +75,266 @@ impl Recorder {
     }
 }
 
+/// A killed vfps replica, to wait for its replacement.
+#[derive(Debug, Clone)]
+pub struct Victim {
+    /// Pod (or local replica) name, for the timeline.
+    pub name: String,
+    /// Platform-specific identity of the killed incarnation.
+    pub incarnation: String,
+}
+
+/// A database instance and its incarnation (a restarted instance keeps its name
+/// and changes its incarnation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    pub incarnation: String,
+}
+
+/// What a platform provides to the shared scenarios. A method that applies a
+/// fault returns once the fault is observed in effect, or fails.
+#[allow(async_fn_in_trait)] // used through generics inside this crate only
+pub trait Platform: Sync {
+    /// Every database instance up and replicating synchronously, one primary.
+    async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()>;
+    /// Every vfps replica ready.
+    async fn wait_replicas_ready(&self, timeout: Duration) -> anyhow::Result<()>;
+    /// How long healing may take here (a killed replica, a failover, a rejoin).
+    fn heal_timeout(&self) -> Duration;
+
+    /// The pod-kill scenario begins (e.g. a Chaos Mesh Schedule is applied).
+    async fn pod_kill_begin(&self, interval: Duration) -> anyhow::Result<()>;
+    /// Whether the platform paces kills itself (a schedule) rather than the scenario.
+    fn paces_pod_kills(&self) -> bool;
+    /// The next replica kill — done here, or observed when the platform paces
+    /// them; `None` when no kill happened before `until`.
+    async fn pod_kill_next(&self, round: usize, until: Instant)
+        -> anyhow::Result<Option<Victim>>;
+    /// Waits until the killed replica is replaced and every replica is ready.
+    async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()>;
+    /// The pod-kill scenario ends; no further kill may happen after this returns.
+    async fn pod_kill_end(&self) -> anyhow::Result<()>;
+
+    /// The database primary now, if one is elected.
+    async fn primary(&self) -> anyhow::Result<Option<Instance>>;
+    async fn kill_primary(&self, primary: &Instance) -> anyhow::Result<()>;
+    /// After the promotion: bring the killed instance back (where nobody else does).
+    async fn restore_instance(&self, instance: &Instance) -> anyhow::Result<()>;
+
+    /// Cuts every vfps replica off the database; returns once the cut is in effect.
+    async fn partition(&self, burst: Duration) -> anyhow::Result<()>;
+    /// Removes the cut; returns once it is gone.
+    async fn heal_partition(&self) -> anyhow::Result<()>;
+
+    /// Restarts every replica, one at a time, never below full capacity for long.
+    async fn rollout(&self, knobs: &Knobs, rec: &Recorder, scenario: &str)
+        -> anyhow::Result<()>;
+
+    /// A node to drain that does not hold the database primary (a drain must not
+    /// also be a failover), refused when the disruption budget is spent.
+    async fn drain_target(&self) -> anyhow::Result<String>;
+    /// Evicts everything from the node (respecting disruption budgets).
+    async fn drain(&self, node: &str) -> anyhow::Result<()>;
+    /// Returns the node to service.
+    async fn uncordon(&self, node: &str) -> anyhow::Result<()>;
+}
+
+/// What the scenarios did, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub failovers: u32,
+    pub replica_kills: u32,
+    pub partitions: u32,
+}
+
 /// Runs every planned scenario in order, each in its own window.
-pub async fn run(local: &Local, plan: &Plan, knobs: &Knobs, rec: &Recorder) -> anyhow::Result<u32> {
-    let mut failovers = 0;
+pub async fn run<P: Platform>(
+    p: &P,
+    plan: &Plan,
+    knobs: &Knobs,
+    rec: &Recorder,
+) -> anyhow::Result<Tally> {
+    let mut tally = Tally::default();
     let mut window_end = Duration::ZERO;
     for s in &plan.scenarios {
         window_end += Duration::from_secs(s.duration_seconds);
         let until = rec.start + window_end;
-        rec.event(s.kind, "start").await;
+        rec.event(&s.name, "start").await;
         let result = match s.kind {
             Kind::Baseline => Ok(()),
-            Kind::VfpsPodKill => pod_kill(local, knobs, rec, until).await,
-            Kind::DbPrimaryKill => primary_kill(local, rec, until)
+            Kind::VfpsPodKill => pod_kill(p, s, knobs, rec, until)
                 .await
-                .map(|n| failovers += n),
-            Kind::DbNetworkPartition => partition(local, knobs, rec, until).await,
-            Kind::Rollout => rollout(local, knobs, rec).await,
-            Kind::Drain => drain(local, knobs, rec).await,
+                .map(|n| tally.replica_kills += n),
+            Kind::DbPrimaryKill => primary_kill(p, s, rec, until)
+                .await
+                .map(|n| tally.failovers += n),
+            Kind::DbNetworkPartition => partition(p, s, knobs, rec, until)
+                .await
+                .map(|n| tally.partitions += n),
+            Kind::Rollout => p.rollout(knobs, rec, &s.name).await,
+            Kind::Drain => drain(p, s, knobs, rec).await,
         };
         if let Err(e) = &result {
-            rec.event(s.kind, format!("error: {e:#}")).await;
+            rec.event(&s.name, format!("error: {e:#}")).await;
         }
-        result.with_context(|| format!("scenario {}", s.kind.name()))?;
+        result.with_context(|| format!("scenario {}", s.name))?;
         // A scenario may end exactly at its window's end; past that is an overrun.
         if Instant::now() > until + Duration::from_millis(500) {
-            rec.event(s.kind, "overran its window").await;
+            rec.event(&s.name, "overran its window").await;
         }
         tokio::time::sleep_until(until).await;
-        rec.event(s.kind, "end").await;
+        rec.event(&s.name, "end").await;
     }
-    Ok(failovers)
+    Ok(tally)
 }
 
-async fn pod_kill(
-    local: &Local,
+async fn pod_kill<P: Platform>(
+    p: &P,
+    s: &Planned,
     knobs: &Knobs,
     rec: &Recorder,
     until: Instant,
-) -> anyhow::Result<()> {
-    let mut i = 0;
-    while Instant::now() + Duration::from_secs(5) < until {
-        let zone = ZONES[i % ZONES.len()];
-        i += 1;
-        let next = Instant::now() + knobs.pod_kill_interval;
-        let starts = local.replica_starts(zone).await;
-        let pid = local.kill_replica(zone).await?;
-        rec.event(
-            Kind::VfpsPodKill,
-            format!("killed vfps-app-{zone} (pid {pid})"),
-        )
-        .await;
-        crate::platform::net::wait_for(
-            "the replica to be restarted and ready",
-            Duration::from_secs(30),
-            || async {
-                local.replica_starts(zone).await > starts && local.replica_ready(zone).await
-            },
-        )
-        .await?;
-        rec.event(
-            Kind::VfpsPodKill,
-            format!("healed: vfps-app-{zone} restarted and ready"),
-        )
-        .await;
-        tokio::time::sleep_until(next.min(until)).await;
+) -> anyhow::Result<u32> {
+    p.pod_kill_begin(knobs.pod_kill_interval).await?;
+    let kills = async {
+        let mut round = 0;
+        while Instant::now() + Duration::from_secs(5) < until {
+            let next = Instant::now() + knobs.pod_kill_interval;
+            let Some(victim) = p.pod_kill_next(round, until).await? else {
+                break;
+            };
+            round += 1;
+            rec.event(&s.name, format!("killed {}", victim.name)).await;
+            p.wait_replaced(&victim).await?;
+            rec.event(
+                &s.name,
+                format!("healed: {} replaced, every replica ready", victim.name),
+            )
+            .await;
+            if !p.paces_pod_kills() {
+                tokio::time::sleep_until(next.min(until)).await;
+            }
+        }
+        if round == 0 {
+            bail!("no vfps replica was killed in the window: the fault never took effect");
+        }
+        Ok(round as u32)
     }
-    Ok(())
+    .await;
+    let ended = p.pod_kill_end().await;
+    let n = kills?;
+    ended?;
+    Ok(n)
 }
 
-async fn primary_kill(local: &Local, rec: &Recorder, until: Instant) -> anyhow::Result<u32> {
+async fn primary_kill<P: Platform>(
+    p: &P,
+    s: &Planned,
+    rec: &Recorder,
+    until: Instant,
+) -> anyhow::Result<u32> {
     let mut failovers = 0;
     loop {
-        local.wait_db_healthy(Duration::from_secs(60)).await?;
+        p.wait_db_healthy(p.heal_timeout()).await?;
         // Room for a failover and a rejoin; always at least one kill.
         if failovers > 0 && Instant::now() + Duration::from_secs(15) > until {
             return Ok(failovers);
         }
-        let leader = local
-            .leader()
+        let old = p
+            .primary()
             .await?
-            .context("no pod is the primary: cannot kill it")?;
-        let zone = leader.name.trim_start_matches("db-").to_owned();
-        local.kill_db(&zone).await?;
-        rec.event(
-            Kind::DbPrimaryKill,
-            format!("killed primary {}", leader.name),
-        )
-        .await;
-        crate::platform::net::wait_for("a promoted standby", Duration::from_secs(30), || async {
-            local
-                .leader()
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|m| m.name != leader.name)
-        })
-        .await?;
-        let new = local.leader().await?.map(|m| m.name).unwrap_or_default();
-        rec.event(Kind::DbPrimaryKill, format!("promoted {new}"))
+            .context("no pod is labelled as the database primary: cannot kill it")?;
+        p.kill_primary(&old).await?;
+        rec.event(&s.name, format!("killed primary {}", old.name))
             .await;
-        local.start_db(&zone).await?;
-        local.wait_db_healthy(Duration::from_secs(60)).await?;
+        let deadline = Instant::now() + p.heal_timeout();
+        let new = loop {
+            if let Some(n) = p.primary().await.ok().flatten().filter(|n| *n != old) {
+                break n;
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "no new primary within {:?} after killing {}",
+                    p.heal_timeout(),
+                    old.name
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let how = if new.name == old.name {
+            format!("{} restarted and primary again", new.name)
+        } else {
+            format!("promoted {}", new.name)
+        };
+        rec.event(&s.name, how).await;
+        p.restore_instance(&old).await?;
+        p.wait_db_healthy(p.heal_timeout()).await?;
         rec.event(
-            Kind::DbPrimaryKill,
-            format!("healed: {} rejoined as a standby", leader.name),
+            &s.name,
+            format!("healed: {} back, cluster healthy", old.name),
         )
         .await;
         failovers += 1;
     }
 }
 
-async fn partition(
-    local: &Local,
+async fn partition<P: Platform>(
+    p: &P,
+    s: &Planned,
     knobs: &Knobs,
     rec: &Recorder,
     until: Instant,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u32> {
     let mut bursts = 0;
     while bursts == 0 || Instant::now() + knobs.partition_burst < until {
-        local.wait_db_healthy(Duration::from_secs(60)).await?;
+        p.wait_db_healthy(p.heal_timeout()).await?;
         let next = Instant::now() + knobs.partition_every;
-        local.partition().await?;
-        rec.event(
-            Kind::DbNetworkPartition,
-            "applied: vfps pods cannot reach the database pods",
-        )
-        .await;
-        tokio::time::sleep(knobs.partition_burst).await;
-        local.heal_partition().await?;
-        rec.event(Kind::DbNetworkPartition, "healed: rules removed")
+        let applied = p.partition(knobs.partition_burst).await;
+        if applied.is_ok() {
+            rec.event(
+                &s.name,
+                "applied: vfps pods cannot reach the database pods",
+            )
             .await;
+            tokio::time::sleep(knobs.partition_burst).await;
+        }
+        // A partition must never outlive its burst, even one that failed to apply.
+        let healed = p.heal_partition().await;
+        applied?;
+        healed?;
+        rec.event(&s.name, "healed: partition removed").await;
         bursts += 1;
         if next >= until {
             break;
         }
         tokio::time::sleep_until(next).await;
     }
-    Ok(())
+    Ok(bursts)
 }
 
-async fn rollout(local: &Local, knobs: &Knobs, rec: &Recorder) -> anyhow::Result<()> {
-    for zone in ZONES {
-        let starts = local.replica_starts(zone).await;
-        local.stop_replica(zone, false).await?;
-        rec.event(Kind::Rollout, format!("stopped vfps-app-{zone} gracefully"))
-            .await;
-        crate::platform::net::wait_for(
-            "the new replica to be ready",
-            Duration::from_secs(30),
-            || async {
-                local.replica_starts(zone).await > starts && local.replica_ready(zone).await
-            },
-        )
-        .await?;
-        tokio::time::sleep(knobs.min_ready).await;
-        rec.event(
-            Kind::Rollout,
-            format!("vfps-app-{zone} ready for {:?}", knobs.min_ready),
-        )
-        .await;
+async fn drain<P: Platform>(
+    p: &P,
+    s: &Planned,
+    knobs: &Knobs,
+    rec: &Recorder,
+) -> anyhow::Result<()> {
+    p.wait_db_healthy(p.heal_timeout()).await?;
+    let node = p.drain_target().await?;
+    let drained = p.drain(&node).await;
+    if drained.is_ok() {
+        rec.event(&s.name, format!("drained node {node}")).await;
+        tokio::time::sleep(knobs.drain_hold).await;
     }
-    Ok(())
-}
-
-/// Takes a node down only when the disruption budget allows: every database
-/// member healthy (never a second instance down). Drains a node whose database
-/// member is not the primary.
-pub async fn drain_node(local: &Local) -> anyhow::Result<&'static str> {
-    if !local.db_healthy().await {
-        bail!(
-            "disruption budget exhausted: a database instance is already down; refusing to drain"
-        );
-    }
-    let leader = local.leader().await?.context("no primary")?;
-    let zone = ZONES
-        .into_iter()
-        .find(|z| format!("db-{z}") != leader.name)
-        .context("no node without the primary")?;
-    local.stop_replica(zone, true).await?;
-    local.kill_db(zone).await?;
-    Ok(zone)
-}
-
-async fn drain(local: &Local, knobs: &Knobs, rec: &Recorder) -> anyhow::Result<()> {
-    local.wait_db_healthy(Duration::from_secs(60)).await?;
-    let zone = drain_node(local).await?;
+    // Always back in service, whatever the drain did.
+    let back = p.uncordon(&node).await;
+    drained.with_context(|| format!("drain of node {node}"))?;
+    back?;
+    p.wait_db_healthy(p.heal_timeout()).await?;
+    p.wait_replicas_ready(p.heal_timeout()).await?;
     rec.event(
-        Kind::Drain,
-        format!("node {zone} down (vfps stopped gracefully, database pod removed)"),
-    )
-    .await;
-    tokio::time::sleep(knobs.drain_hold).await;
-    local.start_db(zone).await?;
-    local.resume_replica(zone).await;
-    local.wait_db_healthy(Duration::from_secs(60)).await?;
-    local.wait_replicas_ready(Duration::from_secs(30)).await?;
-    rec.event(
-        Kind::Drain,
-        format!("healed: node {zone} back, cluster healthy"),
+        &s.name,
+        format!("healed: node {node} uncordoned, cluster healthy"),
     )
     .await;
     Ok(())

@@ -127,6 +127,11 @@ pub async fn load_with(
         client: client.clone(),
         namespace: cfg.namespace.clone(),
     });
+    report::emit_load_start(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+    );
     if let Some(tx) = on_start {
         let _ = tx.send(tokio::time::Instant::now());
     }
@@ -230,6 +235,7 @@ async fn verify_and_assert(
         warnings: info.warnings.clone(),
     };
     report::write(dir, &summary).map_err(|e| harness(format!("cannot write the report: {e}")))?;
+    report::emit_summary(&summary).map_err(|e| harness(format!("cannot print the summary: {e}")))?;
     for v in &summary.verdicts {
         eprintln!(
             "{:<32} {:<8} {}",

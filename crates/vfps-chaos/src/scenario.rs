@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::{
     checker::{self, Availability, Validity, Verdict},
     history::Row,
+    platform::Target,
 };
 
 /// The scenarios, in the order they run.
@@ -43,26 +44,30 @@ impl Kind {
         }
     }
 
+    /// A scenario by name; `cnpg-primary-kill` is the Kubernetes name of
+    /// `db-primary-kill` (the database there is CloudNativePG).
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name.trim())
+        match name.trim() {
+            "cnpg-primary-kill" => Some(Kind::DbPrimaryKill),
+            n => Kind::ALL.into_iter().find(|k| k.name() == n),
+        }
     }
 
-    /// `DURATION_<NAME>` (seconds), e.g. `DURATION_DB_PRIMARY_KILL`.
-    pub fn duration_variable(self) -> String {
-        format!(
-            "DURATION_{}",
-            self.name().replace('-', "_").to_ascii_uppercase()
-        )
-    }
-
-    fn default_duration(self) -> Duration {
-        Duration::from_secs(match self {
-            Kind::Baseline => 60,
-            Kind::VfpsPodKill => 135,
-            Kind::DbPrimaryKill => 120,
-            Kind::DbNetworkPartition => 120,
-            Kind::Rollout => 90,
-            Kind::Drain => 90,
+    /// Default length of the scenario's window. Kubernetes is slower to heal (a
+    /// CloudNativePG instance is re-created, a rollout schedules pods), so its
+    /// windows are longer.
+    fn default_duration(self, target: Target) -> Duration {
+        let (local, kind) = match self {
+            Kind::Baseline => (60, 60),
+            Kind::VfpsPodKill => (135, 135),
+            Kind::DbPrimaryKill => (120, 240),
+            Kind::DbNetworkPartition => (120, 180),
+            Kind::Rollout => (90, 180),
+            Kind::Drain => (90, 180),
+        };
+        Duration::from_secs(match target {
+            Target::Local => local,
+            Target::Kind => kind,
         })
     }
 
@@ -76,10 +81,30 @@ impl Kind {
     }
 }
 
+/// `DURATION_<NAME>` (seconds) for a scenario name, e.g. `DURATION_DB_PRIMARY_KILL`.
+pub fn duration_variable(name: &str) -> String {
+    format!("DURATION_{}", name.replace('-', "_").to_ascii_uppercase())
+}
+
+/// The scenarios a run does when none are named.
+pub fn default_scenarios(target: Target) -> &'static str {
+    match target {
+        Target::Local => {
+            "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain"
+        }
+        Target::Kind => {
+            "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain"
+        }
+    }
+}
+
 /// One planned scenario.
 #[derive(Debug, Clone, Serialize)]
 pub struct Planned {
     pub kind: Kind,
+    /// The name it was asked for by; names its window in the timeline and its
+    /// `DURATION_*` / `MAX_OUTAGE_*` variables.
+    pub name: String,
     pub duration_seconds: u64,
     pub max_outage_seconds: u64,
 }
@@ -94,16 +119,25 @@ pub struct Plan {
 
 impl Plan {
     /// From a comma-separated list and a variable lookup (`DURATION_*`,
-    /// `MAX_OUTAGE_*`, `LOAD_MARGIN_SECONDS`).
-    pub fn from_env(list: &str, var: impl Fn(&str) -> Option<String>) -> Result<Plan, String> {
+    /// `MAX_OUTAGE_*`, `LOAD_MARGIN_SECONDS`), with the target's defaults.
+    pub fn from_env(
+        list: &str,
+        target: Target,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Plan, String> {
         let mut scenarios = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let kind = Kind::parse(name).ok_or_else(|| {
                 format!(
-                    "unknown scenario {name:?} (known: {})",
+                    "unknown scenario {name:?} (known: {}, cnpg-primary-kill)",
                     Kind::ALL.map(Kind::name).join(", ")
                 )
             })?;
+            if scenarios.iter().any(|p: &Planned| p.name == name) {
+                return Err(format!(
+                    "scenario {name:?} is listed twice; its window would be ambiguous"
+                ));
+            }
             let seconds = |key: String, default: u64| -> Result<u64, String> {
                 match var(&key) {
                     None => Ok(default),
@@ -113,16 +147,21 @@ impl Plan {
                         .map_err(|_| format!("{key}={v:?} is not a whole number of seconds")),
                 }
             };
-            let duration = seconds(kind.duration_variable(), kind.default_duration().as_secs())?;
+            let duration_var = duration_variable(name);
+            let duration = seconds(
+                duration_var.clone(),
+                kind.default_duration(target).as_secs(),
+            )?;
             if duration == 0 {
-                return Err(format!("{} must be at least 1", kind.duration_variable()));
+                return Err(format!("{duration_var} must be at least 1"));
             }
             let budget = seconds(
-                kind.duration_variable().replace("DURATION_", "MAX_OUTAGE_"),
+                duration_var.replace("DURATION_", "MAX_OUTAGE_"),
                 kind.default_max_outage(),
             )?;
             scenarios.push(Planned {
                 kind,
+                name: name.to_owned(),
                 duration_seconds: duration,
                 max_outage_seconds: budget,
             });
@@ -131,7 +170,10 @@ impl Plan {
             return Err("no scenarios selected".into());
         }
         let margin = match var("LOAD_MARGIN_SECONDS") {
-            None => 30,
+            None => match target {
+                Target::Local => 30,
+                Target::Kind => 60,
+            },
             Some(v) => v
                 .trim()
                 .parse()
@@ -242,7 +284,7 @@ pub fn attribute(rows: &[Row], windows: &[Window], plan: &Plan, rate: u32) -> Ve
             let budget = plan
                 .scenarios
                 .iter()
-                .find(|p| p.kind.name() == w.scenario)
+                .find(|p| p.name == w.scenario)
                 .map_or(0, |p| p.max_outage_seconds);
             let ok = a.longest_outage_seconds <= budget;
             ScenarioResult {
@@ -293,15 +335,39 @@ mod tests {
             "LOAD_MARGIN_SECONDS" => Some("5".to_owned()),
             _ => None,
         };
-        let p = Plan::from_env("baseline,db-primary-kill", vars).unwrap();
+        let p = Plan::from_env("baseline,db-primary-kill", Target::Local, vars).unwrap();
         assert_eq!(p.load_seconds(), 55);
         assert_eq!(p.scenarios[1].max_outage_seconds, 10);
-        assert!(Plan::from_env("baseline,nope", |_| None)
+        assert!(Plan::from_env("baseline,nope", Target::Local, |_| None)
             .unwrap_err()
             .contains("nope"));
-        assert!(Plan::from_env("baseline", |k| (k == "DURATION_BASELINE")
-            .then(|| "x".into()))
-        .is_err());
+        assert!(
+            Plan::from_env("baseline", Target::Local, |k| (k == "DURATION_BASELINE")
+                .then(|| "x".into()))
+            .unwrap_err()
+            .contains("DURATION_BASELINE=\"x\"")
+        );
+        assert!(Plan::from_env("baseline,baseline", Target::Local, |_| None)
+            .unwrap_err()
+            .contains("twice"));
+        assert!(Plan::from_env(" , ", Target::Local, |_| None).is_err());
+    }
+
+    #[test]
+    fn kubernetes_names_the_primary_kill_after_cloudnativepg_and_has_longer_windows() {
+        let vars = |k: &str| (k == "DURATION_CNPG_PRIMARY_KILL").then(|| "100".to_owned());
+        let p = Plan::from_env(default_scenarios(Target::Kind), Target::Kind, vars).unwrap();
+        let kill = &p.scenarios[2];
+        assert_eq!(
+            (kill.kind, kill.name.as_str()),
+            (Kind::DbPrimaryKill, "cnpg-primary-kill")
+        );
+        assert_eq!(kill.duration_seconds, 100);
+        assert_eq!(kill.max_outage_seconds, 10);
+        assert_eq!(p.load_seconds(), 60 + 135 + 100 + 180 + 180 + 180 + 60);
+        let local = Plan::from_env(default_scenarios(Target::Local), Target::Local, |_| None)
+            .unwrap();
+        assert_eq!(local.load_seconds(), 60 + 135 + 120 + 120 + 90 + 90 + 30);
     }
 
     #[test]
@@ -350,7 +416,7 @@ mod tests {
                 event: "end".into(),
             },
         ];
-        let plan = Plan::from_env("baseline,db-primary-kill", |k| {
+        let plan = Plan::from_env("baseline,db-primary-kill", Target::Local, |k| {
             (k == "MAX_OUTAGE_DB_PRIMARY_KILL").then(|| "2".into())
         })
         .unwrap();

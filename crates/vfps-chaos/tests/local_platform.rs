@@ -128,7 +128,7 @@ async fn faults(l: &Local) {
         .find(|z| format!("db-{z}") != leader.name)
         .unwrap();
     l.kill_db(victim).await.unwrap();
-    let refused = nemesis::drain_node(l).await;
+    let refused = nemesis::Platform::drain_target(l).await;
     assert!(
         refused
             .as_ref()

@@ -78,7 +78,21 @@ pub async fn http_get(addr: &str, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Polls `check` until it succeeds or `timeout` passes.
-pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    wait_every(what, timeout, Duration::from_millis(200), check).await
+}
+
+/// Polls `check` every `interval` until it succeeds or `timeout` passes.
+pub async fn wait_every<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    interval: Duration,
+    mut check: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -91,6 +105,6 @@ where
         if tokio::time::Instant::now() >= until {
             bail!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(interval).await;
     }
 }

@@ -1,0 +1,609 @@
+//! `vfps-chaos --platform kind`: up, scenarios, collect, down on a kind cluster
+//! with CloudNativePG and Chaos Mesh; `render` writes the manifests the driver
+//! applies, for offline validation.
+//!
+//! The load runs in the cluster (the `stress-test` image as a Job, reaching the
+//! replicas through the headless Service); the scenarios run here. The Job prints
+//! the wall-clock instant its load window began, and the driver puts every chaos
+//! event on that clock, so failures are attributed per scenario as on the local
+//! platform (kind nodes share this machine's clock).
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context;
+
+use crate::{
+    config::LoadConfig,
+    drive::{self, harness, DriveArgs},
+    nemesis::{self, Recorder},
+    platform::{
+        kind::{self, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE, NAMESPACE},
+        Target,
+    },
+    report,
+    run::HarnessError,
+    scenario::Plan,
+};
+
+/// Settings of a kind run beyond the load's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KindArgs {
+    /// Name of the kind cluster.
+    #[arg(long, env = "CLUSTER_NAME", default_value = "vfps-ha")]
+    pub cluster_name: String,
+    /// Tag of the two images (`ghcr.io/miracum/vfps`, `…/stress-test`).
+    #[arg(long, env = "IMAGE_TAG", default_value = "ci")]
+    pub image_tag: String,
+    /// The Kubernetes chaos assets (kind-config, cnpg-cluster, values, Job, chaos/).
+    #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value = "tests/chaos/ha")]
+    pub assets: PathBuf,
+    /// The Helm chart of vfps.
+    #[arg(long, env = "VFPS_CHART", default_value = "charts/vfps")]
+    pub chart: PathBuf,
+}
+
+pub const IMAGE: &str = "ghcr.io/miracum/vfps";
+pub const STRESS_TEST_IMAGE: &str = "ghcr.io/miracum/vfps/stress-test";
+/// Beyond load + settle: verification of every ledger entry, and slack.
+const JOB_DEADLINE_MARGIN_SECONDS: u64 = 900;
+
+fn k8s(e: anyhow::Error) -> HarnessError {
+    harness(format!("{e:#}"))
+}
+
+/// The variables of `loadgen-job.yaml`: the load window is the plan's, the
+/// deadline is load + settle + margin.
+pub fn job_variables(plan: &Plan, load: &LoadConfig, image_tag: &str) -> Vec<(String, String)> {
+    let load_seconds = plan.load_seconds();
+    let deadline = load_seconds + load.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS;
+    [
+        ("IMAGE_TAG", image_tag.to_owned()),
+        ("LOADGEN_DEADLINE_SECONDS", deadline.to_string()),
+        ("RESILIENCE_LOAD_SECONDS", load_seconds.to_string()),
+        (
+            "RESILIENCE_RATE_PER_SECOND",
+            load.rate_per_second.to_string(),
+        ),
+        ("RESILIENCE_SETTLE_SECONDS", load.settle_seconds.to_string()),
+        (
+            "RESILIENCE_CALL_DEADLINE_SECONDS",
+            load.call_deadline_seconds.to_string(),
+        ),
+        ("RESILIENCE_MAX_IN_FLIGHT", load.max_in_flight.to_string()),
+        (
+            "RESILIENCE_MAX_OUTAGE_SECONDS",
+            load.max_outage_seconds.to_string(),
+        ),
+        (
+            "RESILIENCE_MAX_UNAVAILABLE_SECONDS",
+            load.max_unavailable_seconds.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+pub fn render_job(
+    template: &str,
+    plan: &Plan,
+    load: &LoadConfig,
+    image_tag: &str,
+) -> Result<String, HarnessError> {
+    let vars = job_variables(plan, load, image_tag);
+    kind::render(template, |k| {
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    })
+    .map_err(|e| harness(format!("loadgen-job.yaml: {e}")))
+}
+
+fn read_limit(name: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/fs/inotify/{name}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `up`: the cluster, the operators, the images, the database, vfps — to a
+/// steady state (3 ready instances, a completed rollout) before any chaos.
+pub async fn up<R: Runner>(
+    kube: &Kube<R>,
+    args: &KindArgs,
+    limits: (u64, u64),
+) -> Result<(), HarnessError> {
+    if let Some(problem) = kind::inotify_problem(limits.0, limits.1) {
+        return Err(HarnessError(problem));
+    }
+    let started = std::time::Instant::now();
+    let step = |what: &str| eprintln!("up: {what} ({:.0} s)", started.elapsed().as_secs_f64());
+    let config = args.assets.join("kind-config.yaml").display().to_string();
+    let existing = kube.run("kind", &["get", "clusters"]).await.map_err(k8s)?;
+    if existing.lines().any(|l| l.trim() == args.cluster_name) {
+        step("the kind cluster exists; reusing it");
+    } else {
+        kube.run(
+            "kind",
+            &[
+                "create",
+                "cluster",
+                "--name",
+                &args.cluster_name,
+                "--config",
+                &config,
+                "--wait",
+                "120s",
+            ],
+        )
+        .await
+        .map_err(k8s)?;
+        step("kind cluster created (1 control-plane, 3 zone-labelled workers)");
+    }
+    let images = [
+        format!("{IMAGE}:{}", args.image_tag),
+        format!("{STRESS_TEST_IMAGE}:{}", args.image_tag),
+    ];
+    let mut load = vec!["load", "docker-image", "--name", &args.cluster_name];
+    load.extend(images.iter().map(String::as_str));
+    kube.run("kind", &load).await.map_err(k8s)?;
+    step("images loaded");
+    for (name, url) in [
+        ("cnpg", "https://cloudnative-pg.github.io/charts"),
+        ("chaos-mesh", "https://charts.chaos-mesh.org"),
+    ] {
+        kube.run("helm", &["repo", "add", "--force-update", name, url])
+            .await
+            .map_err(k8s)?;
+    }
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "cnpg",
+            "cnpg/cloudnative-pg",
+            "-n",
+            "cnpg-system",
+            "--create-namespace",
+            "--wait",
+        ],
+    )
+    .await
+    .map_err(k8s)?;
+    step("CloudNativePG installed");
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "chaos-mesh",
+            "chaos-mesh/chaos-mesh",
+            "-n",
+            "chaos-mesh",
+            "--create-namespace",
+            "--wait",
+            "--set",
+            "dashboard.create=false",
+            "--set",
+            "chaosDaemon.runtime=containerd",
+            "--set",
+            "chaosDaemon.socketPath=/run/containerd/containerd.sock",
+        ],
+    )
+    .await
+    .map_err(k8s)?;
+    step("Chaos Mesh installed");
+    kube.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
+    ))
+    .await
+    .map_err(k8s)?;
+    kube.apply(&kube.asset("cnpg-cluster.yaml").map_err(k8s)?)
+        .await
+        .map_err(k8s)?;
+    kube.wait_db_healthy(Duration::from_secs(900))
+        .await
+        .map_err(k8s)?;
+    step("CloudNativePG: 3 ready instances");
+    let values = args.assets.join("vfps-ha-values.yaml").display().to_string();
+    let chart = args.chart.display().to_string();
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "vfps",
+            &chart,
+            "-n",
+            NAMESPACE,
+            "-f",
+            &values,
+            "--set",
+            &format!("image.tag={}", args.image_tag),
+            "--wait",
+            "--timeout",
+            "10m",
+        ],
+    )
+    .await
+    .map_err(k8s)?;
+    kube.kubectl(&[
+        "rollout",
+        "status",
+        &format!("deployment/{}", kind::DEPLOYMENT),
+        "-n",
+        NAMESPACE,
+        "--timeout=300s",
+    ])
+    .await
+    .map_err(k8s)?;
+    kube.wait_replicas_ready(Duration::from_secs(300))
+        .await
+        .map_err(k8s)?;
+    step("steady state: 3 ready database instances, vfps rolled out");
+    Ok(())
+}
+
+/// The Job's log, or an empty string when there is none (yet).
+async fn job_log<R: Runner>(kube: &Kube<R>) -> String {
+    kube.kubectl(&[
+        "logs",
+        &format!("job/{LOADGEN_JOB}"),
+        "-n",
+        LOADGEN_NAMESPACE,
+    ])
+    .await
+    .unwrap_or_default()
+}
+
+/// Whether the Job finished: `Some(true)` succeeded, `Some(false)` failed.
+async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Option<bool>> {
+    let out = kube
+        .kubectl(&[
+            "get",
+            "job",
+            LOADGEN_JOB,
+            "-n",
+            LOADGEN_NAMESPACE,
+            "-o",
+            "json",
+        ])
+        .await?;
+    let job: serde_json::Value = serde_json::from_str(&out).context("the Job is not JSON")?;
+    let conditions = job["status"]["conditions"].as_array().cloned();
+    let has = |t: &str| {
+        conditions.as_ref().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == t && c["status"] == "True")
+        })
+    };
+    Ok(if has("Complete") {
+        Some(true)
+    } else if has("Failed") {
+        Some(false)
+    } else {
+        None
+    })
+}
+
+/// Waits for the Job's load window to begin; returns its wall-clock start.
+async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow::Result<f64> {
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        let log = job_log(kube).await;
+        if let Some(t) = report::extract_load_start(&log) {
+            return Ok(t);
+        }
+        if job_finished(kube).await.ok().flatten().is_some() {
+            anyhow::bail!(
+                "the load generator ended before its load window began:\n{}",
+                tail(&log, 20)
+            );
+        }
+        if tokio::time::Instant::now() >= until {
+            anyhow::bail!("the load generator did not start its load window within {timeout:?}");
+        }
+        tokio::time::sleep(kube.poll).await;
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `scenarios`: the load Job, then every planned scenario on the Job's clock;
+/// waits for the Job's verification. Returns whether the Job passed.
+pub async fn scenarios<R: Runner>(
+    kube: &Kube<R>,
+    drive_args: &DriveArgs,
+    args: &KindArgs,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
+    let (plan, knobs) = drive::plan(drive_args, Target::Kind)?;
+    load.validate().map_err(HarnessError)?;
+    let dir = load.output_dir.clone();
+    drive::write_plan(&dir, &plan)?;
+    eprintln!(
+        "{} scenarios: load window {} s (sum of durations + {} s margin)",
+        plan.scenarios.len(),
+        plan.load_seconds(),
+        plan.margin_seconds
+    );
+    // Preconditions: a healthy cluster before the first fault.
+    kube.wait_db_healthy(kube.heal_timeout)
+        .await
+        .map_err(k8s)?;
+    kube.wait_replicas_ready(kube.heal_timeout)
+        .await
+        .map_err(k8s)?;
+    let job = render_job(
+        &kube.asset("loadgen-job.yaml").map_err(k8s)?,
+        &plan,
+        load,
+        &args.image_tag,
+    )?;
+    std::fs::write(dir.join("loadgen-job.yaml"), &job).map_err(harness)?;
+    kube.kubectl(&[
+        "delete",
+        "job",
+        LOADGEN_JOB,
+        "-n",
+        LOADGEN_NAMESPACE,
+        "--ignore-not-found",
+        "--wait=true",
+    ])
+    .await
+    .map_err(k8s)?;
+    kube.apply(&job).await.map_err(k8s)?;
+    let started_unix = wait_load_start(kube, Duration::from_secs(600))
+        .await
+        .map_err(k8s)?;
+    let behind = Duration::from_secs_f64((unix_now() - started_unix).max(0.0));
+    let origin = tokio::time::Instant::now()
+        .checked_sub(behind)
+        .unwrap_or_else(tokio::time::Instant::now);
+    eprintln!("load window began {:.1} s ago", behind.as_secs_f64());
+    let rec = Recorder::new(origin);
+    let result = nemesis::run(kube, &plan, &knobs, &rec).await;
+    // A partition or a schedule must never outlive the run.
+    if result.is_err() {
+        cleanup_chaos(kube).await;
+    }
+    drive::write_chaos(&dir, &rec.events().await, &result, rec.elapsed().as_secs_f64())?;
+    let finish_timeout = Duration::from_secs(
+        plan.load_seconds() + load.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS,
+    );
+    let until = tokio::time::Instant::now() + finish_timeout;
+    let passed = loop {
+        match job_finished(kube).await {
+            Ok(Some(ok)) => break ok,
+            Ok(None) | Err(_) if tokio::time::Instant::now() < until => {
+                tokio::time::sleep(kube.poll).await;
+            }
+            Ok(None) | Err(_) => {
+                eprintln!("the load generator Job did not finish within {finish_timeout:?}");
+                break false;
+            }
+        }
+    };
+    std::fs::write(dir.join("resilience.log"), job_log(kube).await).map_err(harness)?;
+    if let Err(e) = result {
+        return Err(harness(format!("{e:#}")));
+    }
+    Ok(passed)
+}
+
+/// Removes every chaos object the scenarios may have left.
+async fn cleanup_chaos<R: Runner>(kube: &Kube<R>) {
+    for asset in [
+        "chaos/vfps-pod-kill.yaml",
+        "chaos/cnpg-primary-kill.yaml",
+        "chaos/db-network-partition.yaml",
+    ] {
+        if let Ok(m) = kube.asset(asset) {
+            let _ = kube.delete(&m).await;
+        }
+    }
+    let _ = nemesis::Platform::heal_partition(kube).await;
+}
+
+/// Best-effort capture of one command's output into the run directory.
+async fn capture<R: Runner>(kube: &Kube<R>, dir: &Path, file: &str, args: &[&str]) {
+    let text = kube
+        .kubectl(args)
+        .await
+        .unwrap_or_else(|e| format!("{e:#}"));
+    let _ = std::fs::write(dir.join(file), text);
+}
+
+/// `collect`: the Job's log and what it reported (a missing timeline fails the
+/// run), the cluster's state and logs, per-scenario verdicts, the report.
+pub async fn collect<R: Runner>(
+    kube: &Kube<R>,
+    drive_args: &DriveArgs,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
+    let (plan, _) = drive::plan(drive_args, Target::Kind)?;
+    let dir = load.output_dir.clone();
+    std::fs::create_dir_all(&dir).map_err(harness)?;
+    let mut log = job_log(kube).await;
+    if log.is_empty() {
+        log = std::fs::read_to_string(dir.join("resilience.log")).unwrap_or_default();
+    }
+    std::fs::write(dir.join("resilience.log"), &log).map_err(harness)?;
+    for (file, args) in [
+        ("pods.txt", vec!["get", "pods", "-A", "-o", "wide"]),
+        (
+            "events.txt",
+            vec!["get", "events", "-A", "--sort-by=.lastTimestamp"],
+        ),
+        (
+            "cnpg-cluster.yaml",
+            vec!["get", "cluster", kind::CNPG_CLUSTER, "-n", NAMESPACE, "-o", "yaml"],
+        ),
+        (
+            "cnpg-instances.log",
+            vec![
+                "logs",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "cnpg.io/cluster=vfps-db",
+                "--all-containers",
+                "--prefix",
+                "--tail=-1",
+            ],
+        ),
+        (
+            "vfps-api.log",
+            vec![
+                "logs",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "app.kubernetes.io/name=vfps",
+                "--all-containers",
+                "--prefix",
+                "--tail=-1",
+            ],
+        ),
+        (
+            "chaos-objects.yaml",
+            vec![
+                "get",
+                "schedules,podchaos,networkchaos",
+                "-n",
+                NAMESPACE,
+                "-o",
+                "yaml",
+            ],
+        ),
+    ] {
+        capture(kube, &dir, file, &args).await;
+    }
+    let dump = dir.join("cluster-dump").display().to_string();
+    let _ = kube
+        .kubectl(&[
+            "cluster-info",
+            "dump",
+            "--all-namespaces",
+            &format!("--output-directory={dump}"),
+        ])
+        .await;
+    let Some(timeline) = report::extract_timeline(&log) else {
+        let why = "no timeline between the markers in resilience.log: the load generator did not report";
+        let _ = std::fs::write(dir.join("failures.txt"), format!("{why}\n"));
+        return Err(HarnessError(why.into()));
+    };
+    std::fs::write(dir.join("load-timeline.csv"), timeline).map_err(harness)?;
+    let summary = match report::extract_summary(&log) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return Err(HarnessError(e)),
+        None => {
+            let why = "no summary in resilience.log: the load generator did not finish verification";
+            let _ = std::fs::write(dir.join("failures.txt"), format!("{why}\n"));
+            return Err(HarnessError(why.into()));
+        }
+    };
+    report::write(&dir, &summary).map_err(harness)?;
+    if !dir.join("chaos.json").exists() {
+        return Err(HarnessError(
+            "no chaos.json: `scenarios` did not run for this run directory".into(),
+        ));
+    }
+    drive::finish(&dir, &plan, summary.rate_per_second, plan.load_seconds())
+}
+
+/// `down`: deletes the kind cluster.
+pub async fn down<R: Runner>(kube: &Kube<R>, args: &KindArgs) -> Result<(), HarnessError> {
+    kube.run("kind", &["delete", "cluster", "--name", &args.cluster_name])
+        .await
+        .map(|_| ())
+        .map_err(k8s)
+}
+
+/// `all` = up, scenarios, collect, down; down runs whatever happened.
+pub async fn all<R: Runner>(
+    kube: &Kube<R>,
+    drive_args: &DriveArgs,
+    args: &KindArgs,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
+    drive::plan(drive_args, Target::Kind)?;
+    let result = async {
+        up(kube, args, inotify_limits()).await?;
+        match scenarios(kube, drive_args, args, load).await {
+            Ok(_) => collect(kube, drive_args, load).await,
+            Err(e) => {
+                let _ = collect(kube, drive_args, load).await;
+                Err(e)
+            }
+        }
+    }
+    .await;
+    if let Err(e) = down(kube, args).await {
+        eprintln!("down: {e}");
+    }
+    result
+}
+
+/// This machine's inotify limits (instances, watches).
+pub fn inotify_limits() -> (u64, u64) {
+    (
+        read_limit("max_user_instances"),
+        read_limit("max_user_watches"),
+    )
+}
+
+/// `render`: the manifests the driver applies, with this run's settings, for
+/// validation without a cluster (`scripts/validate-k8s.sh`).
+pub fn render(
+    drive_args: &DriveArgs,
+    args: &KindArgs,
+    load: &LoadConfig,
+    out: &Path,
+) -> Result<(), HarnessError> {
+    let (plan, knobs) = drive::plan(drive_args, Target::Kind)?;
+    let read = |rel: &str| {
+        let p = args.assets.join(rel);
+        std::fs::read_to_string(&p).map_err(|e| harness(format!("{}: {e}", p.display())))
+    };
+    std::fs::create_dir_all(out).map_err(harness)?;
+    let files = [
+        (
+            "loadgen-job.yaml",
+            render_job(&read("loadgen-job.yaml")?, &plan, load, &args.image_tag)?,
+        ),
+        (
+            "vfps-pod-kill.yaml",
+            kind::pod_kill_schedule(&read("chaos/vfps-pod-kill.yaml")?, knobs.pod_kill_interval)
+                .map_err(HarnessError)?,
+        ),
+        (
+            "db-network-partition-burst.yaml",
+            kind::partition_burst(
+                &read("chaos/db-network-partition.yaml")?,
+                knobs.partition_burst,
+            )
+            .map_err(HarnessError)?,
+        ),
+        (
+            "plan.json",
+            serde_json::to_string_pretty(&plan).map_err(harness)?,
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(out.join(name), text).map_err(harness)?;
+    }
+    println!("{}", plan.load_seconds());
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Tests of the kind driver against a simulated cluster.
