@@ -18,7 +18,7 @@ use anyhow::Context;
 use crate::{
     config::LoadConfig,
     drive::{self, harness, DriveArgs},
-    nemesis::{self, Recorder},
+    nemesis::{self, Knobs, Recorder},
     platform::{
         kind::{self, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE, NAMESPACE},
         Target,
@@ -213,7 +213,11 @@ pub async fn up<R: Runner>(
         .await
         .map_err(k8s)?;
     step("CloudNativePG: 3 ready instances");
-    let values = args.assets.join("vfps-ha-values.yaml").display().to_string();
+    let values = args
+        .assets
+        .join("vfps-ha-values.yaml")
+        .display()
+        .to_string();
     let chart = args.chart.display().to_string();
     kube.run(
         "helm",
@@ -280,10 +284,9 @@ async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Option<bool>>
     let job: serde_json::Value = serde_json::from_str(&out).context("the Job is not JSON")?;
     let conditions = job["status"]["conditions"].as_array().cloned();
     let has = |t: &str| {
-        conditions.as_ref().is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == t && c["status"] == "True")
-        })
+        conditions
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == t && c["status"] == "True"))
     };
     Ok(if has("Complete") {
         Some(true)
@@ -324,14 +327,13 @@ fn tail(text: &str, lines: usize) -> String {
 /// waits for the Job's verification. Returns whether the Job passed.
 pub async fn scenarios<R: Runner>(
     kube: &Kube<R>,
-    drive_args: &DriveArgs,
+    (plan, knobs): &(Plan, Knobs),
     args: &KindArgs,
     load: &LoadConfig,
 ) -> Result<bool, HarnessError> {
-    let (plan, knobs) = drive::plan(drive_args, Target::Kind)?;
     load.validate().map_err(HarnessError)?;
     let dir = load.output_dir.clone();
-    drive::write_plan(&dir, &plan)?;
+    drive::write_plan(&dir, plan)?;
     eprintln!(
         "{} scenarios: load window {} s (sum of durations + {} s margin)",
         plan.scenarios.len(),
@@ -339,15 +341,13 @@ pub async fn scenarios<R: Runner>(
         plan.margin_seconds
     );
     // Preconditions: a healthy cluster before the first fault.
-    kube.wait_db_healthy(kube.heal_timeout)
-        .await
-        .map_err(k8s)?;
+    kube.wait_db_healthy(kube.heal_timeout).await.map_err(k8s)?;
     kube.wait_replicas_ready(kube.heal_timeout)
         .await
         .map_err(k8s)?;
     let job = render_job(
         &kube.asset("loadgen-job.yaml").map_err(k8s)?,
-        &plan,
+        plan,
         load,
         &args.image_tag,
     )?;
@@ -373,12 +373,17 @@ pub async fn scenarios<R: Runner>(
         .unwrap_or_else(tokio::time::Instant::now);
     eprintln!("load window began {:.1} s ago", behind.as_secs_f64());
     let rec = Recorder::new(origin);
-    let result = nemesis::run(kube, &plan, &knobs, &rec).await;
+    let result = nemesis::run(kube, plan, knobs, &rec).await;
     // A partition or a schedule must never outlive the run.
     if result.is_err() {
         cleanup_chaos(kube).await;
     }
-    drive::write_chaos(&dir, &rec.events().await, &result, rec.elapsed().as_secs_f64())?;
+    drive::write_chaos(
+        &dir,
+        &rec.events().await,
+        &result,
+        rec.elapsed().as_secs_f64(),
+    )?;
     let finish_timeout = Duration::from_secs(
         plan.load_seconds() + load.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS,
     );
@@ -429,10 +434,9 @@ async fn capture<R: Runner>(kube: &Kube<R>, dir: &Path, file: &str, args: &[&str
 /// run), the cluster's state and logs, per-scenario verdicts, the report.
 pub async fn collect<R: Runner>(
     kube: &Kube<R>,
-    drive_args: &DriveArgs,
+    plan: &Plan,
     load: &LoadConfig,
 ) -> Result<bool, HarnessError> {
-    let (plan, _) = drive::plan(drive_args, Target::Kind)?;
     let dir = load.output_dir.clone();
     std::fs::create_dir_all(&dir).map_err(harness)?;
     let mut log = job_log(kube).await;
@@ -448,7 +452,15 @@ pub async fn collect<R: Runner>(
         ),
         (
             "cnpg-cluster.yaml",
-            vec!["get", "cluster", kind::CNPG_CLUSTER, "-n", NAMESPACE, "-o", "yaml"],
+            vec![
+                "get",
+                "cluster",
+                kind::CNPG_CLUSTER,
+                "-n",
+                NAMESPACE,
+                "-o",
+                "yaml",
+            ],
         ),
         (
             "cnpg-instances.log",
@@ -500,7 +512,8 @@ pub async fn collect<R: Runner>(
         ])
         .await;
     let Some(timeline) = report::extract_timeline(&log) else {
-        let why = "no timeline between the markers in resilience.log: the load generator did not report";
+        let why =
+            "no timeline between the markers in resilience.log: the load generator did not report";
         let _ = std::fs::write(dir.join("failures.txt"), format!("{why}\n"));
         return Err(HarnessError(why.into()));
     };
@@ -509,7 +522,8 @@ pub async fn collect<R: Runner>(
         Some(Ok(s)) => s,
         Some(Err(e)) => return Err(HarnessError(e)),
         None => {
-            let why = "no summary in resilience.log: the load generator did not finish verification";
+            let why =
+                "no summary in resilience.log: the load generator did not finish verification";
             let _ = std::fs::write(dir.join("failures.txt"), format!("{why}\n"));
             return Err(HarnessError(why.into()));
         }
@@ -520,7 +534,7 @@ pub async fn collect<R: Runner>(
             "no chaos.json: `scenarios` did not run for this run directory".into(),
         ));
     }
-    drive::finish(&dir, &plan, summary.rate_per_second, plan.load_seconds())
+    drive::finish(&dir, plan, summary.rate_per_second, plan.load_seconds())
 }
 
 /// `down`: deletes the kind cluster.
@@ -538,13 +552,13 @@ pub async fn all<R: Runner>(
     args: &KindArgs,
     load: &LoadConfig,
 ) -> Result<bool, HarnessError> {
-    drive::plan(drive_args, Target::Kind)?;
+    let planned = drive::plan(drive_args, Target::Kind)?;
     let result = async {
         up(kube, args, inotify_limits()).await?;
-        match scenarios(kube, drive_args, args, load).await {
-            Ok(_) => collect(kube, drive_args, load).await,
+        match scenarios(kube, &planned, args, load).await {
+            Ok(_) => collect(kube, &planned.0, load).await,
             Err(e) => {
-                let _ = collect(kube, drive_args, load).await;
+                let _ = collect(kube, &planned.0, load).await;
                 Err(e)
             }
         }

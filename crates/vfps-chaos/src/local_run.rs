@@ -140,7 +140,11 @@ pub async fn scenarios(
 
 /// `collect`: the HA manager's state, every log, the per-scenario verdicts, the
 /// report; the final verdict of the run.
-pub async fn collect(drive: &DriveArgs, args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
+pub async fn collect(
+    drive: &DriveArgs,
+    args: &LocalArgs,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
     let (plan, _) = drive::plan(drive, Target::Local)?;
     let cfg = load_config(load, &plan);
     let dir = cfg.output_dir.clone();
@@ -152,7 +156,11 @@ pub async fn collect(drive: &DriveArgs, args: &LocalArgs, load: &LoadConfig) -> 
 }
 
 /// `all` = up, scenarios, collect, down; down runs even when a step failed.
-pub async fn all(drive: &DriveArgs, args: &LocalArgs, load: &LoadConfig) -> Result<bool, HarnessError> {
+pub async fn all(
+    drive: &DriveArgs,
+    args: &LocalArgs,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
     drive::plan(drive, Target::Local)?;
     let local = up(args).await?;
     let result = match scenarios(drive, args, load).await {

@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use vfps_chaos::{
     config::LoadConfig,
-    drive::DriveArgs,
+    drive::{self, DriveArgs},
     kind_run::{self, KindArgs},
     local_run::{self, LocalArgs},
     platform::{
@@ -118,8 +118,7 @@ async fn local(command: Command) -> Result<bool, HarnessError> {
             local_run::collect(&platform.drive, &platform.local, &config).await
         }
         Command::Down { platform } => {
-            vfps_chaos::platform::local::require_root()
-                .map_err(|e| HarnessError(e.to_string()))?;
+            vfps_chaos::platform::local::require_root().map_err(|e| HarnessError(e.to_string()))?;
             vfps_chaos::platform::local::down(&platform.local.base).await;
             Ok(true)
         }
@@ -135,18 +134,18 @@ async fn kind(command: Command) -> Result<bool, HarnessError> {
         Command::All { platform, config } => {
             kind_run::all(&kube(&platform), &platform.drive, &platform.kind, &config).await
         }
-        Command::Up { platform } => kind_run::up(
-            &kube(&platform),
-            &platform.kind,
-            kind_run::inotify_limits(),
-        )
-        .await
-        .map(|()| true),
+        Command::Up { platform } => {
+            kind_run::up(&kube(&platform), &platform.kind, kind_run::inotify_limits())
+                .await
+                .map(|()| true)
+        }
         Command::Scenarios { platform, config } => {
-            kind_run::scenarios(&kube(&platform), &platform.drive, &platform.kind, &config).await
+            let planned = drive::plan(&platform.drive, Target::Kind)?;
+            kind_run::scenarios(&kube(&platform), &planned, &platform.kind, &config).await
         }
         Command::Collect { platform, config } => {
-            kind_run::collect(&kube(&platform), &platform.drive, &config).await
+            let (plan, _) = drive::plan(&platform.drive, Target::Kind)?;
+            kind_run::collect(&kube(&platform), &plan, &config).await
         }
         Command::Down { platform } => kind_run::down(&kube(&platform), &platform.kind)
             .await

@@ -27,7 +27,9 @@ impl Knobs {
                 None => Ok(Duration::from_secs(d)),
                 Some(v) => match v.trim().parse::<u64>() {
                     Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
-                    _ => Err(format!("{k}={v:?} is not a positive whole number of seconds")),
+                    _ => Err(format!(
+                        "{k}={v:?} is not a positive whole number of seconds"
+                    )),
                 },
             }
         };
@@ -109,8 +111,7 @@ pub trait Platform: Sync {
     fn paces_pod_kills(&self) -> bool;
     /// The next replica kill — done here, or observed when the platform paces
     /// them; `None` when no kill happened before `until`.
-    async fn pod_kill_next(&self, round: usize, until: Instant)
-        -> anyhow::Result<Option<Victim>>;
+    async fn pod_kill_next(&self, round: usize, until: Instant) -> anyhow::Result<Option<Victim>>;
     /// Waits until the killed replica is replaced and every replica is ready.
     async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()>;
     /// The pod-kill scenario ends; no further kill may happen after this returns.
@@ -128,8 +129,7 @@ pub trait Platform: Sync {
     async fn heal_partition(&self) -> anyhow::Result<()>;
 
     /// Restarts every replica, one at a time, never below full capacity for long.
-    async fn rollout(&self, knobs: &Knobs, rec: &Recorder, scenario: &str)
-        -> anyhow::Result<()>;
+    async fn rollout(&self, knobs: &Knobs, rec: &Recorder, scenario: &str) -> anyhow::Result<()>;
 
     /// A node to drain that does not hold the database primary (a drain must not
     /// also be a failover), refused when the disruption budget is spent.
@@ -292,11 +292,8 @@ async fn partition<P: Platform>(
         let next = Instant::now() + knobs.partition_every;
         let applied = p.partition(knobs.partition_burst).await;
         if applied.is_ok() {
-            rec.event(
-                &s.name,
-                "applied: vfps pods cannot reach the database pods",
-            )
-            .await;
+            rec.event(&s.name, "applied: vfps pods cannot reach the database pods")
+                .await;
             tokio::time::sleep(knobs.partition_burst).await;
         }
         // A partition must never outlive its burst, even one that failed to apply.

@@ -235,7 +235,8 @@ async fn verify_and_assert(
         warnings: info.warnings.clone(),
     };
     report::write(dir, &summary).map_err(|e| harness(format!("cannot write the report: {e}")))?;
-    report::emit_summary(&summary).map_err(|e| harness(format!("cannot print the summary: {e}")))?;
+    report::emit_summary(&summary)
+        .map_err(|e| harness(format!("cannot print the summary: {e}")))?;
     for v in &summary.verdicts {
         eprintln!(
             "{:<32} {:<8} {}",

@@ -365,8 +365,8 @@ mod tests {
         assert_eq!(kill.duration_seconds, 100);
         assert_eq!(kill.max_outage_seconds, 10);
         assert_eq!(p.load_seconds(), 60 + 135 + 100 + 180 + 180 + 180 + 60);
-        let local = Plan::from_env(default_scenarios(Target::Local), Target::Local, |_| None)
-            .unwrap();
+        let local =
+            Plan::from_env(default_scenarios(Target::Local), Target::Local, |_| None).unwrap();
         assert_eq!(local.load_seconds(), 60 + 135 + 120 + 120 + 90 + 90 + 30);
     }
 

@@ -40,8 +40,12 @@ pub const DRAIN_TIMEOUT: &str = "120s";
 /// carrying its output otherwise.
 #[allow(async_fn_in_trait)] // used through generics inside this crate only
 pub trait Runner: Sync {
-    async fn run(&self, program: &str, args: &[&str], input: Option<&str>)
-        -> anyhow::Result<String>;
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> anyhow::Result<String>;
 }
 
 /// The real thing: child processes.
@@ -319,9 +323,9 @@ impl<R: Runner> Kube<R> {
         if !(full("readyReplicas") && full("updatedReplicas") && full("replicas")) {
             return false;
         }
-        self.vfps_pods().await.is_ok_and(|p| {
-            p.len() as u64 == want && p.iter().all(|p| p.ready && !p.terminating)
-        })
+        self.vfps_pods()
+            .await
+            .is_ok_and(|p| p.len() as u64 == want && p.iter().all(|p| p.ready && !p.terminating))
     }
 
     /// The pod labelled primary; two at once is an error, not a choice.
@@ -361,12 +365,9 @@ impl<R: Runner> Kube<R> {
     }
 
     pub async fn wait_replicas_ready(&self, timeout: Duration) -> anyhow::Result<()> {
-        wait_every(
-            "every vfps replica ready",
-            timeout,
-            self.poll,
-            || self.replicas_ready(),
-        )
+        wait_every("every vfps replica ready", timeout, self.poll, || {
+            self.replicas_ready()
+        })
         .await
     }
 
@@ -418,10 +419,9 @@ impl<R: Runner> Platform for Kube<R> {
         loop {
             let known = self.known.lock().await.clone();
             let now = self.vfps_pods().await?;
-            let victim = known.iter().find(|k| {
-                !now.iter()
-                    .any(|p| p.uid == k.uid && !p.terminating)
-            });
+            let victim = known
+                .iter()
+                .find(|k| !now.iter().any(|p| p.uid == k.uid && !p.terminating));
             if let Some(v) = victim {
                 return Ok(Some(Victim {
                     name: format!("pod {} on {}", v.name, v.node),

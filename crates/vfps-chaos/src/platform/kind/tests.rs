@@ -1,1 +1,812 @@
-//! Tests of the kind driver against a simulated cluster.
+//! The kind driver against a simulated cluster. No Kubernetes API can run on the
+//! project's machines, so a fake `kubectl` answers from a small model of the HA
+//! topology (three vfps pods, a three-instance CloudNativePG cluster, Chaos Mesh
+//! objects, nodes) and records every command. The model also checks the driver's
+//! promises: faults only on a healthy cluster, never two database faults at once,
+//! never draining the primary's node, and nothing left behind. The manifests
+//! themselves are validated with real tools by `scripts/validate-k8s.sh`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{path::PathBuf, sync::Mutex as StdMutex, time::Duration};
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::{
+    config::LoadConfig,
+    kind_run,
+    nemesis::{self, Knobs, Recorder},
+    scenario::{Kind as Scenario, Plan, Planned},
+};
+
+#[derive(Debug, Clone)]
+struct FakePod {
+    name: String,
+    uid: u64,
+    node: String,
+    /// Reads of the pod list until it is ready (0 = ready).
+    warming: u32,
+    terminating: bool,
+}
+
+#[derive(Default)]
+struct Model {
+    vfps: Vec<FakePod>,
+    db: Vec<FakePod>,
+    primary: Option<String>,
+    /// Status reads until the database is healthy again (0 = healthy).
+    db_recovering: u32,
+    next_uid: u64,
+    pod_kill_schedule: bool,
+    pod_list_reads: u64,
+    last_kill_read: u64,
+    primary_chaos: bool,
+    partition: Option<u32>,
+    cordoned: Vec<String>,
+    drained_db: Option<String>,
+    job: Option<String>,
+    /// Knobs of a scenario test.
+    drain_times_out: bool,
+    no_primary: bool,
+    commands: Vec<String>,
+    violations: Vec<String>,
+}
+
+struct FakeKubectl(StdMutex<Model>);
+
+const NODES: [&str; 3] = ["vfps-ha-worker", "vfps-ha-worker2", "vfps-ha-worker3"];
+
+impl FakeKubectl {
+    fn new() -> Self {
+        let mut m = Model::default();
+        for (i, node) in NODES.iter().enumerate() {
+            m.next_uid += 1;
+            m.vfps.push(FakePod {
+                name: format!("vfps-{i}"),
+                uid: m.next_uid,
+                node: (*node).into(),
+                warming: 0,
+                terminating: false,
+            });
+            m.next_uid += 1;
+            m.db.push(FakePod {
+                name: format!("vfps-db-{}", i + 1),
+                uid: m.next_uid,
+                node: (*node).into(),
+                warming: 0,
+                terminating: false,
+            });
+        }
+        m.primary = Some("vfps-db-1".into());
+        Self(StdMutex::new(m))
+    }
+
+    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl Model {
+    fn healthy(&self) -> bool {
+        self.db_recovering == 0 && self.drained_db.is_none() && self.primary.is_some()
+    }
+
+    fn uid(&mut self) -> u64 {
+        self.next_uid += 1;
+        self.next_uid
+    }
+
+    fn pod_json(p: &FakePod) -> Value {
+        json!({
+            "metadata": {
+                "name": p.name,
+                "uid": p.uid.to_string(),
+                "deletionTimestamp": if p.terminating { json!("2026-11-30T00:00:00Z") } else { Value::Null },
+            },
+            "spec": {"nodeName": p.node},
+            "status": {"conditions": [{"type": "Ready", "status": if p.warming == 0 && !p.terminating { "True" } else { "False" }}]},
+        })
+    }
+
+    fn read_vfps(&mut self) -> Value {
+        self.tick();
+        json!({"items": self.vfps.iter().map(Self::pod_json).collect::<Vec<_>>()})
+    }
+
+    /// Time passes with every read of the workload: terminating pods go, new pods
+    /// warm up, and the pod-kill schedule kills one pod every twentieth read.
+    fn tick(&mut self) {
+        self.pod_list_reads += 1;
+        let gone: Vec<FakePod> = self
+            .vfps
+            .iter()
+            .filter(|p| p.terminating)
+            .cloned()
+            .collect();
+        self.vfps.retain(|p| !p.terminating);
+        for g in gone {
+            let uid = self.uid();
+            let node = if self.cordoned.contains(&g.node) {
+                NODES
+                    .iter()
+                    .find(|n| !self.cordoned.iter().any(|c| c == *n))
+                    .unwrap()
+                    .to_string()
+            } else {
+                g.node
+            };
+            self.vfps.push(FakePod {
+                name: format!("vfps-r{uid}"),
+                uid,
+                node,
+                warming: 2,
+                terminating: false,
+            });
+        }
+        for p in &mut self.vfps {
+            p.warming = p.warming.saturating_sub(1);
+        }
+        // Like a schedule with an interval well above the time to heal.
+        if self.pod_kill_schedule && self.pod_list_reads >= self.last_kill_read + 20 {
+            self.last_kill_read = self.pod_list_reads;
+            let i = (self.pod_list_reads / 20) as usize % self.vfps.len();
+            self.vfps[i].terminating = true;
+        }
+    }
+
+    fn read_cluster(&mut self) -> Value {
+        if self.db_recovering > 0 {
+            self.db_recovering -= 1;
+        }
+        let ready = if self.healthy() { 3 } else { 2 };
+        let primary = self.primary.clone().unwrap_or_default();
+        json!({"status": {"instances": 3, "readyInstances": ready, "currentPrimary": primary, "targetPrimary": primary}})
+    }
+
+    fn deployment(&mut self) -> Value {
+        self.tick();
+        let ready = self
+            .vfps
+            .iter()
+            .filter(|p| p.warming == 0 && !p.terminating)
+            .count();
+        let live = self.vfps.iter().filter(|p| !p.terminating).count();
+        json!({"spec": {"replicas": 3}, "status": {"replicas": live, "readyReplicas": ready, "updatedReplicas": live}})
+    }
+
+    fn db_fault(&mut self, what: &str) {
+        if !self.healthy() {
+            self.violations
+                .push(format!("{what} applied while the database was not healthy"));
+        }
+        if self.primary_chaos || self.partition.is_some() {
+            self.violations.push(format!(
+                "{what} applied while another database fault was active"
+            ));
+        }
+    }
+
+    fn apply(&mut self, manifests: &str) -> anyhow::Result<()> {
+        for doc in manifests.split("\n---") {
+            self.apply_one(doc)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, manifest: &str) -> anyhow::Result<()> {
+        let kind = field(manifest, "kind:");
+        match kind.as_str() {
+            "Schedule" if manifest.contains("vfps-pod-kill") => {
+                if !manifest.contains("@every") {
+                    anyhow::bail!("schedule without an interval");
+                }
+                self.pod_kill_schedule = true;
+            }
+            "PodChaos" => {
+                self.db_fault("a primary kill");
+                self.primary_chaos = true;
+                // The primary dies; a standby is promoted; the operator re-creates
+                // the killed pod, which rejoins after a few status reads.
+                let old = self.primary.take().unwrap();
+                let uid = self.uid();
+                let pod = self.db.iter_mut().find(|p| p.name == old).unwrap();
+                pod.uid = uid;
+                self.primary = self.db.iter().map(|p| p.name.clone()).find(|n| *n != old);
+                self.db_recovering = 3;
+            }
+            "NetworkChaos" => {
+                self.db_fault("a partition");
+                if !manifest.contains("action: partition") || !manifest.contains("direction: to") {
+                    self.violations
+                        .push("the partition is not the asset's".into());
+                }
+                self.partition = Some(2);
+            }
+            "Namespace" | "Cluster" => {}
+            "Job" => {
+                if manifest.contains("${") {
+                    anyhow::bail!("unrendered placeholder in the Job");
+                }
+                self.job = Some(manifest.to_owned());
+            }
+            other => anyhow::bail!("unexpected manifest kind {other:?}"),
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, manifest: &str) {
+        match field(manifest, "kind:").as_str() {
+            "Schedule" if manifest.contains("vfps-pod-kill") => self.pod_kill_schedule = false,
+            "PodChaos" => self.primary_chaos = false,
+            "NetworkChaos" | "Schedule" => self.partition = None,
+            _ => {}
+        }
+    }
+
+    fn drain(&mut self, node: &str) -> anyhow::Result<String> {
+        if !self.healthy() {
+            self.violations
+                .push("drained while the database was not healthy".into());
+        }
+        self.cordoned.push(node.to_owned());
+        if self.drain_times_out {
+            anyhow::bail!("error: timed out waiting for the condition");
+        }
+        let db = self
+            .db
+            .iter()
+            .find(|p| p.node == node)
+            .unwrap()
+            .name
+            .clone();
+        if self.primary.as_deref() == Some(db.as_str()) {
+            self.violations
+                .push(format!("drained {node}, the primary's node"));
+        }
+        self.drained_db = Some(db);
+        for p in self.vfps.iter_mut().filter(|p| p.node == node) {
+            p.terminating = true;
+        }
+        Ok(format!("node/{node} drained"))
+    }
+
+    fn uncordon(&mut self, node: &str) {
+        self.cordoned.retain(|n| n != node);
+        if self.drained_db.take().is_some() {
+            self.db_recovering = 2;
+        }
+    }
+
+    fn rollout_restart(&mut self) {
+        for p in &mut self.vfps {
+            p.terminating = true;
+        }
+    }
+
+    fn job_log(&self) -> String {
+        if self.job.is_none() {
+            return String::new();
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        format!(
+            "Init\n----LOAD WINDOW START unix={:.3}----\nprogress\n",
+            now - 0.5
+        )
+    }
+}
+
+fn field(manifest: &str, key: &str) -> String {
+    manifest
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+impl Runner for FakeKubectl {
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> anyhow::Result<String> {
+        let mut m = self.model();
+        let line = format!("{program} {}", args.join(" "));
+        m.commands.push(line.clone());
+        if program != "kubectl" {
+            return Ok(String::new());
+        }
+        let json = |v: Value| Ok(v.to_string());
+        match args {
+            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"] if *sel == VFPS_PODS => {
+                json(m.read_vfps())
+            }
+            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"] if *sel == PRIMARY_POD => {
+                let primary = if m.no_primary {
+                    None
+                } else {
+                    m.primary.clone()
+                };
+                let items: Vec<Value> =
+                    m.db.iter()
+                        .filter(|p| Some(&p.name) == primary.as_ref())
+                        .map(Model::pod_json)
+                        .collect();
+                json(json!({ "items": items }))
+            }
+            ["get", "cluster", "vfps-db", "-n", "vfps", "-o", "json"] => json(m.read_cluster()),
+            ["get", "deployment", "vfps", "-n", "vfps", "-o", "json"] => json(m.deployment()),
+            ["get", "networkchaos", PARTITION_BURST, "-n", "vfps", "-o", "json"] => {
+                let Some(reads) = m.partition else {
+                    anyhow::bail!("NotFound");
+                };
+                m.partition = Some(reads.saturating_sub(1));
+                let injected = if reads == 0 { "True" } else { "False" };
+                json(
+                    json!({"status": {"conditions": [{"type": "AllInjected", "status": injected}]}}),
+                )
+            }
+            ["get", "networkchaos", PARTITION_BURST, "-n", "vfps", "--ignore-not-found", "-o", "name"] => {
+                Ok(if m.partition.is_some() {
+                    format!("networkchaos/{PARTITION_BURST}")
+                } else {
+                    String::new()
+                })
+            }
+            ["apply", "-f", "-"] => m.apply(input.unwrap()).map(|()| String::new()),
+            ["delete", "--ignore-not-found", "--wait=true", "-f", "-"] => {
+                m.delete(input.unwrap());
+                Ok(String::new())
+            }
+            ["rollout", "restart", ..] => {
+                m.rollout_restart();
+                Ok(String::new())
+            }
+            ["drain", node, ..] => m.drain(node),
+            ["uncordon", node] => {
+                m.uncordon(node);
+                Ok(String::new())
+            }
+            ["logs", "job/vfps-loadgen", ..] => Ok(m.job_log()),
+            ["get", "job", "vfps-loadgen", ..] => {
+                json(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}))
+            }
+            _ => Ok(String::new()),
+        }
+    }
+}
+
+fn assets() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaos/ha")
+}
+
+fn kube() -> Kube<FakeKubectl> {
+    let mut k = Kube::new(FakeKubectl::new(), &assets());
+    k.poll = Duration::from_millis(5);
+    k.heal_timeout = Duration::from_secs(5);
+    k
+}
+
+fn planned(kind: Scenario, name: &str, seconds: u64) -> Planned {
+    Planned {
+        kind,
+        name: name.into(),
+        duration_seconds: seconds,
+        max_outage_seconds: 0,
+    }
+}
+
+fn knobs() -> Knobs {
+    Knobs {
+        pod_kill_interval: Duration::from_secs(1),
+        partition_burst: Duration::from_millis(300),
+        partition_every: Duration::from_millis(600),
+        min_ready: Duration::from_millis(10),
+        drain_hold: Duration::from_millis(200),
+    }
+}
+
+async fn run_plan(
+    k: &Kube<FakeKubectl>,
+    scenarios: Vec<Planned>,
+) -> (anyhow::Result<nemesis::Tally>, Vec<String>) {
+    let plan = Plan {
+        scenarios,
+        margin_seconds: 0,
+    };
+    let rec = Recorder::new(tokio::time::Instant::now());
+    let r = nemesis::run(k, &plan, &knobs(), &rec).await;
+    let events = rec
+        .events()
+        .await
+        .into_iter()
+        .map(|e| format!("{} {}", e.scenario, e.event))
+        .collect();
+    (r, events)
+}
+
+#[tokio::test]
+async fn every_scenario_applies_proves_and_heals_its_fault_on_kubernetes() {
+    let k = kube();
+    let (r, events) = run_plan(
+        &k,
+        vec![
+            planned(Scenario::Baseline, "baseline", 1),
+            planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6),
+            planned(Scenario::DbPrimaryKill, "cnpg-primary-kill", 1),
+            planned(Scenario::DbNetworkPartition, "db-network-partition", 2),
+            planned(Scenario::Rollout, "rollout", 1),
+            planned(Scenario::Drain, "drain", 1),
+        ],
+    )
+    .await;
+    let tally = r.unwrap();
+    let events: Vec<String> = events.into_iter().map(|e| e + "\n").collect();
+    assert!(
+        tally.replica_kills >= 2,
+        "the schedule killed repeatedly: {tally:?}"
+    );
+    assert_eq!(tally.failovers, 1);
+    assert!(
+        tally.partitions >= 2,
+        "bursts repeat within the window: {tally:?}"
+    );
+    let has = |s: &str| events.iter().any(|e| e.contains(s));
+    for expected in [
+        "vfps-pod-kill killed pod vfps-",
+        "vfps-pod-kill healed: pod vfps-",
+        "cnpg-primary-kill killed primary vfps-db-1",
+        "cnpg-primary-kill promoted vfps-db-2",
+        "cnpg-primary-kill healed: vfps-db-1 back",
+        "db-network-partition applied",
+        "db-network-partition healed",
+        "rollout restarted deployment/vfps",
+        "rollout rollout complete",
+        // The failover moved the primary to vfps-db-2 on worker2: not that node.
+        "drain drained node vfps-ha-worker\n",
+        "drain healed: node vfps-ha-worker uncordoned",
+        "drain end",
+    ] {
+        assert!(has(expected), "missing event {expected:?} in {events:#?}");
+    }
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert!(
+        !m.pod_kill_schedule && !m.primary_chaos && m.partition.is_none(),
+        "no chaos object left"
+    );
+    assert!(m.cordoned.is_empty(), "every node back in service");
+    assert!(
+        m.commands
+            .iter()
+            .any(|c| c.contains("drain vfps-ha-worker ") && c.contains("--timeout=120s")),
+        "kubectl drain with the 120 s timeout"
+    );
+}
+
+#[tokio::test]
+async fn a_primary_kill_without_a_labelled_primary_fails_loudly() {
+    let k = kube();
+    k.runner.model().no_primary = true;
+    let (r, events) = run_plan(
+        &k,
+        vec![planned(Scenario::DbPrimaryKill, "cnpg-primary-kill", 1)],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(
+        e.contains("no pod is labelled as the database primary"),
+        "{e}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("error: no pod is labelled")),
+        "{events:?}"
+    );
+    assert!(!k.runner.model().primary_chaos, "nothing was applied");
+}
+
+#[tokio::test]
+async fn a_drain_that_times_out_fails_and_the_node_is_uncordoned_anyway() {
+    let k = kube();
+    k.runner.model().drain_times_out = true;
+    let (r, _) = run_plan(&k, vec![planned(Scenario::Drain, "drain", 1)]).await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(e.contains("drain did not finish within 120s"), "{e}");
+    let m = k.runner.model();
+    assert!(m.cordoned.is_empty(), "uncordoned after the failed drain");
+    assert!(m.commands.last().unwrap().starts_with("kubectl uncordon"));
+}
+
+#[tokio::test]
+async fn a_pod_kill_schedule_that_never_kills_is_a_failure() {
+    // A schedule Chaos Mesh ignores (no pod ever goes): the fault never took effect.
+    struct Inert(FakeKubectl);
+    impl Runner for Inert {
+        async fn run(
+            &self,
+            program: &str,
+            args: &[&str],
+            input: Option<&str>,
+        ) -> anyhow::Result<String> {
+            if args.first() == Some(&"apply") {
+                return Ok(String::new());
+            }
+            self.0.run(program, args, input).await
+        }
+    }
+    let mut k = Kube::new(Inert(FakeKubectl::new()), &assets());
+    k.poll = Duration::from_millis(5);
+    let plan = Plan {
+        scenarios: vec![planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6)],
+        margin_seconds: 0,
+    };
+    let rec = Recorder::new(tokio::time::Instant::now());
+    let e = format!(
+        "{:#}",
+        nemesis::run(&k, &plan, &knobs(), &rec).await.unwrap_err()
+    );
+    assert!(e.contains("never took effect"), "{e}");
+}
+
+#[tokio::test]
+async fn database_faults_wait_for_a_healthy_cluster() {
+    let k = kube();
+    k.runner.model().db_recovering = 6;
+    let (r, _) = run_plan(
+        &k,
+        vec![
+            planned(Scenario::DbNetworkPartition, "db-network-partition", 1),
+            planned(Scenario::DbPrimaryKill, "cnpg-primary-kill", 1),
+        ],
+    )
+    .await;
+    r.unwrap();
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    // The checks of the model itself can fire: a fault on a recovering cluster.
+    drop(m);
+    let mut m = k.runner.model();
+    m.db_recovering = 5;
+    m.apply("kind: NetworkChaos\naction: partition\ndirection: to\n")
+        .unwrap();
+    assert!(
+        !m.violations.is_empty(),
+        "the model catches a fault on an unhealthy cluster"
+    );
+}
+
+#[test]
+fn the_inotify_check_names_the_limits_and_the_fix() {
+    assert!(inotify_problem(512, 524_288).is_none());
+    let p = inotify_problem(128, 8192).unwrap();
+    assert!(
+        p.contains("max_user_instances=128") && p.contains("max_user_watches=8192"),
+        "{p}"
+    );
+    assert!(
+        p.contains("sudo sysctl -w fs.inotify.max_user_instances=512"),
+        "{p}"
+    );
+    assert!(inotify_problem(512, 8192).is_some());
+}
+
+#[tokio::test]
+async fn up_refuses_low_inotify_limits_before_touching_anything() {
+    let k = kube();
+    let args = kind_args();
+    let e = kind_run::up(&k, &args, (128, 8192)).await.unwrap_err();
+    assert!(e.0.contains("fix: sudo sysctl"), "{e}");
+    assert!(
+        k.runner.model().commands.is_empty(),
+        "no cluster was created"
+    );
+}
+
+#[tokio::test]
+async fn up_builds_the_topology_in_order() {
+    let k = kube();
+    kind_run::up(&k, &kind_args(), (512, 524_288))
+        .await
+        .unwrap();
+    let cmds = k.runner.model().commands.clone();
+    let at = |s: &str| {
+        cmds.iter()
+            .position(|c| c.contains(s))
+            .unwrap_or_else(|| panic!("{s:?} not run: {cmds:#?}"))
+    };
+    assert!(at("kind create cluster --name vfps-ha") < at("kind load docker-image"));
+    assert!(cmds[at("kind load docker-image")].contains("ghcr.io/miracum/vfps/stress-test:ci"));
+    assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("dashboard.create=false"));
+    assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("/run/containerd/containerd.sock"));
+    assert!(at("cnpg/cloudnative-pg") < at("get cluster vfps-db"));
+    assert!(
+        at("get cluster vfps-db") < at("helm upgrade --install vfps"),
+        "the database is healthy before vfps"
+    );
+    assert!(at("helm upgrade --install vfps") < at("rollout status deployment/vfps"));
+}
+
+fn kind_args() -> kind_run::KindArgs {
+    kind_run::KindArgs {
+        cluster_name: "vfps-ha".into(),
+        image_tag: "ci".into(),
+        assets: assets(),
+        chart: PathBuf::from("charts/vfps"),
+    }
+}
+
+fn load_config(dir: &std::path::Path) -> LoadConfig {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadConfig,
+    }
+    let mut c = Cli::parse_from(["x"]).load;
+    c.output_dir = dir.to_owned();
+    c.settle_seconds = 60;
+    c
+}
+
+#[test]
+fn the_job_runs_the_plans_load_window_with_its_deadline() {
+    let plan = Plan::from_env(
+        "baseline,cnpg-primary-kill",
+        crate::platform::Target::Kind,
+        |k| match k {
+            "DURATION_BASELINE" => Some("30".into()),
+            "DURATION_CNPG_PRIMARY_KILL" => Some("100".into()),
+            "LOAD_MARGIN_SECONDS" => Some("20".into()),
+            _ => None,
+        },
+    )
+    .unwrap();
+    let dir = std::env::temp_dir();
+    let job = kind_run::render_job(
+        &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
+        &plan,
+        &load_config(&dir),
+        "v9",
+    )
+    .unwrap();
+    assert!(
+        job.contains(r#"{name: RESILIENCE_LOAD_SECONDS, value: "150"}"#),
+        "{job}"
+    );
+    assert!(
+        job.contains("activeDeadlineSeconds: 1110"),
+        "150 + 60 settle + 900"
+    );
+    assert!(job.contains("stress-test:v9"));
+    assert!(!job.contains("${"));
+    let missing = kind_run::render_job("x: ${NOT_A_VARIABLE}", &plan, &load_config(&dir), "v9");
+    assert!(missing.unwrap_err().0.contains("${NOT_A_VARIABLE}"));
+}
+
+#[test]
+fn the_partition_burst_comes_from_the_schedules_template() {
+    let schedule =
+        std::fs::read_to_string(assets().join("chaos/db-network-partition.yaml")).unwrap();
+    let burst = partition_burst(&schedule, Duration::from_secs(20)).unwrap();
+    assert!(
+        burst.contains("kind: NetworkChaos") && burst.contains("name: db-network-partition-burst")
+    );
+    assert!(burst.contains("  action: partition\n") && burst.contains("  direction: to\n"));
+    assert!(
+        burst.contains("  duration: 50s\n"),
+        "burst + 30 s as a dead man's switch: {burst}"
+    );
+    assert!(burst.contains("cnpg.io/cluster: vfps-db"));
+    assert!(partition_burst(
+        "kind: Schedule\nmetadata:\n  namespace: x\n",
+        Duration::ZERO
+    )
+    .is_err());
+    let kill = std::fs::read_to_string(assets().join("chaos/vfps-pod-kill.yaml")).unwrap();
+    assert!(pod_kill_schedule(&kill, Duration::from_secs(7))
+        .unwrap()
+        .contains("schedule: \"@every 7s\""));
+}
+
+#[tokio::test]
+async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
+    let dir = std::env::temp_dir().join(format!("vfps-kind-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let k = kube();
+    let plan = Plan {
+        scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
+        margin_seconds: 1,
+    };
+    let load = load_config(&dir);
+    let passed = kind_run::scenarios(&k, &(plan.clone(), knobs()), &kind_args(), &load)
+        .await
+        .unwrap();
+    assert!(passed, "the Job completed");
+    let timeline = std::fs::read_to_string(dir.join("chaos-timeline.csv")).unwrap();
+    let events = crate::scenario::parse_chaos_csv(&timeline).unwrap();
+    assert!(
+        events[0].at_seconds >= 0.4,
+        "the first event is on the Job's clock, which began 0.5 s before: {events:?}"
+    );
+    assert!(dir.join("loadgen-job.yaml").exists());
+
+    // The fake Job never printed a timeline: collect fails the run and says why.
+    let e = kind_run::collect(&k, &plan, &load).await.unwrap_err();
+    assert!(e.0.contains("no timeline between the markers"), "{e}");
+    assert!(std::fs::read_to_string(dir.join("failures.txt"))
+        .unwrap()
+        .contains("no timeline"));
+
+    // A log with a timeline and a summary: per-scenario verdicts and the report.
+    let rows: Vec<crate::history::Row> = (0..3)
+        .map(|s| crate::history::Row {
+            second: s,
+            offered: 10,
+            ok: if s == 1 { 0 } else { 10 },
+            failed: if s == 1 { 10 } else { 0 },
+            shed: 0,
+            mean_ms: 1.0,
+            p50_ms: 1.0,
+            p99_ms: 1.0,
+            max_ms: 1.0,
+        })
+        .collect();
+    let summary = crate::report::Summary {
+        passed: true,
+        seed: 1,
+        rate_per_second: 10,
+        availability: crate::checker::availability(&rows, 10),
+        verdicts: Vec::new(),
+        failures_by_code: Default::default(),
+        ledger_entries: 20,
+        ledger_indeterminate: 0,
+        max_dispatch_lag_ms: 0.1,
+        warnings: Vec::new(),
+    };
+    let log = format!(
+        "{}\n{}\n{}\n{}\n{}\n{}\n",
+        crate::report::BEGIN_MARKER,
+        crate::report::timeline_csv(&rows).trim_end(),
+        crate::report::END_MARKER,
+        crate::report::SUMMARY_BEGIN,
+        serde_json::to_string(&summary).unwrap(),
+        crate::report::SUMMARY_END
+    );
+    struct Logged(Kube<FakeKubectl>, String);
+    impl Runner for Logged {
+        async fn run(
+            &self,
+            program: &str,
+            args: &[&str],
+            input: Option<&str>,
+        ) -> anyhow::Result<String> {
+            if args.first() == Some(&"logs") {
+                return Ok(self.1.clone());
+            }
+            self.0.runner.run(program, args, input).await
+        }
+    }
+    let logged = Kube::new(Logged(kube(), log), &assets());
+    let passed = kind_run::collect(&logged, &plan, &load).await.unwrap();
+    assert!(
+        !passed,
+        "second 1 is an outage inside baseline, whose budget is 0 s"
+    );
+    let scenarios = std::fs::read_to_string(dir.join("scenarios.json")).unwrap();
+    assert!(
+        scenarios.contains("\"longest_outage_seconds\": 1"),
+        "{scenarios}"
+    );
+    assert!(dir.join("report.html").exists() && dir.join("timeline.png").exists());
+    assert!(std::fs::read_to_string(dir.join("failures.txt"))
+        .unwrap()
+        .contains("baseline"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
