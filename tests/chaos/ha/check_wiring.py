@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Asserts the HA wiring of the rendered Kubernetes assets.
 
-Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB LOAD_SECONDS SETTLE_SECONDS
+Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS
        check_wiring.py --self-test ...same arguments...
+LOADGEN_JOB and PLAN_JSON are what `vfps-chaos --platform kind render` writes; the
+load window is recomputed here from the plan's durations and margin.
 The self-test feeds the checker broken copies and requires each to be caught.
 """
 import copy
+import json
 import re
 import sys
 
@@ -112,6 +115,13 @@ def self_test(args):
         "unpinned job": lambda c, n, j: find(j, "Job")["spec"]["template"]["spec"].pop("nodeSelector"),
         "long preStop": lambda c, n, j: dep(c)["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"].__setitem__("seconds", 99),
     }
+    def set_job_env(j, name, value):
+        for e in find(j, "Job")["spec"]["template"]["spec"]["containers"][0]["env"]:
+            if e["name"] == name:
+                e["value"] = value
+
+    cases["load window off by one"] = lambda c, n, j: set_job_env(j, "RESILIENCE_LOAD_SECONDS", str(LOADS[0] + 1))
+    cases["short Job deadline"] = lambda c, n, j: find(j, "Job")["spec"].__setitem__("activeDeadlineSeconds", LOADS[0])
     for name, mutate in cases.items():
         assert broken(mutate), f"the checker missed: {name}"
     print(f"check_wiring self-test: {len(cases)} violations caught")
@@ -125,7 +135,9 @@ if __name__ == "__main__":
     chart_docs = load_all(argv[0])
     cnpg_doc = load_all(argv[1])[0]
     job_docs = load_all(argv[2])
-    LOADS = (int(argv[3]), int(argv[4]))
+    with open(argv[3]) as f:
+        plan = json.load(f)
+    LOADS = (sum(p["duration_seconds"] for p in plan["scenarios"]) + plan["margin_seconds"], int(argv[4]))
     if test:
         self_test((chart_docs, cnpg_doc, job_docs))
     found = check(chart_docs, cnpg_doc, job_docs, *LOADS)
