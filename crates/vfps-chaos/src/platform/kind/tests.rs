@@ -381,6 +381,23 @@ impl Runner for FakeKubectl {
     }
 }
 
+/// The simulated cluster, except that one kubectl verb always answers `.2`.
+struct Answering(FakeKubectl, &'static str, String);
+
+impl Runner for Answering {
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> anyhow::Result<String> {
+        if args.first() == Some(&self.1) {
+            return Ok(self.2.clone());
+        }
+        self.0.run(program, args, input).await
+    }
+}
+
 fn assets() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaos/ha")
 }
@@ -527,21 +544,10 @@ async fn a_drain_that_times_out_fails_and_the_node_is_uncordoned_anyway() {
 #[tokio::test]
 async fn a_pod_kill_schedule_that_never_kills_is_a_failure() {
     // A schedule Chaos Mesh ignores (no pod ever goes): the fault never took effect.
-    struct Inert(FakeKubectl);
-    impl Runner for Inert {
-        async fn run(
-            &self,
-            program: &str,
-            args: &[&str],
-            input: Option<&str>,
-        ) -> anyhow::Result<String> {
-            if args.first() == Some(&"apply") {
-                return Ok(String::new());
-            }
-            self.0.run(program, args, input).await
-        }
-    }
-    let mut k = Kube::new(Inert(FakeKubectl::new()), &assets());
+    let mut k = Kube::new(
+        Answering(FakeKubectl::new(), "apply", String::new()),
+        &assets(),
+    );
     k.poll = Duration::from_millis(5);
     let plan = Plan {
         scenarios: vec![planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6)],
@@ -779,21 +785,7 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         serde_json::to_string(&summary).unwrap(),
         crate::report::SUMMARY_END
     );
-    struct Logged(Kube<FakeKubectl>, String);
-    impl Runner for Logged {
-        async fn run(
-            &self,
-            program: &str,
-            args: &[&str],
-            input: Option<&str>,
-        ) -> anyhow::Result<String> {
-            if args.first() == Some(&"logs") {
-                return Ok(self.1.clone());
-            }
-            self.0.runner.run(program, args, input).await
-        }
-    }
-    let logged = Kube::new(Logged(kube(), log), &assets());
+    let logged = Kube::new(Answering(FakeKubectl::new(), "logs", log), &assets());
     let passed = kind_run::collect(&logged, &plan, &load).await.unwrap();
     assert!(
         !passed,
