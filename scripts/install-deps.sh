@@ -3,8 +3,8 @@
 # Idempotent; needs root (or sudo).
 set -euo pipefail
 
-# PostgreSQL for the tests; Patroni + etcd + iproute2 + nftables for the local HA platform.
-packages=(postgresql-15 postgresql-client-15 patroni etcd-server etcd-client iproute2 nftables util-linux procps curl)
+# PostgreSQL (and openssl for its test certificates) for the tests; Patroni + etcd + iproute2 + nftables for the local HA platform.
+packages=(postgresql-15 postgresql-client-15 patroni etcd-server etcd-client iproute2 nftables util-linux procps curl openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -99,6 +99,44 @@ impl PgCluster {
 
     /// Like [`start`](Self::start) with extra `postgresql.conf` lines (later lines win).
     pub fn start_with(extra_conf: &str) -> io::Result<Self> {
+        let cluster = Self::init(extra_conf)?;
+        cluster.start_server()?;
+        Ok(cluster)
+    }
+
+    /// A cluster that accepts TCP connections only over TLS (`hostnossl … reject`),
+    /// with a certificate for `localhost` (no IP address in it) signed by a fresh
+    /// test CA. Returns the cluster and the CA's PEM file. Needs `openssl`.
+    pub fn start_tls() -> io::Result<(Self, PathBuf)> {
+        let cluster = Self::init("fsync = off\nfull_page_writes = off\n")?;
+        let tls = cluster.dir.join("tls");
+        let ca = test_ca(&tls, "ca")?;
+        let (cert, key) = (tls.join("server.pem"), tls.join("server.key"));
+        issue_server_certificate(&tls, "ca", &cert, &key)?;
+        if is_root() {
+            let mut c = Command::new("chown");
+            c.args(["-R", "postgres:postgres"]).arg(&tls);
+            run(c, "chown")?;
+        }
+        let conf_path = cluster.data_dir().join("postgresql.conf");
+        let mut conf = std::fs::read_to_string(&conf_path)?;
+        conf.push_str(&format!(
+            "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            cert.display(),
+            key.display()
+        ));
+        std::fs::write(&conf_path, conf)?;
+        std::fs::write(
+            cluster.data_dir().join("pg_hba.conf"),
+            "local all all trust\nhostnossl all all all reject\n\
+             hostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+        )?;
+        cluster.start_server()?;
+        Ok((cluster, ca))
+    }
+
+    /// initdb and configuration, not started.
+    fn init(extra_conf: &str) -> io::Result<Self> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bindir = pg_bindir()?;
         let dir = std::env::temp_dir().join(format!(
@@ -145,7 +183,6 @@ impl PgCluster {
         let mut existing = std::fs::read_to_string(&conf_path)?;
         existing.push_str(&conf);
         std::fs::write(&conf_path, existing)?;
-        cluster.start_server()?;
         Ok(cluster)
     }
 
@@ -276,6 +313,85 @@ impl Drop for PgCluster {
             .status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn openssl(args: &[&str]) -> io::Result<String> {
+    let mut c = Command::new("openssl");
+    c.args(args);
+    run(c, "openssl")
+}
+
+/// A self-signed test CA `<name>.pem` (key `<name>.key`) in `dir`; returns the PEM.
+pub fn test_ca(dir: &Path, name: &str) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let (pem, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        &format!("/CN=vfps test {name}"),
+        "-keyout",
+        &key.display().to_string(),
+        "-out",
+        &pem.display().to_string(),
+    ])?;
+    Ok(pem)
+}
+
+/// A server certificate for DNS name `localhost` signed by the CA `<ca>` in `dir`;
+/// the key is readable by its owner only (PostgreSQL insists).
+fn issue_server_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path) -> io::Result<()> {
+    let csr = dir.join("server.csr");
+    let ext = dir.join("server.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName = DNS:localhost\nbasicConstraints = CA:FALSE\n\
+         keyUsage = digitalSignature\nextendedKeyUsage = serverAuth\n",
+    )?;
+    let path = |p: &Path| p.display().to_string();
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        &path(key),
+        "-out",
+        &path(&csr),
+    ])?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path(&csr),
+        "-CA",
+        &path(&dir.join(format!("{ca}.pem"))),
+        "-CAkey",
+        &path(&dir.join(format!("{ca}.key"))),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &path(&ext),
+        "-out",
+        &path(cert),
+    ])?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600))
 }
 
 /// A database of a [`PgCluster`].

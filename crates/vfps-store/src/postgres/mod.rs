@@ -14,6 +14,7 @@ use crate::{migrate, page_from_rows, Candidate, PoolStatus, Store, Upserted};
 
 pub mod npgsql;
 mod pool;
+pub mod tls;
 
 pub use npgsql::{PgOptions, TargetSession};
 use pool::{Manager, PgConnection, Pool};
@@ -27,6 +28,18 @@ pub struct PgStore {
     max_pool_size: usize,
 }
 
+/// An error and its chain of causes, `outer: inner: …`.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 impl PgStore {
     /// Creates the pool; connects lazily, so start-up does not need the database.
     pub fn new(options: &PgOptions) -> Result<Self, Error> {
@@ -37,7 +50,9 @@ impl PgStore {
             ),
             recycle: Some(Duration::from_secs(5)),
         };
-        let pool = Pool::builder(Manager::new(options))
+        let manager = Manager::new(options)
+            .map_err(|e| Error::internal(format!("ConnectionStrings__PostgreSQL: {e}")))?;
+        let pool = Pool::builder(manager)
             .max_size(options.max_pool_size)
             .timeouts(timeouts)
             .runtime(deadpool::Runtime::Tokio1)
@@ -53,8 +68,11 @@ impl PgStore {
     async fn conn(&self) -> Result<Object<Manager>, Error> {
         self.pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => {
-                tracing::warn!(error = %e, "cannot connect to a writable database");
-                Error::unavailable(format!("cannot connect to the database: {e}"))
+                // The source says why (TLS, authentication, refusal); connection
+                // errors carry no stored values.
+                let why = with_sources(&e);
+                tracing::warn!(error = %why, "cannot connect to a writable database");
+                Error::unavailable(format!("cannot connect to the database: {why}"))
             }
             PoolError::Timeout(_) => {
                 Error::unavailable("timed out waiting for a database connection")

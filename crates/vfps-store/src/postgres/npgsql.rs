@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::tls::{SslMode, SslOptions};
+
 /// Which servers a connection may land on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetSession {
@@ -30,6 +32,8 @@ pub struct PgOptions {
     /// TCP keepalive idle time and user timeout, so a dead or blackholed peer is
     /// noticed in seconds rather than minutes.
     pub tcp_keepalive: Duration,
+    /// `SSL Mode`, `Root Certificate`, `Trust Server Certificate`.
+    pub ssl: SslOptions,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -43,6 +47,7 @@ impl std::fmt::Debug for PgOptions {
             .field("command_timeout", &self.command_timeout)
             .field("max_pool_size", &self.max_pool_size)
             .field("target_session", &self.target_session)
+            .field("ssl", &self.ssl)
             .finish_non_exhaustive()
     }
 }
@@ -130,6 +135,7 @@ pub fn parse(
         target_session: TargetSession::Any,
         application_name: "vfps".into(),
         tcp_keepalive: Duration::from_secs(5),
+        ssl: SslOptions::default(),
     };
     let mut ignored = Vec::new();
     for (key, value) in pairs(raw)? {
@@ -167,14 +173,31 @@ pub fn parse(
                     }
                 }
             }
-            "sslmode" => match value.trim().to_ascii_lowercase().as_str() {
-                "disable" | "allow" | "prefer" => {}
-                other => {
-                    return Err(ParseError(format!(
-                        "SSL Mode {other:?} is not supported by this build (use Disable or Prefer)"
-                    )))
-                }
-            },
+            "sslmode" => {
+                o.ssl.mode = SslMode::parse(&value).ok_or_else(|| {
+                    ParseError(format!(
+                        "SSL Mode {value:?} is not one of Disable, Allow, Prefer, Require, VerifyCA, VerifyFull"
+                    ))
+                })?
+            }
+            "rootcertificate" => o.ssl.root_certificate = Some(value.trim().into()),
+            "trustservercertificate" => {
+                o.ssl.trust_server_certificate =
+                    match value.trim().to_ascii_lowercase().as_str() {
+                        "true" | "yes" | "1" => true,
+                        "false" | "no" | "0" => false,
+                        _ => {
+                            return Err(ParseError(format!(
+                                "Trust Server Certificate must be true or false, got {value:?}"
+                            )))
+                        }
+                    }
+            }
+            "sslcertificate" | "sslkey" | "sslpassword" => {
+                return Err(ParseError(format!(
+                    "{key} (a client certificate) is not supported by this build; authenticate with a password"
+                )))
+            }
             "applicationname" => o.application_name = value,
             "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
             _ => ignored.push(key),

@@ -19,7 +19,8 @@ use std::{
 };
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
-use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::npgsql::{PgOptions, TargetSession};
 
@@ -59,10 +60,12 @@ impl PgConnection {
 
 pub struct Manager {
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
 }
 
 impl Manager {
-    pub fn new(o: &PgOptions) -> Self {
+    /// Fails only on TLS settings that cannot work (an unreadable root file).
+    pub fn new(o: &PgOptions) -> Result<Self, String> {
         let mut c = tokio_postgres::Config::new();
         for (host, port) in &o.hosts {
             c.host(host);
@@ -89,8 +92,12 @@ impl Manager {
             .target_session_attrs(match o.target_session {
                 TargetSession::Any => tokio_postgres::config::TargetSessionAttrs::Any,
                 TargetSession::ReadWrite => tokio_postgres::config::TargetSessionAttrs::ReadWrite,
-            });
-        Self { config: c }
+            })
+            .ssl_mode(o.ssl.mode.postgres());
+        Ok(Self {
+            config: c,
+            tls: super::tls::connector(&o.ssl)?,
+        })
     }
 }
 
@@ -99,7 +106,7 @@ impl managed::Manager for Manager {
     type Error = tokio_postgres::Error;
 
     async fn create(&self) -> Result<PgConnection, tokio_postgres::Error> {
-        let (client, mut connection) = self.config.connect(NoTls).await?;
+        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
         let broken = Arc::new(AtomicBool::new(false));
         let warnings = Arc::new(AtomicU64::new(0));
         let (b, w) = (broken.clone(), warnings.clone());
