@@ -1,0 +1,136 @@
+//! `vfps-chaos --platform kind` as a user runs it: the real binary and its child
+//! processes, with `kind` and `kubectl` replaced by scripts on PATH (no cluster
+//! can run here) that record what they were asked and answer like the real tools.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{os::unix::fs::PermissionsExt, path::Path, process::Command};
+
+fn tool(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn vfps_chaos(dir: &Path, args: &[&str]) -> std::process::Output {
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+    Command::new(env!("CARGO_BIN_EXE_vfps-chaos"))
+        .args(args)
+        .env("PATH", path)
+        .env(
+            "VFPS_CHAOS_ASSETS",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/chaos/ha"),
+        )
+        .output()
+        .unwrap()
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("vfps-kind-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn down_deletes_the_named_cluster_through_kind() {
+    let dir = scratch("down");
+    let log = dir.join("calls");
+    tool(&dir, "kind", &format!("echo \"$@\" >> {}", log.display()));
+    let out = vfps_chaos(
+        &dir,
+        &["--platform", "kind", "down", "--cluster-name", "ha-test"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap().trim(),
+        "delete cluster --name ha-test"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_failing_tool_is_a_harness_failure_carrying_its_message() {
+    let dir = scratch("fail");
+    tool(
+        &dir,
+        "kind",
+        "echo 'ERROR: failed to delete cluster: boom' >&2; exit 1",
+    );
+    let out = vfps_chaos(&dir, &["--platform", "kind", "down"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("kind delete cluster --name vfps-ha failed") && err.contains("boom"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn collect_without_a_load_report_fails_the_run_and_says_why() {
+    let dir = scratch("collect");
+    // The Job's log has no timeline; every other query answers empty.
+    tool(
+        &dir,
+        "kubectl",
+        "case \"$1\" in logs) echo 'the generator crashed' ;; *) : ;; esac",
+    );
+    let out_dir = dir.join("run");
+    let out = vfps_chaos(
+        &dir,
+        &[
+            "--platform",
+            "kind",
+            "collect",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no timeline between the markers"));
+    assert!(std::fs::read_to_string(out_dir.join("failures.txt"))
+        .unwrap()
+        .contains("no timeline"));
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("resilience.log"))
+            .unwrap()
+            .trim(),
+        "the generator crashed"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_unknown_scenario_is_refused_before_anything_runs() {
+    let dir = scratch("plan");
+    let log = dir.join("calls");
+    tool(
+        &dir,
+        "kubectl",
+        &format!("echo \"$@\" >> {}", log.display()),
+    );
+    let out = vfps_chaos(
+        &dir,
+        &[
+            "--platform",
+            "kind",
+            "scenarios",
+            "--scenarios",
+            "baseline,pod-explode",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario \"pod-explode\""));
+    assert!(!log.exists(), "no kubectl call was made");
+    let _ = std::fs::remove_dir_all(dir);
+}
