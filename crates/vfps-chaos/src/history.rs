@@ -338,8 +338,7 @@ mod tests {
 
     #[test]
     fn reservoir_keeps_capacity_and_the_file_replays_it() {
-        let dir = std::env::temp_dir().join(format!("vfps-ledger-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = vfps_testkit::scratch_dir("ledger");
         let path = dir.join("ledger.jsonl");
         let l = Ledger::create(&path, 10).unwrap();
         for i in 0..1000 {

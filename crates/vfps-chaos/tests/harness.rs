@@ -17,9 +17,7 @@ use vfps_client::{Client, Endpoints, RetryPolicy};
 use vfps_server::{config::Flags, startup};
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vfps-chaos-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    vfps_testkit::scratch_dir(name)
 }
 
 fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig {
@@ -162,8 +160,7 @@ async fn a_rewritten_pseudonym_violates_p2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_stopped_for_three_seconds_shows_a_three_second_outage() {
-    let sqlite =
-        std::env::temp_dir().join(format!("vfps-chaos-outage-{}.sqlite", std::process::id()));
+    let sqlite = vfps_testkit::scratch_dir("outage").join("vfps.sqlite");
     let vars = vec![("VFPS_SQLITE_PATH".to_owned(), sqlite.display().to_string())];
     let first = startup::spawn(vars.clone(), Flags::default())
         .await

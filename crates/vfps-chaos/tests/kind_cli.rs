@@ -26,10 +26,7 @@ fn vfps_chaos(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("vfps-kind-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    vfps_testkit::scratch_dir(name)
 }
 
 #[test]
@@ -50,7 +47,6 @@ fn down_deletes_the_named_cluster_through_kind() {
         std::fs::read_to_string(&log).unwrap().trim(),
         "delete cluster --name ha-test"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -68,7 +64,6 @@ fn a_failing_tool_is_a_harness_failure_carrying_its_message() {
         err.contains("kind delete cluster --name vfps-ha failed") && err.contains("boom"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -107,7 +102,6 @@ fn collect_without_a_load_report_fails_the_run_and_says_why() {
             .trim(),
         "the generator crashed"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -132,5 +126,4 @@ fn an_unknown_scenario_is_refused_before_anything_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario \"pod-explode\""));
     assert!(!log.exists(), "no kubectl call was made");
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -23,18 +23,8 @@ async fn postgres() -> Arc<dyn Store> {
 }
 
 async fn sqlite() -> Arc<dyn Store> {
-    let dir = std::env::temp_dir().join(format!(
-        "vfps-store-test-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
+    let dir = vfps_testkit::scratch_dir("store");
     Arc::new(SqliteStore::open(&dir.join("vfps.sqlite")).unwrap())
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
 }
 
 fn namespace(name: &str, length: u32) -> Namespace {

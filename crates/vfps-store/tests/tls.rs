@@ -102,7 +102,7 @@ async fn verify_ca_checks_the_chain_only() {
     .await
     .unwrap();
     // A certificate from another CA is refused, whatever the name.
-    let other = std::env::temp_dir().join(format!("vfps-other-ca-{}", std::process::id()));
+    let other = vfps_testkit::scratch_dir("other-ca");
     let other_ca = vfps_testkit::test_ca(&other, "other").unwrap();
     for mode in ["VerifyCA", "VerifyFull"] {
         let e = works(&connection_string(
@@ -123,7 +123,6 @@ async fn verify_ca_checks_the_chain_only() {
     ))
     .await
     .unwrap();
-    let _ = std::fs::remove_dir_all(other);
 }
 
 #[test]

@@ -394,6 +394,34 @@ fn issue_server_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path) -> io
     std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600))
 }
 
+/// A fresh directory for one test's files, under a per-process directory that a
+/// watchdog removes once this process has exited (normally or not).
+pub fn scratch_dir(name: &str) -> PathBuf {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    static N: AtomicU32 = AtomicU32::new(0);
+    let base = BASE.get_or_init(|| {
+        let base = std::env::temp_dir().join(format!("vfps-tests-{}", std::process::id()));
+        let script = format!(
+            "while [ -d /proc/{} ]; do sleep 0.5; done; rm -rf {}",
+            std::process::id(),
+            base.display()
+        );
+        let _ = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        base
+    });
+    let dir = base.join(format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed)));
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("cannot create {}: {e}", dir.display());
+    }
+    dir
+}
+
 /// A database of a [`PgCluster`].
 #[derive(Debug, Clone)]
 pub struct TestDatabase {

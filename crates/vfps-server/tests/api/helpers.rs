@@ -34,15 +34,7 @@ pub struct TestApp {
 }
 
 pub fn temp_sqlite() -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    std::env::temp_dir()
-        .join(format!(
-            "vfps-api-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ))
-        .join("vfps.sqlite")
+    vfps_testkit::scratch_dir("api").join("vfps.sqlite")
 }
 
 /// Environment for a server on `backend`, with a few test-friendly settings.

@@ -200,7 +200,7 @@ fn migrate_is_idempotent_and_waits_for_the_database() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_never_contain_originals_or_pseudonyms() {
     let (env, _) = backend_env(Backend::Sqlite);
-    let log = std::env::temp_dir().join(format!("vfps-log-{}.txt", std::process::id()));
+    let log = vfps_testkit::scratch_dir("log").join("vfps.log");
     let http_port = vfps_testkit::free_port().unwrap();
     let grpc_port = vfps_testkit::free_port().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vfps"))

@@ -723,8 +723,7 @@ fn the_partition_burst_comes_from_the_schedules_template() {
 
 #[tokio::test]
 async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
-    let dir = std::env::temp_dir().join(format!("vfps-kind-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = vfps_testkit::scratch_dir("kind-run");
     let k = kube();
     let plan = Plan {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
@@ -800,5 +799,4 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     assert!(std::fs::read_to_string(dir.join("failures.txt"))
         .unwrap()
         .contains("baseline"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
