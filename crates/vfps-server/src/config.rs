@@ -36,8 +36,8 @@ pub struct Settings {
     /// Migrate at start-up (always for SQLite).
     pub force_migrations: bool,
     pub init_namespaces: Vec<InitNamespace>,
-    /// `Some(ttl)` when namespace caching is on.
-    pub namespace_cache: Option<Duration>,
+    /// `Pseudonymization__Caching__*`.
+    pub caching: Caching,
     /// Upper bound of a call's deadline, and the deadline of calls without one.
     pub max_call_deadline: Duration,
     /// After SIGTERM: time spent not-ready but still serving, so load balancers
@@ -49,6 +49,27 @@ pub struct Settings {
     pub max_create_batch: usize,
     pub pseudonym_count_interval: Duration,
     pub log_json: bool,
+}
+
+/// `Pseudonymization__Caching__*`, as upstream: one absolute expiration and size
+/// limit (entries) for both caches, each cache switched on by itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Caching {
+    pub namespaces: bool,
+    pub pseudonyms: bool,
+    pub absolute_expiration: Duration,
+    pub size_limit: usize,
+}
+
+impl Default for Caching {
+    fn default() -> Self {
+        Self {
+            namespaces: false,
+            pseudonyms: false,
+            absolute_expiration: Duration::from_secs(3600),
+            size_limit: 32,
+        }
+    }
 }
 
 /// Command-line overrides; `None` leaves the environment's value.
@@ -268,29 +289,41 @@ impl Settings {
                 parse_bool,
                 "true or false",
             );
-        let cache_on = setting(
-            &env,
-            &mut errors,
-            "Pseudonymization__Caching__Namespaces__IsEnabled",
-            false,
-            parse_bool,
-            "true or false",
-        );
-        let cache_ttl = setting(
-            &env,
-            &mut errors,
-            "Pseudonymization__Caching__AbsoluteExpiration",
-            Duration::from_secs(300),
-            parse_duration,
-            "a duration such as 00:05:00 or 300s",
-        );
-        if env
-            .get("Pseudonymization__Caching__Pseudonyms__IsEnabled")
-            .and_then(parse_bool)
-            == Some(true)
-        {
-            notes.push("Pseudonymization__Caching__Pseudonyms__IsEnabled is accepted and ignored: every Create reads the database".into());
-        }
+        let defaults = Caching::default();
+        let caching = Caching {
+            namespaces: setting(
+                &env,
+                &mut errors,
+                "Pseudonymization__Caching__Namespaces__IsEnabled",
+                defaults.namespaces,
+                parse_bool,
+                "true or false",
+            ),
+            pseudonyms: setting(
+                &env,
+                &mut errors,
+                "Pseudonymization__Caching__Pseudonyms__IsEnabled",
+                defaults.pseudonyms,
+                parse_bool,
+                "true or false",
+            ),
+            absolute_expiration: setting(
+                &env,
+                &mut errors,
+                "Pseudonymization__Caching__AbsoluteExpiration",
+                defaults.absolute_expiration,
+                parse_duration,
+                "a duration such as 01:00:00 or 3600s",
+            ),
+            size_limit: setting(
+                &env,
+                &mut errors,
+                "Pseudonymization__Caching__SizeLimit",
+                defaults.size_limit,
+                |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
+                "a positive number of entries",
+            ),
+        };
         let dur = |errors: &mut Vec<String>, key: &str, default: Duration| {
             setting(
                 &env,
@@ -351,7 +384,7 @@ impl Settings {
                 metrics_port,
                 force_migrations,
                 init_namespaces,
-                namespace_cache: cache_on.then_some(cache_ttl),
+                caching,
                 max_call_deadline,
                 pre_stop_delay,
                 shutdown_timeout,
@@ -472,7 +505,8 @@ mod tests {
             (s.http_port, s.grpc_port, s.metrics_port),
             (8080, 8081, 8082)
         );
-        assert!(s.namespace_cache.is_none());
+        assert_eq!(s.caching, Caching::default());
+        assert!(!s.caching.namespaces && !s.caching.pseudonyms);
     }
 
     #[test]
@@ -485,6 +519,8 @@ mod tests {
             ("PGPASSWORD", "secret"),
             ("ForceRunDatabaseMigrations", "True"),
             ("Pseudonymization__Caching__Namespaces__IsEnabled", "true"),
+            ("Pseudonymization__Caching__Pseudonyms__IsEnabled", "True"),
+            ("Pseudonymization__Caching__SizeLimit", "65534"),
             ("Init__v1__Namespaces__0__Name", "demo"),
             (
                 "Init__v1__Namespaces__0__PseudonymGenerationMethod",
@@ -499,7 +535,15 @@ mod tests {
         };
         assert_eq!(pg.password.as_deref(), Some("secret"));
         assert!(s.force_migrations);
-        assert_eq!(s.namespace_cache, Some(Duration::from_secs(300)));
+        assert_eq!(
+            s.caching,
+            Caching {
+                namespaces: true,
+                pseudonyms: true,
+                absolute_expiration: Duration::from_secs(3600),
+                size_limit: 65534,
+            }
+        );
         assert_eq!(s.init_namespaces.len(), 2);
         assert_eq!(s.init_namespaces[0].settings.length, 36);
         assert_eq!(s.init_namespaces[0].settings.prefix.as_deref(), Some("d-"));
@@ -516,15 +560,17 @@ mod tests {
             ("VFPS_HTTP_PORT", "99999"),
             ("ForceRunDatabaseMigrations", "maybe"),
             ("VFPS_MAX_CALL_DEADLINE", "soon"),
+            ("Pseudonymization__Caching__SizeLimit", "0"),
             ("Init__v1__Namespaces__0__Name", "n"),
             ("Init__v1__Namespaces__0__PseudonymLength", "0"),
         ])
         .unwrap_err();
         let text = e.to_string();
-        assert_eq!(e.0.len(), 5, "{text}");
+        assert_eq!(e.0.len(), 6, "{text}");
         for needle in [
             "Port",
             "VFPS_HTTP_PORT",
+            "Pseudonymization__Caching__SizeLimit",
             "ForceRunDatabaseMigrations",
             "VFPS_MAX_CALL_DEADLINE",
             "Init__v1__Namespaces__0",

@@ -8,9 +8,11 @@
 //! - [`grpc`]: `vfps.api.v1` over tonic, plus health and reflection.
 //! - [`http`]: REST in proto3 JSON, FHIR `$create-pseudonym`, health endpoints.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`cache`]: the bounded, expiring namespace and pseudonym caches.
 //! - [`state`]: what the transports share, including readiness.
 //! - [`telemetry`]: structured logging.
 
+pub mod cache;
 pub mod config;
 pub mod grpc;
 pub mod http;

@@ -40,6 +40,7 @@ struct Inner {
     store_duration: HistogramVec,
     batch_size: Histogram,
     collisions: IntCounter,
+    pseudonym_cache: IntCounterVec,
     pool: IntGaugeVec,
     pseudonyms: IntGaugeVec,
 }
@@ -82,6 +83,13 @@ impl Metrics {
             "vfps_pseudonym_collisions_total",
             "Generated pseudonyms that collided and were regenerated",
         )?;
+        let pseudonym_cache = IntCounterVec::new(
+            Opts::new(
+                "vfps_pseudonym_cache_requests_total",
+                "Creates answered from this replica's pseudonym cache (hit) or not (miss)",
+            ),
+            &["result"],
+        )?;
         let pool = IntGaugeVec::new(
             Opts::new("vfps_db_pool_connections", "Database connections by state"),
             &["state"],
@@ -98,6 +106,7 @@ impl Metrics {
         registry.register(Box::new(store_duration.clone()))?;
         registry.register(Box::new(batch_size.clone()))?;
         registry.register(Box::new(collisions.clone()))?;
+        registry.register(Box::new(pseudonym_cache.clone()))?;
         registry.register(Box::new(pool.clone()))?;
         registry.register(Box::new(pseudonyms.clone()))?;
         Ok(Self {
@@ -108,6 +117,7 @@ impl Metrics {
                 store_duration,
                 batch_size,
                 collisions,
+                pseudonym_cache,
                 pool,
                 pseudonyms,
             }),
@@ -142,6 +152,13 @@ impl Metrics {
 
     pub fn observe_batch(&self, size: usize) {
         self.inner.batch_size.observe(size as f64);
+    }
+
+    pub fn pseudonym_cache(&self, hit: bool) {
+        self.inner
+            .pseudonym_cache
+            .with_label_values(&[if hit { "hit" } else { "miss" }])
+            .inc();
     }
 
     pub fn pseudonym_collision(&self) {

@@ -2,8 +2,7 @@
 //! does, with transient database errors retried inside the call's deadline.
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -14,7 +13,7 @@ use vfps_core::{
 };
 use vfps_store::{coalesce::Coalescer, Candidate, Store, Upserted};
 
-use crate::metrics::Metrics;
+use crate::{cache::TtlCache, config::Caching, metrics::Metrics};
 
 /// How many times a freshly generated pseudonym may collide before giving up.
 const MAX_COLLISIONS: u32 = 16;
@@ -33,20 +32,16 @@ pub struct NewNamespace {
     pub description: String,
 }
 
-/// Caches immutable namespaces for a while (`Pseudonymization__Caching__Namespaces`).
-struct NamespaceCache {
-    ttl: Duration,
-    entries: RwLock<HashMap<NamespaceName, (Arc<Namespace>, Instant)>>,
-}
-
 /// The service. Cheap to clone.
 #[derive(Clone)]
 pub struct Service {
     store: Arc<dyn Store>,
     /// Batches concurrent Creates into multi-row upserts.
     coalescer: Coalescer,
-    /// `None` when namespace caching is off (the default, as upstream).
-    cache: Option<Arc<NamespaceCache>>,
+    /// `Pseudonymization__Caching__Namespaces`; `None` when off (the default, as upstream).
+    cache: Option<Arc<TtlCache<NamespaceName, Arc<Namespace>>>>,
+    /// `Pseudonymization__Caching__Pseudonyms`: original → pseudonym, per replica.
+    pseudonyms: Option<Arc<TtlCache<(NamespaceName, OriginalValue), Pseudonym>>>,
     metrics: Metrics,
 }
 
@@ -54,7 +49,7 @@ impl Service {
     pub fn new(
         store: Arc<dyn Store>,
         max_batch: usize,
-        namespace_cache_ttl: Option<Duration>,
+        caching: Caching,
         metrics: Metrics,
     ) -> Self {
         let m = metrics.clone();
@@ -67,11 +62,17 @@ impl Service {
         Self {
             store,
             coalescer,
-            cache: namespace_cache_ttl.map(|ttl| {
-                Arc::new(NamespaceCache {
-                    ttl,
-                    entries: RwLock::new(HashMap::new()),
-                })
+            cache: caching.namespaces.then(|| {
+                Arc::new(TtlCache::new(
+                    caching.absolute_expiration,
+                    caching.size_limit,
+                ))
+            }),
+            pseudonyms: caching.pseudonyms.then(|| {
+                Arc::new(TtlCache::new(
+                    caching.absolute_expiration,
+                    caching.size_limit,
+                ))
             }),
             metrics,
         }
@@ -130,14 +131,8 @@ impl Service {
         name: &NamespaceName,
         deadline: Instant,
     ) -> Result<Arc<Namespace>, Error> {
-        if let Some(cache) = &self.cache {
-            if let Ok(entries) = cache.entries.read() {
-                if let Some((ns, at)) = entries.get(name) {
-                    if at.elapsed() < cache.ttl {
-                        return Ok(ns.clone());
-                    }
-                }
-            }
+        if let Some(ns) = self.cache.as_ref().and_then(|c| c.get(name)) {
+            return Ok(ns);
         }
         let found = self
             .retry("get_namespace", deadline, || self.store.get_namespace(name))
@@ -145,18 +140,18 @@ impl Service {
             .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))?;
         let found = Arc::new(found);
         if let Some(cache) = &self.cache {
-            if let Ok(mut entries) = cache.entries.write() {
-                entries.insert(name.clone(), (found.clone(), Instant::now()));
-            }
+            cache.insert(name.clone(), found.clone());
         }
         Ok(found)
     }
 
+    /// Forgets a namespace and, with it, its cached pseudonyms.
     fn forget(&self, name: &NamespaceName) {
         if let Some(cache) = &self.cache {
-            if let Ok(mut entries) = cache.entries.write() {
-                entries.remove(name);
-            }
+            cache.remove(name);
+        }
+        if let Some(cache) = &self.pseudonyms {
+            cache.remove_where(|(ns, _)| ns == name);
         }
     }
 
@@ -229,6 +224,14 @@ impl Service {
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
         let ns = self.namespace(&name, deadline).await?;
+        let key = (name.clone(), original.clone());
+        if let Some(cache) = &self.pseudonyms {
+            let hit = cache.get(&key);
+            self.metrics.pseudonym_cache(hit.is_some());
+            if let Some(p) = hit {
+                return Ok(p);
+            }
+        }
         for _ in 0..MAX_COLLISIONS {
             let candidate = Candidate {
                 namespace: name.clone(),
@@ -242,7 +245,12 @@ impl Service {
                 })
                 .await?;
             match result {
-                Upserted::Stored(p) => return Ok(p),
+                Upserted::Stored(p) => {
+                    if let Some(cache) = &self.pseudonyms {
+                        cache.insert(key, p.clone());
+                    }
+                    return Ok(p);
+                }
                 Upserted::Conflict => {
                     // A collision, or the namespace vanished (perhaps while cached).
                     self.forget(&name);

@@ -72,7 +72,7 @@ impl Application {
         let service = Service::new(
             store,
             settings.max_create_batch,
-            settings.namespace_cache,
+            settings.caching,
             metrics.clone(),
         );
         let bind = |port: u16| {

@@ -274,3 +274,46 @@ async fn logs_never_contain_originals_or_pseudonyms() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pseudonym_cache_answers_repeated_creates_without_the_database() {
+    for cached in [false, true] {
+        let (mut env, database) = backend_env(Backend::Postgres);
+        if cached {
+            env.push((
+                "Pseudonymization__Caching__Pseudonyms__IsEnabled".into(),
+                "true".into(),
+            ));
+        }
+        let db = database.unwrap();
+        let app = spawn_app_with(env).await;
+        app.namespace("c", 5, 32).await;
+        let first = app.create("c", "o1").await.unwrap().pseudonym_value;
+        // Behind the replica's back: the stored pair is gone.
+        vfps_testkit::shared()
+            .psql(&db, "DELETE FROM pseudonyms")
+            .unwrap();
+        let second = app.create("c", "o1").await.unwrap().pseudonym_value;
+        let metrics = app.metrics_text().await;
+        if cached {
+            assert_eq!(first, second, "answered from the cache");
+            assert!(
+                metrics.contains(r#"vfps_pseudonym_cache_requests_total{result="hit"} 1"#),
+                "{metrics}"
+            );
+        } else {
+            assert_ne!(first, second, "without the cache the database decides");
+            assert!(!metrics.contains("vfps_pseudonym_cache_requests_total{"));
+        }
+        // Deleting the namespace on this replica forgets its cached pseudonyms.
+        app.namespaces
+            .clone()
+            .delete(vfps_proto::v1::NamespaceServiceDeleteRequest { name: "c".into() })
+            .await
+            .unwrap();
+        app.namespace("c", 5, 32).await;
+        let third = app.create("c", "o1").await.unwrap().pseudonym_value;
+        assert_ne!(third, first, "a re-created namespace starts empty");
+        app.shutdown.cancel();
+    }
+}

@@ -1,0 +1,123 @@
+//! A bounded in-memory cache with absolute expiration, for values that never
+//! change once written (namespaces, original → pseudonym pairs): an entry can only
+//! be stale after its namespace was deleted and re-created elsewhere within the
+//! expiration. When full, the oldest entries go first — with one expiration for
+//! every entry, the oldest is also the closest to expiring.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    hash::Hash,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+pub struct TtlCache<K, V> {
+    ttl: Duration,
+    capacity: usize,
+    inner: Mutex<Inner<K, V>>,
+}
+
+struct Inner<K, V> {
+    entries: HashMap<K, (V, Instant)>,
+    /// Insertion order; an item whose instant no longer matches its entry is stale.
+    order: VecDeque<(K, Instant)>,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
+    pub fn new(ttl: Duration, capacity: usize) -> Self {
+        Self {
+            ttl,
+            capacity: capacity.max(1),
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+        }
+    }
+
+    pub fn get(&self, key: &K) -> Option<V> {
+        let inner = self.inner.lock().ok()?;
+        let (value, at) = inner.entries.get(key)?;
+        (at.elapsed() < self.ttl).then(|| value.clone())
+    }
+
+    pub fn insert(&self, key: K, value: V) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        inner.entries.insert(key.clone(), (value, now));
+        inner.order.push_back((key, now));
+        while inner.entries.len() > self.capacity {
+            let Some((old, at)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.entries.get(&old).is_some_and(|(_, t)| *t == at) {
+                inner.entries.remove(&old);
+            }
+        }
+        // Removals leave stale order items behind; keep the queue bounded.
+        if inner.order.len() > 2 * self.capacity {
+            let Inner { entries, order } = &mut *inner;
+            order.retain(|(k, at)| entries.get(k).is_some_and(|(_, t)| t == at));
+        }
+    }
+
+    pub fn remove(&self, key: &K) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.entries.remove(key);
+        }
+    }
+
+    /// Drops every entry whose key matches.
+    pub fn remove_where(&self, matches: impl Fn(&K) -> bool) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.entries.retain(|k, _| !matches(k));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().map_or(0, |i| i.entries.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_expire_and_the_oldest_go_when_full() {
+        let c = TtlCache::new(Duration::from_millis(50), 3);
+        for i in 0..5 {
+            c.insert(i, i * 10);
+        }
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get(&0), None, "evicted, oldest first");
+        assert_eq!(c.get(&1), None);
+        assert_eq!(c.get(&4), Some(40));
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(c.get(&4), None, "expired");
+    }
+
+    #[test]
+    fn removal_and_reinsertion_keep_the_bound() {
+        let c = TtlCache::new(Duration::from_secs(60), 2);
+        for round in 0..100 {
+            c.insert("a", round);
+            c.remove(&"a");
+            c.insert("b", round);
+        }
+        c.insert("c", 0);
+        c.insert("d", 0);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.get(&"b"), None, "b is older than c and d");
+        assert_eq!(c.get(&"d"), Some(0));
+        c.remove_where(|k| *k == "d");
+        assert_eq!(c.get(&"d"), None);
+        assert!(!c.is_empty());
+    }
+}
