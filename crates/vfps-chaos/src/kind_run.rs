@@ -430,20 +430,9 @@ async fn capture<R: Runner>(kube: &Kube<R>, dir: &Path, file: &str, args: &[&str
     let _ = std::fs::write(dir.join(file), text);
 }
 
-/// `collect`: the Job's log and what it reported (a missing timeline fails the
-/// run), the cluster's state and logs, per-scenario verdicts, the report.
-pub async fn collect<R: Runner>(
-    kube: &Kube<R>,
-    plan: &Plan,
-    load: &LoadConfig,
-) -> Result<bool, HarnessError> {
-    let dir = load.output_dir.clone();
-    std::fs::create_dir_all(&dir).map_err(harness)?;
-    let mut log = job_log(kube).await;
-    if log.is_empty() {
-        log = std::fs::read_to_string(dir.join("resilience.log")).unwrap_or_default();
-    }
-    std::fs::write(dir.join("resilience.log"), &log).map_err(harness)?;
+/// The cluster's state and logs into the run directory, best effort: pods,
+/// events, the CNPG status, instance and vfps logs, chaos objects, a cluster dump.
+pub async fn capture_state<R: Runner>(kube: &Kube<R>, dir: &Path) {
     for (file, args) in [
         ("pods.txt", vec!["get", "pods", "-A", "-o", "wide"]),
         (
@@ -500,7 +489,7 @@ pub async fn collect<R: Runner>(
             ],
         ),
     ] {
-        capture(kube, &dir, file, &args).await;
+        capture(kube, dir, file, &args).await;
     }
     let dump = dir.join("cluster-dump").display().to_string();
     let _ = kube
@@ -511,6 +500,23 @@ pub async fn collect<R: Runner>(
             &format!("--output-directory={dump}"),
         ])
         .await;
+}
+
+/// `collect`: the Job's log and what it reported (a missing timeline fails the
+/// run), the cluster's state and logs, per-scenario verdicts, the report.
+pub async fn collect<R: Runner>(
+    kube: &Kube<R>,
+    plan: &Plan,
+    load: &LoadConfig,
+) -> Result<bool, HarnessError> {
+    let dir = load.output_dir.clone();
+    std::fs::create_dir_all(&dir).map_err(harness)?;
+    let mut log = job_log(kube).await;
+    if log.is_empty() {
+        log = std::fs::read_to_string(dir.join("resilience.log")).unwrap_or_default();
+    }
+    std::fs::write(dir.join("resilience.log"), &log).map_err(harness)?;
+    capture_state(kube, &dir).await;
     let Some(timeline) = report::extract_timeline(&log) else {
         let why =
             "no timeline between the markers in resilience.log: the load generator did not report";
@@ -551,10 +557,16 @@ pub async fn all<R: Runner>(
     drive_args: &DriveArgs,
     args: &KindArgs,
     load: &LoadConfig,
+    inotify: (u64, u64),
 ) -> Result<bool, HarnessError> {
     let planned = drive::plan(drive_args, Target::Kind)?;
     let result = async {
-        up(kube, args, inotify_limits()).await?;
+        if let Err(e) = up(kube, args, inotify).await {
+            // What the cluster looked like when it did not come up.
+            let _ = std::fs::create_dir_all(&load.output_dir);
+            capture_state(kube, &load.output_dir).await;
+            return Err(e);
+        }
         match scenarios(kube, &planned, args, load).await {
             Ok(_) => collect(kube, &planned.0, load).await,
             Err(e) => {

@@ -132,7 +132,14 @@ async fn kind(command: Command) -> Result<bool, HarnessError> {
     let kube = |p: &Platform| Kube::new(Shell, &p.kind.assets);
     match command {
         Command::All { platform, config } => {
-            kind_run::all(&kube(&platform), &platform.drive, &platform.kind, &config).await
+            kind_run::all(
+                &kube(&platform),
+                &platform.drive,
+                &platform.kind,
+                &config,
+                kind_run::inotify_limits(),
+            )
+            .await
         }
         Command::Up { platform } => {
             kind_run::up(&kube(&platform), &platform.kind, kind_run::inotify_limits())

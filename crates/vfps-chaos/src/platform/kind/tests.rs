@@ -800,3 +800,45 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         .unwrap()
         .contains("baseline"));
 }
+
+#[tokio::test]
+async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_cluster() {
+    struct NoCluster(FakeKubectl);
+    impl Runner for NoCluster {
+        async fn run(
+            &self,
+            program: &str,
+            args: &[&str],
+            input: Option<&str>,
+        ) -> anyhow::Result<String> {
+            let answer = self.0.run(program, args, input).await;
+            if program == "kind" && args.first() == Some(&"create") {
+                anyhow::bail!("ERROR: failed to create cluster: node(s) not ready");
+            }
+            answer
+        }
+    }
+    let dir = vfps_testkit::scratch_dir("kind-all");
+    let k = Kube::new(NoCluster(FakeKubectl::new()), &assets());
+    let drive = crate::drive::DriveArgs {
+        scenarios: Some("baseline".into()),
+    };
+    let e = kind_run::all(&k, &drive, &kind_args(), &load_config(&dir), (512, 524_288))
+        .await
+        .unwrap_err();
+    assert!(e.0.contains("failed to create cluster"), "{e}");
+    assert!(dir.join("pods.txt").exists() && dir.join("events.txt").exists());
+    assert!(std::fs::read_to_string(dir.join("failures.txt"))
+        .unwrap()
+        .contains("failed to create cluster"));
+    let cmds = k.runner.0.model().commands.clone();
+    assert_eq!(
+        cmds.last().map(String::as_str),
+        Some("kind delete cluster --name vfps-ha"),
+        "down runs last, whatever happened"
+    );
+    assert!(
+        !cmds.iter().any(|c| c.contains("loadgen")),
+        "no load without a cluster"
+    );
+}
