@@ -318,6 +318,32 @@ async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow
     }
 }
 
+/// How often the load generator's progress is echoed while the driver waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Runs `work`, echoing the load generator's latest progress line (`load t=…`,
+/// `settle`, `verify …`) every [`PROGRESS_EVERY`]: the Job runs for many minutes.
+async fn with_progress<R: Runner, T>(
+    kube: &Kube<R>,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let progress = async {
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let log = job_log(kube).await;
+            if let Some(line) = log.lines().rev().find(|l| {
+                l.starts_with("load t=") || l.starts_with("settle") || l.starts_with("verify")
+            }) {
+                eprintln!("loadgen: {line}");
+            }
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        () = progress => unreachable!("the progress loop never ends"),
+    }
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -373,7 +399,7 @@ pub async fn scenarios<R: Runner>(
         .unwrap_or_else(tokio::time::Instant::now);
     eprintln!("load window began {:.1} s ago", behind.as_secs_f64());
     let rec = Recorder::new(origin);
-    let result = nemesis::run(kube, plan, knobs, &rec).await;
+    let result = with_progress(kube, nemesis::run(kube, plan, knobs, &rec)).await;
     // A partition or a schedule must never outlive the run.
     if result.is_err() {
         cleanup_chaos(kube).await;
@@ -388,18 +414,21 @@ pub async fn scenarios<R: Runner>(
         plan.load_seconds() + load.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS,
     );
     let until = tokio::time::Instant::now() + finish_timeout;
-    let passed = loop {
-        match job_finished(kube).await {
-            Ok(Some(ok)) => break ok,
-            Ok(None) | Err(_) if tokio::time::Instant::now() < until => {
-                tokio::time::sleep(kube.poll).await;
-            }
-            Ok(None) | Err(_) => {
-                eprintln!("the load generator Job did not finish within {finish_timeout:?}");
-                break false;
+    let passed = with_progress(kube, async {
+        loop {
+            match job_finished(kube).await {
+                Ok(Some(ok)) => break ok,
+                Ok(None) | Err(_) if tokio::time::Instant::now() < until => {
+                    tokio::time::sleep(kube.poll).await;
+                }
+                Ok(None) | Err(_) => {
+                    eprintln!("the load generator Job did not finish within {finish_timeout:?}");
+                    break false;
+                }
             }
         }
-    };
+    })
+    .await;
     std::fs::write(dir.join("resilience.log"), job_log(kube).await).map_err(harness)?;
     if let Err(e) = result {
         return Err(harness(format!("{e:#}")));
