@@ -297,8 +297,54 @@ async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Option<bool>>
     })
 }
 
+/// Why the Job's pod is not running, as Kubernetes says it (e.g. `ImagePullBackOff`).
+async fn job_pod_state<R: Runner>(kube: &Kube<R>) -> String {
+    let Ok(out) = kube
+        .kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            LOADGEN_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/name=vfps-loadgen",
+            "-o",
+            "json",
+        ])
+        .await
+    else {
+        return "unknown".into();
+    };
+    let pods: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let states: Vec<String> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let waiting = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+            match waiting["reason"].as_str() {
+                Some(reason) => format!(
+                    "{reason}: {}",
+                    waiting["message"].as_str().unwrap_or_default()
+                ),
+                None => p["status"]["phase"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
+            }
+        })
+        .collect();
+    if states.is_empty() {
+        "no pod".into()
+    } else {
+        states.join("; ")
+    }
+}
+
 /// Waits for the Job's load window to begin; returns its wall-clock start.
-async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow::Result<f64> {
+pub(crate) async fn wait_load_start<R: Runner>(
+    kube: &Kube<R>,
+    timeout: Duration,
+) -> anyhow::Result<f64> {
     let until = tokio::time::Instant::now() + timeout;
     loop {
         let log = job_log(kube).await;
@@ -312,7 +358,10 @@ async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow
             );
         }
         if tokio::time::Instant::now() >= until {
-            anyhow::bail!("the load generator did not start its load window within {timeout:?}");
+            anyhow::bail!(
+                "the load generator did not start its load window within {timeout:?} (its pod: {})",
+                job_pod_state(kube).await
+            );
         }
         tokio::time::sleep(kube.poll).await;
     }

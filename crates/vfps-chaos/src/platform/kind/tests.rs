@@ -842,3 +842,39 @@ async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_clust
         "no load without a cluster"
     );
 }
+
+#[tokio::test]
+async fn a_job_that_never_starts_says_what_its_pod_is_waiting_for() {
+    struct PullBackOff(FakeKubectl);
+    impl Runner for PullBackOff {
+        async fn run(
+            &self,
+            program: &str,
+            args: &[&str],
+            input: Option<&str>,
+        ) -> anyhow::Result<String> {
+            match args {
+                ["logs", ..] => Ok(String::new()),
+                ["get", "job", ..] => Ok(r#"{"status": {}}"#.into()),
+                ["get", "pods", "-n", "vfps-loadgen", ..] => Ok(serde_json::json!({"items": [{
+                    "status": {"phase": "Pending", "containerStatuses": [{"state": {"waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": "Back-off pulling image \"ghcr.io/miracum/vfps/stress-test:ci\""
+                    }}}]}
+                }]})
+                .to_string()),
+                _ => self.0.run(program, args, input).await,
+            }
+        }
+    }
+    let mut k = Kube::new(PullBackOff(FakeKubectl::new()), &assets());
+    k.poll = Duration::from_millis(5);
+    let e = kind_run::wait_load_start(&k, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("ImagePullBackOff") && e.contains("stress-test:ci"),
+        "{e}"
+    );
+}
