@@ -145,11 +145,16 @@ impl Service {
         Ok(found)
     }
 
-    /// Forgets a namespace and, with it, its cached pseudonyms.
-    fn forget(&self, name: &NamespaceName) {
+    /// Forgets a cached namespace (it may have vanished).
+    fn forget_namespace(&self, name: &NamespaceName) {
         if let Some(cache) = &self.cache {
             cache.remove(name);
         }
+    }
+
+    /// Forgets a deleted namespace and, with it, its cached pseudonyms.
+    fn forget(&self, name: &NamespaceName) {
+        self.forget_namespace(name);
         if let Some(cache) = &self.pseudonyms {
             cache.remove_where(|(ns, _)| ns == name);
         }
@@ -253,7 +258,7 @@ impl Service {
                 }
                 Upserted::Conflict => {
                     // A collision, or the namespace vanished (perhaps while cached).
-                    self.forget(&name);
+                    self.forget_namespace(&name);
                     self.namespace(&name, deadline).await?;
                     self.metrics.pseudonym_collision();
                     if ns.settings.method.is_deterministic() {
