@@ -45,12 +45,31 @@ $helm template vfps charts/vfps >"$out/default.yaml"
 $helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml >"$out/ha.yaml"
 $helm template vfps charts/vfps --set metrics.serviceMonitor.enabled=false --set networkPolicy.enabled=true \
   --set database.host=db --set replicaCount=2 >"$out/options.yaml"
+# TLS with a verified server: the CloudNativePG CA mounted into every database client.
+cat >"$out/tls-values.yaml" <<'YAML'
+database:
+  additionalConnectionStringParameters: "SSL Mode=VerifyFull;Root Certificate=/etc/vfps/db-ca/ca.crt"
+extraVolumes:
+  - name: db-ca
+    secret: {secretName: vfps-db-ca, items: [{key: ca.crt, path: ca.crt}]}
+extraVolumeMounts:
+  - {name: db-ca, mountPath: /etc/vfps/db-ca, readOnly: true}
+YAML
+$helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml -f "$out/tls-values.yaml" >"$out/tls.yaml"
+for kind in Deployment Job; do
+  [ "$($py -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == sys.argv[2]]
+pod = docs[0]["spec"]["template"]["spec"]
+mounts = [m["mountPath"] for c in pod.get("initContainers", []) + pod["containers"] for m in c.get("volumeMounts", [])]
+print(sum(p == "/etc/vfps/db-ca" for p in mounts) == len(pod.get("initContainers", []) + pod["containers"]) and any(v["name"] == "db-ca" for v in pod["volumes"]))' "$out/tls.yaml" "$kind")" = True ] \
+    || { echo "the $kind does not mount the extra volume into every container" >&2; exit 1; }
+done
 if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
   echo "the chart must refuse several replicas on SQLite" >&2; exit 1
 fi
 
 echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml"
 chaos=${VFPS_CHAOS:-target/debug/vfps-chaos}
 [ -x "$chaos" ] || { cargo build --locked -q -p vfps-chaos && chaos=target/debug/vfps-chaos; }
 # The full suite's plan, and the trimmed one of labelled pull requests.
