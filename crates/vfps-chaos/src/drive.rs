@@ -9,13 +9,9 @@ use crate::{
     nemesis::{Knobs, Tally},
     platform::Target,
     report, report_html,
-    run::HarnessError,
+    run::{harness, HarnessError},
     scenario::{self, ChaosEvent, Plan},
 };
-
-pub fn harness(e: impl std::fmt::Display) -> HarnessError {
-    HarnessError(e.to_string())
-}
 
 /// The settings shared by every platform's driver.
 #[derive(Debug, Clone, clap::Args)]

@@ -17,14 +17,14 @@ use anyhow::Context;
 
 use crate::{
     config::LoadConfig,
-    drive::{self, harness, DriveArgs},
+    drive::{self, DriveArgs},
     nemesis::{self, Knobs, Recorder},
     platform::{
         kind::{self, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE, NAMESPACE},
         Target,
     },
     report,
-    run::HarnessError,
+    run::{harness, HarnessError},
     scenario::Plan,
 };
 

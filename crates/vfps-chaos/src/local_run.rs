@@ -5,13 +5,13 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::{
     config::LoadConfig,
-    drive::{self, harness, DriveArgs},
+    drive::{self, DriveArgs},
     nemesis::{self, Recorder},
     platform::{
         local::{self, Local, Options},
         Target,
     },
-    run::{self, HarnessError},
+    run::{self, harness, HarnessError},
     scenario::Plan,
 };
 

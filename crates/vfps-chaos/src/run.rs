@@ -28,7 +28,8 @@ impl std::fmt::Display for HarnessError {
     }
 }
 
-fn harness(e: impl std::fmt::Display) -> HarnessError {
+/// Any error, as a harness failure.
+pub fn harness(e: impl std::fmt::Display) -> HarnessError {
     HarnessError(e.to_string())
 }
 
