@@ -578,6 +578,21 @@ pub async fn capture_state<R: Runner>(kube: &Kube<R>, dir: &Path) {
             &format!("--output-directory={dump}"),
         ])
         .await;
+    // With the cnpg kubectl plugin installed: its support bundle, the first thing
+    // to open after a P2 or P3 violation.
+    let report = dir.join("cnpg-report.zip").display().to_string();
+    let _ = kube
+        .kubectl(&[
+            "cnpg",
+            "report",
+            "cluster",
+            kind::CNPG_CLUSTER,
+            "-n",
+            NAMESPACE,
+            "-f",
+            &report,
+        ])
+        .await;
 }
 
 /// `collect`: the Job's log and what it reported (a missing timeline fails the
