@@ -381,21 +381,35 @@ impl Runner for FakeKubectl {
     }
 }
 
-/// The simulated cluster, except that one kubectl verb always answers `.2`.
-struct Answering(FakeKubectl, &'static str, String);
+/// The simulated cluster, except where `.1` has its own answer for a command
+/// (program and arguments); such a command never reaches the model.
+struct Overriding<F>(FakeKubectl, F);
 
-impl Runner for Answering {
+impl<F> Runner for Overriding<F>
+where
+    F: Fn(&str, &[&str]) -> Option<anyhow::Result<String>> + Sync,
+{
     async fn run(
         &self,
         program: &str,
         args: &[&str],
         input: Option<&str>,
     ) -> anyhow::Result<String> {
-        if args.first() == Some(&self.1) {
-            return Ok(self.2.clone());
+        match (self.1)(program, args) {
+            Some(answer) => answer,
+            None => self.0.run(program, args, input).await,
         }
-        self.0.run(program, args, input).await
     }
+}
+
+/// The simulated cluster, except that one kubectl verb always answers `answer`.
+fn answering(
+    verb: &'static str,
+    answer: String,
+) -> Overriding<impl Fn(&str, &[&str]) -> Option<anyhow::Result<String>> + Sync> {
+    Overriding(FakeKubectl::new(), move |_: &str, args: &[&str]| {
+        (args.first() == Some(&verb)).then(|| Ok(answer.clone()))
+    })
 }
 
 fn assets() -> PathBuf {
@@ -544,10 +558,7 @@ async fn a_drain_that_times_out_fails_and_the_node_is_uncordoned_anyway() {
 #[tokio::test]
 async fn a_pod_kill_schedule_that_never_kills_is_a_failure() {
     // A schedule Chaos Mesh ignores (no pod ever goes): the fault never took effect.
-    let mut k = Kube::new(
-        Answering(FakeKubectl::new(), "apply", String::new()),
-        &assets(),
-    );
+    let mut k = Kube::new(answering("apply", String::new()), &assets());
     k.poll = Duration::from_millis(5);
     let plan = Plan {
         scenarios: vec![planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6)],
@@ -784,7 +795,7 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         serde_json::to_string(&summary).unwrap(),
         crate::report::SUMMARY_END
     );
-    let logged = Kube::new(Answering(FakeKubectl::new(), "logs", log), &assets());
+    let logged = Kube::new(answering("logs", log), &assets());
     let passed = kind_run::collect(&logged, &plan, &load).await.unwrap();
     assert!(
         !passed,
@@ -803,23 +814,15 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
 
 #[tokio::test]
 async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_cluster() {
-    struct NoCluster(FakeKubectl);
-    impl Runner for NoCluster {
-        async fn run(
-            &self,
-            program: &str,
-            args: &[&str],
-            input: Option<&str>,
-        ) -> anyhow::Result<String> {
-            let answer = self.0.run(program, args, input).await;
-            if program == "kind" && args.first() == Some(&"create") {
-                anyhow::bail!("ERROR: failed to create cluster: node(s) not ready");
-            }
-            answer
-        }
-    }
     let dir = vfps_testkit::scratch_dir("kind-all");
-    let k = Kube::new(NoCluster(FakeKubectl::new()), &assets());
+    let no_cluster = |program: &str, args: &[&str]| {
+        (program == "kind" && args.first() == Some(&"create")).then(|| {
+            Err(anyhow::anyhow!(
+                "ERROR: failed to create cluster: node(s) not ready"
+            ))
+        })
+    };
+    let k = Kube::new(Overriding(FakeKubectl::new(), no_cluster), &assets());
     let drive = crate::drive::DriveArgs {
         scenarios: Some("baseline".into()),
     };
@@ -845,29 +848,19 @@ async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_clust
 
 #[tokio::test]
 async fn a_job_that_never_starts_says_what_its_pod_is_waiting_for() {
-    struct PullBackOff(FakeKubectl);
-    impl Runner for PullBackOff {
-        async fn run(
-            &self,
-            program: &str,
-            args: &[&str],
-            input: Option<&str>,
-        ) -> anyhow::Result<String> {
-            match args {
-                ["logs", ..] => Ok(String::new()),
-                ["get", "job", ..] => Ok(r#"{"status": {}}"#.into()),
-                ["get", "pods", "-n", "vfps-loadgen", ..] => Ok(serde_json::json!({"items": [{
-                    "status": {"phase": "Pending", "containerStatuses": [{"state": {"waiting": {
-                        "reason": "ImagePullBackOff",
-                        "message": "Back-off pulling image \"ghcr.io/miracum/vfps/stress-test:ci\""
-                    }}}]}
-                }]})
-                .to_string()),
-                _ => self.0.run(program, args, input).await,
-            }
-        }
-    }
-    let mut k = Kube::new(PullBackOff(FakeKubectl::new()), &assets());
+    let pull_back_off = |_: &str, args: &[&str]| match args {
+        ["logs", ..] => Some(Ok(String::new())),
+        ["get", "job", ..] => Some(Ok(r#"{"status": {}}"#.into())),
+        ["get", "pods", "-n", "vfps-loadgen", ..] => Some(Ok(serde_json::json!({"items": [{
+            "status": {"phase": "Pending", "containerStatuses": [{"state": {"waiting": {
+                "reason": "ImagePullBackOff",
+                "message": "Back-off pulling image \"ghcr.io/miracum/vfps/stress-test:ci\""
+            }}}]}
+        }]})
+        .to_string())),
+        _ => None,
+    };
+    let mut k = Kube::new(Overriding(FakeKubectl::new(), pull_back_off), &assets());
     k.poll = Duration::from_millis(5);
     let e = kind_run::wait_load_start(&k, Duration::from_millis(50))
         .await
