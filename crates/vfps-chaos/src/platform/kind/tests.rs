@@ -618,7 +618,9 @@ fn the_inotify_check_names_the_limits_and_the_fix() {
 async fn up_refuses_low_inotify_limits_before_touching_anything() {
     let k = kube();
     let args = kind_args();
-    let e = kind_run::up(&k, &args, (128, 8192)).await.unwrap_err();
+    let e = kind_run::up(&k, &args, Some((128, 8192)))
+        .await
+        .unwrap_err();
     assert!(e.0.contains("fix: sudo sysctl"), "{e}");
     assert!(
         k.runner.model().commands.is_empty(),
@@ -629,7 +631,7 @@ async fn up_refuses_low_inotify_limits_before_touching_anything() {
 #[tokio::test]
 async fn up_builds_the_topology_in_order() {
     let k = kube();
-    kind_run::up(&k, &kind_args(), (512, 524_288))
+    kind_run::up(&k, &kind_args(), Some((512, 524_288)))
         .await
         .unwrap();
     let cmds = k.runner.model().commands.clone();
@@ -826,7 +828,7 @@ async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_clust
     let drive = crate::drive::DriveArgs {
         scenarios: Some("baseline".into()),
     };
-    let e = kind_run::all(&k, &drive, &kind_args(), &load_config(&dir), (512, 524_288))
+    let e = kind_run::all(&k, &drive, &kind_args(), &load_config(&dir), None)
         .await
         .unwrap_err();
     assert!(e.0.contains("failed to create cluster"), "{e}");
