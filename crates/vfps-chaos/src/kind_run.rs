@@ -34,15 +34,26 @@ pub struct KindArgs {
     /// Name of the kind cluster.
     #[arg(long, env = "CLUSTER_NAME", default_value = "vfps-ha")]
     pub cluster_name: String,
-    /// Tag of the two images (`ghcr.io/miracum/vfps`, `…/stress-test`).
+    /// Tag of the vfps image under test (`ghcr.io/miracum/vfps`).
     #[arg(long, env = "IMAGE_TAG", default_value = "ci")]
     pub image_tag: String,
+    /// Tag of the load generator image (`ghcr.io/miracum/vfps/stress-test`); default:
+    /// the vfps image's. A released vfps is tested with the checkout's generator,
+    /// which speaks this driver's protocol (the load window's start marker).
+    #[arg(long, env = "STRESS_TEST_TAG")]
+    pub stress_test_tag: Option<String>,
     /// The Kubernetes chaos assets (kind-config, cnpg-cluster, values, Job, chaos/).
     #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value = "tests/chaos/ha")]
     pub assets: PathBuf,
     /// The Helm chart of vfps.
     #[arg(long, env = "VFPS_CHART", default_value = "charts/vfps")]
     pub chart: PathBuf,
+}
+
+impl KindArgs {
+    pub fn stress_test_tag(&self) -> &str {
+        self.stress_test_tag.as_deref().unwrap_or(&self.image_tag)
+    }
 }
 
 pub const IMAGE: &str = "ghcr.io/miracum/vfps";
@@ -56,11 +67,15 @@ fn k8s(e: anyhow::Error) -> HarnessError {
 
 /// The variables of `loadgen-job.yaml`: the load window is the plan's, the
 /// deadline is load + settle + margin.
-pub fn job_variables(plan: &Plan, load: &LoadConfig, image_tag: &str) -> Vec<(String, String)> {
+pub fn job_variables(
+    plan: &Plan,
+    load: &LoadConfig,
+    stress_test_tag: &str,
+) -> Vec<(String, String)> {
     let load_seconds = plan.load_seconds();
     let deadline = load_seconds + load.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS;
     [
-        ("IMAGE_TAG", image_tag.to_owned()),
+        ("STRESS_TEST_TAG", stress_test_tag.to_owned()),
         ("LOADGEN_DEADLINE_SECONDS", deadline.to_string()),
         ("RESILIENCE_LOAD_SECONDS", load_seconds.to_string()),
         (
@@ -91,9 +106,9 @@ pub fn render_job(
     template: &str,
     plan: &Plan,
     load: &LoadConfig,
-    image_tag: &str,
+    stress_test_tag: &str,
 ) -> Result<String, HarnessError> {
-    let vars = job_variables(plan, load, image_tag);
+    let vars = job_variables(plan, load, stress_test_tag);
     kind::render(template, |k| {
         vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     })
@@ -148,7 +163,7 @@ pub async fn up<R: Runner>(
     }
     let images = [
         format!("{IMAGE}:{}", args.image_tag),
-        format!("{STRESS_TEST_IMAGE}:{}", args.image_tag),
+        format!("{STRESS_TEST_IMAGE}:{}", args.stress_test_tag()),
     ];
     let mut load = vec!["load", "docker-image", "--name", &args.cluster_name];
     load.extend(images.iter().map(String::as_str));
@@ -423,7 +438,7 @@ pub async fn scenarios<R: Runner>(
         &kube.asset("loadgen-job.yaml").map_err(k8s)?,
         plan,
         load,
-        &args.image_tag,
+        args.stress_test_tag(),
     )?;
     std::fs::write(dir.join("loadgen-job.yaml"), &job).map_err(harness)?;
     kube.kubectl(&[
@@ -713,7 +728,12 @@ pub fn render(
     let files = [
         (
             "loadgen-job.yaml",
-            render_job(&read("loadgen-job.yaml")?, &plan, load, &args.image_tag)?,
+            render_job(
+                &read("loadgen-job.yaml")?,
+                &plan,
+                load,
+                args.stress_test_tag(),
+            )?,
         ),
         (
             "vfps-pod-kill.yaml",

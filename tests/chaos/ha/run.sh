@@ -9,7 +9,8 @@
 #   docker buildx build --load --target=stress-test -t ghcr.io/miracum/vfps/stress-test:ci .
 # Settings: SCENARIOS, DURATION_<SCENARIO>, MAX_OUTAGE_<SCENARIO>, LOAD_MARGIN_SECONDS,
 # POD_KILL_INTERVAL_SECONDS, PARTITION_BURST_SECONDS, PARTITION_EVERY_SECONDS,
-# DRAIN_HOLD_SECONDS, RESILIENCE_* (the load), CLUSTER_NAME, IMAGE_TAG, OUT.
+# DRAIN_HOLD_SECONDS, RESILIENCE_* (the load), CLUSTER_NAME, IMAGE_TAG (vfps under
+# test), STRESS_TEST_TAG (the load generator and this driver; default IMAGE_TAG), OUT.
 # The driver binary: $VFPS_CHAOS, else the one inside the stress-test image, else
 # built with cargo.
 set -euo pipefail
@@ -17,6 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 export IMAGE_TAG=${IMAGE_TAG:-ci}
+export STRESS_TEST_TAG=${STRESS_TEST_TAG:-$IMAGE_TAG}
 export RESILIENCE_OUTPUT_DIR=${OUT:-$repo/runs/kind}
 export VFPS_CHAOS_ASSETS=$here VFPS_CHART=$repo/charts/vfps
 
@@ -25,7 +27,7 @@ driver() {
     echo "$VFPS_CHAOS"
     return
   fi
-  local dir=$repo/target/kind-driver image=ghcr.io/miracum/vfps/stress-test:$IMAGE_TAG id
+  local dir=$repo/target/kind-driver image=ghcr.io/miracum/vfps/stress-test:$STRESS_TEST_TAG id
   mkdir -p "$dir"
   if command -v docker >/dev/null && docker image inspect "$image" >/dev/null 2>&1; then
     id=$(docker create "$image")

@@ -656,6 +656,7 @@ fn kind_args() -> kind_run::KindArgs {
     kind_run::KindArgs {
         cluster_name: "vfps-ha".into(),
         image_tag: "ci".into(),
+        stress_test_tag: None,
         assets: assets(),
         chart: PathBuf::from("charts/vfps"),
     }
@@ -871,5 +872,42 @@ async fn a_job_that_never_starts_says_what_its_pod_is_waiting_for() {
     assert!(
         e.contains("ImagePullBackOff") && e.contains("stress-test:ci"),
         "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
+    let k = kube();
+    let args = kind_run::KindArgs {
+        image_tag: "1.2.3".into(),
+        stress_test_tag: Some("ci".into()),
+        ..kind_args()
+    };
+    kind_run::up(&k, &args, None).await.unwrap();
+    let cmds = k.runner.model().commands.clone();
+    let load = cmds
+        .iter()
+        .find(|c| c.starts_with("kind load docker-image"))
+        .unwrap();
+    assert!(
+        load.contains("ghcr.io/miracum/vfps:1.2.3")
+            && load.contains("ghcr.io/miracum/vfps/stress-test:ci"),
+        "{load}"
+    );
+    assert!(cmds.iter().any(|c| c.contains("image.tag=1.2.3")));
+    let plan = Plan {
+        scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
+        margin_seconds: 1,
+    };
+    let job = kind_run::render_job(
+        &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
+        &plan,
+        &load_config(&std::env::temp_dir()),
+        args.stress_test_tag(),
+    )
+    .unwrap();
+    assert!(
+        job.contains("image: ghcr.io/miracum/vfps/stress-test:ci"),
+        "{job}"
     );
 }
