@@ -462,7 +462,25 @@ pub async fn scenarios<R: Runner>(
         .unwrap_or_else(tokio::time::Instant::now);
     eprintln!("load window began {:.1} s ago", behind.as_secs_f64());
     let rec = Recorder::new(origin);
-    let result = with_progress(kube, nemesis::run(kube, plan, knobs, &rec)).await;
+    // A load generator that dies ends the run: chaos without load proves nothing.
+    let generator_failed = async {
+        loop {
+            tokio::time::sleep(kube.poll).await;
+            if let Ok(Some(false)) = job_finished(kube).await {
+                break;
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = with_progress(kube, nemesis::run(kube, plan, knobs, &rec)) => r,
+        () = generator_failed => {
+            rec.event("harness", "the load generator Job failed").await;
+            Err(anyhow::anyhow!(
+                "the load generator Job failed during the scenarios:\n{}",
+                tail(&job_log(kube).await, 20)
+            ))
+        }
+    };
     // A partition or a schedule must never outlive the run.
     if result.is_err() {
         cleanup_chaos(kube).await;

@@ -911,3 +911,44 @@ async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
         "{job}"
     );
 }
+
+#[tokio::test]
+async fn a_load_generator_that_dies_ends_the_scenarios_at_once() {
+    let dies = |_: &str, args: &[&str]| match args {
+        ["logs", ..] => Some(Ok(format!(
+            "----LOAD WINDOW START unix={:.3}----\nthread 'main' panicked at generator\n",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        ))),
+        ["get", "job", ..] => Some(Ok(
+            r#"{"status": {"conditions": [{"type": "Failed", "status": "True"}]}}"#.into(),
+        )),
+        _ => None,
+    };
+    let mut k = Kube::new(Overriding(FakeKubectl::new(), dies), &assets());
+    k.poll = Duration::from_millis(5);
+    let dir = vfps_testkit::scratch_dir("kind-dies");
+    let plan = Plan {
+        scenarios: vec![planned(Scenario::Baseline, "baseline", 60)],
+        margin_seconds: 1,
+    };
+    let started = std::time::Instant::now();
+    let e = kind_run::scenarios(&k, &(plan, knobs()), &kind_args(), &load_config(&dir))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not after the 60 s window"
+    );
+    assert!(
+        e.0.contains("failed during the scenarios") && e.0.contains("panicked"),
+        "{e}"
+    );
+    let timeline = std::fs::read_to_string(dir.join("chaos-timeline.csv")).unwrap();
+    assert!(
+        timeline.contains("the load generator Job failed"),
+        "{timeline}"
+    );
+}
