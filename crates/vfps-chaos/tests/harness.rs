@@ -262,6 +262,13 @@ async fn a_stall_past_the_deadline_is_a_failure_and_indeterminate() {
     assert_eq!(ledger.len(), 10);
     assert!(ledger.iter().all(|e| e.status == Status::Indeterminate));
     assert!(
+        ledger
+            .iter()
+            .all(|e| e.code.as_deref() == Some("DeadlineExceeded")),
+        "the call's own deadline, whichever timer noticed it: {:?}",
+        ledger.iter().map(|e| e.code.clone()).collect::<Vec<_>>()
+    );
+    assert!(
         rows[0].max_ms >= 300.0 && rows[0].max_ms < 1500.0,
         "latency is bounded by the deadline: {rows:?}"
     );

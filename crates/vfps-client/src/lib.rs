@@ -120,6 +120,14 @@ impl Client {
                     self.endpoints.report(index, true);
                     return Outcome::Ok(v);
                 }
+                // tonic reports its own expiry of the call's `grpc-timeout` as
+                // CANCELLED; it is this client's deadline, as the timer above.
+                Ok(Err(status))
+                    if status.code() == Code::Cancelled
+                        && status.message() == tonic::TimeoutExpired(()).to_string() =>
+                {
+                    return Outcome::Indeterminate(Code::DeadlineExceeded)
+                }
                 Ok(Err(status)) => status,
                 Err(_) => return Outcome::Indeterminate(Code::DeadlineExceeded),
             };
