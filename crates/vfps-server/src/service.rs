@@ -229,9 +229,8 @@ impl Service {
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
         let ns = self.namespace(&name, deadline).await?;
-        let key = (name.clone(), original.clone());
         if let Some(cache) = &self.pseudonyms {
-            let hit = cache.get(&key);
+            let hit = cache.get(&(name.clone(), original.clone()));
             self.metrics.pseudonym_cache(hit.is_some());
             if let Some(p) = hit {
                 return Ok(p);
@@ -252,7 +251,7 @@ impl Service {
             match result {
                 Upserted::Stored(p) => {
                     if let Some(cache) = &self.pseudonyms {
-                        cache.insert(key, p.clone());
+                        cache.insert((name.clone(), original.clone()), p.clone());
                     }
                     return Ok(p);
                 }
