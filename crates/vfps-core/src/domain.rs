@@ -13,6 +13,23 @@ pub const MAX_ORIGINAL_VALUE_BYTES: usize = 2048;
 pub const MAX_PSEUDONYM_LENGTH: u32 = 1024;
 /// Longest prefix or suffix, in bytes.
 pub const MAX_AFFIX_BYTES: usize = 64;
+/// Longest pseudonym a reverse lookup accepts, in bytes: more than any namespace
+/// can generate (the longest method output plus both affixes).
+pub const MAX_PSEUDONYM_VALUE_BYTES: usize = 4096;
+/// Longest namespace description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+
+/// Rejects text that not every store can keep: PostgreSQL's `text` cannot hold
+/// U+0000, SQLite's can, and the two stores must agree. Checked before a value
+/// joins a batch, so it fails its own call and no other.
+pub fn storable<'a>(what: &str, raw: &'a str) -> Result<&'a str, Error> {
+    if raw.contains('\0') {
+        return Err(Error::invalid_argument(format!(
+            "{what} must not contain the NUL character (U+0000)"
+        )));
+    }
+    Ok(raw)
+}
 
 /// The name of a namespace: non-blank, at most [`MAX_NAMESPACE_NAME_BYTES`], no
 /// control characters.
@@ -64,7 +81,7 @@ impl OriginalValue {
                 raw.len()
             )));
         }
-        Ok(Self(raw.to_owned()))
+        Ok(Self(storable("original value", raw)?.to_owned()))
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -77,6 +94,36 @@ impl OriginalValue {
 impl std::fmt::Debug for OriginalValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "OriginalValue(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// A pseudonym a caller asks about (reverse lookup, page tokens): non-blank,
+/// storable, at most [`MAX_PSEUDONYM_VALUE_BYTES`]. Personal data like the
+/// original it stands for: no `Display`, a redacting `Debug`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PseudonymValue(String);
+
+impl PseudonymValue {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
+        if raw.trim().is_empty() {
+            return Err(Error::invalid_argument("pseudonym value must not be blank"));
+        }
+        if raw.len() > MAX_PSEUDONYM_VALUE_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "pseudonym value is {} bytes long, at most {MAX_PSEUDONYM_VALUE_BYTES} are allowed",
+                raw.len()
+            )));
+        }
+        Ok(Self(storable("pseudonym value", raw)?.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PseudonymValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PseudonymValue(<{} bytes redacted>)", self.0.len())
     }
 }
 
@@ -139,10 +186,30 @@ impl NamespaceSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
     pub name: NamespaceName,
+    /// Tells incarnations of one name apart: a namespace deleted and created again
+    /// gets a new uid, so a replica holding the old one in a cache is caught by the
+    /// store instead of writing with the old settings. Never on the wire.
+    pub uid: NamespaceUid,
     pub description: String,
     pub settings: NamespaceSettings,
     pub created_at: SystemTime,
     pub last_updated_at: SystemTime,
+}
+
+/// The identity of one incarnation of a namespace (see [`Namespace::uid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NamespaceUid(pub i64);
+
+impl NamespaceUid {
+    /// A fresh random uid. 0 is left to namespaces created before uids existed.
+    pub fn random() -> Self {
+        loop {
+            let uid = rand::random::<i64>();
+            if uid != 0 {
+                return Self(uid);
+            }
+        }
+    }
 }
 
 /// A stored mapping. `Debug` redacts both values.
@@ -201,7 +268,10 @@ impl PageCursor {
         let (micros, pseudonym) = raw.split_once(':').ok_or_else(bad)?;
         Ok(Self {
             created_at_micros: micros.parse().map_err(|_| bad())?,
-            pseudonym_value: pseudonym.to_owned(),
+            pseudonym_value: PseudonymValue::parse(pseudonym)
+                .map_err(|_| bad())?
+                .as_str()
+                .to_owned(),
         })
     }
 }
@@ -240,6 +310,31 @@ mod tests {
         assert!(OriginalValue::parse("   ").is_err());
         assert!(OriginalValue::parse("").is_err());
         assert!(OriginalValue::parse("x").is_ok());
+    }
+
+    #[test]
+    fn nul_characters_are_rejected_everywhere_a_caller_sends_text() {
+        let e = OriginalValue::parse("a\0b").unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::InvalidArgument);
+        assert!(e.message.contains("NUL"), "{e}");
+        assert!(PseudonymValue::parse("p\0").is_err());
+        assert!(NamespaceName::parse("n\0").is_err());
+        assert!(storable("description", "d\0").is_err());
+        let token = PageCursor {
+            created_at_micros: 1,
+            pseudonym_value: "p\0".into(),
+        }
+        .encode();
+        assert!(PageCursor::decode(&token).is_err());
+    }
+
+    #[test]
+    fn pseudonym_values_are_bounded_and_never_shown() {
+        assert!(PseudonymValue::parse(" ").is_err());
+        assert!(PseudonymValue::parse(&"x".repeat(MAX_PSEUDONYM_VALUE_BYTES + 1)).is_err());
+        let v = PseudonymValue::parse("secret-pseudonym").unwrap();
+        assert!(!format!("{v:?}").contains("secret"));
+        assert_ne!(NamespaceUid::random(), NamespaceUid::random());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A bounded in-memory cache with absolute expiration, for values that never
-//! change once written (namespaces, original → pseudonym pairs): an entry can only
-//! be stale after its namespace was deleted and re-created elsewhere within the
-//! expiration. When full, the oldest entries go first — with one expiration for
-//! every entry, the oldest is also the closest to expiring.
+//! change once written (namespaces, original → pseudonym pairs). Each entry keeps
+//! the instant its value was read from the store, so the caller can ask the
+//! store's `Coherence` whether its namespace was deleted since; expiration counts
+//! from that instant too. When full, the oldest entries go first — with one
+//! expiration for every entry, the oldest is also the closest to expiring.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -35,19 +36,20 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         }
     }
 
-    pub fn get(&self, key: &K) -> Option<V> {
+    /// The value and the instant it was read from the store, unless expired.
+    pub fn get(&self, key: &K) -> Option<(V, Instant)> {
         let inner = self.inner.lock().ok()?;
         let (value, at) = inner.entries.get(key)?;
-        (at.elapsed() < self.ttl).then(|| value.clone())
+        (at.elapsed() < self.ttl).then(|| (value.clone(), *at))
     }
 
-    pub fn insert(&self, key: K, value: V) {
+    /// Keeps `value`, read from the store no earlier than `read_at`.
+    pub fn insert(&self, key: K, value: V, read_at: Instant) {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let now = Instant::now();
-        inner.entries.insert(key.clone(), (value, now));
-        inner.order.push_back((key, now));
+        inner.entries.insert(key.clone(), (value, read_at));
+        inner.order.push_back((key, read_at));
         while inner.entries.len() > self.capacity {
             let Some((old, at)) = inner.order.pop_front() else {
                 break;
@@ -93,12 +95,12 @@ mod tests {
     fn entries_expire_and_the_oldest_go_when_full() {
         let c = TtlCache::new(Duration::from_millis(50), 3);
         for i in 0..5 {
-            c.insert(i, i * 10);
+            c.insert(i, i * 10, Instant::now());
         }
         assert_eq!(c.len(), 3);
         assert_eq!(c.get(&0), None, "evicted, oldest first");
         assert_eq!(c.get(&1), None);
-        assert_eq!(c.get(&4), Some(40));
+        assert_eq!(c.get(&4).map(|(v, _)| v), Some(40));
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(c.get(&4), None, "expired");
     }
@@ -107,15 +109,16 @@ mod tests {
     fn removal_and_reinsertion_keep_the_bound() {
         let c = TtlCache::new(Duration::from_secs(60), 2);
         for round in 0..100 {
-            c.insert("a", round);
+            c.insert("a", round, Instant::now());
             c.remove(&"a");
-            c.insert("b", round);
+            c.insert("b", round, Instant::now());
         }
-        c.insert("c", 0);
-        c.insert("d", 0);
+        c.insert("c", 0, Instant::now());
+        let read_at = Instant::now();
+        c.insert("d", 0, read_at);
         assert_eq!(c.len(), 2);
         assert_eq!(c.get(&"b"), None, "b is older than c and d");
-        assert_eq!(c.get(&"d"), Some(0));
+        assert_eq!(c.get(&"d"), Some((0, read_at)));
         c.remove_where(|k| *k == "d");
         assert_eq!(c.get(&"d"), None);
         assert!(!c.is_empty());

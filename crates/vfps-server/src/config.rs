@@ -13,7 +13,7 @@ use vfps_store::postgres::{npgsql, PgOptions};
 /// Where pseudonyms are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
-    Postgres(PgOptions),
+    Postgres(Box<PgOptions>),
     Sqlite(PathBuf),
 }
 
@@ -47,6 +47,11 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// Most Creates coalesced into one upsert.
     pub max_create_batch: usize,
+    /// Most Creates waiting for a batch; more are answered `UNAVAILABLE` at once.
+    pub max_create_queue: usize,
+    /// How long the database may be unreachable from this replica before the
+    /// replica reports itself not ready.
+    pub readiness_database_grace: Duration,
     pub pseudonym_count_interval: Duration,
     pub log_json: bool,
 }
@@ -221,7 +226,7 @@ impl Settings {
                         for k in parsed.ignored_keywords {
                             notes.push(format!("ConnectionStrings__PostgreSQL: keyword {k:?} is accepted and ignored"));
                         }
-                        StoreConfig::Postgres(parsed.options)
+                        StoreConfig::Postgres(Box::new(parsed.options))
                     }
                     Err(e) => {
                         errors.push(e.to_string());
@@ -361,6 +366,36 @@ impl Settings {
             |s| s.trim().parse().ok().filter(|n| (1..=10_000).contains(n)),
             "an integer from 1 to 10000",
         );
+        let max_create_queue = setting(
+            &env,
+            &mut errors,
+            "VFPS_MAX_CREATE_QUEUE",
+            4096usize,
+            |s| {
+                s.trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1_000_000).contains(n))
+            },
+            "an integer from 1 to 1000000",
+        );
+        let readiness_database_grace = dur(
+            &mut errors,
+            "VFPS_READINESS_DATABASE_GRACE",
+            Duration::from_secs(30),
+        );
+        let idle_in_transaction_timeout = dur(
+            &mut errors,
+            "VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT",
+            Duration::from_secs(10),
+        );
+        if idle_in_transaction_timeout < Duration::from_millis(1) {
+            errors.push("VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT must be at least 1ms".into());
+        }
+        let mut store = store;
+        if let StoreConfig::Postgres(options) = &mut store {
+            options.idle_in_transaction_timeout = idle_in_transaction_timeout;
+        }
         let log_json = setting(
             &env,
             &mut errors,
@@ -389,6 +424,8 @@ impl Settings {
                 pre_stop_delay,
                 shutdown_timeout,
                 max_create_batch,
+                max_create_queue,
+                readiness_database_grace,
                 pseudonym_count_interval,
                 log_json,
             },

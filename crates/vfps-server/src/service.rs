@@ -8,10 +8,14 @@ use std::{
 
 use tokio::time::timeout_at;
 use vfps_core::{
-    generate::generate, now_micros, Error, ErrorKind, GenerationMethod, Namespace, NamespaceName,
-    NamespaceSettings, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+    generate::generate, now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace,
+    NamespaceName, NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
+    PseudonymPage, PseudonymValue, MAX_DESCRIPTION_BYTES,
 };
-use vfps_store::{coalesce::Coalescer, Candidate, Store, Upserted};
+use vfps_store::{
+    coalesce::{Coalescer, Limits},
+    Candidate, Store, Upserted,
+};
 
 use crate::{cache::TtlCache, config::Caching, metrics::Metrics};
 
@@ -38,31 +42,45 @@ pub struct Service {
     store: Arc<dyn Store>,
     /// Batches concurrent Creates into multi-row upserts.
     coalescer: Coalescer,
-    /// `Pseudonymization__Caching__Namespaces`; `None` when off (the default, as upstream).
-    cache: Option<Arc<TtlCache<NamespaceName, Arc<Namespace>>>>,
-    /// `Pseudonymization__Caching__Pseudonyms`: original → pseudonym, per replica.
+    /// `Pseudonymization__Caching__Namespaces`; `None` when off (the default, as
+    /// upstream). Entries are served only while the store's coherence says their
+    /// namespace was not deleted since they were read.
+    namespaces: Option<Arc<TtlCache<NamespaceName, Arc<Namespace>>>>,
+    /// `Pseudonymization__Caching__Pseudonyms`: original → pseudonym, per replica,
+    /// under the same rule.
     pseudonyms: Option<Arc<TtlCache<(NamespaceName, OriginalValue), Pseudonym>>>,
     metrics: Metrics,
+}
+
+/// How Creates are batched: at most `max_batch` per upsert, at most `max_queue`
+/// waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct Batching {
+    pub max_batch: usize,
+    pub max_queue: usize,
 }
 
 impl Service {
     pub fn new(
         store: Arc<dyn Store>,
-        max_batch: usize,
+        batching: Batching,
         caching: Caching,
         metrics: Metrics,
     ) -> Self {
         let m = metrics.clone();
         let coalescer = Coalescer::spawn(
             store.clone(),
-            store.write_parallelism(),
-            max_batch,
+            Limits {
+                workers: store.write_parallelism(),
+                max_batch: batching.max_batch,
+                max_queue: batching.max_queue,
+            },
             Arc::new(move |n| m.observe_batch(n)),
         );
         Self {
             store,
             coalescer,
-            cache: caching.namespaces.then(|| {
+            namespaces: caching.namespaces.then(|| {
                 Arc::new(TtlCache::new(
                     caching.absolute_expiration,
                     caching.size_limit,
@@ -126,33 +144,46 @@ impl Service {
         }
     }
 
+    /// Whether a cache entry of `namespace` read at `read_at` may be served.
+    fn fresh(&self, namespace: &NamespaceName, read_at: Instant) -> bool {
+        self.store.coherence().fresh(namespace.as_str(), read_at)
+    }
+
+    fn caches(&self) -> bool {
+        self.namespaces.is_some() || self.pseudonyms.is_some()
+    }
+
     async fn namespace(
         &self,
         name: &NamespaceName,
         deadline: Instant,
     ) -> Result<Arc<Namespace>, Error> {
-        if let Some(ns) = self.cache.as_ref().and_then(|c| c.get(name)) {
-            return Ok(ns);
+        if let Some((ns, read_at)) = self.namespaces.as_ref().and_then(|c| c.get(name)) {
+            if self.fresh(name, read_at) {
+                return Ok(ns);
+            }
         }
+        let read_at = Instant::now();
         let found = self
             .retry("get_namespace", deadline, || self.store.get_namespace(name))
             .await?
             .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))?;
         let found = Arc::new(found);
-        if let Some(cache) = &self.cache {
-            cache.insert(name.clone(), found.clone());
+        if let Some(cache) = &self.namespaces {
+            cache.insert(name.clone(), found.clone(), read_at);
         }
         Ok(found)
     }
 
     /// Forgets a cached namespace (it may have vanished).
     fn forget_namespace(&self, name: &NamespaceName) {
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = &self.namespaces {
             cache.remove(name);
         }
     }
 
-    /// Forgets a deleted namespace and, with it, its cached pseudonyms.
+    /// Forgets a deleted namespace and, with it, its cached pseudonyms (to free
+    /// their memory: the store's coherence already makes them unservable).
     fn forget(&self, name: &NamespaceName) {
         self.forget_namespace(name);
         if let Some(cache) = &self.pseudonyms {
@@ -173,9 +204,17 @@ impl Service {
             ))
         })?;
         let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?;
+        storable("description", &req.description)?;
+        if req.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "description is {} bytes long, at most {MAX_DESCRIPTION_BYTES} are allowed",
+                req.description.len()
+            )));
+        }
         let now = now_micros();
         let ns = Namespace {
             name,
+            uid: NamespaceUid::random(),
             description: req.description,
             settings,
             created_at: now,
@@ -203,15 +242,23 @@ impl Service {
             .await
     }
 
+    /// Deletes a namespace. With caches on, the answer waits the store's settle
+    /// delay after the commit: by then no replica serves the namespace from a
+    /// cache any more (see `vfps_store::coherence`). Every replica must therefore
+    /// have the same caching settings.
     pub async fn delete_namespace(&self, name: &str, deadline: Instant) -> Result<(), Error> {
         let name = NamespaceName::parse(name)?;
-        self.forget(&name);
         let deleted = self
             .retry("delete_namespace", deadline, || {
                 self.store.delete_namespace(&name)
             })
             .await?;
         self.forget(&name);
+        if self.caches() {
+            // Also after "not found": an earlier, interrupted attempt may have
+            // committed the delete moments ago.
+            tokio::time::sleep(self.store.coherence().settle_delay()).await;
+        }
         if !deleted {
             return Err(Error::not_found(format!("namespace {name} not found")));
         }
@@ -228,17 +275,22 @@ impl Service {
     ) -> Result<Pseudonym, Error> {
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
-        let ns = self.namespace(&name, deadline).await?;
+        let mut ns = self.namespace(&name, deadline).await?;
         if let Some(cache) = &self.pseudonyms {
-            let hit = cache.get(&(name.clone(), original.clone()));
+            let hit = cache
+                .get(&(name.clone(), original.clone()))
+                .filter(|(_, read_at)| self.fresh(&name, *read_at));
             self.metrics.pseudonym_cache(hit.is_some());
-            if let Some(p) = hit {
+            if let Some((p, _)) = hit {
                 return Ok(p);
             }
         }
-        for _ in 0..MAX_COLLISIONS {
+        let mut collisions = 0;
+        while collisions < MAX_COLLISIONS {
+            let read_at = Instant::now();
             let candidate = Candidate {
                 namespace: name.clone(),
+                namespace_uid: ns.uid,
                 original: original.clone(),
                 pseudonym: generate(&ns.settings, &original),
                 created_at: now_micros(),
@@ -251,14 +303,20 @@ impl Service {
             match result {
                 Upserted::Stored(p) => {
                     if let Some(cache) = &self.pseudonyms {
-                        cache.insert((name.clone(), original.clone()), p.clone());
+                        cache.insert((name.clone(), original.clone()), p.clone(), read_at);
                     }
                     return Ok(p);
                 }
                 Upserted::Conflict => {
-                    // A collision, or the namespace vanished (perhaps while cached).
+                    // The namespace vanished or is another incarnation now
+                    // (perhaps while cached), or the pseudonym collided.
                     self.forget_namespace(&name);
-                    self.namespace(&name, deadline).await?;
+                    let current = self.namespace(&name, deadline).await?;
+                    if current.uid != ns.uid {
+                        ns = current;
+                        continue;
+                    }
+                    collisions += 1;
                     self.metrics.pseudonym_collision();
                     if ns.settings.method.is_deterministic() {
                         break;
@@ -279,11 +337,9 @@ impl Service {
         deadline: Instant,
     ) -> Result<Pseudonym, Error> {
         let name = NamespaceName::parse(namespace)?;
-        if pseudonym_value.trim().is_empty() {
-            return Err(Error::invalid_argument("pseudonym value must not be blank"));
-        }
+        let pseudonym_value = PseudonymValue::parse(pseudonym_value)?;
         self.retry("get_pseudonym", deadline, || {
-            self.store.get_pseudonym(&name, pseudonym_value)
+            self.store.get_pseudonym(&name, &pseudonym_value)
         })
         .await?
         .ok_or_else(|| Error::not_found(format!("pseudonym not found in namespace {name}")))

@@ -11,18 +11,22 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic_health::ServingStatus;
-use vfps_core::{now_micros, ErrorKind, Namespace, NamespaceName};
+use vfps_core::{now_micros, ErrorKind, Namespace, NamespaceName, NamespaceUid};
 use vfps_proto::v1::{
     namespace_service_server::NamespaceServiceServer,
     pseudonym_service_server::PseudonymServiceServer,
 };
-use vfps_store::{postgres::PgStore, sqlite::SqliteStore, Store};
+use vfps_store::{
+    postgres::{PgStore, TargetSession},
+    sqlite::SqliteStore,
+    Store,
+};
 
 use crate::{
     config::{Settings, StoreConfig},
     grpc::{NamespaceApi, PseudonymApi},
     metrics::Metrics,
-    service::Service,
+    service::{Batching, Service},
     state::{AppState, Health},
 };
 
@@ -55,10 +59,17 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
         StoreConfig::Postgres(options) => {
             let store = PgStore::new(options)?;
             tracing::info!(hosts = ?options.hosts, database = ?options.database, "using the PostgreSQL store");
+            if options.hosts.len() > 1 && options.target_session == TargetSession::Any {
+                tracing::warn!(
+                    "ConnectionStrings__PostgreSQL lists several hosts with Target Session Attributes=any: \
+                     a standby listed first takes the writes and fails them; use read-write"
+                );
+            }
             if settings.force_migrations {
                 let report = store.migrate().await.context("database migration failed")?;
                 tracing::info!(applied = ?report.applied, "database migrations done");
             }
+            store.spawn_monitor()?;
             Arc::new(store)
         }
     })
@@ -71,7 +82,10 @@ impl Application {
         let metrics = Metrics::new()?;
         let service = Service::new(
             store,
-            settings.max_create_batch,
+            Batching {
+                max_batch: settings.max_create_batch,
+                max_queue: settings.max_create_queue,
+            },
             settings.caching,
             metrics.clone(),
         );
@@ -95,6 +109,7 @@ impl Application {
                 metrics,
                 health: Arc::new(Health::default()),
                 max_call_deadline: settings.max_call_deadline,
+                readiness_database_grace: settings.readiness_database_grace,
             },
             settings,
         })
@@ -224,10 +239,13 @@ impl Application {
             "shutdown requested: draining"
         );
         state.health.start_draining();
-        for name in HEALTH_SERVICES {
-            reporter
-                .set_service_status(name, ServingStatus::NotServing)
-                .await;
+        {
+            let _writing = state.health.grpc_status.lock().await;
+            for name in HEALTH_SERVICES {
+                reporter
+                    .set_service_status(name, ServingStatus::NotServing)
+                    .await;
+            }
         }
         tokio::time::sleep(settings.pre_stop_delay).await;
         stop.cancel();
@@ -264,6 +282,7 @@ async fn create_initial_namespaces(
             let now = now_micros();
             let ns = Namespace {
                 name: name.clone(),
+                uid: NamespaceUid::random(),
                 description: init.description.clone(),
                 settings: init.settings.clone(),
                 created_at: now,
@@ -288,7 +307,8 @@ async fn create_initial_namespaces(
     state.health.mark_initialised();
 }
 
-/// Keeps gRPC health in step with readiness until shutdown.
+/// Keeps gRPC health in step with readiness until draining starts; never
+/// writes `SERVING` after the drain wrote `NOT_SERVING`.
 async fn report_health(
     state: AppState,
     reporter: tonic_health::server::HealthReporter,
@@ -296,21 +316,27 @@ async fn report_health(
 ) {
     let mut last = None;
     loop {
-        let serving = state.readiness().await.is_ok();
-        if last != Some(serving) && !state.health.is_draining() {
-            let status = if serving {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            for name in HEALTH_SERVICES {
-                reporter.set_service_status(name, status).await;
+        {
+            let _writing = state.health.grpc_status.lock().await;
+            if state.health.is_draining() {
+                return;
             }
-            last = Some(serving);
+            let serving = state.readiness().is_ok();
+            if last != Some(serving) {
+                let status = if serving {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
+                for name in HEALTH_SERVICES {
+                    reporter.set_service_status(name, status).await;
+                }
+                last = Some(serving);
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
 }

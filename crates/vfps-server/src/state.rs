@@ -3,17 +3,14 @@
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
-        Arc, Mutex,
+        Arc,
     },
     time::{Duration, Instant},
 };
 
-use crate::{metrics::Metrics, service::Service};
+use vfps_store::health::DatabaseHealth;
 
-/// How long a readiness verdict is reused, so probes do not hammer the database.
-const READINESS_CACHE: Duration = Duration::from_millis(500);
-/// How long a readiness check may wait for the database.
-const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+use crate::{metrics::Metrics, service::Service};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -22,6 +19,9 @@ pub struct AppState {
     pub health: Arc<Health>,
     /// Cap on any call's deadline, and the deadline of calls that set none.
     pub max_call_deadline: Duration,
+    /// `VFPS_READINESS_DATABASE_GRACE`: how long the database may be unreachable
+    /// from this replica before the replica leaves rotation.
+    pub readiness_database_grace: Duration,
 }
 
 /// The replica's own view of whether it should receive traffic.
@@ -31,8 +31,9 @@ pub struct Health {
     draining: AtomicBool,
     /// Set once the configured initial namespaces exist.
     initialised: AtomicBool,
-    /// Last database check: when, and whether a writable database answered.
-    last_check: Mutex<Option<(Instant, Result<(), String>)>>,
+    /// Held while the gRPC health status is written, so a status computed before
+    /// draining began is never written after the drain's `NOT_SERVING`.
+    pub(crate) grpc_status: tokio::sync::Mutex<()>,
 }
 
 impl Health {
@@ -56,32 +57,45 @@ impl AppState {
         Instant::now() + d.saturating_sub(margin)
     }
 
-    /// Ready = not draining, initialised, and a writable database answers.
-    pub async fn readiness(&self) -> Result<(), String> {
+    /// Ready = initialised, not draining, and the database not unreachable from
+    /// this replica for longer than the grace period. A failover (every replica
+    /// loses the database for seconds) therefore leaves every replica in rotation
+    /// to hold its callers' calls; a replica cut off on its own leaves it. Asks
+    /// nothing of the database: the store reports what its own attempts found.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.serving()?;
+        match self.service.store().database_health() {
+            DatabaseHealth::Reachable => Ok(()),
+            DatabaseHealth::NotYetReached => Err("the database has not been reached yet".into()),
+            DatabaseHealth::Unreachable { for_, why } if for_ > self.readiness_database_grace => {
+                Err(format!(
+                    "the database has been unreachable for {:.0?} (grace {:?}): {why}",
+                    for_, self.readiness_database_grace
+                ))
+            }
+            DatabaseHealth::Unreachable { .. } => Ok(()),
+        }
+    }
+
+    /// `/healthz`: ready, and the database reachable from here right now.
+    pub fn health(&self) -> Result<(), String> {
+        self.readiness()?;
+        match self.service.store().database_health() {
+            DatabaseHealth::Reachable => Ok(()),
+            DatabaseHealth::NotYetReached => Err("the database has not been reached yet".into()),
+            DatabaseHealth::Unreachable { for_, why } => Err(format!(
+                "the database has been unreachable for {for_:.0?}: {why}"
+            )),
+        }
+    }
+
+    fn serving(&self) -> Result<(), String> {
         if self.health.is_draining() {
             return Err("shutting down".into());
         }
         if !self.health.initialised.load(Ordering::SeqCst) {
             return Err("initial namespaces are not created yet".into());
         }
-        if let Ok(last) = self.health.last_check.lock() {
-            if let Some((at, verdict)) = last.as_ref() {
-                if at.elapsed() < READINESS_CACHE {
-                    return verdict.clone();
-                }
-            }
-        }
-        let verdict =
-            match tokio::time::timeout(READINESS_TIMEOUT, self.service.store().check_writable())
-                .await
-            {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.message),
-                Err(_) => Err("the database did not answer in time".into()),
-            };
-        if let Ok(mut last) = self.health.last_check.lock() {
-            *last = Some((Instant::now(), verdict.clone()));
-        }
-        verdict
+        Ok(())
     }
 }

@@ -1,12 +1,18 @@
 //! Coalesces concurrent Creates into multi-row upserts.
 //!
 //! Callers enqueue a [`Candidate`] and await its answer. A fixed set of workers each
-//! take whatever is queued (up to `max_batch`), deduplicate it by
-//! `(namespace, original)`, sort it (so concurrent batches lock rows in the same
-//! order and cannot deadlock each other) and run one upsert. Under light load a batch
-//! is one row and adds no latency; under heavy load batches grow and one commit
-//! serves many callers. A failed batch fails every caller in it: nobody is told "ok"
-//! for a row that is not committed.
+//! take whatever is queued (up to `max_batch`), drop the candidates whose callers
+//! have gone, deduplicate the rest by `(namespace, original)`, sort them (so
+//! concurrent batches lock rows in the same order and cannot deadlock each other)
+//! and run one upsert. Under light load a batch is one row and adds no latency;
+//! under heavy load batches grow and one commit serves many callers.
+//!
+//! Nobody is told "ok" for a row that is not committed, and one caller's row never
+//! fails another caller: a batch that fails for a transient reason fails every
+//! caller with `Unavailable` (they retry), one that fails for any other reason is
+//! run again row by row, so each caller gets its own answer. The queue is bounded:
+//! when it is full a Create is answered `Unavailable` at once instead of waiting
+//! behind work the database cannot keep up with.
 
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
@@ -16,7 +22,7 @@ use std::sync::{
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 use vfps_core::Error;
 
-use crate::{Candidate, Store, Upserted};
+use crate::{Candidate, Upsert, Upserted};
 
 type Reply = oneshot::Sender<Result<Upserted, Error>>;
 type Item = (Candidate, Reply);
@@ -24,7 +30,7 @@ type Item = (Candidate, Reply);
 /// What the workers share.
 struct Shared {
     /// Only the worker holding this lock collects; the others wait their turn.
-    rx: Mutex<mpsc::UnboundedReceiver<Item>>,
+    rx: Mutex<mpsc::Receiver<Item>>,
     /// Batches executing now.
     in_flight: AtomicUsize,
     /// Size of the batch started last: a new batch waits to be about as large
@@ -72,28 +78,41 @@ impl Shared {
 /// Handle to the coalescing workers; cheap to clone.
 #[derive(Clone)]
 pub struct Coalescer {
-    queue: mpsc::UnboundedSender<(Candidate, Reply)>,
+    queue: mpsc::Sender<Item>,
+    /// The queue's bound, for the error message.
+    capacity: usize,
+}
+
+/// How the coalescer batches.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Batches executing at once.
+    pub workers: usize,
+    /// Most candidates in one batch.
+    pub max_batch: usize,
+    /// Most candidates waiting for a batch; more are refused at once.
+    pub max_queue: usize,
 }
 
 impl Coalescer {
-    /// Spawns `workers` batch workers on the current runtime. They stop when every
-    /// handle is dropped.
-    /// `on_batch` is told each batch's size (after deduplication), for metrics.
-    pub fn spawn(
-        store: Arc<dyn Store>,
-        workers: usize,
-        max_batch: usize,
+    /// Spawns the batch workers on the current runtime. They stop when every
+    /// handle is dropped. `on_batch` is told each batch's size (after
+    /// deduplication), for metrics.
+    pub fn spawn<S: Upsert + ?Sized>(
+        store: Arc<S>,
+        limits: Limits,
         on_batch: Arc<dyn Fn(usize) + Send + Sync>,
     ) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let capacity = limits.max_queue.max(1);
+        let (tx, rx) = mpsc::channel(capacity);
         let shared = Arc::new(Shared {
             rx: Mutex::new(rx),
             in_flight: AtomicUsize::new(0),
             last_size: AtomicUsize::new(1),
             finished: Notify::new(),
         });
-        let max_batch = max_batch.max(1);
-        for _ in 0..workers.max(1) {
+        let max_batch = limits.max_batch.max(1);
+        for _ in 0..limits.workers.max(1) {
             let shared = shared.clone();
             let store = store.clone();
             let on_batch = on_batch.clone();
@@ -110,28 +129,43 @@ impl Coalescer {
                 }
             });
         }
-        Self { queue: tx }
+        Self {
+            queue: tx,
+            capacity,
+        }
     }
 
-    /// Upserts one candidate as part of whatever batch it lands in.
+    /// Upserts one candidate as part of whatever batch it lands in. Dropping the
+    /// future before the answer takes the candidate out of any batch not yet
+    /// started.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Upserted, Error> {
         let (tx, rx) = oneshot::channel();
-        self.queue
-            .send((candidate, tx))
-            .map_err(|_| Error::unavailable("the server is shutting down"))?;
+        self.queue.try_send((candidate, tx)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Error::unavailable(format!(
+                "overloaded: {} Creates are already waiting for the database",
+                self.capacity
+            )),
+            mpsc::error::TrySendError::Closed(_) => {
+                Error::unavailable("the server is shutting down")
+            }
+        })?;
         rx.await
             .map_err(|_| Error::internal("create batch worker stopped without answering"))?
     }
 }
 
-async fn run_batch(
-    store: &dyn Store,
-    batch: Vec<(Candidate, Reply)>,
+async fn run_batch<S: Upsert + ?Sized>(
+    store: &S,
+    mut batch: Vec<(Candidate, Reply)>,
     on_batch: &(dyn Fn(usize) + Send + Sync),
 ) {
+    // Nobody waits for these any more.
+    batch.retain(|(_, reply)| !reply.is_closed());
+    if batch.is_empty() {
+        return;
+    }
     // Deduplicate: one row per (namespace, original); every caller of a key gets
     // it. Sorted by key, so concurrent batches lock index entries in one order.
-    let mut batch = batch;
     batch.sort_by(|a, b| {
         (a.0.namespace.as_str(), a.0.original.as_str())
             .cmp(&(b.0.namespace.as_str(), b.0.original.as_str()))
@@ -154,26 +188,245 @@ async fn run_batch(
         }
     }
     on_batch(candidates.len());
-    match store.upsert_pseudonyms(&candidates).await {
-        Ok(results) if results.len() == candidates.len() => {
-            for (result, replies) in results.into_iter().zip(replies) {
-                for reply in replies {
-                    let _ = reply.send(Ok(result.clone()));
-                }
+    match upsert(store, &candidates).await {
+        Ok(results) => answer(results.into_iter().map(Ok), replies),
+        Err(e) if e.is_transient() || candidates.len() == 1 => {
+            answer(std::iter::repeat(Err(e)), replies)
+        }
+        Err(e) => {
+            // Some row the database would not take: find out whose, row by row.
+            tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
+            let mut results = Vec::with_capacity(candidates.len());
+            for candidate in &candidates {
+                results.push(
+                    upsert(store, std::slice::from_ref(candidate))
+                        .await
+                        .map(|mut r| r.remove(0)),
+                );
+            }
+            answer(results.into_iter(), replies)
+        }
+    }
+}
+
+/// One upsert that answers exactly one result per candidate, or an error.
+async fn upsert<S: Upsert + ?Sized>(
+    store: &S,
+    candidates: &[Candidate],
+) -> Result<Vec<Upserted>, Error> {
+    let results = store.upsert_pseudonyms(candidates).await?;
+    if results.len() != candidates.len() {
+        return Err(Error::internal(format!(
+            "store answered {} of {} rows of a batch",
+            results.len(),
+            candidates.len()
+        )));
+    }
+    Ok(results)
+}
+
+/// Sends each deduplicated row's result to every caller of that row.
+fn answer(results: impl Iterator<Item = Result<Upserted, Error>>, replies: Vec<Vec<Reply>>) {
+    for (result, replies) in results.zip(replies) {
+        for reply in replies {
+            let _ = reply.send(result.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Mutex as StdMutex, time::Duration};
+
+    use async_trait::async_trait;
+    use vfps_core::{now_micros, NamespaceName, NamespaceUid, OriginalValue, Pseudonym};
+
+    use super::*;
+
+    /// Stores whatever it gets, fails batches holding an original starting with
+    /// "poison", and records every batch; waits on `gate` before answering.
+    struct Recording {
+        batches: StdMutex<Vec<Vec<String>>>,
+        gate: tokio::sync::Semaphore,
+        transient: bool,
+    }
+
+    impl Recording {
+        fn new(transient: bool) -> Arc<Self> {
+            Arc::new(Self {
+                batches: StdMutex::default(),
+                gate: tokio::sync::Semaphore::new(0),
+                transient,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl Upsert for Recording {
+        async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
+            let originals: Vec<String> = batch
+                .iter()
+                .map(|c| c.original.as_str().to_owned())
+                .collect();
+            self.batches.lock().unwrap().push(originals.clone());
+            let _permit = self.gate.acquire().await.unwrap();
+            if originals.iter().any(|o| o.starts_with("poison")) {
+                return Err(if self.transient {
+                    Error::unavailable("connection lost")
+                } else {
+                    Error::invalid_argument("the database cannot store this value")
+                });
+            }
+            Ok(batch
+                .iter()
+                .map(|c| {
+                    Upserted::Stored(Pseudonym {
+                        namespace: c.namespace.clone(),
+                        original_value: c.original.as_str().to_owned(),
+                        pseudonym_value: c.pseudonym.clone(),
+                        created_at: c.created_at,
+                        last_updated_at: c.created_at,
+                    })
+                })
+                .collect())
+        }
+    }
+
+    fn candidate(original: &str) -> Candidate {
+        Candidate {
+            namespace: NamespaceName::parse("n").unwrap(),
+            namespace_uid: NamespaceUid(1),
+            original: OriginalValue::parse(original).unwrap(),
+            pseudonym: format!("p-{original}"),
+            created_at: now_micros(),
+        }
+    }
+
+    fn spawn(store: Arc<Recording>, max_queue: usize) -> Coalescer {
+        Coalescer::spawn(
+            store,
+            Limits {
+                workers: 1,
+                max_batch: 64,
+                max_queue,
+            },
+            Arc::new(|_| {}),
+        )
+    }
+
+    /// Waits until the store has seen `n` batches.
+    async fn batches_seen(store: &Recording, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while store.batches.lock().unwrap().len() < n {
+            assert!(tokio::time::Instant::now() < deadline, "no batch arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_is_unavailable_at_once() {
+        let store = Recording::new(false);
+        let c = spawn(store.clone(), 2);
+        // One batch executes (held at the gate), two wait in the queue.
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { c.upsert(candidate("first")).await }
+        });
+        batches_seen(&store, 1).await;
+        let queued: Vec<_> = (0..2)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move { c.upsert(candidate(&format!("q{i}"))).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let e = tokio::time::timeout(Duration::from_millis(100), c.upsert(candidate("over")))
+            .await
+            .expect("refused at once, not queued")
+            .unwrap_err();
+        assert!(e.is_transient() && e.message.contains("overloaded"), "{e}");
+        store.gate.add_permits(100);
+        assert!(first.await.unwrap().is_ok());
+        for q in queued {
+            assert!(q.await.unwrap().is_ok());
+        }
+    }
+
+    #[tokio::test]
+    async fn candidates_whose_callers_left_are_not_written() {
+        let store = Recording::new(false);
+        let c = spawn(store.clone(), 16);
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { c.upsert(candidate("first")).await }
+        });
+        batches_seen(&store, 1).await;
+        // These wait behind the first batch; their callers give up.
+        let gone =
+            tokio::time::timeout(Duration::from_millis(20), c.upsert(candidate("gone"))).await;
+        assert!(gone.is_err(), "the caller timed out");
+        let kept = tokio::spawn({
+            let c = c.clone();
+            async move { c.upsert(candidate("kept")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.gate.add_permits(100);
+        first.await.unwrap().unwrap();
+        kept.await.unwrap().unwrap();
+        let written: Vec<String> = store.batches.lock().unwrap().concat();
+        assert!(written.contains(&"kept".to_owned()));
+        assert!(!written.contains(&"gone".to_owned()), "{written:?}");
+    }
+
+    async fn a_batch_with_one_bad_row(transient: bool) -> Vec<Result<Upserted, Error>> {
+        let store = Recording::new(transient);
+        let c = spawn(store.clone(), 64);
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { c.upsert(candidate("first")).await }
+        });
+        batches_seen(&store, 1).await;
+        // Queued together behind the first batch: they become one batch.
+        let calls: Vec<_> = ["a", "poison", "b", "c"]
+            .into_iter()
+            .map(|o| {
+                let c = c.clone();
+                tokio::spawn(async move { c.upsert(candidate(o)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        store.gate.add_permits(1000);
+        first.await.unwrap().unwrap();
+        let mut results = Vec::new();
+        for call in calls {
+            results.push(call.await.unwrap());
+        }
+        assert_eq!(
+            store.batches.lock().unwrap()[1].len(),
+            4,
+            "the four were one batch"
+        );
+        results
+    }
+
+    #[tokio::test]
+    async fn one_bad_row_fails_only_its_own_caller() {
+        let results = a_batch_with_one_bad_row(false).await;
+        for (i, r) in results.iter().enumerate() {
+            if i == 1 {
+                let e = r.as_ref().unwrap_err();
+                assert_eq!(e.kind, vfps_core::ErrorKind::InvalidArgument, "{e}");
+            } else {
+                assert!(r.is_ok(), "innocent row {i} failed: {r:?}");
             }
         }
-        Ok(results) => {
-            let e = Error::internal(format!(
-                "store answered {} of {} rows of a batch",
-                results.len(),
-                candidates.len()
-            ));
-            replies.into_iter().flatten().for_each(|r| {
-                let _ = r.send(Err(e.clone()));
-            });
-        }
-        Err(e) => replies.into_iter().flatten().for_each(|r| {
-            let _ = r.send(Err(e.clone()));
-        }),
+    }
+
+    #[tokio::test]
+    async fn a_transient_batch_failure_is_unavailable_for_everyone() {
+        let results = a_batch_with_one_bad_row(true).await;
+        assert!(results
+            .iter()
+            .all(|r| r.as_ref().is_err_and(|e| e.is_transient())));
     }
 }

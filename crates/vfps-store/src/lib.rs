@@ -6,18 +6,28 @@
 //! - [`sqlite`]: the embedded default — one WAL file, one writer, parallel readers.
 //! - [`migrate`]: versioned, checksummed migrations for both.
 //! - [`coalesce`]: turns concurrent Creates into multi-row upserts.
+//! - [`health`]: whether this process reaches its database, from its own attempts.
+//! - [`coherence`]: when cached namespaces and pseudonyms may be served.
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
-//! `Unavailable` (the caller retries within its deadline), anything else `Internal`.
+//! `Unavailable` (the caller retries within its deadline), a value the database
+//! cannot take `InvalidArgument`, anything else `Internal`.
+//!
+//! Every method is cancel-safe: its future may be dropped at any await, and what
+//! it held (a pooled connection inside a transaction, a statement in flight) is
+//! discarded, never handed to another call.
 
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use vfps_core::{
-    Error, Namespace, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+    Error, Namespace, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
+    PseudonymPage, PseudonymValue,
 };
 
 pub mod coalesce;
+pub mod coherence;
+pub mod health;
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
@@ -26,6 +36,9 @@ pub mod sqlite;
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub namespace: NamespaceName,
+    /// The incarnation of the namespace the pseudonym was generated for: if the
+    /// namespace was deleted (and created again) since, nothing is inserted.
+    pub namespace_uid: NamespaceUid,
     pub original: OriginalValue,
     /// Freshly generated; used only if the original has no pseudonym yet.
     pub pseudonym: String,
@@ -38,7 +51,8 @@ pub enum Upserted {
     /// The pseudonym of the original: the existing one, or the candidate's, now committed.
     Stored(Pseudonym),
     /// Neither inserted nor found: the candidate pseudonym collided with another
-    /// original's, or the namespace is gone. The caller regenerates or reports.
+    /// original's, or the namespace is gone or is another incarnation now. The
+    /// caller reloads the namespace, then regenerates or reports.
     Conflict,
 }
 
@@ -50,24 +64,33 @@ pub struct PoolStatus {
     pub max_size: usize,
 }
 
+/// Writing pseudonyms in batches: all the [`coalesce::Coalescer`] needs.
+#[async_trait]
+pub trait Upsert: Send + Sync + 'static {
+    /// Inserts each candidate unless its original already has a pseudonym, in one
+    /// atomic statement or transaction; answers in input order. Either the whole
+    /// batch is committed (and, on PostgreSQL, on the synchronous standby too, as
+    /// is every existing row it answers with) or an error is returned.
+    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error>;
+}
+
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Fails with `AlreadyExists` when the name is taken.
+pub trait Store: Upsert {
+    /// Fails with `AlreadyExists` when the name is taken. Like every answer about
+    /// a namespace, only given once the synchronous standby has it too.
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
     async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error>;
     async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error>;
     /// Deletes the namespace and all its pseudonyms; `false` if it did not exist.
+    /// Creates into other namespaces go on meanwhile; a concurrent Create into
+    /// this one either lands before (and is deleted with it) or finds it gone.
     async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error>;
 
-    /// Inserts each candidate unless its original already has a pseudonym, in one
-    /// atomic statement or transaction; answers in input order. Either the whole
-    /// batch is committed or an error is returned.
-    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error>;
     async fn get_pseudonym(
         &self,
         namespace: &NamespaceName,
-        pseudonym_value: &str,
+        pseudonym_value: &PseudonymValue,
     ) -> Result<Option<Pseudonym>, Error>;
     /// Newest first; `after` continues from the last item of the previous page.
     async fn list_pseudonyms(
@@ -82,6 +105,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds only if a writable database answers now.
     async fn check_writable(&self) -> Result<(), Error>;
+    /// Whether this process reached its database lately (no database call).
+    fn database_health(&self) -> health::DatabaseHealth;
+    /// When cached namespaces and pseudonyms may be served.
+    fn coherence(&self) -> &coherence::Coherence;
     fn pool_status(&self) -> PoolStatus;
     /// How many upsert batches may usefully run at once.
     fn write_parallelism(&self) -> usize;

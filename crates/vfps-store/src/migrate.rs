@@ -20,17 +20,31 @@ impl Migration {
     }
 }
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "namespace_uid",
+        sql: include_str!("../migrations/postgres/0002_namespace_uid.sql"),
+    },
+];
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "namespace_uid",
+        sql: include_str!("../migrations/sqlite/0002_namespace_uid.sql"),
+    },
+];
 
 /// What a migration run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,6 +1,11 @@
 //! The embedded SQLite store: one file in WAL mode with `synchronous=FULL`, one
 //! writer connection (SQLite allows one writer at a time anyway) and a few reader
 //! connections used in parallel. All calls run on the blocking thread pool.
+//!
+//! Cancel-safe by construction: a call's closure runs to completion on its
+//! blocking thread even if the caller's future is dropped, and a transaction that
+//! does not reach its commit rolls back when it is dropped (rusqlite). The file is
+//! this process's alone, so its caches are always coherent (`Coherence::local`).
 
 use std::{
     path::{Path, PathBuf},
@@ -15,10 +20,14 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use vfps_core::{
     from_micros, to_micros, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
-    PageCursor, Pseudonym, PseudonymPage,
+    NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
 
-use crate::{migrate, page_from_rows, Candidate, PoolStatus, Store, Upserted};
+use crate::{
+    coherence::Coherence,
+    health::{DatabaseHealth, Reachability},
+    migrate, page_from_rows, Candidate, PoolStatus, Store, Upsert, Upserted,
+};
 
 const READERS: usize = 4;
 
@@ -30,16 +39,22 @@ pub struct SqliteStore {
     next_reader: AtomicUsize,
     /// Calls currently holding a connection, for the pool metric.
     in_use: Arc<AtomicUsize>,
+    /// Whether the file could be used lately (I/O errors, a full disk).
+    reachability: Reachability,
+    /// Records this process's deletes for its caches.
+    coherence: Coherence,
 }
 
+/// Busy, locked, full or failing files are transient (`Unavailable`); a value
+/// too big for SQLite is the caller's (`InvalidArgument`); the rest is a bug.
 fn sql_err(e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode::*;
     match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            Error::unavailable("the database file is busy")
-        }
-        Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure) => {
+        Some(DatabaseBusy | DatabaseLocked) => Error::unavailable("the database file is busy"),
+        Some(DiskFull | SystemIoFailure | CannotOpen | OutOfMemory) => {
             Error::unavailable(format!("database file IO failed: {e}"))
         }
+        Some(TooBig) => Error::invalid_argument("the database cannot store a value this large"),
         _ => Error::internal(format!("sqlite: {e}")),
     }
 }
@@ -92,6 +107,12 @@ impl SqliteStore {
             readers: Arc::new(readers),
             next_reader: AtomicUsize::new(0),
             in_use: Arc::new(AtomicUsize::new(0)),
+            reachability: {
+                let r = Reachability::default();
+                r.reached();
+                r
+            },
+            coherence: Coherence::local(),
         })
     }
 
@@ -144,7 +165,7 @@ impl SqliteStore {
     ) -> Result<T, Error> {
         let writer = self.writer.clone();
         let in_use = self.in_use.clone();
-        tokio::task::spawn_blocking(move || {
+        let result = tokio::task::spawn_blocking(move || {
             let mut c = writer
                 .lock()
                 .map_err(|_| Error::internal("writer lock poisoned"))?;
@@ -154,7 +175,17 @@ impl SqliteStore {
             r
         })
         .await
-        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?
+        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?;
+        self.observe(result)
+    }
+
+    /// Reports the outcome of a call to reachability.
+    fn observe<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        match &result {
+            Err(e) if e.is_transient() => self.reachability.failed(&e.message),
+            _ => self.reachability.reached(),
+        }
+        result
     }
 
     async fn with_reader<T: Send + 'static>(
@@ -164,7 +195,7 @@ impl SqliteStore {
         let readers = self.readers.clone();
         let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % READERS;
         let in_use = self.in_use.clone();
-        tokio::task::spawn_blocking(move || {
+        let result = tokio::task::spawn_blocking(move || {
             let c = readers[i]
                 .lock()
                 .map_err(|_| Error::internal("reader lock poisoned"))?;
@@ -174,13 +205,14 @@ impl SqliteStore {
             r
         })
         .await
-        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?
+        .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?;
+        self.observe(result)
     }
 }
 
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
+     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -193,6 +225,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let suffix: Option<String> = r.get(5)?;
     let created: i64 = r.get(6)?;
     let updated: i64 = r.get(7)?;
+    let uid: i64 = r.get(8)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -200,6 +233,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             .map_err(|_| Error::internal("stored namespace has an invalid length"))?;
         Ok(Namespace {
             name: NamespaceName::parse(&name)?,
+            uid: NamespaceUid(uid),
             description,
             settings: NamespaceSettings::parse(method, length, prefix, suffix)?,
             created_at: from_micros(created),
@@ -224,6 +258,56 @@ fn pseudonym_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Pseudony
 }
 
 #[async_trait]
+impl Upsert for SqliteStore {
+    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
+        let batch = batch.to_vec();
+        self.with_writer(move |c| {
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql_err)?;
+            let mut out = Vec::with_capacity(batch.len());
+            {
+                let mut insert = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
+                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = ?1 AND uid = ?5)
+                         ON CONFLICT DO NOTHING"
+                    ))
+                    .map_err(sql_err)?;
+                let mut select = tx
+                    .prepare_cached(&format!(
+                        "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2"
+                    ))
+                    .map_err(sql_err)?;
+                for cand in &batch {
+                    insert
+                        .execute(params![
+                            cand.namespace.as_str(),
+                            cand.original.as_str(),
+                            cand.pseudonym,
+                            to_micros(cand.created_at),
+                            cand.namespace_uid.0
+                        ])
+                        .map_err(sql_err)?;
+                    let row = select
+                        .query_row(
+                            params![cand.namespace.as_str(), cand.original.as_str()],
+                            pseudonym_from_row,
+                        )
+                        .optional()
+                        .map_err(sql_err)?
+                        .transpose()?;
+                    out.push(row.map_or(Upserted::Conflict, Upserted::Stored));
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
 impl Store for SqliteStore {
     async fn create_namespace(&self, ns: &Namespace) -> Result<(), Error> {
         let ns = ns.clone();
@@ -232,7 +316,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -243,7 +327,8 @@ impl Store for SqliteStore {
                         s.prefix,
                         s.suffix,
                         to_micros(ns.created_at),
-                        to_micros(ns.last_updated_at)
+                        to_micros(ns.last_updated_at),
+                        ns.uid.0
                     ],
                 )
                 .map_err(sql_err)?;
@@ -284,68 +369,30 @@ impl Store for SqliteStore {
     }
 
     async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
-        let name = name.as_str().to_owned();
-        self.with_writer(move |c| {
-            let n = c
-                .execute("DELETE FROM namespaces WHERE name = ?1", [name])
-                .map_err(sql_err)?;
-            Ok(n > 0)
-        })
-        .await
-    }
-
-    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
-        let batch = batch.to_vec();
-        self.with_writer(move |c| {
-            let tx = c
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(sql_err)?;
-            let mut out = Vec::with_capacity(batch.len());
-            {
-                let mut insert = tx
-                    .prepare_cached(&format!(
-                        "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
-                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = ?1)
-                         ON CONFLICT DO NOTHING"
-                    ))
+        let owned = name.as_str().to_owned();
+        let deleted = self
+            .with_writer(move |c| {
+                let n = c
+                    .execute("DELETE FROM namespaces WHERE name = ?1", [owned])
                     .map_err(sql_err)?;
-                let mut select = tx
-                    .prepare_cached(&format!(
-                        "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2"
-                    ))
-                    .map_err(sql_err)?;
-                for cand in &batch {
-                    insert
-                        .execute(params![
-                            cand.namespace.as_str(),
-                            cand.original.as_str(),
-                            cand.pseudonym,
-                            to_micros(cand.created_at)
-                        ])
-                        .map_err(sql_err)?;
-                    let row = select
-                        .query_row(
-                            params![cand.namespace.as_str(), cand.original.as_str()],
-                            pseudonym_from_row,
-                        )
-                        .optional()
-                        .map_err(sql_err)?
-                        .transpose()?;
-                    out.push(row.map_or(Upserted::Conflict, Upserted::Stored));
-                }
-            }
-            tx.commit().map_err(sql_err)?;
-            Ok(out)
-        })
-        .await
+                Ok(n > 0)
+            })
+            .await?;
+        if deleted {
+            self.coherence.deleted(name.as_str());
+        }
+        Ok(deleted)
     }
 
     async fn get_pseudonym(
         &self,
         namespace: &NamespaceName,
-        pseudonym_value: &str,
+        pseudonym_value: &PseudonymValue,
     ) -> Result<Option<Pseudonym>, Error> {
-        let (ns, pv) = (namespace.as_str().to_owned(), pseudonym_value.to_owned());
+        let (ns, pv) = (
+            namespace.as_str().to_owned(),
+            pseudonym_value.as_str().to_owned(),
+        );
         self.with_reader(move |c| {
             c.query_row(
                 &format!(
@@ -442,6 +489,14 @@ impl Store for SqliteStore {
     async fn check_writable(&self) -> Result<(), Error> {
         self.with_writer(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(sql_err))
             .await
+    }
+
+    fn database_health(&self) -> DatabaseHealth {
+        self.reachability.snapshot()
+    }
+
+    fn coherence(&self) -> &Coherence {
+        &self.coherence
     }
 
     fn pool_status(&self) -> PoolStatus {

@@ -6,10 +6,14 @@
 use std::{sync::Arc, time::Duration};
 
 use vfps_core::{
-    now_micros, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, OriginalValue,
+    now_micros, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, NamespaceUid,
+    OriginalValue, PseudonymValue,
 };
 use vfps_store::{
-    coalesce::Coalescer, postgres::PgStore, sqlite::SqliteStore, Candidate, Store, Upserted,
+    coalesce::{Coalescer, Limits},
+    postgres::PgStore,
+    sqlite::SqliteStore,
+    Candidate, Store, Upsert, Upserted,
 };
 
 async fn postgres() -> Arc<dyn Store> {
@@ -27,10 +31,16 @@ async fn sqlite() -> Arc<dyn Store> {
     Arc::new(SqliteStore::open(&dir.join("vfps.sqlite")).unwrap())
 }
 
+/// The uid the test namespaces and candidates share, unless a test says otherwise.
+fn uid_of(name: &str) -> NamespaceUid {
+    NamespaceUid(name.len() as i64 + 1)
+}
+
 fn namespace(name: &str, length: u32) -> Namespace {
     let now = now_micros();
     Namespace {
         name: NamespaceName::parse(name).unwrap(),
+        uid: uid_of(name),
         description: "test".into(),
         settings: NamespaceSettings::parse(
             GenerationMethod::FullRandomHexEncoded,
@@ -47,9 +57,22 @@ fn namespace(name: &str, length: u32) -> Namespace {
 fn candidate(ns: &str, original: &str, pseudonym: &str) -> Candidate {
     Candidate {
         namespace: NamespaceName::parse(ns).unwrap(),
+        namespace_uid: uid_of(ns),
         original: OriginalValue::parse(original).unwrap(),
         pseudonym: pseudonym.into(),
         created_at: now_micros(),
+    }
+}
+
+fn pv(raw: &str) -> PseudonymValue {
+    PseudonymValue::parse(raw).unwrap()
+}
+
+fn limits(store: &dyn Store, max_batch: usize) -> Limits {
+    Limits {
+        workers: store.write_parallelism(),
+        max_batch,
+        max_queue: 4096,
     }
 }
 
@@ -94,7 +117,7 @@ async fn upsert_returns_the_existing_pseudonym(store: Arc<dyn Store>) {
     assert_eq!(stored(&again[0]).pseudonym_value, "p-1");
     assert_eq!(stored(&again[1]).pseudonym_value, "p-3");
     let got = store
-        .get_pseudonym(&NamespaceName::parse("n").unwrap(), "p-1")
+        .get_pseudonym(&NamespaceName::parse("n").unwrap(), &pv("p-1"))
         .await
         .unwrap()
         .unwrap();
@@ -116,7 +139,7 @@ async fn a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too(store: 
         .unwrap();
     assert_eq!(r, vec![Upserted::Conflict, Upserted::Conflict]);
     assert!(store
-        .get_pseudonym(&NamespaceName::parse("missing").unwrap(), "p-9")
+        .get_pseudonym(&NamespaceName::parse("missing").unwrap(), &pv("p-9"))
         .await
         .unwrap()
         .is_none());
@@ -132,7 +155,7 @@ async fn delete_cascades_to_pseudonyms(store: Arc<dyn Store>) {
     store.delete_namespace(&ns.name).await.unwrap();
     store.create_namespace(&ns).await.unwrap();
     assert!(store
-        .get_pseudonym(&ns.name, "p-1")
+        .get_pseudonym(&ns.name, &pv("p-1"))
         .await
         .unwrap()
         .is_none());
@@ -186,12 +209,7 @@ async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
 
 async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
-    let coalescer = Coalescer::spawn(
-        store.clone(),
-        store.write_parallelism(),
-        64,
-        Arc::new(|_| {}),
-    );
+    let coalescer = Coalescer::spawn(store.clone(), limits(store.as_ref(), 64), Arc::new(|_| {}));
     let mut tasks = Vec::new();
     for i in 0..400 {
         let c = coalescer.clone();
@@ -260,12 +278,12 @@ async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(
         a.applied.len() + b.applied.len(),
-        1,
-        "exactly one run applies v1"
+        vfps_store::migrate::POSTGRES.len(),
+        "exactly one run applies each version"
     );
     let third = store.migrate().await.unwrap();
     assert!(third.applied.is_empty());
-    assert_eq!(third.already_applied, vec![1]);
+    assert_eq!(third.already_applied, vec![1, 2]);
 }
 
 #[tokio::test]
@@ -360,12 +378,7 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
 async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn Store>) {
     let ns = namespace("n", 16);
     store.create_namespace(&ns).await.unwrap();
-    let coalescer = Coalescer::spawn(
-        store.clone(),
-        store.write_parallelism(),
-        16,
-        Arc::new(|_| {}),
-    );
+    let coalescer = Coalescer::spawn(store.clone(), limits(store.as_ref(), 16), Arc::new(|_| {}));
     let mut tasks = Vec::new();
     for i in 0..600 {
         let c = coalescer.clone();

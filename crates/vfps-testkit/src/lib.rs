@@ -137,6 +137,34 @@ impl PgCluster {
 
     /// initdb and configuration, not started.
     fn init(extra_conf: &str) -> io::Result<Self> {
+        let cluster = Self::empty()?;
+        let mut initdb = as_owner(&cluster.bindir.join("initdb"));
+        initdb.arg("-D").arg(cluster.data_dir()).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
+        run(initdb, "initdb")?;
+        let conf = format!(
+            "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             max_connections = 300\nshared_buffers = 32MB\n{extra_conf}",
+            cluster.port,
+            cluster.dir.display()
+        );
+        let conf_path = cluster.data_dir().join("postgresql.conf");
+        let mut existing = std::fs::read_to_string(&conf_path)?;
+        existing.push_str(&conf);
+        std::fs::write(&conf_path, existing)?;
+        Ok(cluster)
+    }
+
+    /// A fresh directory owned by the server's user, a free port, a watchdog; no
+    /// data directory yet.
+    fn empty() -> io::Result<Self> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bindir = pg_bindir()?;
         let dir = std::env::temp_dir().join(format!(
@@ -162,27 +190,6 @@ impl PgCluster {
             port: free_port()?,
         };
         cluster.spawn_watchdog()?;
-        let mut initdb = as_owner(&cluster.bindir.join("initdb"));
-        initdb.arg("-D").arg(cluster.data_dir()).args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "--no-sync",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        ]);
-        run(initdb, "initdb")?;
-        let conf = format!(
-            "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             max_connections = 300\nshared_buffers = 32MB\n{extra_conf}",
-            cluster.port,
-            cluster.dir.display()
-        );
-        let conf_path = cluster.data_dir().join("postgresql.conf");
-        let mut existing = std::fs::read_to_string(&conf_path)?;
-        existing.push_str(&conf);
-        std::fs::write(&conf_path, existing)?;
         Ok(cluster)
     }
 
@@ -292,6 +299,63 @@ impl PgCluster {
                 self.port
             ),
         })
+    }
+
+    /// A primary with one synchronous standby streaming from it, as a highly
+    /// available PostgreSQL runs: `synchronous_standby_names = 'standby'`, so a
+    /// commit waits until the standby has flushed it. Returns `(primary, standby)`.
+    /// Stopping the standby makes every commit on the primary wait.
+    pub fn start_replicated_pair() -> io::Result<(Self, Self)> {
+        let primary = Self::init(
+            "fsync = off\nfull_page_writes = off\nwal_level = replica\nmax_wal_senders = 4\n\
+             synchronous_standby_names = 'standby'\nsynchronous_commit = on\n\
+             wal_sender_timeout = 5s\nwal_retrieve_retry_interval = 200ms\n",
+        )?;
+        let hba = primary.data_dir().join("pg_hba.conf");
+        let mut rules = std::fs::read_to_string(&hba)?;
+        rules.push_str("\nlocal replication all trust\nhost replication all 127.0.0.1/32 trust\n");
+        std::fs::write(&hba, rules)?;
+        primary.start_server()?;
+        let standby = Self::empty()?;
+        let mut backup = as_owner(&primary.bindir.join("pg_basebackup"));
+        backup
+            .arg("-D")
+            .arg(standby.data_dir())
+            .arg("-h")
+            .arg(&primary.dir)
+            .arg("-p")
+            .arg(primary.port.to_string())
+            .args(["-U", "postgres", "-X", "stream", "--no-sync"]);
+        run(backup, "pg_basebackup")?;
+        std::fs::write(standby.data_dir().join("standby.signal"), "")?;
+        // The copied configuration is the primary's; later lines win.
+        let conf_path = standby.data_dir().join("postgresql.conf");
+        let mut conf = std::fs::read_to_string(&conf_path)?;
+        conf.push_str(&format!(
+            "\nport = {}\nunix_socket_directories = '{}'\nsynchronous_standby_names = ''\n\
+             primary_conninfo = 'host={} port={} user=postgres application_name=standby'\n",
+            standby.port,
+            standby.dir.display(),
+            primary.dir.display(),
+            primary.port
+        ));
+        std::fs::write(&conf_path, conf)?;
+        standby.start_server()?;
+        let streaming = wait_for(Duration::from_secs(30), || {
+            primary
+                .psql(
+                    "postgres",
+                    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                )
+                .is_ok_and(|n| n.trim() == "1")
+        });
+        if !streaming {
+            return Err(io::Error::other(format!(
+                "the standby never became synchronous; its log:\n{}",
+                standby.server_log()
+            )));
+        }
+        Ok((primary, standby))
     }
 
     /// The server's log so far (for assertions and failure messages).

@@ -19,15 +19,25 @@ pub fn router(state: AppState) -> Router {
         .merge(fhir::routes())
         .route("/livez", get(|| async { "Healthy" }))
         .route("/readyz", get(ready))
-        .route("/healthz", get(ready))
+        .route("/healthz", get(healthy))
         .with_state(state)
 }
 
-async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
-    match state.readiness().await {
+fn verdict(result: Result<(), String>) -> Response {
+    match result {
         Ok(()) => (StatusCode::OK, "Healthy").into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("Unhealthy: {why}")).into_response(),
     }
+}
+
+/// Whether this replica should get traffic (see [`AppState::readiness`]).
+async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    verdict(state.readiness())
+}
+
+/// Readiness plus the database as reachable from here now.
+async fn healthy(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    verdict(state.health())
 }
 
 /// HTTP status of an error kind, as gRPC JSON transcoding maps status codes.

@@ -9,6 +9,7 @@ mod grpc;
 mod operations;
 mod resilience;
 mod rest;
+mod safety;
 
 /// Generates one test per backend for each `async fn(Backend)` listed.
 #[macro_export]

@@ -44,8 +44,14 @@ async fn a_stopped_database_is_unavailable_then_calls_succeed_after_restart() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    let health = app.get("/healthz").await;
+    assert_eq!(health.status(), 503, "/healthz reports the database");
     let ready = app.get("/readyz").await;
-    assert_eq!(ready.status(), 503);
+    assert_eq!(
+        ready.status(),
+        200,
+        "within the grace period the replica stays ready"
+    );
     let live = app.get("/livez").await;
     assert_eq!(live.status(), 200, "liveness never depends on the database");
 
@@ -159,4 +165,77 @@ async fn a_thousand_concurrent_creates_through_two_processes_give_one_pseudonym_
         )
         .unwrap();
     assert_eq!(rows.trim(), "120|120");
+}
+
+/// Polls `path` every 100 ms for `during`; returns the statuses seen.
+async fn statuses(app: &crate::helpers::TestApp, path: &str, during: Duration) -> Vec<u16> {
+    let end = tokio::time::Instant::now() + during;
+    let mut seen = Vec::new();
+    while tokio::time::Instant::now() < end {
+        seen.push(app.get(path).await.status().as_u16());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_outlasts_a_database_outage_shorter_than_the_grace_but_not_a_longer_one() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string.replace("Timeout=2", "Timeout=0.5"),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ("VFPS_READINESS_DATABASE_GRACE".to_owned(), "3s".to_owned()),
+        ("VFPS_MAX_CALL_DEADLINE".to_owned(), "10s".to_owned()),
+    ];
+    let app = spawn_app_with(env).await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(
+        tonic::transport::Channel::from_shared(app.grpc.clone())
+            .unwrap()
+            .connect_lazy(),
+    );
+    let grpc_serving =
+        |r: Result<tonic::Response<tonic_health::pb::HealthCheckResponse>, tonic::Status>| {
+            r.unwrap().into_inner().status
+                == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        };
+
+    // Shorter than the grace: ready throughout, while /healthz reports the outage.
+    cluster.stop_server().unwrap();
+    let ready = statuses(&app, "/readyz", Duration::from_millis(1500)).await;
+    assert!(ready.iter().all(|s| *s == 200), "{ready:?}");
+    assert_eq!(app.get("/healthz").await.status(), 503);
+    assert!(grpc_serving(
+        health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+    ));
+    cluster.start_server().unwrap();
+    let healthy = statuses(&app, "/healthz", Duration::from_millis(1500)).await;
+    assert_eq!(healthy.last(), Some(&200), "{healthy:?}");
+
+    // Longer than the grace: not ready after it, ready again once the database is.
+    cluster.stop_server().unwrap();
+    let ready = statuses(&app, "/readyz", Duration::from_millis(4500)).await;
+    assert_eq!(ready.first(), Some(&200), "{ready:?}");
+    assert_eq!(ready.last(), Some(&503), "{ready:?}");
+    let body = app.get("/readyz").await.text().await.unwrap();
+    assert!(body.contains("unreachable"), "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while grpc_serving(
+        health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await,
+    ) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gRPC health never followed readiness"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.start_server().unwrap();
+    app.wait_ready().await;
 }

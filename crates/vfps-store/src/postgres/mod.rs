@@ -1,31 +1,65 @@
 //! The PostgreSQL store.
+//!
+//! # Layout
+//! - `pool`: connections as leases that are cancel-safe by construction.
+//! - `monitor`: the per-process connection that watches reachability and
+//!   namespace deletions.
+//! - `sqlstate`: what each SQLSTATE class means for the caller.
+//! - [`npgsql`], [`tls`]: the connection string and its TLS modes.
+//!
+//! # Durability
+//! Nothing is acknowledged before the synchronous standby has it. A commit that
+//! came back with a WARNING (a cancelled wait for the standby) is refused. An
+//! answer read rather than written — an existing row returned by an idempotent
+//! re-Create, an "already exists", a "not found" for a delete — may reflect such a
+//! single-copy commit, so it is read in a transaction that writes a small WAL
+//! record of its own (a transactional `pg_logical_emit_message`, prefix `vfps`,
+//! which changes no table): PostgreSQL makes a commit wait for the standby only
+//! when its transaction wrote WAL, and this one then waits until the standby has
+//! everything up to it, the row read included. (A transaction id alone, from
+//! `pg_current_xact_id()`, writes no WAL and makes the commit wait for nothing.)
 
-use std::time::{Duration, SystemTime};
-
-use async_trait::async_trait;
-use deadpool::managed::{self, Object, PoolError};
-use tokio_postgres::{error::SqlState, Row};
-use vfps_core::{
-    Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, PageCursor, Pseudonym,
-    PseudonymPage,
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
 };
 
-use crate::{migrate, page_from_rows, Candidate, PoolStatus, Store, Upserted};
+use async_trait::async_trait;
+use deadpool::managed::{self, PoolError};
+use tokio_postgres::Row;
+use vfps_core::{
+    Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, NamespaceUid, PageCursor,
+    Pseudonym, PseudonymPage, PseudonymValue,
+};
 
+use crate::{
+    coherence::Coherence,
+    health::{DatabaseHealth, Reachability},
+    migrate, page_from_rows, Candidate, PoolStatus, Store, Upsert, Upserted,
+};
+
+mod monitor;
 pub mod npgsql;
 mod pool;
+pub mod sqlstate;
 pub mod tls;
 
+pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};
 pub use npgsql::{PgOptions, TargetSession};
-use pool::{Manager, PgConnection, Pool};
+use pool::{Lease, Manager, Pool, Steps};
 
 /// Arbitrary but fixed: the advisory lock every `vfps migrate` takes.
 const MIGRATION_LOCK_ID: i64 = 0x0076_6670_736d_6967; // "vfpsmig"
 
 pub struct PgStore {
     pool: Pool,
-    command_timeout: Duration,
-    max_pool_size: usize,
+    options: PgOptions,
+    /// Fed by every statement and by the monitor; read by readiness.
+    reachability: Arc<Reachability>,
+    /// Renewed by the monitor; read before serving from a cache.
+    coherence: Arc<Coherence>,
+    /// The monitor runs while this exists.
+    alive: Arc<()>,
 }
 
 /// An error and its chain of causes, `outer: inner: …`.
@@ -45,14 +79,10 @@ impl PgStore {
     pub fn new(options: &PgOptions) -> Result<Self, Error> {
         let timeouts = managed::Timeouts {
             wait: Some(options.command_timeout),
-            create: Some(
-                options.connect_timeout * options.hosts.len() as u32 + Duration::from_secs(1),
-            ),
+            create: Some(Self::connect_budget(options)),
             recycle: Some(Duration::from_secs(5)),
         };
-        let manager = Manager::new(options)
-            .map_err(|e| Error::internal(format!("ConnectionStrings__PostgreSQL: {e}")))?;
-        let pool = Pool::builder(manager)
+        let pool = Pool::builder(Self::manager(options)?)
             .max_size(options.max_pool_size)
             .timeouts(timeouts)
             .runtime(deadpool::Runtime::Tokio1)
@@ -60,104 +90,97 @@ impl PgStore {
             .map_err(|e| Error::internal(format!("cannot build connection pool: {e}")))?;
         Ok(Self {
             pool,
-            command_timeout: options.command_timeout,
-            max_pool_size: options.max_pool_size,
+            options: options.clone(),
+            reachability: Arc::default(),
+            coherence: Arc::new(Coherence::leased(CACHE_LEASE)),
+            alive: Arc::new(()),
         })
     }
 
-    async fn conn(&self) -> Result<Object<Manager>, Error> {
-        self.pool.get().await.map_err(|e| match e {
-            PoolError::Backend(e) => {
-                // The source says why (TLS, authentication, refusal); connection
-                // errors carry no stored values.
-                let why = with_sources(&e);
-                tracing::warn!(error = %why, "cannot connect to a writable database");
-                Error::unavailable(format!("cannot connect to the database: {why}"))
-            }
-            PoolError::Timeout(_) => {
-                Error::unavailable("timed out waiting for a database connection")
-            }
-            PoolError::Closed => Error::unavailable("the connection pool is closed"),
-            other => Error::internal(format!("connection pool: {other}")),
-        })
+    fn manager(options: &PgOptions) -> Result<Manager, Error> {
+        Manager::new(options)
+            .map_err(|e| Error::internal(format!("ConnectionStrings__PostgreSQL: {e}")))
     }
 
-    /// Runs one client-side-timed database step on a connection; a failure that
-    /// leaves the connection suspect marks it broken.
-    async fn timed<T>(
-        &self,
-        conn: &PgConnection,
-        step: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, Error> {
-        let result = tokio::time::timeout(self.command_timeout, step).await;
-        self.settle(conn, result)
+    /// One connection attempt over every listed host.
+    fn connect_budget(options: &PgOptions) -> Duration {
+        options.connect_timeout * options.hosts.len() as u32 + Duration::from_secs(1)
     }
 
-    /// Turns a timed database step's result into ours; a failure that leaves the
-    /// connection suspect (transient error, or a timeout after which its protocol
-    /// state is unknown) marks it broken.
-    fn settle<T>(
-        &self,
-        conn: &PgConnection,
-        result: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,
-    ) -> Result<T, Error> {
-        match result {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                let err = classify(&e);
+    /// Starts the monitor connection (reachability without the pool, namespace
+    /// deletions, the cache lease); it ends when this store is dropped. Without
+    /// it, caches are never trusted and health comes from requests alone.
+    pub fn spawn_monitor(&self) -> Result<(), Error> {
+        let monitor = monitor::Monitor {
+            manager: Self::manager(&self.options)?,
+            connect_budget: Self::connect_budget(&self.options),
+            reachability: self.reachability.clone(),
+            coherence: self.coherence.clone(),
+            alive: Arc::downgrade(&self.alive),
+        };
+        tokio::spawn(monitor.run());
+        Ok(())
+    }
+
+    /// Checks a connection out for one operation, with its statement runner.
+    async fn lease(&self) -> Result<(Lease, Steps), Error> {
+        match self.pool.get().await {
+            Ok(object) => {
+                let lease = pool::lease(object);
+                let steps = Steps::new(
+                    &lease,
+                    self.options.command_timeout,
+                    self.reachability.clone(),
+                );
+                Ok((lease, steps))
+            }
+            Err(e) => {
+                let err = match e {
+                    PoolError::Backend(e) => {
+                        // The source says why (TLS, authentication, refusal);
+                        // connection errors carry no stored values.
+                        let why = with_sources(&e);
+                        tracing::warn!(error = %why, "cannot connect to a writable database");
+                        Error::unavailable(format!("cannot connect to the database: {why}"))
+                    }
+                    PoolError::Timeout(_) => {
+                        Error::unavailable("timed out waiting for a database connection")
+                    }
+                    PoolError::Closed => Error::unavailable("the connection pool is closed"),
+                    other => Error::internal(format!("connection pool: {other}")),
+                };
                 if err.is_transient() {
-                    conn.mark_broken();
+                    self.reachability.failed(&err.message);
                 }
                 Err(err)
             }
-            Err(_) => {
-                conn.mark_broken();
-                Err(Error::unavailable(format!(
-                    "database did not answer within {:?}",
-                    self.command_timeout
-                )))
-            }
         }
-    }
-
-    /// Prepares (or reuses) a statement on this connection, client-side timed.
-    async fn prepare(
-        &self,
-        conn: &mut PgConnection,
-        sql: &'static str,
-    ) -> Result<tokio_postgres::Statement, Error> {
-        let result = tokio::time::timeout(self.command_timeout, conn.prepared(sql)).await;
-        self.settle(conn, result)
     }
 
     /// Versions this binary has that the database has not applied yet (without
     /// changing anything); a changed checksum is an error.
     pub async fn pending_migrations(&self) -> Result<Vec<i64>, Error> {
-        let conn = self.conn().await?;
-        let exists: bool = self
-            .timed(
-                &conn,
-                conn.client.query_one(
-                    "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
-                    &[],
-                ),
-            )
+        let (lease, steps) = self.lease().await?;
+        let c = lease.client();
+        let exists: bool = steps
+            .run(c.query_one(
+                "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
+                &[],
+            ))
             .await?
             .try_get(0)
             .map_err(|e| classify(&e))?;
         let applied: std::collections::HashMap<i64, String> = if exists {
-            self.timed(
-                &conn,
-                conn.client
-                    .query("SELECT version, checksum FROM vfps_schema_migrations", &[]),
-            )
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect()
+            steps
+                .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect()
         } else {
             Default::default()
         };
+        lease.finish();
         let mut pending = Vec::new();
         for m in migrate::POSTGRES {
             match applied.get(&m.version) {
@@ -169,44 +192,24 @@ impl PgStore {
     }
 
     /// Applies pending migrations under an advisory lock (concurrent runs wait).
+    /// A failure closes the session, which releases the lock and rolls back.
     pub async fn migrate(&self) -> Result<migrate::Report, Error> {
-        let conn = self.conn().await?;
-        let c = &conn.client;
-        self.timed(
-            &conn,
-            c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]),
-        )
-        .await?;
-        let result = self.migrate_locked(&conn).await;
-        let unlock = self
-            .timed(
-                &conn,
-                c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]),
-            )
-            .await;
-        let report = result?;
-        unlock?;
-        Ok(report)
-    }
-
-    async fn migrate_locked(&self, conn: &PgConnection) -> Result<migrate::Report, Error> {
-        let c = &conn.client;
-        self.timed(
-            conn,
-            c.batch_execute(
+        let (lease, steps) = self.lease().await?;
+        let c = lease.client();
+        steps
+            .run(c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]))
+            .await?;
+        steps
+            .run(c.batch_execute(
                 "CREATE TABLE IF NOT EXISTS vfps_schema_migrations (
                     version bigint PRIMARY KEY,
                     name text NOT NULL,
                     checksum text NOT NULL,
                     applied_at timestamptz NOT NULL DEFAULT now())",
-            ),
-        )
-        .await?;
-        let rows = self
-            .timed(
-                conn,
-                c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]),
-            )
+            ))
+            .await?;
+        let rows = steps
+            .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
             .await?;
         let applied: std::collections::HashMap<i64, String> =
             rows.iter().map(|r| (r.get(0), r.get(1))).collect();
@@ -224,39 +227,34 @@ impl PgStore {
                 m.name,
                 m.checksum()
             );
-            if let Err(e) = self.timed(conn, c.batch_execute(&sql)).await {
-                // Leave the session clean if the failure happened mid-transaction.
-                let _ = c.batch_execute("ROLLBACK").await;
-                return Err(e);
-            }
+            steps.run(c.batch_execute(&sql)).await?;
             tracing::info!(version = m.version, name = m.name, "applied migration");
             report.applied.push(m.version);
         }
+        steps
+            .run(c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]))
+            .await?;
+        lease.finish();
         Ok(report)
     }
 }
 
-/// Transient database trouble is `Unavailable`; everything else is a bug.
+/// Classifies a driver error by its SQLSTATE (see [`sqlstate`]) or, without
+/// one, as a lost connection (`Unavailable`) or a client bug (`Internal`).
 pub fn classify(e: &tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {
-        let code = db.code();
-        let transient = code.code().starts_with("08") // connection exception
-            || code.code().starts_with("53") // insufficient resources
-            || code.code().starts_with("57P") // admin/crash shutdown, cannot connect now
-            || [
-                SqlState::READ_ONLY_SQL_TRANSACTION,
-                SqlState::T_R_SERIALIZATION_FAILURE,
-                SqlState::T_R_DEADLOCK_DETECTED,
-                SqlState::QUERY_CANCELED,
-                SqlState::LOCK_NOT_AVAILABLE,
-                // A namespace deleted under a concurrent insert: retrying answers NOT_FOUND.
-                SqlState::FOREIGN_KEY_VIOLATION,
-            ]
-            .contains(code);
-        return if transient {
-            Error::unavailable(format!("database unavailable ({})", code.code()))
-        } else {
-            Error::internal(format!("database error {}: {}", code.code(), db.message()))
+        let code = db.code().code();
+        return match sqlstate::kind_of(code) {
+            vfps_core::ErrorKind::Unavailable => {
+                Error::unavailable(format!("database unavailable ({code})"))
+            }
+            // The message names the problem, never the value (that would be in
+            // the detail, which is not used).
+            vfps_core::ErrorKind::InvalidArgument => Error::invalid_argument(format!(
+                "the database cannot store this value ({code}): {}",
+                db.message()
+            )),
+            kind => Error::new(kind, format!("database error {code}: {}", db.message())),
         };
     }
     let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
@@ -269,20 +267,22 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
 
 fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
     let bad = |what: &str| Error::internal(format!("stored namespace has an invalid {what}"));
-    let method: i32 = r.try_get(2).map_err(|e| classify(&e))?;
-    let length: i32 = r.try_get(3).map_err(|e| classify(&e))?;
+    let get_err = |e: tokio_postgres::Error| classify(&e);
+    let method: i32 = r.try_get(2).map_err(get_err)?;
+    let length: i32 = r.try_get(3).map_err(get_err)?;
     let settings = NamespaceSettings::parse(
         GenerationMethod::from_wire(method).ok_or_else(|| bad("generation method"))?,
         u32::try_from(length).map_err(|_| bad("length"))?,
-        r.try_get(4).map_err(|e| classify(&e))?,
-        r.try_get(5).map_err(|e| classify(&e))?,
+        r.try_get(4).map_err(get_err)?,
+        r.try_get(5).map_err(get_err)?,
     )?;
     Ok(Namespace {
-        name: NamespaceName::parse(r.try_get(0).map_err(|e| classify(&e))?)?,
-        description: r.try_get(1).map_err(|e| classify(&e))?,
+        name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
+        uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
+        description: r.try_get(1).map_err(get_err)?,
         settings,
-        created_at: r.try_get(6).map_err(|e| classify(&e))?,
-        last_updated_at: r.try_get(7).map_err(|e| classify(&e))?,
+        created_at: r.try_get(6).map_err(get_err)?,
+        last_updated_at: r.try_get(7).map_err(get_err)?,
     })
 }
 
@@ -297,160 +297,67 @@ fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
     })
 }
 
-/// One statement, one commit: insert what is new. Rows of a missing namespace are
-/// skipped by the EXISTS, a taken original or pseudonym by ON CONFLICT; the
-/// inserted rows come back. Rows sorted by key, so concurrent batches lock index
-/// entries in the same order.
-const INSERT_SQL: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+/// One statement, one commit: insert what is new. The namespaces of the batch
+/// are locked `FOR KEY SHARE` first (what a foreign key would do, once per
+/// statement instead of once per row): a concurrent delete of one of them waits
+/// for this commit and then deletes these rows too, or this statement waits for
+/// the delete and then finds the namespace gone. Only that namespace's row is
+/// locked, so deleting one namespace never stops writes to the others. A row
+/// whose namespace is gone, or is another incarnation than the one its pseudonym
+/// was generated for, is skipped; a taken original or pseudonym is skipped by ON
+/// CONFLICT; the inserted rows come back. Rows sorted by key, so concurrent
+/// batches lock index entries in the same order.
+const INSERT_SQL: &str = "WITH live AS MATERIALIZED (
+        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
+    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
     SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
-        AS i(namespace, original_value, pseudonym_value, created_at)
-    WHERE EXISTS (SELECT 1 FROM namespaces n WHERE n.name = i.namespace)
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
+        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
+    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
     ORDER BY i.namespace, i.original_value
     ON CONFLICT DO NOTHING
     RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
 /// The existing rows of originals that were not inserted (a fresh snapshot, so
-/// rows committed concurrently are seen).
+/// rows committed concurrently are seen). A row found may be a commit the
+/// synchronous standby does not have yet (another session's commit still
+/// waiting, or one whose wait was cancelled): for every row found the statement
+/// writes a WAL record ([`DURABLE`]), so its commit waits for the standby to have
+/// everything up to it, those rows included, before anything is acknowledged.
 const EXISTING_SQL: &str =
-    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
+    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
+        pg_logical_emit_message(true, 'vfps', 'durable read')
     FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
     CROSS JOIN LATERAL (
         SELECT * FROM pseudonyms p
         WHERE p.namespace = i.namespace AND p.original_value = i.original_value) p";
 
+/// Makes a transaction write WAL, so that its COMMIT waits for the synchronous
+/// standby even if it changed nothing (see the module docs).
+const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable read')";
+
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at";
+     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
 #[async_trait]
-impl Store for PgStore {
-    async fn create_namespace(&self, ns: &Namespace) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        let s = &ns.settings;
-        let n = self
-            .timed(
-                &conn,
-                conn.client.execute(
-                    &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) \
-                         ON CONFLICT (name) DO NOTHING"
-                    ),
-                    &[
-                        &ns.name.as_str(),
-                        &ns.description,
-                        &s.method.to_wire(),
-                        &(s.length as i32),
-                        &s.prefix,
-                        &s.suffix,
-                        &ns.created_at,
-                        &ns.last_updated_at,
-                    ],
-                ),
-            )
-            .await?;
-        if n == 0 {
-            return Err(Error::already_exists(format!(
-                "namespace {} already exists",
-                ns.name
-            )));
-        }
-        Ok(())
-    }
-
-    async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error> {
-        let conn = self.conn().await?;
-        let row = self
-            .timed(
-                &conn,
-                conn.client.query_opt(
-                    &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = $1"),
-                    &[&name.as_str()],
-                ),
-            )
-            .await?;
-        row.as_ref().map(namespace_from_row).transpose()
-    }
-
-    async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error> {
-        let conn = self.conn().await?;
-        let rows = self
-            .timed(
-                &conn,
-                conn.client.query(
-                    &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"),
-                    &[],
-                ),
-            )
-            .await?;
-        rows.iter().map(namespace_from_row).collect()
-    }
-
-    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        // One transaction holding a lock that conflicts with every insert: it waits
-        // for in-flight upserts and holds off new ones (which then find the
-        // namespace gone), so no pseudonym outlives its namespace. Deleting a
-        // namespace is rare; the hot insert path pays nothing for this.
-        let result = async {
-            self.timed(
-                &conn,
-                conn.client
-                    .batch_execute("BEGIN; LOCK TABLE pseudonyms IN SHARE ROW EXCLUSIVE MODE"),
-            )
-            .await?;
-            let n = self
-                .timed(
-                    &conn,
-                    conn.client
-                        .execute("DELETE FROM namespaces WHERE name = $1", &[&name.as_str()]),
-                )
-                .await?;
-            self.timed(
-                &conn,
-                conn.client.execute(
-                    "DELETE FROM pseudonyms WHERE namespace = $1",
-                    &[&name.as_str()],
-                ),
-            )
-            .await?;
-            self.timed(&conn, conn.client.batch_execute("COMMIT"))
-                .await?;
-            Ok::<_, Error>(n > 0)
-        }
-        .await;
-        if result.is_err() {
-            // The transaction may still be open: never hand this connection out again.
-            conn.mark_broken();
-        }
-        result
-    }
-
+impl Upsert for PgStore {
     async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
         let namespaces: Vec<&str> = batch.iter().map(|c| c.namespace.as_str()).collect();
         let originals: Vec<&str> = batch.iter().map(|c| c.original.as_str()).collect();
         let pseudonyms: Vec<&str> = batch.iter().map(|c| c.pseudonym.as_str()).collect();
         let created: Vec<SystemTime> = batch.iter().map(|c| c.created_at).collect();
-        let mut conn = self.conn().await?;
-        let insert = self.prepare(&mut conn, INSERT_SQL).await?;
-        let warnings_before = conn.warnings();
-        let rows = self
-            .timed(
-                &conn,
-                conn.client
-                    .query(&insert, &[&namespaces, &originals, &pseudonyms, &created]),
-            )
+        let uids: Vec<i64> = batch.iter().map(|c| c.namespace_uid.0).collect();
+        let (mut lease, steps) = self.lease().await?;
+        let insert = steps.run(lease.conn_mut().prepared(INSERT_SQL)).await?;
+        let rows = steps
+            .run(lease.client().query(
+                &insert,
+                &[&namespaces, &originals, &pseudonyms, &created, &uids],
+            ))
             .await?;
-        if conn.warnings() != warnings_before {
-            // E.g. "canceling wait for synchronous replication": the commit may
-            // exist on one node only. Never acknowledge it.
-            conn.mark_broken();
-            return Err(Error::unavailable(
-                "the database warned during commit; the write is not confirmed as replicated",
-            ));
-        }
         // Answers by input position; keys borrow from the batch.
         let position: std::collections::HashMap<(&str, &str), usize> = batch
             .iter()
@@ -477,35 +384,132 @@ impl Store for PgStore {
         if !missing.is_empty() {
             let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
             let orig: Vec<&str> = missing.iter().map(|c| c.original.as_str()).collect();
-            let existing = self.prepare(&mut conn, EXISTING_SQL).await?;
-            let rows = self
-                .timed(&conn, conn.client.query(&existing, &[&ns, &orig]))
+            let existing = steps.run(lease.conn_mut().prepared(EXISTING_SQL)).await?;
+            let rows = steps
+                .run(lease.client().query(&existing, &[&ns, &orig]))
                 .await?;
             place(&rows, &mut answers)?;
         }
+        lease.finish();
         Ok(answers)
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn create_namespace(&self, ns: &Namespace) -> Result<(), Error> {
+        let (mut lease, steps) = self.lease().await?;
+        let s = &ns.settings;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        // "Already exists" is an answer about a row too: durable as well.
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        let n = steps
+            .run(tx.execute(
+                &format!(
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) \
+                     ON CONFLICT (name) DO NOTHING"
+                ),
+                &[
+                    &ns.name.as_str(),
+                    &ns.description,
+                    &s.method.to_wire(),
+                    &(s.length as i32),
+                    &s.prefix,
+                    &s.suffix,
+                    &ns.created_at,
+                    &ns.last_updated_at,
+                    &ns.uid.0,
+                ],
+            ))
+            .await?;
+        steps.run(tx.commit()).await?;
+        lease.finish();
+        if n == 0 {
+            return Err(Error::already_exists(format!(
+                "namespace {} already exists",
+                ns.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error> {
+        let (lease, steps) = self.lease().await?;
+        let row = steps
+            .run(lease.client().query_opt(
+                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = $1"),
+                &[&name.as_str()],
+            ))
+            .await?;
+        lease.finish();
+        row.as_ref().map(namespace_from_row).transpose()
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error> {
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"),
+                &[],
+            ))
+            .await?;
+        lease.finish();
+        rows.iter().map(namespace_from_row).collect()
+    }
+
+    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
+        let (mut lease, steps) = self.lease().await?;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        // "Not found" must not rest on a single-copy delete either.
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        // Locks the namespace's row: waits for inserts into it that hold their
+        // key-share lock, and holds off new ones until the commit (they then find
+        // it gone). Other namespaces' inserts lock other rows and go on.
+        let n = steps
+            .run(tx.execute("DELETE FROM namespaces WHERE name = $1", &[&name.as_str()]))
+            .await?;
+        if n > 0 {
+            steps
+                .run(tx.execute(
+                    "DELETE FROM pseudonyms WHERE namespace = $1",
+                    &[&name.as_str()],
+                ))
+                .await?;
+            // Delivered at commit to every replica's monitor: caches forget it.
+            steps
+                .run(tx.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&monitor::CHANNEL, &name.as_str()],
+                ))
+                .await?;
+        }
+        steps.run(tx.commit()).await?;
+        lease.finish();
+        if n > 0 {
+            self.coherence.deleted(name.as_str());
+        }
+        Ok(n > 0)
     }
 
     async fn get_pseudonym(
         &self,
         namespace: &NamespaceName,
-        pseudonym_value: &str,
+        pseudonym_value: &PseudonymValue,
     ) -> Result<Option<Pseudonym>, Error> {
-        let mut conn = self.conn().await?;
-        let statement = self
-            .prepare(
-                &mut conn,
+        let (mut lease, steps) = self.lease().await?;
+        let statement = steps
+            .run(lease.conn_mut().prepared(
                 "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
                  FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2",
-            )
+            ))
             .await?;
-        let row = self
-            .timed(
-                &conn,
-                conn.client
-                    .query_opt(&statement, &[&namespace.as_str(), &pseudonym_value]),
-            )
+        let row = steps
+            .run(lease.client().query_opt(
+                &statement,
+                &[&namespace.as_str(), &pseudonym_value.as_str()],
+            ))
             .await?;
+        lease.finish();
         row.as_ref().map(pseudonym_from_row).transpose()
     }
 
@@ -516,27 +520,25 @@ impl Store for PgStore {
         after: Option<&PageCursor>,
         include_total_size: bool,
     ) -> Result<PseudonymPage, Error> {
-        let conn = self.conn().await?;
+        let (lease, steps) = self.lease().await?;
+        let c = lease.client();
         let limit = i64::from(page_size) + 1;
         let rows = match after {
             None => {
-                self.timed(
-                    &conn,
-                    conn.client.query(
+                steps
+                    .run(c.query(
                         &format!(
                             "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1
                              ORDER BY created_at DESC, original_value DESC LIMIT $2"
                         ),
                         &[&namespace.as_str(), &limit],
-                    ),
-                )
-                .await?
+                    ))
+                    .await?
             }
             Some(cursor) => {
                 let created = vfps_core::from_micros(cursor.created_at_micros);
-                self.timed(
-                    &conn,
-                    conn.client.query(
+                steps
+                    .run(c.query(
                         &format!(
                             "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1
                              AND (created_at, original_value) < ($2, (
@@ -550,9 +552,8 @@ impl Store for PgStore {
                             &cursor.pseudonym_value,
                             &limit,
                         ],
-                    ),
-                )
-                .await?
+                    ))
+                    .await?
             }
         };
         let items = rows
@@ -560,34 +561,30 @@ impl Store for PgStore {
             .map(pseudonym_from_row)
             .collect::<Result<Vec<_>, _>>()?;
         let total = if include_total_size {
-            let row = self
-                .timed(
-                    &conn,
-                    conn.client.query_one(
-                        "SELECT count(*) FROM pseudonyms WHERE namespace = $1",
-                        &[&namespace.as_str()],
-                    ),
-                )
+            let row = steps
+                .run(c.query_one(
+                    "SELECT count(*) FROM pseudonyms WHERE namespace = $1",
+                    &[&namespace.as_str()],
+                ))
                 .await?;
             Some(row.try_get::<_, i64>(0).map_err(|e| classify(&e))?)
         } else {
             None
         };
+        lease.finish();
         Ok(page_from_rows(items, page_size, total))
     }
 
     async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error> {
-        let conn = self.conn().await?;
-        let rows = self
-            .timed(
-                &conn,
-                conn.client.query(
-                    "SELECT n.name, (SELECT count(*) FROM pseudonyms p WHERE p.namespace = n.name)
-                     FROM namespaces n ORDER BY n.name",
-                    &[],
-                ),
-            )
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                "SELECT n.name, (SELECT count(*) FROM pseudonyms p WHERE p.namespace = n.name)
+                 FROM namespaces n ORDER BY n.name",
+                &[],
+            ))
             .await?;
+        lease.finish();
         rows.iter()
             .map(|r| {
                 Ok((
@@ -599,21 +596,27 @@ impl Store for PgStore {
     }
 
     async fn check_writable(&self) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        let row = self
-            .timed(
-                &conn,
-                conn.client.query_one("SELECT pg_is_in_recovery()", &[]),
-            )
+        let (lease, steps) = self.lease().await?;
+        let row = steps
+            .run(lease.client().query_one("SELECT pg_is_in_recovery()", &[]))
             .await?;
         let in_recovery: bool = row.try_get(0).map_err(|e| classify(&e))?;
         if in_recovery {
-            conn.mark_broken();
+            // Not finished: the lease closes a connection to a standby.
             return Err(Error::unavailable(
                 "the connected database is a read-only standby",
             ));
         }
+        lease.finish();
         Ok(())
+    }
+
+    fn database_health(&self) -> DatabaseHealth {
+        self.reachability.snapshot()
+    }
+
+    fn coherence(&self) -> &Coherence {
+        &self.coherence
     }
 
     fn pool_status(&self) -> PoolStatus {
@@ -628,6 +631,59 @@ impl Store for PgStore {
     fn write_parallelism(&self) -> usize {
         // A few overlapping batches keep the database busy while the coalescer
         // lets batches grow (see coalesce.rs); more only makes them smaller.
-        (self.max_pool_size / 4).clamp(1, 4)
+        (self.options.max_pool_size / 4).clamp(1, 4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Runs `sql` (the re-read's parameters) on a fresh lease, giving up after 2 s.
+    async fn read_within_2s(store: &PgStore, sql: &str) -> Option<usize> {
+        let read = async {
+            let (lease, steps) = store.lease().await?;
+            let rows = steps
+                .run(lease.client().query(sql, &[&vec!["n"], &vec!["o"]]))
+                .await?;
+            lease.finish();
+            Ok::<_, Error>(rows.len())
+        };
+        tokio::time::timeout(Duration::from_secs(2), read)
+            .await
+            .ok()
+            .map(Result::unwrap)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_re_read_of_an_existing_row_waits_for_the_synchronous_standby() {
+        let (primary, standby) = vfps_testkit::PgCluster::start_replicated_pair().unwrap();
+        let db = primary.create_database().unwrap();
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        let store = PgStore::new(&options).unwrap();
+        store.migrate().await.unwrap();
+        primary
+            .psql(
+                &db.name,
+                "INSERT INTO pseudonyms VALUES ('n', 'o', 'p', now(), now())",
+            )
+            .unwrap();
+        standby.stop_server().unwrap();
+        // The same read without its WAL record answers at once: the standby's
+        // absence is invisible to a plain read, which is what the record is for.
+        let plain =
+            EXISTING_SQL.replace("pg_logical_emit_message(true, 'vfps', 'durable read')", "1");
+        assert_eq!(read_within_2s(&store, &plain).await, Some(1));
+        assert_eq!(
+            read_within_2s(&store, EXISTING_SQL).await,
+            None,
+            "the durable re-read answered while the standby was down"
+        );
+        standby.start_server().unwrap();
+        assert_eq!(read_within_2s(&store, EXISTING_SQL).await, Some(1));
     }
 }

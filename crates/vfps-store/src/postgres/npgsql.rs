@@ -27,7 +27,13 @@ pub struct PgOptions {
     /// of a commit waiting for its synchronous standby reports success.
     pub command_timeout: Duration,
     pub max_pool_size: usize,
+    /// Npgsql `Target Session Attributes`; unset, `ReadWrite` when several hosts
+    /// are listed (a standby listed first must not take the writes), else `Any`.
     pub target_session: TargetSession,
+    /// `idle_in_transaction_session_timeout` of every session: a backstop that
+    /// ends a session left inside a transaction (not a connection-string keyword;
+    /// `VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT`).
+    pub idle_in_transaction_timeout: Duration,
     pub application_name: String,
     /// TCP keepalive idle time and user timeout, so a dead or blackholed peer is
     /// noticed in seconds rather than minutes.
@@ -47,6 +53,10 @@ impl std::fmt::Debug for PgOptions {
             .field("command_timeout", &self.command_timeout)
             .field("max_pool_size", &self.max_pool_size)
             .field("target_session", &self.target_session)
+            .field(
+                "idle_in_transaction_timeout",
+                &self.idle_in_transaction_timeout,
+            )
             .field("ssl", &self.ssl)
             .finish_non_exhaustive()
     }
@@ -124,6 +134,7 @@ pub fn parse(
 ) -> Result<Parsed, ParseError> {
     let mut host_list: Option<String> = None;
     let mut port: u16 = 5432;
+    let mut target_session = None;
     let mut o = PgOptions {
         hosts: Vec::new(),
         database: None,
@@ -133,6 +144,7 @@ pub fn parse(
         command_timeout: Duration::from_secs(30),
         max_pool_size: 100,
         target_session: TargetSession::Any,
+        idle_in_transaction_timeout: Duration::from_secs(10),
         application_name: "vfps".into(),
         tcp_keepalive: Duration::from_secs(5),
         ssl: SslOptions::default(),
@@ -163,7 +175,7 @@ pub fn parse(
                 }
             }
             "targetsessionattributes" => {
-                o.target_session = match value.trim().to_ascii_lowercase().as_str() {
+                target_session = Some(match value.trim().to_ascii_lowercase().as_str() {
                     "any" => TargetSession::Any,
                     "read-write" | "readwrite" | "primary" => TargetSession::ReadWrite,
                     other => {
@@ -171,7 +183,7 @@ pub fn parse(
                             "Target Session Attributes {other:?} is not supported (use any, read-write or primary)"
                         )))
                     }
-                }
+                })
             }
             "sslmode" => {
                 o.ssl.mode = SslMode::parse(&value).ok_or_else(|| {
@@ -224,6 +236,11 @@ pub fn parse(
     if o.hosts.is_empty() {
         return Err(ParseError("Host must name at least one host".into()));
     }
+    o.target_session = target_session.unwrap_or(if o.hosts.len() > 1 {
+        TargetSession::ReadWrite
+    } else {
+        TargetSession::Any
+    });
     if o.username.is_none() {
         o.username = pguser.map(str::to_owned);
     }
@@ -275,6 +292,21 @@ mod tests {
         assert!(parse("Host=a;Timeout=-1", None, None).is_err());
         assert_eq!(p.password.as_deref(), Some("x;y"));
         assert_eq!(p.username.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn several_hosts_mean_the_primary_unless_any_is_asked_for() {
+        let session = |cs: &str| parse(cs, None, None).unwrap().options.target_session;
+        assert_eq!(session("Host=a,b"), TargetSession::ReadWrite);
+        assert_eq!(session("Host=a"), TargetSession::Any);
+        assert_eq!(
+            session("Host=a,b;Target Session Attributes=any"),
+            TargetSession::Any
+        );
+        assert_eq!(
+            session("Host=a;Target Session Attributes=primary"),
+            TargetSession::ReadWrite
+        );
     }
 
     #[test]

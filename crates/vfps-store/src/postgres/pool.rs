@@ -1,34 +1,43 @@
 //! A connection pool that never hands out a connection it has reason to distrust.
 //!
-//! Connections are opened with the multi-host list and, when configured,
-//! `target_session_attrs=read-write`, so a new connection always lands on the
-//! primary. A connection is marked *broken* (and dropped instead of being returned
-//! to the pool) on any transient error — in particular `read_only_sql_transaction`
-//! from a primary that was demoted under it — and on a client-side timeout, after
-//! which its protocol state is unknown. Each connection's background task counts
-//! server warnings, so a commit that came back with "canceling wait for synchronous
-//! replication" can be refused instead of acknowledged.
+//! Connections are opened with the multi-host list and `target_session_attrs`
+//! (read-write by default when several hosts are listed), so a new connection
+//! lands on the primary. Every store operation checks a connection out as a
+//! [`Lease`]; only a lease that ran to completion returns its connection to the
+//! pool. One that failed, or whose future was dropped at an await (deadline,
+//! hang-up, shutdown), detaches and closes its connection, which may be inside a
+//! transaction, hold locks or have a statement in flight. That is a property of
+//! the type, not a convention each operation has to remember.
+//!
+//! [`Steps`] runs each statement of a lease: client-side timed (never
+//! `statement_timeout`, which would cancel commits waiting for the synchronous
+//! standby), classified, reported to [`Reachability`], and refused when the
+//! server sent a WARNING meanwhile — "canceling wait for synchronous replication"
+//! means the commit exists on the primary alone.
 
 use std::{
     collections::HashMap,
-    future::poll_fn,
+    future::{poll_fn, Future},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
+    time::Duration,
 };
 
-use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
-use tokio_postgres::{AsyncMessage, Client, Statement};
+use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
+use tokio_postgres::{error::Severity, AsyncMessage, Client, Notification, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
+use vfps_core::Error;
 
 use super::npgsql::{PgOptions, TargetSession};
+use crate::health::Reachability;
 
 /// A pooled connection and what its background task observed.
 pub struct PgConnection {
     pub client: Client,
-    /// Set when the connection must not be reused.
-    broken: Arc<AtomicBool>,
+    /// Set by the background task when the connection ended.
+    closed: Arc<AtomicBool>,
     /// Server notices of severity WARNING seen so far on this connection.
     warnings: Arc<AtomicU64>,
     /// Statements prepared on this connection, by their SQL text: the hot
@@ -37,13 +46,6 @@ pub struct PgConnection {
 }
 
 impl PgConnection {
-    pub fn mark_broken(&self) {
-        self.broken.store(true, Ordering::Relaxed);
-    }
-    pub fn warnings(&self) -> u64 {
-        self.warnings.load(Ordering::SeqCst)
-    }
-
     /// The prepared statement for `sql`, preparing it on first use.
     pub async fn prepared(
         &mut self,
@@ -58,9 +60,100 @@ impl PgConnection {
     }
 }
 
+/// A connection checked out for one store operation; see the module docs.
+pub struct Lease {
+    object: Option<Object<Manager>>,
+    /// Set by [`Lease::finish`]: the operation ran to completion and left the
+    /// session idle outside any transaction.
+    finished: bool,
+}
+
+impl Lease {
+    pub fn conn(&self) -> &PgConnection {
+        self.object
+            .as_deref()
+            .expect("a lease holds its connection until dropped")
+    }
+
+    pub fn conn_mut(&mut self) -> &mut PgConnection {
+        self.object
+            .as_deref_mut()
+            .expect("a lease holds its connection until dropped")
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.conn().client
+    }
+
+    /// The operation ran to completion: the connection may serve the next one.
+    pub fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(object) = self.object.take() {
+            if !self.finished || object.closed.load(Ordering::SeqCst) {
+                // Out of the pool for good; dropping the client closes the socket,
+                // and the server rolls back whatever the session had open.
+                drop(Object::take(object));
+            }
+        }
+    }
+}
+
+/// Runs the statements of one lease; see the module docs.
+#[derive(Clone)]
+pub struct Steps {
+    warnings: Arc<AtomicU64>,
+    timeout: Duration,
+    reachability: Arc<Reachability>,
+}
+
+impl Steps {
+    pub fn new(lease: &Lease, timeout: Duration, reachability: Arc<Reachability>) -> Self {
+        Self {
+            warnings: lease.conn().warnings.clone(),
+            timeout,
+            reachability,
+        }
+    }
+
+    pub async fn run<T>(
+        &self,
+        step: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, Error> {
+        let warnings = self.warnings.load(Ordering::SeqCst);
+        let result = tokio::time::timeout(self.timeout, step).await;
+        let err = match result {
+            Ok(Ok(v)) if self.warnings.load(Ordering::SeqCst) == warnings => {
+                self.reachability.reached();
+                return Ok(v);
+            }
+            Ok(Ok(_)) => Error::unavailable(
+                "the database warned while committing; the write is not confirmed as replicated",
+            ),
+            Ok(Err(e)) => super::classify(&e),
+            Err(_) => Error::unavailable(format!(
+                "the database did not answer within {:?}",
+                self.timeout
+            )),
+        };
+        if err.is_transient() {
+            self.reachability.failed(&err.message);
+        } else {
+            self.reachability.reached();
+        }
+        Err(err)
+    }
+}
+
 pub struct Manager {
     config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
+    /// The session settings every connection starts with.
+    session: String,
 }
 
 impl Manager {
@@ -84,7 +177,7 @@ impl Manager {
             .connect_timeout(o.connect_timeout)
             .keepalives(true)
             .keepalives_idle(o.tcp_keepalive)
-            .keepalives_interval(std::time::Duration::from_secs(1))
+            .keepalives_interval(Duration::from_secs(1))
             .keepalives_retries(3)
             // Unacknowledged data for this long kills the socket: a blackholed peer
             // is noticed in seconds even mid-statement.
@@ -94,9 +187,65 @@ impl Manager {
                 TargetSession::ReadWrite => tokio_postgres::config::TargetSessionAttrs::ReadWrite,
             })
             .ssl_mode(o.ssl.mode.postgres());
+        // Never let the server cancel a statement (a cancelled wait for the
+        // synchronous standby reports a single-copy commit as success); end
+        // sessions that sit in a transaction (a backstop: leases never return
+        // one); and wait for the synchronous standby on every commit whatever the
+        // database's default says (keeping remote_apply, which waits longer).
+        let session = format!(
+            "SET statement_timeout = 0; SET idle_in_transaction_session_timeout = {}; \
+             SELECT set_config('synchronous_commit', \
+                CASE current_setting('synchronous_commit') \
+                WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, false)",
+            o.idle_in_transaction_timeout.as_millis().max(1)
+        );
         Ok(Self {
             config: c,
             tls: super::tls::connector(&o.ssl)?,
+            session,
+        })
+    }
+
+    /// Opens a connection outside the pool; `on_notification` sees every
+    /// `NOTIFY` it receives, in order, before any later reply completes.
+    pub async fn connect(
+        &self,
+        on_notification: impl Fn(&Notification) + Send + 'static,
+    ) -> Result<PgConnection, tokio_postgres::Error> {
+        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let warnings = Arc::new(AtomicU64::new(0));
+        let (c, w) = (closed.clone(), warnings.clone());
+        tokio::spawn(async move {
+            while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(AsyncMessage::Notice(notice)) => {
+                        if notice.parsed_severity() == Some(Severity::Warning)
+                            || notice.severity() == "WARNING"
+                        {
+                            w.fetch_add(1, Ordering::SeqCst);
+                            tracing::warn!(
+                                code = notice.code().code(),
+                                "database warning on a connection"
+                            );
+                        }
+                    }
+                    Ok(AsyncMessage::Notification(n)) => on_notification(&n),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "database connection ended");
+                        break;
+                    }
+                }
+            }
+            c.store(true, Ordering::SeqCst);
+        });
+        client.batch_execute(&self.session).await?;
+        Ok(PgConnection {
+            client,
+            closed,
+            warnings,
+            statements: HashMap::new(),
         })
     }
 }
@@ -106,42 +255,7 @@ impl managed::Manager for Manager {
     type Error = tokio_postgres::Error;
 
     async fn create(&self) -> Result<PgConnection, tokio_postgres::Error> {
-        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
-        let broken = Arc::new(AtomicBool::new(false));
-        let warnings = Arc::new(AtomicU64::new(0));
-        let (b, w) = (broken.clone(), warnings.clone());
-        tokio::spawn(async move {
-            while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
-                match message {
-                    Ok(AsyncMessage::Notice(notice)) => {
-                        if notice.severity() == "WARNING" {
-                            w.fetch_add(1, Ordering::SeqCst);
-                            tracing::warn!(
-                                code = notice.code().code(),
-                                "database warning on a pooled connection"
-                            );
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(error = %e, "database connection ended");
-                        break;
-                    }
-                }
-            }
-            b.store(true, Ordering::Relaxed);
-        });
-        // Never let the server cancel a statement: a cancelled wait for the
-        // synchronous standby would report a single-copy commit as success.
-        client
-            .batch_execute("SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0")
-            .await?;
-        Ok(PgConnection {
-            client,
-            broken,
-            warnings,
-            statements: HashMap::new(),
-        })
+        self.connect(|_| {}).await
     }
 
     async fn recycle(
@@ -149,11 +263,19 @@ impl managed::Manager for Manager {
         conn: &mut PgConnection,
         _: &Metrics,
     ) -> RecycleResult<tokio_postgres::Error> {
-        if conn.broken.load(Ordering::Relaxed) || conn.client.is_closed() {
-            return Err(RecycleError::message("connection marked broken"));
+        if conn.closed.load(Ordering::SeqCst) || conn.client.is_closed() {
+            return Err(RecycleError::message("connection closed"));
         }
         Ok(())
     }
 }
 
 pub type Pool = managed::Pool<Manager>;
+
+/// Checks a connection out of the pool as a lease.
+pub(super) fn lease(object: Object<Manager>) -> Lease {
+    Lease {
+        object: Some(object),
+        finished: false,
+    }
+}

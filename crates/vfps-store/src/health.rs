@@ -1,0 +1,105 @@
+//! What this process knows about reaching its database, from its own attempts.
+//!
+//! Readiness must be the replica's own state, not the shared database's: every
+//! replica sees a failover at once, and a probe that asked the database would take
+//! them all out of rotation together. So nothing here asks the database; the
+//! store reports every attempt it makes (requests and the PostgreSQL monitor's
+//! probes), and readiness reads the result.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+/// The database as this process last found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseHealth {
+    /// No attempt has succeeded since start.
+    NotYetReached,
+    /// The last attempt succeeded.
+    Reachable,
+    /// Every attempt since `for_` ago failed; `why` is the latest cause.
+    Unreachable { for_: Duration, why: String },
+}
+
+#[derive(Debug)]
+enum State {
+    NotYetReached,
+    Reachable,
+    Unreachable { since: Instant, why: String },
+}
+
+/// Updated by the store on every attempt; read by readiness and `/healthz`.
+#[derive(Debug)]
+pub struct Reachability {
+    state: Mutex<State>,
+}
+
+impl Default for Reachability {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State::NotYetReached),
+        }
+    }
+}
+
+impl Reachability {
+    /// A database answered.
+    pub fn reached(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = State::Reachable;
+        }
+    }
+
+    /// An attempt failed for a reason that says the database cannot be used from
+    /// here (refused, lost, timed out, read-only). The outage counts from the first
+    /// failure after a success.
+    pub fn failed(&self, why: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            match &mut *s {
+                State::Unreachable { why: last, .. } => *last = why.to_owned(),
+                // Never reached: the outage counts from the first failure too.
+                State::NotYetReached | State::Reachable => {
+                    *s = State::Unreachable {
+                        since: Instant::now(),
+                        why: why.to_owned(),
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> DatabaseHealth {
+        match self.state.lock().as_deref() {
+            Ok(State::Reachable) => DatabaseHealth::Reachable,
+            Ok(State::Unreachable { since, why }) => DatabaseHealth::Unreachable {
+                for_: since.elapsed(),
+                why: why.clone(),
+            },
+            Ok(State::NotYetReached) | Err(_) => DatabaseHealth::NotYetReached,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_counts_from_its_first_failure_and_ends_with_a_success() {
+        let r = Reachability::default();
+        assert_eq!(r.snapshot(), DatabaseHealth::NotYetReached);
+        r.reached();
+        assert_eq!(r.snapshot(), DatabaseHealth::Reachable);
+        r.failed("refused");
+        std::thread::sleep(Duration::from_millis(20));
+        r.failed("timed out");
+        let DatabaseHealth::Unreachable { for_, why } = r.snapshot() else {
+            panic!("expected unreachable");
+        };
+        assert!(for_ >= Duration::from_millis(20), "{for_:?}");
+        assert_eq!(why, "timed out");
+        r.reached();
+        assert_eq!(r.snapshot(), DatabaseHealth::Reachable);
+    }
+}

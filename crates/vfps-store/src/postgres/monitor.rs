@@ -1,0 +1,105 @@
+//! One connection per process, outside the pool, that watches the database:
+//!
+//! - a round trip every [`PROBE_INTERVAL`] (`SELECT pg_is_in_recovery()`) tells
+//!   [`Reachability`] whether a writable primary answers from here, without
+//!   borrowing from the pool that serves requests;
+//! - it `LISTEN`s for namespace deletions and renews the cache lease of
+//!   [`Coherence`] after each round trip (see `coherence.rs` for why that keeps
+//!   every replica's caches correct).
+//!
+//! It runs until its store is dropped.
+
+use std::{
+    sync::{Arc, Weak},
+    time::{Duration, Instant},
+};
+
+use super::{pool::Manager, with_sources};
+use crate::{coherence::Coherence, health::Reachability};
+
+/// The channel a namespace deletion is announced on; the payload is its name.
+pub const CHANNEL: &str = "vfps_namespace_deleted";
+/// How often the monitor makes its round trip.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+/// How long a replica trusts its caches after a round trip started: a few probe
+/// intervals, so one slow probe does not switch the caches off.
+pub const CACHE_LEASE: Duration = Duration::from_secs(1);
+/// A probe that takes longer counts as a failure.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(super) struct Monitor {
+    pub manager: Manager,
+    /// How long one connection attempt (over every host) may take.
+    pub connect_budget: Duration,
+    pub reachability: Arc<Reachability>,
+    pub coherence: Arc<Coherence>,
+    /// Gone once the store is dropped: the monitor stops.
+    pub alive: Weak<()>,
+}
+
+impl Monitor {
+    pub async fn run(self) {
+        while self.alive.strong_count() > 0 {
+            if let Err(why) = self.watch().await {
+                self.reachability.failed(&why);
+                self.coherence.revoke();
+                tracing::debug!(error = %why, "database monitor reconnects");
+                tokio::time::sleep(PROBE_INTERVAL).await;
+            }
+        }
+    }
+
+    /// Connects, listens and probes until something fails (the reason) or the
+    /// store is gone (`Ok`).
+    async fn watch(&self) -> Result<(), String> {
+        let coherence = self.coherence.clone();
+        let connect = self.manager.connect(move |n| {
+            if n.channel() == CHANNEL {
+                coherence.deleted(n.payload());
+            }
+        });
+        let conn = match tokio::time::timeout(self.connect_budget, connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "cannot connect to the database: {}",
+                    with_sources(&e)
+                ))
+            }
+            Err(_) => return Err("connecting to the database timed out".into()),
+        };
+        let listening_since = Instant::now();
+        match tokio::time::timeout(
+            PROBE_TIMEOUT,
+            conn.client.batch_execute(&format!("LISTEN {CHANNEL}")),
+        )
+        .await
+        {
+            Ok(Ok(())) => self.coherence.relisten(listening_since),
+            Ok(Err(e)) => return Err(super::classify(&e).message),
+            Err(_) => return Err("the database did not answer LISTEN in time".into()),
+        }
+        while self.alive.strong_count() > 0 {
+            let started = Instant::now();
+            let probe = conn.client.query_one("SELECT pg_is_in_recovery()", &[]);
+            match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+                Ok(Ok(row)) => match row.try_get::<_, bool>(0) {
+                    Ok(false) => {
+                        self.reachability.reached();
+                        self.coherence.renew(started);
+                    }
+                    Ok(true) => return Err("the connected database is a read-only standby".into()),
+                    Err(e) => return Err(super::classify(&e).message),
+                },
+                Ok(Err(e)) => return Err(super::classify(&e).message),
+                Err(_) => {
+                    return Err(format!(
+                        "the database did not answer a probe within {PROBE_TIMEOUT:?}"
+                    ))
+                }
+            }
+            tokio::time::sleep(PROBE_INTERVAL).await;
+        }
+        Ok(())
+    }
+}
