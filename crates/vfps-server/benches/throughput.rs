@@ -3,10 +3,16 @@
 //! clients against the same server, in the same run. Also Get/s with p50/p99 and
 //! Create/s on SQLite.
 //!
+//! Then, once, at the first concurrency: Creates while a namespace of 500,000
+//! pseudonyms is deleted (the other namespace's Create/s during the delete
+//! against just before it), and Creates mixed with namespace churn and invalid
+//! input (no valid Create may fail).
+//!
 //! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, a
 //! comma-separated list of concurrencies, default `32,128`; `BENCH_SECONDS`,
-//! default 10). The PostgreSQL cluster is durable (fsync on, synchronous_commit
-//! on), as in production; each concurrency gets a fresh database and server.
+//! default 10; `BENCH_BIG_NAMESPACE`, rows of the deleted namespace, default
+//! 500000). The PostgreSQL cluster is durable (fsync on, synchronous_commit on),
+//! as in production; each phase gets a fresh database and server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -223,7 +229,13 @@ struct Row {
     sqlite_latency: (f64, f64),
 }
 
-async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Row {
+/// A fresh database on `cluster` and a server on it, with namespace `bench`;
+/// `cached`: with the namespace cache.
+async fn postgres_server(
+    cluster: &vfps_testkit::PgCluster,
+    clients: usize,
+    cached: bool,
+) -> (vfps_testkit::TestDatabase, Server) {
     let db = cluster.create_database().unwrap();
     let server = start(vec![
         (
@@ -237,10 +249,236 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         ("ForceRunDatabaseMigrations".into(), "true".into()),
         (
             "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
-            "true".into(),
+            cached.to_string(),
         ),
     ])
     .await;
+    (db, server)
+}
+
+/// Creates of fresh originals into `bench` by `clients` workers until `stop`;
+/// returns when each succeeded, and how many valid Creates failed.
+async fn timed_creates(grpc: &str, clients: usize, stop: Arc<AtomicBool>) -> (Vec<Instant>, u64) {
+    let chans = channels(grpc, 4);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (mut client, stop) = (chans[c % chans.len()].clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut done, mut failed) = (Vec::new(), 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let r = client
+                    .create(PseudonymServiceCreateRequest {
+                        namespace: "bench".into(),
+                        original_value: uuid::Uuid::new_v4().to_string(),
+                    })
+                    .await;
+                match r {
+                    Ok(_) => done.push(Instant::now()),
+                    Err(_) => failed += 1,
+                }
+            }
+            (done, failed)
+        }));
+    }
+    let (mut done, mut failed) = (Vec::new(), 0);
+    for t in tasks {
+        let (d, f) = t.await.unwrap();
+        done.extend(d);
+        failed += f;
+    }
+    done.sort_unstable();
+    (done, failed)
+}
+
+fn rate_between(done: &[Instant], from: Instant, to: Instant) -> f64 {
+    let n = done.iter().filter(|t| **t >= from && **t < to).count();
+    n as f64 / (to - from).as_secs_f64()
+}
+
+/// Creates into `bench` while a namespace of `rows` pseudonyms is deleted.
+struct DeleteUnderLoad {
+    rows: u64,
+    delete: Duration,
+    before: f64,
+    during: f64,
+    failed: u64,
+}
+
+async fn delete_under_load(
+    cluster: &vfps_testkit::PgCluster,
+    clients: usize,
+    rows: u64,
+) -> DeleteUnderLoad {
+    // Without caches: with them the delete's answer also waits the cache lease,
+    // which would stretch the window measured.
+    let (db, server) = postgres_server(cluster, clients, false).await;
+    let mut ns = NamespaceServiceClient::connect(server.grpc.clone())
+        .await
+        .unwrap();
+    ns.create(NamespaceServiceCreateRequest {
+        name: "big".into(),
+        pseudonym_generation_method: 5,
+        pseudonym_length: 32,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    eprintln!("[{clients} clients] filling namespace big with {rows} pseudonyms ...");
+    cluster
+        .psql(
+            &db.name,
+            &format!(
+                "INSERT INTO pseudonyms SELECT 'big', 'o' || g, md5(g::text), now(), now() \
+                 FROM generate_series(1, {rows}) g"
+            ),
+        )
+        .unwrap();
+    creates(&server.grpc, clients, 2, None).await;
+    eprintln!("[{clients} clients] Creates into bench while big is deleted ...");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn({
+        let (grpc, stop) = (server.grpc.clone(), stop.clone());
+        async move { timed_creates(&grpc, clients, stop).await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
+    ns.delete(vfps_proto::v1::NamespaceServiceDeleteRequest { name: "big".into() })
+        .await
+        .unwrap();
+    let ended = Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (done, failed) = load.await.unwrap();
+    server.shutdown.cancel();
+    let left = cluster
+        .psql(
+            &db.name,
+            "SELECT count(*) FROM pseudonyms WHERE namespace = 'big'",
+        )
+        .unwrap();
+    assert_eq!(left.trim(), "0", "orphans of the deleted namespace");
+    let window = (ended - started).max(Duration::from_millis(100));
+    DeleteUnderLoad {
+        rows,
+        delete: ended - started,
+        before: rate_between(&done, started - Duration::from_secs(2), started),
+        during: rate_between(&done, started, started + window),
+        failed,
+    }
+}
+
+/// Creates mixed with namespace churn (side namespaces created, filled and
+/// deleted) and invalid input (NUL characters, unknown namespaces, malformed
+/// page tokens).
+struct Mixed {
+    creates: f64,
+    failed_valid: u64,
+    churn_cycles: u64,
+    bad_calls: u64,
+    bad_misanswered: u64,
+}
+
+async fn mixed(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Mixed {
+    let (_db, server) = postgres_server(cluster, clients, true).await;
+    creates(&server.grpc, clients, 2, None).await;
+    eprintln!("[{clients} clients] Creates with namespace churn and invalid input ...");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn({
+        let (grpc, stop) = (server.grpc.clone(), stop.clone());
+        async move { timed_creates(&grpc, clients, stop).await }
+    });
+    let churn = tokio::spawn({
+        let (grpc, stop) = (server.grpc.clone(), stop.clone());
+        async move {
+            let channel = Channel::from_shared(grpc).unwrap().connect_lazy();
+            let mut ns = NamespaceServiceClient::new(channel.clone());
+            let mut ps = PseudonymServiceClient::new(channel);
+            let mut cycles = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let name = format!("side-{cycles}");
+                ns.create(NamespaceServiceCreateRequest {
+                    name: name.clone(),
+                    pseudonym_generation_method: 3,
+                    pseudonym_length: 36,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+                for i in 0..50 {
+                    ps.create(PseudonymServiceCreateRequest {
+                        namespace: name.clone(),
+                        original_value: format!("s{i}"),
+                    })
+                    .await
+                    .unwrap();
+                }
+                ns.delete(vfps_proto::v1::NamespaceServiceDeleteRequest { name })
+                    .await
+                    .unwrap();
+                cycles += 1;
+            }
+            cycles
+        }
+    });
+    let bad = tokio::spawn({
+        let (grpc, stop) = (server.grpc.clone(), stop.clone());
+        async move {
+            let mut ps =
+                PseudonymServiceClient::new(Channel::from_shared(grpc).unwrap().connect_lazy());
+            let (mut calls, mut misanswered) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let nul = ps
+                    .create(PseudonymServiceCreateRequest {
+                        namespace: "bench".into(),
+                        original_value: format!("bad\u{0}{calls}"),
+                    })
+                    .await;
+                let unknown = ps
+                    .create(PseudonymServiceCreateRequest {
+                        namespace: "no-such-namespace".into(),
+                        original_value: "x".into(),
+                    })
+                    .await;
+                let token = ps
+                    .list(vfps_proto::v1::PseudonymServiceListRequest {
+                        namespace: "bench".into(),
+                        page_size: 5,
+                        page_token: "not a token".into(),
+                        include_total_size: false,
+                    })
+                    .await;
+                for (r, want) in [
+                    (nul.err().map(|e| e.code()), tonic::Code::InvalidArgument),
+                    (unknown.err().map(|e| e.code()), tonic::Code::NotFound),
+                    (token.err().map(|e| e.code()), tonic::Code::InvalidArgument),
+                ] {
+                    calls += 1;
+                    if r != Some(want) {
+                        misanswered += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (calls, misanswered)
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (done, failed_valid) = load.await.unwrap();
+    let churn_cycles = churn.await.unwrap();
+    let (bad_calls, bad_misanswered) = bad.await.unwrap();
+    server.shutdown.cancel();
+    Mixed {
+        creates: done.len() as f64 / seconds as f64,
+        failed_valid,
+        churn_cycles,
+        bad_calls,
+        bad_misanswered,
+    }
+}
+
+async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Row {
+    let (db, server) = postgres_server(cluster, clients, true).await;
 
     eprintln!("[{clients} clients] warming up ...");
     creates(&server.grpc, clients, 2, None).await;
@@ -321,9 +559,12 @@ async fn main() {
     )
     .unwrap();
     let mut rows = Vec::new();
-    for clients in levels {
-        rows.push(measure(&cluster, clients, seconds).await);
+    for clients in &levels {
+        rows.push(measure(&cluster, *clients, seconds).await);
     }
+    let first = levels.first().copied().unwrap_or(32);
+    let big = delete_under_load(&cluster, first, env_or("BENCH_BIG_NAMESPACE", 500_000)).await;
+    let mix = mixed(&cluster, first, seconds).await;
     println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **ratio** | vfps Get/s (p50 / p99 ms) | vfps Create/s (SQLite) |");
     println!("|---|---|---|---|---|---|");
     for r in rows {
@@ -343,4 +584,23 @@ async fn main() {
             r.sqlite_latency.1,
         );
     }
+    println!();
+    println!("| clients | deleted namespace | delete took | other namespace's Create/s before | during | **during / before** | failed Creates |");
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| {first} | {} pseudonyms | {:.2} s | {:.0} | {:.0} | **{:.2}** | {} |",
+        big.rows,
+        big.delete.as_secs_f64(),
+        big.before,
+        big.during,
+        big.during / big.before,
+        big.failed
+    );
+    println!();
+    println!("| clients | Create/s with churn and invalid input | valid Creates failed | churn cycles (create, 50 Creates, delete) | invalid calls | answered with the wrong code |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| {first} | {:.0} | {} | {} | {} | {} |",
+        mix.creates, mix.failed_valid, mix.churn_cycles, mix.bad_calls, mix.bad_misanswered
+    );
 }

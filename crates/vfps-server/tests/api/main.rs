@@ -6,6 +6,7 @@ mod helpers;
 
 mod fhir;
 mod grpc;
+mod interleavings;
 mod operations;
 mod resilience;
 mod rest;

@@ -112,16 +112,20 @@ async fn a_delete_whose_deadline_expires_while_it_waits_for_a_lock_leaves_nothin
         matches!(err.code(), Code::DeadlineExceeded | Code::Unavailable),
         "{err:?}"
     );
-    blocker.join().unwrap().unwrap();
-
-    // Every Create acknowledged afterwards is committed: visible to another session.
+    // While the interrupted delete's statement still waits for the lock, and
+    // after: every Create succeeds at once (none queues behind that statement on
+    // a reused connection) and is committed, visible to another session.
     let mut acknowledged = Vec::new();
+    let mut blocker = Some(blocker);
     for i in 0..40 {
+        if i == 20 {
+            blocker.take().unwrap().join().unwrap().unwrap();
+        }
         let original = format!("after-{i:02}");
         let p = app
             .pseudonyms
             .clone()
-            .create(create_request("busy", &original, Duration::from_secs(5)))
+            .create(create_request("busy", &original, Duration::from_secs(1)))
             .await
             .unwrap_or_else(|e| panic!("Create {i} failed after the interrupted delete: {e:?}"))
             .into_inner()
@@ -405,4 +409,75 @@ async fn a_namespace_deleted_and_recreated_elsewhere_is_never_served_from_a_stal
             assert_eq!(*first, p.pseudonym_value, "the replicas disagree");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_never_stops_writes_to_the_others() {
+    let (env, database) = backend_env(Backend::Postgres);
+    let db = database.unwrap();
+    let app = spawn_app_with(env).await;
+    app.namespace("doomed", 5, 16).await;
+    app.namespace("other", 5, 16).await;
+    for i in 0..20 {
+        app.create("doomed", &format!("d{i:02}")).await.unwrap();
+    }
+    let cluster = vfps_testkit::shared();
+    // Freeze the delete half-way: another session holds one of the doomed rows,
+    // so the delete waits with the namespace already locked.
+    let blocker = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            vfps_testkit::shared().psql(
+                &db,
+                "BEGIN; SELECT 1 FROM pseudonyms WHERE namespace = 'doomed' \
+                 AND original_value = 'd07' FOR UPDATE; \
+                 SELECT pg_sleep(4) AS holds_a_row; COMMIT;",
+            )
+        })
+    };
+    wait_for_statement(cluster, &db, "holds_a_row").await;
+    let deleting = tokio::spawn({
+        let mut client = app.namespaces.clone();
+        async move {
+            let mut r = Request::new(NamespaceServiceDeleteRequest {
+                name: "doomed".into(),
+            });
+            r.set_timeout(Duration::from_secs(30));
+            client.delete(r).await
+        }
+    });
+    wait_for_statement(cluster, &db, "DELETE FROM pseudonyms").await;
+
+    // The delete is in progress: other namespaces keep writing.
+    for i in 0..20 {
+        app.pseudonyms
+            .clone()
+            .create(create_request(
+                "other",
+                &format!("o{i}"),
+                Duration::from_secs(1),
+            ))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("a write to another namespace waited for the delete: {e:?}")
+            });
+    }
+    // A Create into the doomed namespace waits for the delete and then finds it gone.
+    let late = tokio::spawn({
+        let mut client = app.pseudonyms.clone();
+        async move {
+            client
+                .create(create_request("doomed", "late", Duration::from_secs(20)))
+                .await
+        }
+    });
+    blocker.join().unwrap().unwrap();
+    deleting.await.unwrap().unwrap();
+    let late = late.await.unwrap().unwrap_err();
+    assert_eq!(late.code(), Code::NotFound, "{late:?}");
+    assert!(
+        committed(cluster, &db, "doomed").is_empty(),
+        "orphans survived"
+    );
+    assert_eq!(committed(cluster, &db, "other").len(), 20);
 }
