@@ -4,65 +4,90 @@
 //! (case-insensitive, `__` as the section separator, as ASP.NET reads them), then
 //! command-line flags. Every setting is checked before any port is bound, and every
 //! bad key is reported at once, naming the key and the problem (never a password).
+//!
+//! [`Settings`] is a set of sections, one per concern. Each section parses and
+//! validates its own keys and records what is wrong instead of failing fast, so
+//! [`Settings::load`] only composes them and one run names every bad key.
 
-use std::{collections::BTreeMap, net::IpAddr, path::PathBuf, time::Duration};
+mod env;
+mod init_namespaces;
 
-use vfps_core::{GenerationMethod, NamespaceSettings};
+use std::{net::IpAddr, path::PathBuf, time::Duration};
+
 use vfps_store::postgres::{npgsql, PgOptions};
 
-/// Where pseudonyms are kept.
+use self::env::{duration, parse_bool, setting, Env};
+pub use self::{env::parse_duration, init_namespaces::InitNamespace};
+
+/// Everything `vfps serve` needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where pseudonyms are kept, and how PostgreSQL sessions are limited.
+    pub store: StoreConfig,
+    /// The address and ports the three servers bind.
+    pub listen: Listen,
+    /// Whether start-up migrates PostgreSQL (SQLite is always migrated).
+    pub migrations: Migrations,
+    /// `Pseudonymization__Caching__*`: the per-replica namespace and pseudonym caches.
+    pub caching: Caching,
+    /// How concurrent Creates are coalesced into upserts, and how many may wait.
+    pub batching: Batching,
+    /// Limits every call is held to, whatever its transport.
+    pub calls: Calls,
+    /// How a SIGTERM is drained.
+    pub shutdown: Shutdown,
+    /// When the replica takes itself out of rotation.
+    pub readiness: Readiness,
+    /// How fresh the exported metrics are.
+    pub metrics: MetricsConfig,
+    /// How logs are written.
+    pub telemetry: Telemetry,
+    /// Namespaces to create at start-up if missing, so a deployment can ship them.
+    pub init_namespaces: Vec<InitNamespace>,
+}
+
+/// Where pseudonyms are kept: PostgreSQL when `ConnectionStrings__PostgreSQL` is
+/// set, as upstream, otherwise an embedded SQLite file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
     Postgres(Box<PgOptions>),
     Sqlite(PathBuf),
 }
 
-/// A namespace to create at start-up if missing (`Init__v1__Namespaces__N__*`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InitNamespace {
-    pub name: String,
-    pub description: String,
-    pub settings: NamespaceSettings,
+/// `VFPS_LISTEN_ADDRESS` and the ports, each overridable by its flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The one address all three servers bind, so a pod exposes them together.
+    pub address: IpAddr,
+    /// `VFPS_HTTP_PORT`: REST and FHIR, separate from gRPC as upstream serves them.
+    pub http_port: u16,
+    /// `VFPS_GRPC_PORT`: the `vfps.api.v1` services, health and reflection.
+    pub grpc_port: u16,
+    /// `VFPS_METRICS_PORT`: Prometheus, kept off the API ports so scraping needs
+    /// no access to the API.
+    pub metrics_port: u16,
 }
 
-/// Everything `vfps serve` needs, validated.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub store: StoreConfig,
-    pub listen_address: IpAddr,
-    pub http_port: u16,
-    pub grpc_port: u16,
-    pub metrics_port: u16,
-    /// Migrate at start-up (always for SQLite).
-    pub force_migrations: bool,
-    pub init_namespaces: Vec<InitNamespace>,
-    /// `Pseudonymization__Caching__*`.
-    pub caching: Caching,
-    /// Upper bound of a call's deadline, and the deadline of calls without one.
-    pub max_call_deadline: Duration,
-    /// After SIGTERM: time spent not-ready but still serving, so load balancers
-    /// stop sending before the listeners close.
-    pub pre_stop_delay: Duration,
-    /// After the pre-stop delay: time in-flight calls get to finish.
-    pub shutdown_timeout: Duration,
-    /// Most Creates coalesced into one upsert.
-    pub max_create_batch: usize,
-    /// Most Creates waiting for a batch; more are answered `UNAVAILABLE` at once.
-    pub max_create_queue: usize,
-    /// How long the database may be unreachable from this replica before the
-    /// replica reports itself not ready.
-    pub readiness_database_grace: Duration,
-    pub pseudonym_count_interval: Duration,
-    pub log_json: bool,
+/// `ForceRunDatabaseMigrations` or `--force-migrations`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrations {
+    /// Migrate PostgreSQL at start-up, as upstream does when asked; otherwise
+    /// `vfps migrate` is expected to have brought the schema up to date.
+    pub force: bool,
 }
 
 /// `Pseudonymization__Caching__*`, as upstream: one absolute expiration and size
 /// limit (entries) for both caches, each cache switched on by itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Caching {
+    /// `…__Namespaces__IsEnabled`: saves a namespace read on every call.
     pub namespaces: bool,
+    /// `…__Pseudonyms__IsEnabled`: saves the upsert of a repeated Create.
     pub pseudonyms: bool,
+    /// `…__AbsoluteExpiration`: an entry expires this long after it was read
+    /// from the store, however often it is served, bounding how stale it gets.
     pub absolute_expiration: Duration,
+    /// `…__SizeLimit`: entries per cache, bounding each replica's memory.
     pub size_limit: usize,
 }
 
@@ -75,6 +100,61 @@ impl Default for Caching {
             size_limit: 32,
         }
     }
+}
+
+/// How Creates are batched: at most `max_batch` per upsert, at most `max_queue`
+/// waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// `VFPS_MAX_CREATE_BATCH`: most Creates coalesced into one upsert, which
+    /// bounds the statement's size and how long its row locks are held.
+    pub max_batch: usize,
+    /// `VFPS_MAX_CREATE_QUEUE`: most Creates waiting for a batch; more are
+    /// answered `UNAVAILABLE` at once rather than queued past their deadlines.
+    pub max_queue: usize,
+}
+
+/// `VFPS_MAX_CALL_DEADLINE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Calls {
+    /// Upper bound of a call's deadline, and the deadline of calls without one,
+    /// so no call holds a connection or a permit forever.
+    pub max_deadline: Duration,
+}
+
+/// `VFPS_SHUTDOWN_*`: the drain after SIGTERM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shutdown {
+    /// Time spent not-ready but still serving, so load balancers stop sending
+    /// before the listeners close.
+    pub pre_stop_delay: Duration,
+    /// After the pre-stop delay: time in-flight calls get to finish before they
+    /// are cut off, to stay within the pod's termination grace period.
+    pub timeout: Duration,
+}
+
+/// `VFPS_READINESS_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readiness {
+    /// How long the database may be unreachable from this replica before the
+    /// replica reports itself not ready; longer than a failover, so a failover
+    /// never empties the endpoints.
+    pub database_grace: Duration,
+}
+
+/// `VFPS_METRICS_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// How often the pseudonym counts are re-read: counting scans the table, so
+    /// it is done in the background rather than on every scrape.
+    pub count_interval: Duration,
+}
+
+/// `VFPS_LOG_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Telemetry {
+    /// One JSON object per line, for log collectors, instead of text for people.
+    pub log_json: bool,
 }
 
 /// Command-line overrides; `None` leaves the environment's value.
@@ -119,93 +199,9 @@ impl std::fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
-/// Parses a duration: `500ms`, `5s`, `2m`, `1h`, a bare number of seconds, or a
-/// .NET TimeSpan `hh:mm:ss`.
-pub fn parse_duration(raw: &str) -> Option<Duration> {
-    let t = raw.trim();
-    if t.contains(':') {
-        let parts: Vec<&str> = t.split(':').collect();
-        if parts.len() != 3 {
-            return None;
-        }
-        let h: u64 = parts[0].parse().ok()?;
-        let m: u64 = parts[1].parse().ok()?;
-        let s: f64 = parts[2].parse().ok()?;
-        if m >= 60 || !(0.0..60.0).contains(&s) {
-            return None;
-        }
-        return Some(Duration::from_secs(h * 3600 + m * 60) + Duration::from_secs_f64(s));
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    if !n.is_finite() || n < 0.0 {
-        return None;
-    }
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
-fn parse_bool(raw: &str) -> Option<bool> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Some(true),
-        "false" | "0" | "no" | "off" | "" => Some(false),
-        _ => None,
-    }
-}
-
-/// Case-insensitive view of the environment.
-struct Env(BTreeMap<String, (String, String)>);
-
-impl Env {
-    fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
-        Self(
-            vars.into_iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), (k, v)))
-                .collect(),
-        )
-    }
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .get(&key.to_ascii_lowercase())
-            .map(|(_, v)| v.as_str())
-    }
-    fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        let p = prefix.to_ascii_lowercase();
-        self.0.iter().filter_map(move |(k, (_, v))| {
-            k.strip_prefix(p.as_str()).map(|rest| (rest, v.as_str()))
-        })
-    }
-}
-
-/// Parses a setting, recording a problem instead of failing fast.
-fn setting<T>(
-    env: &Env,
-    errors: &mut Vec<String>,
-    key: &str,
-    default: T,
-    parse: impl Fn(&str) -> Option<T>,
-    expected: &str,
-) -> T {
-    match env.get(key) {
-        None => default,
-        Some(raw) => parse(raw).unwrap_or_else(|| {
-            errors.push(format!("{key}={raw:?} is not valid: expected {expected}"));
-            default
-        }),
-    }
-}
-
 impl Settings {
-    /// Builds and validates settings from environment variables and flags.
+    /// Builds and validates settings from environment variables and flags; the
+    /// notes are worth logging once logging is set up.
     pub fn load(
         vars: impl IntoIterator<Item = (String, String)>,
         flags: &Flags,
@@ -213,28 +209,60 @@ impl Settings {
         let env = Env::new(vars);
         let mut errors = Vec::new();
         let mut notes = Vec::new();
+        // Every section is parsed even after one failed, so all problems are
+        // reported together; fields are evaluated in the order written.
+        let settings = Self {
+            store: StoreConfig::from_env(&env, flags, &mut errors, &mut notes),
+            listen: Listen::from_env(&env, flags, &mut errors),
+            migrations: Migrations::from_env(&env, flags, &mut errors),
+            caching: Caching::from_env(&env, &mut errors),
+            calls: Calls::from_env(&env, &mut errors),
+            shutdown: Shutdown::from_env(&env, &mut errors),
+            metrics: MetricsConfig::from_env(&env, &mut errors),
+            batching: Batching::from_env(&env, &mut errors),
+            readiness: Readiness::from_env(&env, &mut errors),
+            telemetry: Telemetry::from_env(&env, &mut errors),
+            init_namespaces: init_namespaces::from_env(&env, &mut errors),
+        };
+        if !errors.is_empty() {
+            return Err(ConfigErrors(errors));
+        }
+        Ok((settings, notes))
+    }
+}
 
+impl StoreConfig {
+    /// `--postgres` or `ConnectionStrings__PostgreSQL` (with `PGUSER` and
+    /// `PGPASSWORD` as fallbacks), else `--sqlite-path` or `VFPS_SQLITE_PATH`;
+    /// `VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT` is checked either way.
+    fn from_env(
+        env: &Env,
+        flags: &Flags,
+        errors: &mut Vec<String>,
+        notes: &mut Vec<String>,
+    ) -> Self {
         let connection_string = flags
             .postgres
             .clone()
             .or_else(|| env.get("ConnectionStrings__PostgreSQL").map(str::to_owned))
             .filter(|s| !s.trim().is_empty());
-        let store = match connection_string {
-            Some(cs) => {
-                match npgsql::parse(&cs, env.get("PGUSER"), env.get("PGPASSWORD")) {
-                    Ok(parsed) => {
-                        for k in parsed.ignored_keywords {
-                            notes.push(format!("ConnectionStrings__PostgreSQL: keyword {k:?} is accepted and ignored"));
-                        }
-                        StoreConfig::Postgres(Box::new(parsed.options))
+        let mut store = match connection_string {
+            Some(cs) => match npgsql::parse(&cs, env.get("PGUSER"), env.get("PGPASSWORD")) {
+                Ok(parsed) => {
+                    for k in parsed.ignored_keywords {
+                        notes.push(format!(
+                            "ConnectionStrings__PostgreSQL: keyword {k:?} is accepted and ignored"
+                        ));
                     }
-                    Err(e) => {
-                        errors.push(e.to_string());
-                        StoreConfig::Sqlite(PathBuf::new())
-                    }
+                    Self::Postgres(Box::new(parsed.options))
                 }
-            }
-            None => StoreConfig::Sqlite(
+                Err(e) => {
+                    errors.push(e.to_string());
+                    // Never returned: the error fails the load.
+                    Self::Sqlite(PathBuf::new())
+                }
+            },
+            None => Self::Sqlite(
                 flags
                     .sqlite_path
                     .clone()
@@ -242,11 +270,29 @@ impl Settings {
                     .unwrap_or_else(|| PathBuf::from("vfps.sqlite")),
             ),
         };
+        let idle_in_transaction_timeout = duration(
+            env,
+            errors,
+            "VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT",
+            Duration::from_secs(10),
+        );
+        if idle_in_transaction_timeout < Duration::from_millis(1) {
+            errors.push("VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT must be at least 1ms".into());
+        }
+        if let Self::Postgres(options) = &mut store {
+            options.idle_in_transaction_timeout = idle_in_transaction_timeout;
+        }
+        store
+    }
+}
 
+impl Listen {
+    /// Each port from its flag, else its variable; a flag hides a bad variable.
+    fn from_env(env: &Env, flags: &Flags, errors: &mut Vec<String>) -> Self {
         let port = |errors: &mut Vec<String>, key: &str, flag: Option<u16>, default: u16| {
             flag.unwrap_or_else(|| {
                 setting(
-                    &env,
+                    env,
                     errors,
                     key,
                     default,
@@ -255,120 +301,110 @@ impl Settings {
                 )
             })
         };
-        let http_port = port(&mut errors, "VFPS_HTTP_PORT", flags.http_port, 8080);
-        let grpc_port = port(&mut errors, "VFPS_GRPC_PORT", flags.grpc_port, 8081);
-        let metrics_port = port(&mut errors, "VFPS_METRICS_PORT", flags.metrics_port, 8082);
-        let listen_address = match &flags.listen_address {
+        let http_port = port(errors, "VFPS_HTTP_PORT", flags.http_port, 8080);
+        let grpc_port = port(errors, "VFPS_GRPC_PORT", flags.grpc_port, 8081);
+        let metrics_port = port(errors, "VFPS_METRICS_PORT", flags.metrics_port, 8082);
+        let address = match &flags.listen_address {
             Some(raw) => raw.parse().unwrap_or_else(|_| {
                 errors.push(format!("--listen-address={raw:?} is not an IP address"));
                 IpAddr::from([0, 0, 0, 0])
             }),
             None => setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "VFPS_LISTEN_ADDRESS",
                 IpAddr::from([0, 0, 0, 0]),
                 |s| s.trim().parse().ok(),
                 "an IP address",
             ),
         };
-        let nonzero = [http_port, grpc_port, metrics_port];
-        if nonzero.iter().filter(|p| **p != 0).count()
-            != nonzero
-                .iter()
-                .filter(|p| **p != 0)
-                .collect::<std::collections::HashSet<_>>()
-                .len()
-        {
+        // Port 0 picks a free port each time, so only fixed ports can collide.
+        let fixed: Vec<u16> = [http_port, grpc_port, metrics_port]
+            .into_iter()
+            .filter(|p| *p != 0)
+            .collect();
+        if fixed.len() != fixed.iter().collect::<std::collections::HashSet<_>>().len() {
             errors.push(format!(
                 "VFPS_HTTP_PORT, VFPS_GRPC_PORT and VFPS_METRICS_PORT must differ (got {http_port}, {grpc_port}, {metrics_port})"
             ));
         }
+        Self {
+            address,
+            http_port,
+            grpc_port,
+            metrics_port,
+        }
+    }
+}
 
-        let force_migrations = flags.force_migrations
+impl Migrations {
+    fn from_env(env: &Env, flags: &Flags, errors: &mut Vec<String>) -> Self {
+        let force = flags.force_migrations
             || setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "ForceRunDatabaseMigrations",
                 false,
                 parse_bool,
                 "true or false",
             );
-        let defaults = Caching::default();
-        let caching = Caching {
+        Self { force }
+    }
+}
+
+impl Caching {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        let defaults = Self::default();
+        Self {
             namespaces: setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "Pseudonymization__Caching__Namespaces__IsEnabled",
                 defaults.namespaces,
                 parse_bool,
                 "true or false",
             ),
             pseudonyms: setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "Pseudonymization__Caching__Pseudonyms__IsEnabled",
                 defaults.pseudonyms,
                 parse_bool,
                 "true or false",
             ),
             absolute_expiration: setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "Pseudonymization__Caching__AbsoluteExpiration",
                 defaults.absolute_expiration,
                 parse_duration,
                 "a duration such as 01:00:00 or 3600s",
             ),
             size_limit: setting(
-                &env,
-                &mut errors,
+                env,
+                errors,
                 "Pseudonymization__Caching__SizeLimit",
                 defaults.size_limit,
                 |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
                 "a positive number of entries",
             ),
-        };
-        let dur = |errors: &mut Vec<String>, key: &str, default: Duration| {
-            setting(
-                &env,
-                errors,
-                key,
-                default,
-                parse_duration,
-                "a duration such as 500ms, 5s or 2m",
-            )
-        };
-        let max_call_deadline = dur(
-            &mut errors,
-            "VFPS_MAX_CALL_DEADLINE",
-            Duration::from_secs(30),
-        );
-        if max_call_deadline.is_zero() {
-            errors.push("VFPS_MAX_CALL_DEADLINE must be greater than zero".into());
         }
-        let pre_stop_delay = dur(&mut errors, "VFPS_SHUTDOWN_PRE_STOP_DELAY", Duration::ZERO);
-        let shutdown_timeout = dur(
-            &mut errors,
-            "VFPS_SHUTDOWN_TIMEOUT",
-            Duration::from_secs(20),
-        );
-        let pseudonym_count_interval = dur(
-            &mut errors,
-            "VFPS_METRICS_COUNT_INTERVAL",
-            Duration::from_secs(60),
-        );
-        let max_create_batch = setting(
-            &env,
-            &mut errors,
+    }
+}
+
+impl Batching {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        let max_batch = setting(
+            env,
+            errors,
             "VFPS_MAX_CREATE_BATCH",
             256usize,
             |s| s.trim().parse().ok().filter(|n| (1..=10_000).contains(n)),
             "an integer from 1 to 10000",
         );
-        let max_create_queue = setting(
-            &env,
-            &mut errors,
+        let max_queue = setting(
+            env,
+            errors,
             "VFPS_MAX_CREATE_QUEUE",
             4096usize,
             |s| {
@@ -379,147 +415,81 @@ impl Settings {
             },
             "an integer from 1 to 1000000",
         );
-        let readiness_database_grace = dur(
-            &mut errors,
-            "VFPS_READINESS_DATABASE_GRACE",
-            Duration::from_secs(30),
-        );
-        let idle_in_transaction_timeout = dur(
-            &mut errors,
-            "VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT",
-            Duration::from_secs(10),
-        );
-        if idle_in_transaction_timeout < Duration::from_millis(1) {
-            errors.push("VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT must be at least 1ms".into());
+        Self {
+            max_batch,
+            max_queue,
         }
-        let mut store = store;
-        if let StoreConfig::Postgres(options) = &mut store {
-            options.idle_in_transaction_timeout = idle_in_transaction_timeout;
-        }
-        let log_json = setting(
-            &env,
-            &mut errors,
-            "VFPS_LOG_JSON",
-            false,
-            parse_bool,
-            "true or false",
-        );
-
-        let init_namespaces = init_namespaces(&env, &mut errors);
-
-        if !errors.is_empty() {
-            return Err(ConfigErrors(errors));
-        }
-        Ok((
-            Self {
-                store,
-                listen_address,
-                http_port,
-                grpc_port,
-                metrics_port,
-                force_migrations,
-                init_namespaces,
-                caching,
-                max_call_deadline,
-                pre_stop_delay,
-                shutdown_timeout,
-                max_create_batch,
-                max_create_queue,
-                readiness_database_grace,
-                pseudonym_count_interval,
-                log_json,
-            },
-            notes,
-        ))
     }
 }
 
-fn init_namespaces(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace> {
-    let mut by_index: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
-    for (rest, value) in env.with_prefix("Init__v1__Namespaces__") {
-        let Some((index, field)) = rest.split_once("__") else {
-            errors.push(format!(
-                "Init__v1__Namespaces__{rest}: expected Init__v1__Namespaces__<N>__<Field>"
-            ));
-            continue;
-        };
-        let Ok(index) = index.parse::<u32>() else {
-            errors.push(format!(
-                "Init__v1__Namespaces__{index}: the index must be a number"
-            ));
-            continue;
-        };
-        by_index
-            .entry(index)
-            .or_default()
-            .insert(field.to_owned(), value.to_owned());
-    }
-    let mut out = Vec::new();
-    for (i, fields) in by_index {
-        let key = |f: &str| format!("Init__v1__Namespaces__{i}__{f}");
-        for f in fields.keys() {
-            if ![
-                "name",
-                "description",
-                "pseudonymgenerationmethod",
-                "pseudonymlength",
-                "pseudonymprefix",
-                "pseudonymsuffix",
-            ]
-            .contains(&f.as_str())
-            {
-                errors.push(format!("{}: unknown field", key(f)));
-            }
+impl Calls {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        let max_deadline = duration(
+            env,
+            errors,
+            "VFPS_MAX_CALL_DEADLINE",
+            Duration::from_secs(30),
+        );
+        if max_deadline.is_zero() {
+            errors.push("VFPS_MAX_CALL_DEADLINE must be greater than zero".into());
         }
-        let Some(name) = fields
-            .get("name")
-            .filter(|n| vfps_core::NamespaceName::parse(n).is_ok())
-        else {
-            errors.push(format!("{}: a non-blank name is required", key("Name")));
-            continue;
-        };
-        let method = match fields.get("pseudonymgenerationmethod") {
-            None => GenerationMethod::SecureRandomBase64UrlEncoded,
-            Some(raw) => match GenerationMethod::parse_config(raw) {
-                Some(m) => m,
-                None => {
-                    errors.push(format!(
-                        "{}={raw:?} is not a pseudonym generation method",
-                        key("PseudonymGenerationMethod")
-                    ));
-                    continue;
-                }
-            },
-        };
-        let length = match fields.get("pseudonymlength") {
-            None => method.fixed_length().unwrap_or(32),
-            Some(raw) => match raw.trim().parse::<u32>() {
-                Ok(n) => n,
-                Err(_) => {
-                    errors.push(format!(
-                        "{}={raw:?} is not a whole number",
-                        key("PseudonymLength")
-                    ));
-                    continue;
-                }
-            },
-        };
-        let nonempty = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
-        match NamespaceSettings::parse(
-            method,
-            length,
-            nonempty("pseudonymprefix"),
-            nonempty("pseudonymsuffix"),
-        ) {
-            Ok(settings) => out.push(InitNamespace {
-                name: name.clone(),
-                description: fields.get("description").cloned().unwrap_or_default(),
-                settings,
-            }),
-            Err(e) => errors.push(format!("Init__v1__Namespaces__{i}: {}", e.message)),
+        Self { max_deadline }
+    }
+}
+
+impl Shutdown {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        Self {
+            pre_stop_delay: duration(env, errors, "VFPS_SHUTDOWN_PRE_STOP_DELAY", Duration::ZERO),
+            timeout: duration(
+                env,
+                errors,
+                "VFPS_SHUTDOWN_TIMEOUT",
+                Duration::from_secs(20),
+            ),
         }
     }
-    out
+}
+
+impl Readiness {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        Self {
+            database_grace: duration(
+                env,
+                errors,
+                "VFPS_READINESS_DATABASE_GRACE",
+                Duration::from_secs(30),
+            ),
+        }
+    }
+}
+
+impl MetricsConfig {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        Self {
+            count_interval: duration(
+                env,
+                errors,
+                "VFPS_METRICS_COUNT_INTERVAL",
+                Duration::from_secs(60),
+            ),
+        }
+    }
+}
+
+impl Telemetry {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        Self {
+            log_json: setting(
+                env,
+                errors,
+                "VFPS_LOG_JSON",
+                false,
+                parse_bool,
+                "true or false",
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -539,7 +509,11 @@ mod tests {
         let s = load(&[]).unwrap();
         assert_eq!(s.store, StoreConfig::Sqlite(PathBuf::from("vfps.sqlite")));
         assert_eq!(
-            (s.http_port, s.grpc_port, s.metrics_port),
+            (
+                s.listen.http_port,
+                s.listen.grpc_port,
+                s.listen.metrics_port
+            ),
             (8080, 8081, 8082)
         );
         assert_eq!(s.caching, Caching::default());
@@ -571,7 +545,7 @@ mod tests {
             panic!("expected postgres")
         };
         assert_eq!(pg.password.as_deref(), Some("secret"));
-        assert!(s.force_migrations);
+        assert!(s.migrations.force);
         assert_eq!(
             s.caching,
             Caching {
@@ -615,6 +589,112 @@ mod tests {
             assert!(text.contains(needle), "{needle} missing from {text}");
         }
         assert!(!text.contains("hunter2"));
+    }
+
+    #[test]
+    fn every_section_has_its_default() {
+        let s = load(&[]).unwrap();
+        assert_eq!(
+            s.listen,
+            Listen {
+                address: IpAddr::from([0, 0, 0, 0]),
+                http_port: 8080,
+                grpc_port: 8081,
+                metrics_port: 8082,
+            }
+        );
+        assert_eq!(s.migrations, Migrations { force: false });
+        assert_eq!(
+            s.batching,
+            Batching {
+                max_batch: 256,
+                max_queue: 4096,
+            }
+        );
+        assert_eq!(
+            s.calls,
+            Calls {
+                max_deadline: Duration::from_secs(30),
+            }
+        );
+        assert_eq!(
+            s.shutdown,
+            Shutdown {
+                pre_stop_delay: Duration::ZERO,
+                timeout: Duration::from_secs(20),
+            }
+        );
+        assert_eq!(
+            s.readiness,
+            Readiness {
+                database_grace: Duration::from_secs(30),
+            }
+        );
+        assert_eq!(
+            s.metrics,
+            MetricsConfig {
+                count_interval: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(s.telemetry, Telemetry { log_json: false });
+        assert!(s.init_namespaces.is_empty());
+
+        let s = load(&[("ConnectionStrings__PostgreSQL", "Host=db;Username=u")]).unwrap();
+        let StoreConfig::Postgres(pg) = &s.store else {
+            panic!("expected postgres")
+        };
+        assert_eq!(pg.idle_in_transaction_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_idle_in_transaction_timeout_is_applied_to_postgres() {
+        let s = load(&[
+            ("ConnectionStrings__PostgreSQL", "Host=db;Username=u"),
+            ("VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", "250ms"),
+        ])
+        .unwrap();
+        let StoreConfig::Postgres(pg) = &s.store else {
+            panic!("expected postgres")
+        };
+        assert_eq!(pg.idle_in_transaction_timeout, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn bad_keys_in_different_sections_are_reported_together() {
+        let e = load(&[
+            ("VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", "0s"),
+            ("VFPS_GRPC_PORT", "8080"),
+            ("VFPS_SHUTDOWN_TIMEOUT", "forever"),
+            ("VFPS_MAX_CREATE_BATCH", "0"),
+            ("VFPS_READINESS_DATABASE_GRACE", "-1s"),
+            ("VFPS_LOG_JSON", "maybe"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            e.0,
+            [
+                "VFPS_IDLE_IN_TRANSACTION_SESSION_TIMEOUT must be at least 1ms",
+                "VFPS_HTTP_PORT, VFPS_GRPC_PORT and VFPS_METRICS_PORT must differ (got 8080, 8080, 8082)",
+                "VFPS_SHUTDOWN_TIMEOUT=\"forever\" is not valid: expected a duration such as 500ms, 5s or 2m",
+                "VFPS_MAX_CREATE_BATCH=\"0\" is not valid: expected an integer from 1 to 10000",
+                "VFPS_READINESS_DATABASE_GRACE=\"-1s\" is not valid: expected a duration such as 500ms, 5s or 2m",
+                "VFPS_LOG_JSON=\"maybe\" is not valid: expected true or false",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flag_overrides_a_bad_variable_of_its_section() {
+        let s = Settings::load(
+            [("VFPS_HTTP_PORT".to_owned(), "not a port".to_owned())],
+            &Flags {
+                http_port: Some(9000),
+                ..Flags::default()
+            },
+        )
+        .unwrap()
+        .0;
+        assert_eq!(s.listen.http_port, 9000);
     }
 
     #[test]

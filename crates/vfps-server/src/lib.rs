@@ -1,7 +1,8 @@
 //! The vfps pseudonymization service.
 //!
 //! # Layout
-//! - [`config`]: settings by the deployed vfps's names, validated at once.
+//! - [`config`]: settings by the deployed vfps's names, in sections that each
+//!   parse and validate their own keys; every bad key is reported at once.
 //! - [`startup`]: opens the store, binds the ports, serves, drains on shutdown.
 //! - [`service`]: what each call does, transport-independent; retries transient
 //!   database errors inside the call's deadline.

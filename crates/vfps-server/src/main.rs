@@ -59,7 +59,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_json);
+    telemetry::init(settings.telemetry.log_json);
     for note in notes {
         tracing::info!("{note}");
     }

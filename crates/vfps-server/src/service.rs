@@ -17,7 +17,11 @@ use vfps_store::{
     Candidate, Store, Upserted,
 };
 
-use crate::{cache::TtlCache, config::Caching, metrics::Metrics};
+use crate::{
+    cache::TtlCache,
+    config::{Batching, Caching},
+    metrics::Metrics,
+};
 
 /// How many times a freshly generated pseudonym may collide before giving up.
 const MAX_COLLISIONS: u32 = 16;
@@ -50,14 +54,6 @@ pub struct Service {
     /// under the same rule.
     pseudonyms: Option<Arc<TtlCache<(NamespaceName, OriginalValue), Pseudonym>>>,
     metrics: Metrics,
-}
-
-/// How Creates are batched: at most `max_batch` per upsert, at most `max_queue`
-/// waiting.
-#[derive(Debug, Clone, Copy)]
-pub struct Batching {
-    pub max_batch: usize,
-    pub max_queue: usize,
 }
 
 impl Service {

@@ -26,7 +26,7 @@ use crate::{
     config::{Settings, StoreConfig},
     grpc::{NamespaceApi, PseudonymApi},
     metrics::Metrics,
-    service::{Batching, Service},
+    service::Service,
     state::{AppState, Health},
 };
 
@@ -65,7 +65,7 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
                      a standby listed first takes the writes and fails them; use read-write"
                 );
             }
-            if settings.force_migrations {
+            if settings.migrations.force {
                 let report = store.migrate().await.context("database migration failed")?;
                 tracing::info!(applied = ?report.applied, "database migrations done");
             }
@@ -80,26 +80,18 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let store = open_store(&settings).await?;
         let metrics = Metrics::new()?;
-        let service = Service::new(
-            store,
-            Batching {
-                max_batch: settings.max_create_batch,
-                max_queue: settings.max_create_queue,
-            },
-            settings.caching,
-            metrics.clone(),
-        );
+        let service = Service::new(store, settings.batching, settings.caching, metrics.clone());
         let bind = |port: u16| {
-            let addr = SocketAddr::new(settings.listen_address, port);
+            let addr = SocketAddr::new(settings.listen.address, port);
             async move {
                 TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr}"))
             }
         };
-        let grpc = bind(settings.grpc_port).await?;
-        let http = bind(settings.http_port).await?;
-        let metrics_listener = bind(settings.metrics_port).await?;
+        let grpc = bind(settings.listen.grpc_port).await?;
+        let http = bind(settings.listen.http_port).await?;
+        let metrics_listener = bind(settings.listen.metrics_port).await?;
         Ok(Self {
             grpc,
             http,
@@ -108,8 +100,8 @@ impl Application {
                 service,
                 metrics,
                 health: Arc::new(Health::default()),
-                max_call_deadline: settings.max_call_deadline,
-                readiness_database_grace: settings.readiness_database_grace,
+                max_call_deadline: settings.calls.max_deadline,
+                readiness_database_grace: settings.readiness.database_grace,
             },
             settings,
         })
@@ -156,7 +148,7 @@ impl Application {
         tokio::spawn(crate::metrics::refresh_counts(
             state.metrics.clone(),
             state.service.store().clone(),
-            settings.pseudonym_count_interval,
+            settings.metrics.count_interval,
             background.clone(),
         ));
 
@@ -234,8 +226,8 @@ impl Application {
         }
 
         tracing::info!(
-            pre_stop_delay = ?settings.pre_stop_delay,
-            shutdown_timeout = ?settings.shutdown_timeout,
+            pre_stop_delay = ?settings.shutdown.pre_stop_delay,
+            shutdown_timeout = ?settings.shutdown.timeout,
             "shutdown requested: draining"
         );
         state.health.start_draining();
@@ -247,9 +239,9 @@ impl Application {
                     .await;
             }
         }
-        tokio::time::sleep(settings.pre_stop_delay).await;
+        tokio::time::sleep(settings.shutdown.pre_stop_delay).await;
         stop.cancel();
-        let drained = tokio::time::timeout(settings.shutdown_timeout, &mut servers).await;
+        let drained = tokio::time::timeout(settings.shutdown.timeout, &mut servers).await;
         background.cancel();
         match drained {
             Ok(result) => {
@@ -259,7 +251,7 @@ impl Application {
             Err(_) => {
                 servers.abort();
                 tracing::warn!(
-                    shutdown_timeout = ?settings.shutdown_timeout,
+                    shutdown_timeout = ?settings.shutdown.timeout,
                     "drain did not finish within the shutdown timeout; remaining calls were cut off"
                 );
             }

@@ -23,9 +23,9 @@ use std::{
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use vfps_core::ErrorKind;
 use vfps_server::{
-    config::Caching,
+    config::{Batching, Caching},
     metrics::Metrics,
-    service::{Batching, NewNamespace, Service},
+    service::{NewNamespace, Service},
 };
 use vfps_store::{postgres::PgStore, sqlite::SqliteStore, Store};
 

@@ -1,0 +1,108 @@
+//! `Init__v1__Namespaces__<N>__*`: namespaces created at start-up if missing.
+
+use std::collections::BTreeMap;
+
+use vfps_core::{GenerationMethod, NamespaceSettings};
+
+use super::env::Env;
+
+/// A namespace to create at start-up if missing (`Init__v1__Namespaces__N__*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitNamespace {
+    /// Checked to be a valid namespace name.
+    pub name: String,
+    /// `…__Description`, empty when unset, as upstream.
+    pub description: String,
+    /// How its pseudonyms are generated, already validated.
+    pub settings: NamespaceSettings,
+}
+
+/// `Init__v1__Namespaces__<N>__*`, in index order; a broken entry is reported
+/// and left out.
+pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace> {
+    let mut by_index: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+    for (rest, value) in env.with_prefix("Init__v1__Namespaces__") {
+        let Some((index, field)) = rest.split_once("__") else {
+            errors.push(format!(
+                "Init__v1__Namespaces__{rest}: expected Init__v1__Namespaces__<N>__<Field>"
+            ));
+            continue;
+        };
+        let Ok(index) = index.parse::<u32>() else {
+            errors.push(format!(
+                "Init__v1__Namespaces__{index}: the index must be a number"
+            ));
+            continue;
+        };
+        by_index
+            .entry(index)
+            .or_default()
+            .insert(field.to_owned(), value.to_owned());
+    }
+    let mut out = Vec::new();
+    for (i, fields) in by_index {
+        let key = |f: &str| format!("Init__v1__Namespaces__{i}__{f}");
+        for f in fields.keys() {
+            if ![
+                "name",
+                "description",
+                "pseudonymgenerationmethod",
+                "pseudonymlength",
+                "pseudonymprefix",
+                "pseudonymsuffix",
+            ]
+            .contains(&f.as_str())
+            {
+                errors.push(format!("{}: unknown field", key(f)));
+            }
+        }
+        let Some(name) = fields
+            .get("name")
+            .filter(|n| vfps_core::NamespaceName::parse(n).is_ok())
+        else {
+            errors.push(format!("{}: a non-blank name is required", key("Name")));
+            continue;
+        };
+        let method = match fields.get("pseudonymgenerationmethod") {
+            None => GenerationMethod::SecureRandomBase64UrlEncoded,
+            Some(raw) => match GenerationMethod::parse_config(raw) {
+                Some(m) => m,
+                None => {
+                    errors.push(format!(
+                        "{}={raw:?} is not a pseudonym generation method",
+                        key("PseudonymGenerationMethod")
+                    ));
+                    continue;
+                }
+            },
+        };
+        let length = match fields.get("pseudonymlength") {
+            None => method.fixed_length().unwrap_or(32),
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(n) => n,
+                Err(_) => {
+                    errors.push(format!(
+                        "{}={raw:?} is not a whole number",
+                        key("PseudonymLength")
+                    ));
+                    continue;
+                }
+            },
+        };
+        let nonempty = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
+        match NamespaceSettings::parse(
+            method,
+            length,
+            nonempty("pseudonymprefix"),
+            nonempty("pseudonymsuffix"),
+        ) {
+            Ok(settings) => out.push(InitNamespace {
+                name: name.clone(),
+                description: fields.get("description").cloned().unwrap_or_default(),
+                settings,
+            }),
+            Err(e) => errors.push(format!("Init__v1__Namespaces__{i}: {}", e.message)),
+        }
+    }
+    out
+}
