@@ -216,6 +216,66 @@ impl Run {
         }
     }
 
+    /// Two namespaces created and filled with nothing cut off while nothing
+    /// else runs, and the first deleted: however the random part went, some
+    /// pairs surely resolve and some surely must not (neither check is vacuous).
+    async fn fixed_namespaces(&self) {
+        self.filled_namespace("z0").await;
+        self.filled_namespace("z1").await;
+        let issued = Instant::now();
+        self.service
+            .delete_namespace("z0", deadline())
+            .await
+            .unwrap();
+        self.history.lock().unwrap().deletes.push(NamespaceOp {
+            name: "z0".into(),
+            prefix: None,
+            issued,
+            ended: Instant::now(),
+            outcome: Outcome::Ok(()),
+        });
+    }
+
+    async fn filled_namespace(&self, name: &str) {
+        let prefix = format!("{name}.fixed");
+        let issued = Instant::now();
+        let request = NewNamespace {
+            name: name.into(),
+            method: 5,
+            length: 12,
+            prefix: Some(format!("{prefix}-")),
+            ..Default::default()
+        };
+        self.service
+            .create_namespace(request, deadline())
+            .await
+            .unwrap();
+        self.history
+            .lock()
+            .unwrap()
+            .namespace_creates
+            .push(NamespaceOp {
+                name: name.into(),
+                prefix: Some(prefix),
+                issued,
+                ended: Instant::now(),
+                outcome: Outcome::Ok(()),
+            });
+        for i in 0..5 {
+            let original = format!("o{i}");
+            let p = self
+                .service
+                .create_pseudonym(name, &original, deadline())
+                .await
+                .unwrap();
+            self.history.lock().unwrap().pairs.push(Pair {
+                name: name.into(),
+                original,
+                pseudonym: p.pseudonym_value,
+            });
+        }
+    }
+
     /// Checks the properties over the whole history (all calls have ended).
     async fn verify(&self) {
         let h = std::mem::take(&mut *self.history.lock().unwrap());
@@ -310,8 +370,9 @@ async fn run(store: Arc<dyn Store>, caching: Caching, seed: u64) {
         service,
         history: Mutex::default(),
     });
-    // Everything at once; then, after every worker is through, everything but
-    // deletes, so namespaces live on to be checked.
+    // Everything at once; then, after every worker is through, the fixed
+    // namespaces; then everything but deletes, so namespaces live on to be
+    // checked.
     let barrier = Arc::new(tokio::sync::Barrier::new(WORKERS as usize));
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
@@ -320,6 +381,10 @@ async fn run(store: Arc<dyn Store>, caching: Caching, seed: u64) {
                 let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(w));
                 for _ in 0..OPS_PER_WORKER {
                     run.step(&mut rng, true).await;
+                }
+                barrier.wait().await;
+                if w == 0 {
+                    run.fixed_namespaces().await;
                 }
                 barrier.wait().await;
                 for _ in 0..OPS_PER_WORKER / 2 {
