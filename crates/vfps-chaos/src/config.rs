@@ -1,10 +1,15 @@
 //! Settings of a load run: the existing resilience test's environment variables
-//! with the same defaults, and the same as flags.
+//! with the same defaults, and the same as flags, in sections — the service
+//! under test, the workload, the budgets, verification, the output — each
+//! validated on its own; every problem is reported at once.
 
 use std::{path::PathBuf, time::Duration};
 
+use crate::checker::Budgets;
+
+/// The vfps under test.
 #[derive(Debug, Clone, clap::Args)]
-pub struct LoadConfig {
+pub struct Service {
     /// gRPC endpoints: `http://a:8081,http://b:8081` or `dns:///host:port`.
     #[arg(
         long,
@@ -15,24 +20,62 @@ pub struct LoadConfig {
     /// Namespace the run creates pseudonyms in (created if missing).
     #[arg(long, env = "RESILIENCE_NAMESPACE", default_value = "resilience")]
     pub namespace: String,
+}
+
+impl Service {
+    fn validate(&self, problems: &mut Vec<String>) {
+        if self.namespace.trim().is_empty() {
+            problems.push("RESILIENCE_NAMESPACE must not be blank".into());
+        }
+    }
+}
+
+/// What the generator offers, whatever the service does.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Workload {
     /// Offered Creates per second, whatever the service does.
     #[arg(long, env = "RESILIENCE_RATE_PER_SECOND", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_per_second: u32,
     /// Length of the load window.
     #[arg(long, env = "RESILIENCE_LOAD_SECONDS", default_value_t = 960)]
     pub load_seconds: u64,
-    /// Quiet period between load and verification.
-    #[arg(long, env = "RESILIENCE_SETTLE_SECONDS", default_value_t = 60)]
-    pub settle_seconds: u64,
     /// Deadline of one call, covering all its retries.
     #[arg(long, env = "RESILIENCE_CALL_DEADLINE_SECONDS", default_value_t = 5.0)]
     pub call_deadline_seconds: f64,
     /// Calls in flight beyond which new calls are shed (and counted as failures).
     #[arg(long, env = "RESILIENCE_MAX_IN_FLIGHT", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_in_flight: u32,
-    /// 0 keeps every pair in the ledger; N keeps a uniform reservoir of N.
-    #[arg(long, env = "RESILIENCE_LEDGER_CAPACITY", default_value_t = 0)]
-    pub ledger_capacity: usize,
+    /// Seed of the generated originals (random if not given); logged for replay.
+    #[arg(long, env = "RESILIENCE_SEED")]
+    pub seed: Option<u64>,
+}
+
+impl Workload {
+    pub fn call_deadline(&self) -> Duration {
+        Duration::from_secs_f64(self.call_deadline_seconds)
+    }
+
+    /// Calls expected in flight at the deadline; the shedding cap must exceed it.
+    pub fn in_flight_needed(&self) -> f64 {
+        f64::from(self.rate_per_second) * self.call_deadline_seconds
+    }
+
+    fn validate(&self, problems: &mut Vec<String>) {
+        if !(self.call_deadline_seconds.is_finite() && self.call_deadline_seconds > 0.0) {
+            problems.push(format!(
+                "RESILIENCE_CALL_DEADLINE_SECONDS must be a positive number of seconds, got {}",
+                self.call_deadline_seconds
+            ));
+        }
+        if self.load_seconds == 0 {
+            problems.push("RESILIENCE_LOAD_SECONDS must be at least 1".into());
+        }
+    }
+}
+
+/// The P1 budgets of the whole run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Limits {
     /// P1 budget: longest run of seconds with load offered and nothing succeeding.
     #[arg(long, env = "RESILIENCE_MAX_OUTAGE_SECONDS", default_value_t = 30)]
     pub max_outage_seconds: u64,
@@ -43,47 +86,118 @@ pub struct LoadConfig {
         default_value_t = 150.0
     )]
     pub max_unavailable_seconds: f64,
-    /// Verification calls in flight.
-    #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
-    pub verify_concurrency: u32,
-    /// Where the run directory is written.
-    #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value = "resilience-run")]
-    pub output_dir: PathBuf,
-    /// Seed of the generated originals (random if not given); logged for replay.
-    #[arg(long, env = "RESILIENCE_SEED")]
-    pub seed: Option<u64>,
 }
 
-impl LoadConfig {
-    pub fn call_deadline(&self) -> Duration {
-        Duration::from_secs_f64(self.call_deadline_seconds)
+impl Limits {
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            max_outage_seconds: self.max_outage_seconds,
+            max_unavailable_seconds: self.max_unavailable_seconds,
+        }
     }
 
-    /// Problems that make the run meaningless, reported before anything starts.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(self.call_deadline_seconds.is_finite() && self.call_deadline_seconds > 0.0) {
-            return Err(format!(
-                "RESILIENCE_CALL_DEADLINE_SECONDS must be a positive number of seconds, got {}",
-                self.call_deadline_seconds
-            ));
-        }
-        if self.load_seconds == 0 {
-            return Err("RESILIENCE_LOAD_SECONDS must be at least 1".into());
-        }
+    fn validate(&self, problems: &mut Vec<String>) {
         if !(self.max_unavailable_seconds.is_finite() && self.max_unavailable_seconds >= 0.0) {
-            return Err(format!(
+            problems.push(format!(
                 "RESILIENCE_MAX_UNAVAILABLE_SECONDS must be a non-negative number, got {}",
                 self.max_unavailable_seconds
             ));
         }
-        if self.namespace.trim().is_empty() {
-            return Err("RESILIENCE_NAMESPACE must not be blank".into());
+    }
+}
+
+/// After the load: settling and the verification pass.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Verification {
+    /// Quiet period between load and verification.
+    #[arg(long, env = "RESILIENCE_SETTLE_SECONDS", default_value_t = 60)]
+    pub settle_seconds: u64,
+    /// Verification calls in flight.
+    #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub verify_concurrency: u32,
+}
+
+/// Where the run's evidence goes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Output {
+    /// Where the run directory is written.
+    #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value = "resilience-run")]
+    pub output_dir: PathBuf,
+    /// 0 keeps every pair in the ledger; N keeps a uniform reservoir of N.
+    #[arg(long, env = "RESILIENCE_LEDGER_CAPACITY", default_value_t = 0)]
+    pub ledger_capacity: usize,
+}
+
+/// Every setting of a load run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadConfig {
+    #[command(flatten)]
+    pub service: Service,
+    #[command(flatten)]
+    pub workload: Workload,
+    #[command(flatten)]
+    pub limits: Limits,
+    #[command(flatten)]
+    pub verification: Verification,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// Settings that make a run meaningless, all of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct ConfigError(pub Vec<String>);
+
+impl LoadConfig {
+    /// Problems that make the run meaningless, reported before anything starts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        self.service.validate(&mut problems);
+        self.workload.validate(&mut problems);
+        self.limits.validate(&mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError(problems))
         }
-        Ok(())
     }
 
-    /// Calls expected in flight at the deadline; the shedding cap must exceed it.
-    pub fn in_flight_needed(&self) -> f64 {
-        f64::from(self.rate_per_second) * self.call_deadline_seconds
+    pub fn dir(&self) -> &std::path::Path {
+        &self.output.output_dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadConfig,
+    }
+
+    #[test]
+    fn every_problem_of_every_section_is_reported_at_once() {
+        let cli = Cli::parse_from([
+            "x",
+            "--namespace",
+            " ",
+            "--call-deadline-seconds",
+            "0",
+            "--max-unavailable-seconds=-1",
+        ]);
+        let e = cli.load.validate().unwrap_err();
+        assert_eq!(e.0.len(), 3, "{e}");
+        for key in [
+            "RESILIENCE_NAMESPACE",
+            "RESILIENCE_CALL_DEADLINE_SECONDS",
+            "RESILIENCE_MAX_UNAVAILABLE_SECONDS",
+        ] {
+            assert!(e.to_string().contains(key), "{key} missing from {e}");
+        }
+        assert!(Cli::parse_from(["x"]).load.validate().is_ok());
     }
 }

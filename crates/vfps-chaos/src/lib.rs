@@ -1,42 +1,40 @@
-//! `vfps-chaos`: drives a vfps deployment with open-model load and decides whether
-//! it kept its promises (DESIGN §2, §3).
+//! `vfps-chaos`: drives a vfps deployment with open-model load, breaks it on
+//! purpose, and decides whether it kept its promises (DESIGN §2, §3).
 //!
 //! # Layout
-//! - [`config`]: the run's settings (`RESILIENCE_*` variables and flags).
-//! - [`generator`]: the open-model schedule — intended send times, in-flight cap,
-//!   shedding; results attributed to the second a call was offered.
-//! - [`history`]: the per-second timeline and the ledger of acknowledged and
-//!   indeterminate Creates, appended to disk as they happen.
-//! - [`verify`]: the verification pass (re-Create, reverse Get) after settling.
-//! - [`checker`]: pure functions from history and verification to verdicts P1–P4.
-//! - [`report`]: timeline CSV (stdout markers and file), `summary.json`, JUnit.
-//! - [`run`]: the phases of `vfps-chaos load` and `vfps-chaos check`.
-//! - [`scenario`]: named faults with durations, the load window, attribution of
-//!   every second to its scenario.
-//! - [`nemesis`]: the faults, each proving it applied and healed.
-//! - [`platform`]: where the topology lives (`local`: namespaces, Patroni, etcd;
-//!   `kind`: kind, CloudNativePG, Chaos Mesh through kubectl).
-//! - [`drive`]: what the platform drivers share (plan, chaos outcome, final report).
-//! - [`local_run`]: `--platform local` up, scenarios, collect, down.
-//! - [`kind_run`]: `--platform kind` up, scenarios, collect, down, render.
-//! - [`report_html`]: the self-contained HTML report with the timeline plot.
-//! - [`fake`]: a trivial in-process server for the harness's own tests and benchmark.
+//! From the command down; a module imports only modules below it.
+//! - `main.rs`: the command line — `load`, `check`, and the `local …` / `kind …`
+//!   steps — and the exit codes (0 passed, 1 a property failed, 2 the harness
+//!   failed), mapped in one place.
+//! - [`platform`]: where the topology lives — [`platform::local`],
+//!   [`platform::kind`] — each implementing the driver and the faults.
+//! - [`driver`]: a platform run as steps (up, scenarios, collect, down) and the
+//!   one `all`; the final verdicts and reports.
+//! - [`nemesis`]: the faults as nouns, shared by the platforms, one file per
+//!   fault family; the recorder of the chaos timeline.
+//! - [`run`]: a load run's phases — init, load, settle, verify, assert, report —
+//!   and `check`.
+//! - [`config`]: a load run's settings, in sections.
+//! - [`workload`]: the open-model generator.
+//! - [`verify`]: the verification pass (re-Create, reverse Get).
+//! - [`report`]: summary, JUnit, failures, markers on stdout, HTML and PNG.
+//! - [`checker`]: one checker per property, composed; typed verdicts.
+//! - [`scenario`]: the scenarios, the plan and the chaos timeline's events.
+//! - [`history`]: the ledger and the per-second timeline.
+//! - [`target`]: which platform a run targets.
 
 pub mod checker;
 pub mod config;
-pub mod drive;
-pub mod fake;
-pub mod generator;
+pub mod driver;
 pub mod history;
-pub mod kind_run;
-pub mod local_run;
 pub mod nemesis;
 pub mod platform;
 pub mod report;
-pub mod report_html;
 pub mod run;
 pub mod scenario;
+pub mod target;
 pub mod verify;
+pub mod workload;
 
 /// A short, non-reversible tag for a value in evidence and logs: never print a
 /// full original (or pseudonym) outside the run directory.

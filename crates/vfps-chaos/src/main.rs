@@ -1,44 +1,34 @@
-//! `vfps-chaos load` and `vfps-chaos check RUN_DIR`.
+//! `vfps-chaos`: a thin dispatcher. `load` and `check` act on any vfps;
+//! `local …` and `kind …` are the platform steps, each platform with its own
+//! flags.
 //!
-//! Exit codes: 0 every property held, 1 a property failed (or could not be
-//! decided), 2 the harness itself failed (bad configuration, nothing reachable).
+//! Exit codes, mapped here and nowhere else: 0 every property held, 1 a property
+//! failed (or could not be decided), 2 the harness itself failed (bad
+//! configuration, nothing reachable, a step that could not run).
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use vfps_chaos::{
     config::LoadConfig,
-    drive::{self, DriveArgs},
-    kind_run::{self, KindArgs},
-    local_run::{self, LocalArgs},
+    driver::{self, DriveArgs, Driver},
     platform::{
-        kind::{Kube, Shell},
-        Target,
+        kind::{
+            driver::{render, KindArgs, KindDriver},
+            install::inotify_limits,
+            Kube, Shell,
+        },
+        local::driver::{LocalArgs, LocalDriver},
     },
-    run::{self, HarnessError},
+    run,
+    target::Target,
 };
 
 #[derive(Parser)]
 #[command(name = "vfps-chaos", version, about = "The vfps resilience harness")]
 struct Cli {
-    /// Where all, up, scenarios, collect, down and render act: `local` (network
-    /// namespaces, Patroni, etcd on this machine) or `kind` (kind, CloudNativePG,
-    /// Chaos Mesh, through kubectl).
-    #[arg(long, global = true, value_enum, default_value = "local")]
-    platform: Target,
     #[command(subcommand)]
     command: Command,
-}
-
-/// Every setting of a platform run.
-#[derive(clap::Args)]
-struct Platform {
-    #[command(flatten)]
-    drive: DriveArgs,
-    #[command(flatten)]
-    local: LocalArgs,
-    #[command(flatten)]
-    kind: KindArgs,
 }
 
 #[derive(Subcommand)]
@@ -60,126 +50,206 @@ enum Command {
         #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16)]
         verify_concurrency: usize,
     },
+    /// The HA topology on this machine: network namespaces, Patroni, etcd.
+    Local {
+        #[command(subcommand)]
+        step: Step<LocalArgs>,
+    },
+    /// The HA topology on kind: CloudNativePG, Chaos Mesh, the Helm chart.
+    Kind {
+        #[command(subcommand)]
+        step: KindStep,
+    },
+}
+
+/// The steps of a platform run, with the platform's own flags `P`.
+#[derive(Subcommand)]
+enum Step<P: Args> {
     /// up, scenarios, collect, down (down runs even when a step failed).
     All {
         #[command(flatten)]
-        platform: Platform,
+        platform: P,
         #[command(flatten)]
-        config: LoadConfig,
+        drive: DriveArgs,
+        #[command(flatten)]
+        load: LoadConfig,
     },
     /// Stand the HA topology up to steady state and leave it running.
     Up {
         #[command(flatten)]
-        platform: Platform,
+        platform: P,
+        /// Where the topology's state is written if `up` fails.
+        #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value = "resilience-run")]
+        output_dir: PathBuf,
     },
     /// Run the scenarios under one continuous load window, then verify.
     Scenarios {
         #[command(flatten)]
-        platform: Platform,
+        platform: P,
         #[command(flatten)]
-        config: LoadConfig,
+        drive: DriveArgs,
+        #[command(flatten)]
+        load: LoadConfig,
     },
     /// Collect state and logs, attribute failures per scenario, write the report.
     Collect {
         #[command(flatten)]
-        platform: Platform,
+        platform: P,
         #[command(flatten)]
-        config: LoadConfig,
+        drive: DriveArgs,
+        #[command(flatten)]
+        load: LoadConfig,
     },
-    /// Remove what `up` created (local: processes, namespaces, rules, directories;
-    /// kind: the cluster).
+    /// Remove what `up` created (local: processes, namespaces, rules,
+    /// directories; kind: the cluster).
     Down {
         #[command(flatten)]
-        platform: Platform,
+        platform: P,
     },
-    /// kind: write the manifests the driver applies, with this run's settings, to
-    /// a directory (for validation without a cluster); prints the load window.
+}
+
+#[derive(Subcommand)]
+enum KindStep {
+    #[command(flatten)]
+    Step(Step<KindArgs>),
+    /// Write the manifests the driver applies, with this run's settings, to a
+    /// directory (for validation without a cluster); prints the load window.
     Render {
         #[command(flatten)]
-        platform: Platform,
+        platform: KindArgs,
         #[command(flatten)]
-        config: LoadConfig,
+        drive: DriveArgs,
+        #[command(flatten)]
+        load: LoadConfig,
         /// Directory to write into.
         #[arg(long)]
         out: PathBuf,
     },
 }
 
-async fn local(command: Command) -> Result<bool, HarnessError> {
-    match command {
-        Command::All { platform, config } => {
-            local_run::all(&platform.drive, &platform.local, &config).await
+impl<P: Args> Step<P> {
+    fn platform(&self) -> &P {
+        match self {
+            Step::All { platform, .. }
+            | Step::Up { platform, .. }
+            | Step::Scenarios { platform, .. }
+            | Step::Collect { platform, .. }
+            | Step::Down { platform } => platform,
         }
-        Command::Up { platform } => local_run::up(&platform.local).await.map(|_| true),
-        Command::Scenarios { platform, config } => {
-            local_run::scenarios(&platform.drive, &platform.local, &config).await
+    }
+
+    async fn run<D: Driver>(self, d: &D, target: Target) -> anyhow::Result<bool> {
+        match self {
+            Step::All { drive, load, .. } => {
+                let (plan, knobs) = driver::plan(&drive, target)?;
+                driver::all(d, &plan, &knobs, &load).await
+            }
+            Step::Up { output_dir, .. } => driver::up(d, &output_dir).await.map(|()| true),
+            Step::Scenarios { drive, load, .. } => {
+                let (plan, knobs) = driver::plan(&drive, target)?;
+                d.scenarios(&plan, &knobs, &load).await
+            }
+            Step::Collect { drive, load, .. } => {
+                let (plan, _) = driver::plan(&drive, target)?;
+                driver::collect(d, &plan, &load).await
+            }
+            Step::Down { .. } => d.down().await.map(|()| true),
         }
-        Command::Collect { platform, config } => {
-            local_run::collect(&platform.drive, &platform.local, &config).await
-        }
-        Command::Down { platform } => {
-            vfps_chaos::platform::local::require_root().map_err(|e| HarnessError(e.to_string()))?;
-            vfps_chaos::platform::local::down(&platform.local.base).await;
-            Ok(true)
-        }
-        _ => Err(HarnessError(
-            "render writes the Kubernetes manifests: use --platform kind".into(),
-        )),
     }
 }
 
-async fn kind(command: Command) -> Result<bool, HarnessError> {
-    let kube = |p: &Platform| Kube::new(Shell, &p.kind.assets);
-    match command {
-        Command::All { platform, config } => {
-            kind_run::all(
-                &kube(&platform),
-                &platform.drive,
-                &platform.kind,
-                &config,
-                kind_run::inotify_limits(),
-            )
-            .await
-        }
-        Command::Up { platform } => {
-            kind_run::up(&kube(&platform), &platform.kind, kind_run::inotify_limits())
-                .await
-                .map(|()| true)
-        }
-        Command::Scenarios { platform, config } => {
-            let planned = drive::plan(&platform.drive, Target::Kind)?;
-            kind_run::scenarios(&kube(&platform), &planned, &platform.kind, &config).await
-        }
-        Command::Collect { platform, config } => {
-            let (plan, _) = drive::plan(&platform.drive, Target::Kind)?;
-            kind_run::collect(&kube(&platform), &plan, &config).await
-        }
-        Command::Down { platform } => kind_run::down(&kube(&platform), &platform.kind)
-            .await
-            .map(|()| true),
-        Command::Render {
-            platform,
-            config,
-            out,
-        } => kind_run::render(&platform.drive, &platform.kind, &config, &out).map(|()| true),
-        Command::Load { .. } | Command::Check { .. } => unreachable!("handled before"),
+fn kind_driver(args: &KindArgs) -> KindDriver<Shell> {
+    KindDriver {
+        kube: Kube::new(Shell, &args.assets),
+        args: args.clone(),
+        inotify: inotify_limits(),
     }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<bool> {
+    match command {
+        Command::Load { config, quiet } => Ok(run::standalone(&config, !quiet).await?.passed),
+        Command::Check {
+            run_dir,
+            address,
+            verify_concurrency,
+        } => Ok(
+            run::check(&run_dir, address.as_deref(), verify_concurrency, true)
+                .await?
+                .passed,
+        ),
+        Command::Local { step } => {
+            let d = LocalDriver::new(step.platform());
+            step.run(&d, Target::Local).await
+        }
+        Command::Kind {
+            step: KindStep::Step(step),
+        } => {
+            let d = kind_driver(step.platform());
+            step.run(&d, Target::Kind).await
+        }
+        Command::Kind {
+            step:
+                KindStep::Render {
+                    platform,
+                    drive,
+                    load,
+                    out,
+                },
+        } => render(&drive, &platform, &load, &out).map(|()| true),
+    }
+}
+
+/// The earlier form `vfps-chaos [--platform local|kind] <step> …` (local by
+/// default), still accepted: rewritten to `vfps-chaos <platform> <step> …`.
+fn with_platform_first(mut args: Vec<OsString>) -> Vec<OsString> {
+    const STEPS: [&str; 6] = ["all", "up", "scenarios", "collect", "down", "render"];
+    let mut platform = None;
+    if let Some(i) = args.iter().position(|a| a == "--platform") {
+        if i + 1 < args.len() {
+            platform = Some(args.remove(i + 1));
+            args.remove(i);
+        }
+    } else if let Some(i) = args
+        .iter()
+        .position(|a| a.to_str().is_some_and(|s| s.starts_with("--platform=")))
+    {
+        let value = args.remove(i);
+        platform = value
+            .to_str()
+            .and_then(|s| s.strip_prefix("--platform="))
+            .map(OsString::from);
+    }
+    let first_is_step = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| STEPS.contains(&a));
+    if first_is_step || platform.is_some() {
+        args.insert(1, platform.unwrap_or_else(|| "local".into()));
+    }
+    args
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(with_platform_first(std::env::args_os().collect())) {
         Ok(c) => c,
         Err(e) => {
+            // Printing help or the usage error; nothing else can be done if
+            // stderr is gone.
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
+    if tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .try_init();
+        .try_init()
+        .is_err()
+    {
+        eprintln!("vfps-chaos: logging could not be set up; continuing without it");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -190,28 +260,44 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result: Result<bool, HarnessError> = runtime.block_on(async {
-        match cli.command {
-            Command::Load { config, quiet } => run::load(&config, !quiet).await.map(|s| s.passed),
-            Command::Check {
-                run_dir,
-                address,
-                verify_concurrency,
-            } => run::check(&run_dir, address.as_deref(), verify_concurrency, true)
-                .await
-                .map(|s| s.passed),
-            command => match cli.platform {
-                Target::Local => local(command).await,
-                Target::Kind => kind(command).await,
-            },
-        }
-    });
-    match result {
+    match runtime.block_on(dispatch(cli.command)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("vfps-chaos: harness failure: {e}");
+            eprintln!("vfps-chaos: harness failure: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_earlier_platform_flag_is_still_understood() {
+        for (old, new) in [
+            (
+                "c --platform kind down --cluster-name x",
+                "c kind down --cluster-name x",
+            ),
+            ("c down --platform=kind", "c kind down"),
+            ("c all", "c local all"),
+            ("c --platform local all", "c local all"),
+            ("c load --rate-per-second 5", "c load --rate-per-second 5"),
+            ("c kind render --out d", "c kind render --out d"),
+        ] {
+            assert_eq!(with_platform_first(args(old)), args(new), "{old}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

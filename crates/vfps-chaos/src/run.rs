@@ -1,37 +1,24 @@
-//! The phases of a run: init, load, settle, verify, report, assert — and `check`,
-//! which re-runs verify and assert from a saved run directory.
+//! A load run, phase by phase: [`init`], [`load`], [`settle`], [`verify`],
+//! [`assert`] and [`report`]. [`standalone`] (`vfps-chaos load`) runs them all;
+//! [`under_chaos`] runs all but the report, which a platform driver writes once,
+//! with the scenarios' verdicts; [`check`] (`vfps-chaos check RUN_DIR`) re-runs
+//! verify, assert and report from a saved run directory.
 
 use std::{path::Path, sync::Arc, time::Duration};
 
+use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use vfps_client::{Client, Endpoints, Outcome, RetryPolicy};
 use vfps_proto::v1::NamespaceServiceCreateRequest;
 
 use crate::{
-    checker::{self, Validity},
+    checker::{self, Budgets, History, Observation},
     config::LoadConfig,
-    generator::{self, CreateCall, Plan},
-    history::{self, Ledger, Status, Timeline},
-    report::{self, Summary},
+    history::{self, Entry, Ledger, Row, Status, Timeline},
+    report::{self, markers, Summary},
     verify,
+    workload::generator::{self, CreateCall, Schedule},
 };
-
-/// The harness itself failed (exit 2): bad configuration, nothing reachable.
-#[derive(Debug)]
-pub struct HarnessError(pub String);
-
-impl std::error::Error for HarnessError {}
-
-impl std::fmt::Display for HarnessError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Any error, as a harness failure.
-pub fn harness(e: impl std::fmt::Display) -> HarnessError {
-    HarnessError(e.to_string())
-}
 
 /// What a run remembers about itself, for `check`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,235 +34,285 @@ pub struct RunInfo {
     pub warnings: Vec<String>,
 }
 
+impl RunInfo {
+    fn budgets(&self) -> Budgets {
+        Budgets {
+            max_outage_seconds: self.max_outage_seconds,
+            max_unavailable_seconds: self.max_unavailable_seconds,
+        }
+    }
+}
+
 /// Deadline of one verification call: long enough for the verification policy.
 const VERIFY_DEADLINE: Duration = Duration::from_secs(120);
 
-/// `vfps-chaos load`. Returns the summary (its `passed` decides exit 0 or 1).
-pub async fn load(cfg: &LoadConfig, progress: bool) -> Result<Summary, HarnessError> {
-    load_with(cfg, progress, None).await
+/// What `init` prepares for the load.
+pub struct Prepared {
+    pub endpoints: Endpoints,
+    pub client: Client,
+    pub seed: u64,
+    pub warnings: Vec<String>,
 }
 
-/// Like [`load`]; `on_start` is told the instant the load window begins (after
-/// Init), so a chaos driver can share the generator's clock.
-pub async fn load_with(
-    cfg: &LoadConfig,
-    progress: bool,
-    on_start: Option<tokio::sync::oneshot::Sender<tokio::time::Instant>>,
-) -> Result<Summary, HarnessError> {
-    cfg.validate().map_err(HarnessError)?;
-    std::fs::create_dir_all(&cfg.output_dir)
-        .map_err(|e| harness(format!("cannot create {}: {e}", cfg.output_dir.display())))?;
-    let seed = cfg.seed.unwrap_or_else(rand::random);
+/// Init: settings checked, the run directory made, the service reached and the
+/// run's namespace created.
+pub async fn init(cfg: &LoadConfig) -> anyhow::Result<Prepared> {
+    cfg.validate()?;
+    std::fs::create_dir_all(cfg.dir())
+        .with_context(|| format!("cannot create {}", cfg.dir().display()))?;
+    let seed = cfg.workload.seed.unwrap_or_else(rand::random);
     tracing::info!(
         seed,
-        rate = cfg.rate_per_second,
-        seconds = cfg.load_seconds,
+        rate = cfg.workload.rate_per_second,
+        seconds = cfg.workload.load_seconds,
         "load run starting"
     );
-    let endpoints = Endpoints::parse(&cfg.address)
+    let address = &cfg.service.address;
+    let endpoints = Endpoints::parse(address)
         .await
-        .map_err(|e| harness(format!("VFPS_GRPC_ADDRESS={:?}: {e}", cfg.address)))?;
+        .with_context(|| format!("VFPS_GRPC_ADDRESS={address:?}"))?;
     let client = Client::new(endpoints.clone(), RetryPolicy::default());
-
-    // Init.
-    let init = client
+    let created = client
         .ensure_namespace(
             NamespaceServiceCreateRequest {
-                name: cfg.namespace.clone(),
+                name: cfg.service.namespace.clone(),
                 pseudonym_generation_method: 1,
                 pseudonym_length: 32,
                 description: "created by vfps-chaos".into(),
                 ..Default::default()
             },
-            cfg.call_deadline().max(Duration::from_secs(10)),
+            cfg.workload.call_deadline().max(Duration::from_secs(10)),
         )
         .await;
-    if !init.is_ok() {
-        return Err(harness(format!(
-            "cannot create namespace {:?} at {}: {:?} — nothing to test against",
-            cfg.namespace,
-            cfg.address,
-            init.code()
-        )));
+    if !created.is_ok() {
+        bail!(
+            "cannot create namespace {:?} at {address}: {:?} — nothing to test against",
+            cfg.service.namespace,
+            created.code()
+        );
     }
-
     let mut warnings = Vec::new();
-    if f64::from(cfg.max_in_flight) <= cfg.in_flight_needed() {
+    if f64::from(cfg.workload.max_in_flight) <= cfg.workload.in_flight_needed() {
         let w = format!(
             "RESILIENCE_MAX_IN_FLIGHT={} does not exceed rate × deadline = {:.0}: a stall will be shed instead of measured",
-            cfg.max_in_flight,
-            cfg.in_flight_needed()
+            cfg.workload.max_in_flight,
+            cfg.workload.in_flight_needed()
         );
         eprintln!("WARNING: {w}");
         warnings.push(w);
     }
-
-    // Load.
-    let ledger = Arc::new(
-        Ledger::create(&cfg.output_dir.join("ledger.jsonl"), cfg.ledger_capacity)
-            .map_err(|e| harness(format!("cannot write the ledger: {e}")))?,
-    );
-    let timeline = Arc::new(Timeline::new(cfg.load_seconds));
-    let plan = Plan {
-        namespace: cfg.namespace.clone(),
-        rate_per_second: cfg.rate_per_second,
-        seconds: cfg.load_seconds,
-        deadline: cfg.call_deadline(),
-        max_in_flight: cfg.max_in_flight as usize,
+    Ok(Prepared {
+        endpoints,
+        client,
         seed,
+        warnings,
+    })
+}
+
+/// What the load window left.
+pub struct Loaded {
+    pub info: RunInfo,
+    pub rows: Vec<Row>,
+    pub ledger: Vec<Entry>,
+}
+
+/// Load: the open-model window. `on_start` is told the instant it begins, so a
+/// chaos driver can share the generator's clock. The timeline and `run.json`
+/// are written before anything else can fail, so a failed run keeps its
+/// evidence.
+pub async fn load(
+    cfg: &LoadConfig,
+    prepared: Prepared,
+    progress: bool,
+    on_start: Option<tokio::sync::oneshot::Sender<tokio::time::Instant>>,
+) -> anyhow::Result<Loaded> {
+    let dir = cfg.dir();
+    let ledger = Arc::new(
+        Ledger::create(&dir.join("ledger.jsonl"), cfg.output.ledger_capacity)
+            .context("cannot write the ledger")?,
+    );
+    let timeline = Arc::new(Timeline::new(cfg.workload.load_seconds));
+    let schedule = Schedule {
+        namespace: cfg.service.namespace.clone(),
+        rate_per_second: cfg.workload.rate_per_second,
+        seconds: cfg.workload.load_seconds,
+        deadline: cfg.workload.call_deadline(),
+        max_in_flight: cfg.workload.max_in_flight as usize,
+        seed: prepared.seed,
     };
     let call = Arc::new(CreateCall {
-        client: client.clone(),
-        namespace: cfg.namespace.clone(),
+        client: prepared.client.clone(),
+        namespace: cfg.service.namespace.clone(),
     });
-    report::emit_load_start(
+    markers::emit_load_start(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
     );
     if let Some(tx) = on_start {
+        // The driver may have given up waiting; the load goes on regardless.
         let _ = tx.send(tokio::time::Instant::now());
     }
-    let totals = generator::run(&plan, call, timeline.clone(), ledger.clone(), progress).await;
+    let totals = generator::run(&schedule, call, timeline.clone(), ledger.clone(), progress).await;
     let rows = timeline.rows();
 
+    let mut warnings = prepared.warnings;
     let shed: u64 = rows.iter().map(|r| r.shed).sum();
     let failed: u64 = rows.iter().map(|r| r.failed).sum();
     if shed > 0 && shed >= failed {
         let w = format!(
             "shedding ({shed}) outweighs real failures ({failed}): RESILIENCE_MAX_IN_FLIGHT={} must exceed rate × deadline = {:.0}",
-            cfg.max_in_flight,
-            cfg.in_flight_needed()
+            cfg.workload.max_in_flight,
+            cfg.workload.in_flight_needed()
         );
         eprintln!("WARNING: {w}");
         warnings.push(w);
     }
-
-    // Report the timeline before anything can fail.
-    report::emit_timeline(&rows, &cfg.output_dir)
-        .map_err(|e| harness(format!("cannot write the timeline: {e}")))?;
+    markers::emit_timeline(&rows).context("cannot print the timeline")?;
+    report::write_timeline(dir, &rows)?;
     let info = RunInfo {
-        address: cfg.address.clone(),
-        namespace: cfg.namespace.clone(),
-        rate_per_second: cfg.rate_per_second,
-        max_outage_seconds: cfg.max_outage_seconds,
-        max_unavailable_seconds: cfg.max_unavailable_seconds,
-        seed,
+        address: cfg.service.address.clone(),
+        namespace: cfg.service.namespace.clone(),
+        rate_per_second: cfg.workload.rate_per_second,
+        max_outage_seconds: cfg.limits.max_outage_seconds,
+        max_unavailable_seconds: cfg.limits.max_unavailable_seconds,
+        seed: prepared.seed,
         max_dispatch_lag_ms: totals.max_dispatch_lag_micros as f64 / 1000.0,
         failures_by_code: totals.failures_by_code,
         warnings,
     };
-    std::fs::write(
-        cfg.output_dir.join("run.json"),
-        serde_json::to_string_pretty(&info).map_err(harness)?,
-    )
-    .map_err(harness)?;
-
-    // Settle.
-    if cfg.settle_seconds > 0 {
-        if progress {
-            eprintln!("settle {} s", cfg.settle_seconds);
-        }
-        tokio::time::sleep(Duration::from_secs(cfg.settle_seconds)).await;
-    }
-
-    verify_and_assert(
-        &cfg.output_dir,
-        &info,
-        &endpoints,
-        ledger.entries(),
+    report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
+    Ok(Loaded {
+        info,
         rows,
-        cfg.verify_concurrency as usize,
+        ledger: ledger.entries(),
+    })
+}
+
+/// Settle: a quiet period before verification, so the service has recovered.
+pub async fn settle(seconds: u64, progress: bool) {
+    if seconds > 0 {
+        if progress {
+            eprintln!("settle {seconds} s");
+        }
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+    }
+}
+
+/// Verify: re-Create every ledger original and Get every pseudonym, with the
+/// verification retry policy.
+pub async fn verify(
+    endpoints: &Endpoints,
+    namespace: &str,
+    ledger: &[Entry],
+    concurrency: usize,
+    progress: bool,
+) -> Vec<Observation> {
+    let verifier = Client::new(endpoints.clone(), RetryPolicy::verification());
+    verify::observe(
+        &verifier,
+        namespace,
+        ledger,
+        concurrency,
+        VERIFY_DEADLINE,
         progress,
     )
     .await
 }
 
-/// Verify, check, write the reports.
-async fn verify_and_assert(
-    dir: &Path,
+/// Assert: every checker over the history, into the run's summary.
+pub fn assert(
     info: &RunInfo,
-    endpoints: &Endpoints,
-    entries: Vec<history::Entry>,
-    rows: Vec<history::Row>,
-    concurrency: usize,
-    progress: bool,
-) -> Result<Summary, HarnessError> {
-    let verifier = Client::new(endpoints.clone(), RetryPolicy::verification());
-    let observations = verify::observe(
-        &verifier,
-        &info.namespace,
-        &entries,
-        concurrency,
-        VERIFY_DEADLINE,
-        progress,
-    )
-    .await;
-    let availability = checker::availability(&rows, info.rate_per_second);
-    let mut verdicts = checker::p1(
-        &availability,
-        info.max_outage_seconds,
-        info.max_unavailable_seconds,
+    rows: &[Row],
+    ledger: &[Entry],
+    observations: &[Observation],
+) -> Summary {
+    let history = History::new(
+        rows,
+        info.rate_per_second,
+        info.budgets(),
+        ledger,
+        observations,
     );
-    verdicts.extend(checker::properties(&entries, &observations));
-    verdicts.extend(checker::guards(&availability, entries.len()));
-    let passed = verdicts.iter().all(|v| v.validity == Validity::Valid);
-    let summary = Summary {
-        passed,
+    let verdicts = checker::compose(&history, checker::LOAD_CHECKS);
+    Summary {
+        passed: verdicts.iter().all(checker::Verdict::passed),
         seed: info.seed,
         rate_per_second: info.rate_per_second,
-        availability,
+        availability: history.availability,
         verdicts,
         failures_by_code: info.failures_by_code.clone(),
-        ledger_entries: entries.len(),
-        ledger_indeterminate: entries
+        ledger_entries: ledger.len(),
+        ledger_indeterminate: ledger
             .iter()
             .filter(|e| e.status == Status::Indeterminate)
             .count(),
         max_dispatch_lag_ms: info.max_dispatch_lag_ms,
         warnings: info.warnings.clone(),
-    };
-    report::write(dir, &summary).map_err(|e| harness(format!("cannot write the report: {e}")))?;
-    report::emit_summary(&summary)
-        .map_err(|e| harness(format!("cannot print the summary: {e}")))?;
-    for v in &summary.verdicts {
-        eprintln!(
-            "{:<32} {:<8} {}",
-            v.property,
-            format!("{:?}", v.validity).to_lowercase(),
-            v.summary
-        );
-        for e in v.evidence.iter().take(10) {
-            eprintln!("    {e}");
-        }
     }
-    eprintln!("{}", if passed { "PASS" } else { "FAIL" });
+}
+
+/// Report: the summary into the run directory (once) and on stdout between
+/// markers, the verdicts on stderr.
+pub fn report(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
+    report::write(dir, summary)?;
+    markers::emit_summary(summary).context("cannot print the summary")?;
+    report::print_verdicts(summary);
+    Ok(())
+}
+
+/// Every phase but the report: the load's own summary.
+pub async fn under_chaos(
+    cfg: &LoadConfig,
+    progress: bool,
+    on_start: Option<tokio::sync::oneshot::Sender<tokio::time::Instant>>,
+) -> anyhow::Result<Summary> {
+    let prepared = init(cfg).await?;
+    let endpoints = prepared.endpoints.clone();
+    let loaded = load(cfg, prepared, progress, on_start).await?;
+    settle(cfg.verification.settle_seconds, progress).await;
+    let observations = verify(
+        &endpoints,
+        &cfg.service.namespace,
+        &loaded.ledger,
+        cfg.verification.verify_concurrency as usize,
+        progress,
+    )
+    .await;
+    Ok(assert(
+        &loaded.info,
+        &loaded.rows,
+        &loaded.ledger,
+        &observations,
+    ))
+}
+
+/// `vfps-chaos load`: every phase. The summary's `passed` decides exit 0 or 1.
+pub async fn standalone(cfg: &LoadConfig, progress: bool) -> anyhow::Result<Summary> {
+    let summary = under_chaos(cfg, progress, None).await?;
+    report(cfg.dir(), &summary)?;
     Ok(summary)
 }
 
-/// `vfps-chaos check RUN_DIR`: verify and assert again from the saved ledger and
-/// timeline; `address` overrides the recorded endpoints.
+/// `vfps-chaos check RUN_DIR`: verify, assert and report again from the saved
+/// ledger and timeline; `address` overrides the recorded endpoints.
 pub async fn check(
     dir: &Path,
     address: Option<&str>,
     concurrency: usize,
     progress: bool,
-) -> Result<Summary, HarnessError> {
-    let info: RunInfo = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("run.json"))
-            .map_err(|e| harness(format!("{}: {e}", dir.join("run.json").display())))?,
-    )
-    .map_err(|e| harness(format!("run.json: {e}")))?;
-    let rows = history::parse_timeline(
-        &std::fs::read_to_string(dir.join("load-timeline.csv"))
-            .map_err(|e| harness(format!("load-timeline.csv: {e}")))?,
-    )
-    .map_err(harness)?;
-    let entries = history::load_ledger(&dir.join("ledger.jsonl")).map_err(harness)?;
+) -> anyhow::Result<Summary> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let info: RunInfo = serde_json::from_str(&read("run.json")?).context("run.json")?;
+    let rows = history::parse_timeline(&read("load-timeline.csv")?)?;
+    let ledger = history::load_ledger(&dir.join("ledger.jsonl"))?;
     let address = address.unwrap_or(&info.address);
     let endpoints = Endpoints::parse(address)
         .await
-        .map_err(|e| harness(format!("{address:?}: {e}")))?;
+        .with_context(|| format!("{address:?}"))?;
     // Refuse to verify against nothing: an unreachable service would read as "unknown".
     let probe = Client::new(endpoints.clone(), RetryPolicy::default());
     if let Outcome::Fail(code) = probe
@@ -283,8 +320,11 @@ pub async fn check(
         .await
     {
         if code != tonic::Code::NotFound {
-            return Err(harness(format!("cannot reach vfps at {address}: {code:?}")));
+            bail!("cannot reach vfps at {address}: {code:?}");
         }
     }
-    verify_and_assert(dir, &info, &endpoints, entries, rows, concurrency, progress).await
+    let observations = verify(&endpoints, &info.namespace, &ledger, concurrency, progress).await;
+    let summary = assert(&info, &rows, &ledger, &observations);
+    report(dir, &summary)?;
+    Ok(summary)
 }

@@ -6,15 +6,15 @@
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use vfps_chaos::{
-    checker::{self, Validity},
-    config::LoadConfig,
-    fake::{self, Behaviour},
-    generator::{self, CreateCall, Plan},
+    checker::{availability, Budgets, History, Property, Validity},
+    config::{Limits, LoadConfig, Output, Service, Verification, Workload},
     history::{Ledger, Status, Timeline},
     run,
+    workload::generator::{self, CreateCall, Schedule},
 };
 use vfps_client::{Client, Endpoints, RetryPolicy};
 use vfps_server::{config::Flags, startup};
+use vfps_testkit::fake_vfps::{self as fake, Behaviour};
 
 fn out_dir(name: &str) -> PathBuf {
     vfps_testkit::scratch_dir(name)
@@ -22,19 +22,29 @@ fn out_dir(name: &str) -> PathBuf {
 
 fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig {
     LoadConfig {
-        address,
-        namespace: "resilience".into(),
-        rate_per_second: 50,
-        load_seconds,
-        settle_seconds: 0,
-        call_deadline_seconds: 2.0,
-        max_in_flight: 500,
-        ledger_capacity: 0,
-        max_outage_seconds: 0,
-        max_unavailable_seconds: 0.0,
-        verify_concurrency: 16,
-        output_dir,
-        seed: Some(7),
+        service: Service {
+            address,
+            namespace: "resilience".into(),
+        },
+        workload: Workload {
+            rate_per_second: 50,
+            load_seconds,
+            call_deadline_seconds: 2.0,
+            max_in_flight: 500,
+            seed: Some(7),
+        },
+        limits: Limits {
+            max_outage_seconds: 0,
+            max_unavailable_seconds: 0.0,
+        },
+        verification: Verification {
+            settle_seconds: 0,
+            verify_concurrency: 16,
+        },
+        output: Output {
+            output_dir,
+            ledger_capacity: 0,
+        },
     }
 }
 
@@ -53,7 +63,7 @@ async fn vfps_on_postgres() -> (startup::Running, String) {
     (running, db.name)
 }
 
-fn verdict(summary: &vfps_chaos::report::Summary, property: &str) -> Validity {
+fn verdict(summary: &vfps_chaos::report::Summary, property: Property) -> Validity {
     summary
         .verdicts
         .iter()
@@ -66,7 +76,7 @@ fn verdict(summary: &vfps_chaos::report::Summary, property: &str) -> Validity {
 async fn a_clean_run_against_a_healthy_server_passes() {
     let (server, _) = vfps_on_postgres().await;
     let dir = out_dir("clean");
-    let summary = run::load(
+    let summary = run::standalone(
         &config(format!("http://{}", server.grpc_addr), dir.clone(), 3),
         false,
     )
@@ -106,18 +116,21 @@ async fn rows_deleted_during_the_load_violate_p2_and_p3_and_check_sees_it_again(
         .await
         .unwrap()
     });
-    let summary = run::load(&cfg, false).await.unwrap();
+    let summary = run::standalone(&cfg, false).await.unwrap();
     deleter.await.unwrap();
     assert!(!summary.passed);
     assert_eq!(
-        verdict(&summary, "P2-pseudonym-stability"),
+        verdict(&summary, Property::PseudonymStability),
         Validity::Invalid
     );
-    assert_eq!(verdict(&summary, "P3-reverse-lookup"), Validity::Invalid);
+    assert_eq!(
+        verdict(&summary, Property::ReverseLookup),
+        Validity::Invalid
+    );
     let p2 = summary
         .verdicts
         .iter()
-        .find(|v| v.property == "P2-pseudonym-stability")
+        .find(|v| v.property == Property::PseudonymStability)
         .unwrap();
     assert_eq!(p2.evidence.len(), 10, "each lost pair is named: {p2:?}");
     assert!(
@@ -138,7 +151,7 @@ async fn a_rewritten_pseudonym_violates_p2() {
     let (server, db) = vfps_on_postgres().await;
     let dir = out_dir("rewritten");
     let mut cfg = config(format!("http://{}", server.grpc_addr), dir, 2);
-    cfg.settle_seconds = 2;
+    cfg.verification.settle_seconds = 2;
     let rewriter = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
         tokio::task::spawn_blocking(move || {
@@ -149,10 +162,10 @@ async fn a_rewritten_pseudonym_violates_p2() {
         .await
         .unwrap()
     });
-    let summary = run::load(&cfg, false).await.unwrap();
+    let summary = run::standalone(&cfg, false).await.unwrap();
     rewriter.await.unwrap();
     assert_eq!(
-        verdict(&summary, "P2-pseudonym-stability"),
+        verdict(&summary, Property::PseudonymStability),
         Validity::Invalid,
         "{summary:#?}"
     );
@@ -168,9 +181,9 @@ async fn a_server_stopped_for_three_seconds_shows_a_three_second_outage() {
     let port = first.grpc_addr.port();
     let dir = out_dir("outage");
     let mut cfg = config(format!("http://127.0.0.1:{port}"), dir, 9);
-    cfg.call_deadline_seconds = 1.0;
-    cfg.max_outage_seconds = 30;
-    cfg.max_unavailable_seconds = 1000.0;
+    cfg.workload.call_deadline_seconds = 1.0;
+    cfg.limits.max_outage_seconds = 30;
+    cfg.limits.max_unavailable_seconds = 1000.0;
     let restarter = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(3)).await;
         first.shutdown.cancel();
@@ -186,14 +199,26 @@ async fn a_server_stopped_for_three_seconds_shows_a_three_second_outage() {
         .await
         .unwrap()
     });
-    let summary = run::load(&cfg, false).await.unwrap();
+    let summary = run::standalone(&cfg, false).await.unwrap();
     let _second = restarter.await.unwrap();
     let outage = summary.availability.longest_outage_seconds;
     assert!((2..=4).contains(&outage), "expected ≈3 s, got {outage}");
-    let below = checker::p1(&summary.availability, outage - 1, 1000.0);
-    let above = checker::p1(&summary.availability, outage + 1, 1000.0);
-    assert_eq!(below[0].validity, Validity::Invalid);
-    assert_eq!(above[0].validity, Validity::Valid);
+    let p1 = |max_outage_seconds| {
+        let mut h = History::new(
+            &[],
+            50,
+            Budgets {
+                max_outage_seconds,
+                max_unavailable_seconds: 1000.0,
+            },
+            &[],
+            &[],
+        );
+        h.availability = summary.availability;
+        availability::longest_outage(&h).validity
+    };
+    assert_eq!(p1(outage - 1), Validity::Invalid);
+    assert_eq!(p1(outage + 1), Validity::Valid);
     let _ = std::fs::remove_file(sqlite);
 }
 
@@ -217,7 +242,7 @@ async fn generate(
     std::fs::create_dir_all(&dir).unwrap();
     let ledger = Arc::new(Ledger::create(&dir.join("ledger.jsonl"), 0).unwrap());
     let timeline = Arc::new(Timeline::new(seconds));
-    let plan = Plan {
+    let schedule = Schedule {
         namespace: "n".into(),
         rate_per_second: rate,
         seconds,
@@ -229,7 +254,7 @@ async fn generate(
         client,
         namespace: "n".into(),
     });
-    let totals = generator::run(&plan, call, timeline.clone(), ledger.clone(), false).await;
+    let totals = generator::run(&schedule, call, timeline.clone(), ledger.clone(), false).await;
     (timeline.rows(), ledger.entries(), totals)
 }
 
@@ -237,7 +262,7 @@ async fn generate(
 async fn internal_is_never_retried_and_counts_as_failed() {
     let server = fake::start(Behaviour::Internal).await.unwrap();
     let (rows, _, totals) = generate(server.addr, 20, 2, Duration::from_secs(2), 100).await;
-    let a = checker::availability(&rows, 20);
+    let a = availability::of(&rows, 20);
     assert_eq!(a.offered, 40);
     assert_eq!(a.failed, 40);
     assert_eq!(
@@ -257,7 +282,7 @@ async fn a_stall_past_the_deadline_is_a_failure_and_indeterminate() {
         .await
         .unwrap();
     let (rows, ledger, _) = generate(server.addr, 10, 1, Duration::from_millis(300), 100).await;
-    let a = checker::availability(&rows, 10);
+    let a = availability::of(&rows, 10);
     assert_eq!((a.ok, a.failed), (0, 10), "a slow answer is not a success");
     assert_eq!(ledger.len(), 10);
     assert!(ledger.iter().all(|e| e.status == Status::Indeterminate));
@@ -280,10 +305,10 @@ async fn a_tiny_in_flight_cap_sheds_and_warns() {
         .await
         .unwrap();
     let mut cfg = config(format!("http://{}", server.addr), out_dir("shed"), 2);
-    cfg.max_in_flight = 2;
-    cfg.max_outage_seconds = 30;
-    cfg.max_unavailable_seconds = 1000.0;
-    let summary = run::load(&cfg, false).await.unwrap();
+    cfg.workload.max_in_flight = 2;
+    cfg.limits.max_outage_seconds = 30;
+    cfg.limits.max_unavailable_seconds = 1000.0;
+    let summary = run::standalone(&cfg, false).await.unwrap();
     let a = summary.availability;
     assert!(a.shed > 50, "{a:?}");
     assert!(summary

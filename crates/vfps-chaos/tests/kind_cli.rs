@@ -1,4 +1,4 @@
-//! `vfps-chaos --platform kind` as a user runs it: the real binary and its child
+//! `vfps-chaos kind …` as a user runs it: the real binary and its child
 //! processes, with `kind` and `kubectl` replaced by scripts on PATH (no cluster
 //! can run here) that record what they were asked and answer like the real tools.
 
@@ -34,10 +34,7 @@ fn down_deletes_the_named_cluster_through_kind() {
     let dir = scratch("down");
     let log = dir.join("calls");
     tool(&dir, "kind", &format!("echo \"$@\" >> {}", log.display()));
-    let out = vfps_chaos(
-        &dir,
-        &["--platform", "kind", "down", "--cluster-name", "ha-test"],
-    );
+    let out = vfps_chaos(&dir, &["kind", "down", "--cluster-name", "ha-test"]);
     assert!(
         out.status.success(),
         "{}",
@@ -57,6 +54,7 @@ fn a_failing_tool_is_a_harness_failure_carrying_its_message() {
         "kind",
         "echo 'ERROR: failed to delete cluster: boom' >&2; exit 1",
     );
+    // The earlier form, `--platform kind <step>`, still works.
     let out = vfps_chaos(&dir, &["--platform", "kind", "down"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -78,13 +76,7 @@ fn collect_without_a_load_report_fails_the_run_and_says_why() {
     let out_dir = dir.join("run");
     let out = vfps_chaos(
         &dir,
-        &[
-            "--platform",
-            "kind",
-            "collect",
-            "--output-dir",
-            out_dir.to_str().unwrap(),
-        ],
+        &["kind", "collect", "--output-dir", out_dir.to_str().unwrap()],
     );
     assert_eq!(
         out.status.code(),
@@ -115,13 +107,7 @@ fn an_unknown_scenario_is_refused_before_anything_runs() {
     );
     let out = vfps_chaos(
         &dir,
-        &[
-            "--platform",
-            "kind",
-            "scenarios",
-            "--scenarios",
-            "baseline,pod-explode",
-        ],
+        &["kind", "scenarios", "--scenarios", "baseline,pod-explode"],
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario \"pod-explode\""));

@@ -10,6 +10,9 @@ use vfps_chaos::{
     platform::local::{self, db_ip, Local, Options},
 };
 
+/// One topology at a time: its bridge, namespaces and addresses are fixed.
+static TOPOLOGY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn vfps_bin() -> std::path::PathBuf {
     // target/<profile>/deps/<this test> → target/<profile>/vfps
     let exe = std::env::current_exe().unwrap();
@@ -41,6 +44,7 @@ async fn connect_from_app(zone: &str, ip: &str) -> i32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, Patroni and etcd (creates network namespaces): scripts/test.sh runs it with --include-ignored"]
 async fn the_faults_apply_and_heal_on_the_real_topology() {
+    let _one_at_a_time = TOPOLOGY.lock().await;
     let base =
         std::env::temp_dir().join(format!("vfps-chaos-platform-test-{}", std::process::id()));
     let bin = vfps_bin();
@@ -128,7 +132,7 @@ async fn faults(l: &Local) {
         .find(|z| format!("db-{z}") != leader.name)
         .unwrap();
     l.kill_db(victim).await.unwrap();
-    let refused = nemesis::Platform::drain_target(l).await;
+    let refused = nemesis::Faults::drain_target(l).await;
     assert!(
         refused
             .as_ref()
@@ -137,4 +141,72 @@ async fn faults(l: &Local) {
     );
     l.start_db(victim).await.unwrap();
     l.wait_db_healthy(Duration::from_secs(60)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, Patroni and etcd (creates network namespaces): scripts/test.sh runs it with --include-ignored"]
+async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
+    let _one_at_a_time = TOPOLOGY.lock().await;
+    use vfps_chaos::{
+        config::LoadConfig,
+        driver::{self, DriveArgs},
+        platform::local::driver::{LocalArgs, LocalDriver},
+        target::Target,
+    };
+    let scratch = vfps_testkit::scratch_dir("failed-up");
+    // A vfps whose migration always fails: up gets as far as the database.
+    let broken = scratch.join("vfps");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'migration refused on purpose' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = std::env::temp_dir().join(format!("vfps-chaos-failed-up-{}", std::process::id()));
+    let d = LocalDriver::new(&LocalArgs {
+        base: base.clone(),
+        vfps_bin: Some(broken),
+    });
+    let dir = scratch.join("run");
+    let load = {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            load: LoadConfig,
+        }
+        let mut c = Cli::parse_from(["x"]).load;
+        c.output.output_dir = dir.clone();
+        c
+    };
+    let (plan, knobs) = driver::plan(
+        &DriveArgs {
+            scenarios: Some("baseline".into()),
+        },
+        Target::Local,
+    )
+    .unwrap();
+    let e = driver::all(&d, &plan, &knobs, &load).await.unwrap_err();
+    assert!(
+        format!("{e:#}").contains("migration refused on purpose"),
+        "{e:#}"
+    );
+    let failures = std::fs::read_to_string(dir.join("failures.txt")).unwrap();
+    assert!(failures.contains("harness failure"), "{failures}");
+    for kept in [
+        "logs/etcd.log",
+        "logs/patroni-a.log",
+        "patroni-list-failed-up.txt",
+    ] {
+        assert!(dir.join(kept).exists(), "{kept} was not kept");
+    }
+    let namespaces = vfps_chaos::platform::net::cmd("ip", &["netns", "list"])
+        .await
+        .unwrap();
+    assert!(
+        !namespaces.contains("vfps-"),
+        "namespaces left behind: {namespaces}"
+    );
+    assert!(!base.exists(), "down ran");
 }

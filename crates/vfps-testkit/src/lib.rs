@@ -10,6 +10,11 @@
 //!
 //! When the tests run as root, the server runs as the `postgres` user (PostgreSQL
 //! refuses root).
+//!
+//! [`fake_vfps`] is a trivial in-process gRPC vfps for the harness's own tests
+//! and benchmark.
+
+pub mod fake_vfps;
 
 use std::{
     io,

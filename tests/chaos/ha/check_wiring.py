@@ -3,7 +3,7 @@
 
 Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS
        check_wiring.py --self-test ...same arguments...
-LOADGEN_JOB and PLAN_JSON are what `vfps-chaos --platform kind render` writes; the
+LOADGEN_JOB and PLAN_JSON are what `vfps-chaos kind render` writes; the
 load window is recomputed here from the plan's durations and margin.
 The self-test feeds the checker broken copies and requires each to be caught.
 """

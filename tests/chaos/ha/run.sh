@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Kubernetes HA chaos run on kind: CloudNativePG, Chaos Mesh, 3 vfps replicas,
 # the load generator as a Job. The familiar entry point; the work is done by
-# `vfps-chaos --platform kind`, whose scenarios, order, health gates and checkers
+# `vfps-chaos kind`, whose scenarios, order, health gates and checkers
 # are the same code as the local platform's.
 #   run.sh all | up | scenarios | collect | down | render DIR
 # Needs kind, kubectl, helm, docker and the two images built locally:
@@ -44,10 +44,10 @@ case "${1:-}" in
   all | up | scenarios | collect | down)
     mkdir -p "$RESILIENCE_OUTPUT_DIR"
     bin=$(driver)
-    exec "$bin" --platform kind "$1" ;;
+    exec "$bin" kind "$1" ;;
   render)
     [ -n "${2:-}" ] || { echo "usage: $0 render DIR" >&2; exit 2; }
     bin=$(driver)
-    exec "$bin" --platform kind render --out "$2" ;;
+    exec "$bin" kind render --out "$2" ;;
   *) echo "usage: $0 all|up|scenarios|collect|down|render DIR" >&2; exit 2 ;;
 esac

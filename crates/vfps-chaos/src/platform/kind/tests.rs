@@ -12,13 +12,28 @@ use std::{path::PathBuf, sync::Mutex as StdMutex, time::Duration};
 
 use serde_json::{json, Value};
 
-use super::*;
+use super::{
+    chaos::{partition_burst, pod_kill_schedule, PARTITION_BURST},
+    driver::{KindArgs, KindDriver},
+    install::{self, inotify_problem},
+    job, *,
+};
 use crate::{
     config::LoadConfig,
-    kind_run,
+    driver::{self as steps, Driver},
     nemesis::{self, Knobs, Recorder},
-    scenario::{Kind as Scenario, Plan, Planned},
+    scenario::{Planned, Scenario, ScenarioName, ScenarioPlan as Plan},
+    target::Target,
 };
+
+/// The driver over a (simulated) cluster.
+fn driver<R: Runner>(kube: Kube<R>) -> KindDriver<R> {
+    KindDriver {
+        kube,
+        args: kind_args(),
+        inotify: None,
+    }
+}
 
 #[derive(Debug, Clone)]
 struct FakePod {
@@ -423,10 +438,10 @@ fn kube() -> Kube<FakeKubectl> {
     k
 }
 
-fn planned(kind: Scenario, name: &str, seconds: u64) -> Planned {
+fn planned(scenario: Scenario, name: &str, seconds: u64) -> Planned {
     Planned {
-        kind,
-        name: name.into(),
+        scenario,
+        name: ScenarioName::new(name),
         duration_seconds: seconds,
         max_outage_seconds: 0,
     }
@@ -456,7 +471,13 @@ async fn run_plan(
         .events()
         .await
         .into_iter()
-        .map(|e| format!("{} {}", e.scenario, e.event))
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.scenario.as_ref().map_or("harness", ScenarioName::as_str),
+                e.text
+            )
+        })
         .collect();
     (r, events)
 }
@@ -618,10 +639,8 @@ fn the_inotify_check_names_the_limits_and_the_fix() {
 async fn up_refuses_low_inotify_limits_before_touching_anything() {
     let k = kube();
     let args = kind_args();
-    let e = kind_run::up(&k, &args, Some((128, 8192)))
-        .await
-        .unwrap_err();
-    assert!(e.0.contains("fix: sudo sysctl"), "{e}");
+    let e = install::up(&k, &args, Some((128, 8192))).await.unwrap_err();
+    assert!(e.to_string().contains("fix: sudo sysctl"), "{e}");
     assert!(
         k.runner.model().commands.is_empty(),
         "no cluster was created"
@@ -631,7 +650,7 @@ async fn up_refuses_low_inotify_limits_before_touching_anything() {
 #[tokio::test]
 async fn up_builds_the_topology_in_order() {
     let k = kube();
-    kind_run::up(&k, &kind_args(), Some((512, 524_288)))
+    install::up(&k, &kind_args(), Some((512, 524_288)))
         .await
         .unwrap();
     let cmds = k.runner.model().commands.clone();
@@ -652,8 +671,8 @@ async fn up_builds_the_topology_in_order() {
     assert!(at("helm upgrade --install vfps") < at("rollout status deployment/vfps"));
 }
 
-fn kind_args() -> kind_run::KindArgs {
-    kind_run::KindArgs {
+fn kind_args() -> KindArgs {
+    KindArgs {
         cluster_name: "vfps-ha".into(),
         image_tag: "ci".into(),
         stress_test_tag: None,
@@ -670,26 +689,22 @@ fn load_config(dir: &std::path::Path) -> LoadConfig {
         load: LoadConfig,
     }
     let mut c = Cli::parse_from(["x"]).load;
-    c.output_dir = dir.to_owned();
-    c.settle_seconds = 60;
+    c.output.output_dir = dir.to_owned();
+    c.verification.settle_seconds = 60;
     c
 }
 
 #[test]
 fn the_job_runs_the_plans_load_window_with_its_deadline() {
-    let plan = Plan::from_env(
-        "baseline,cnpg-primary-kill",
-        crate::platform::Target::Kind,
-        |k| match k {
-            "DURATION_BASELINE" => Some("30".into()),
-            "DURATION_CNPG_PRIMARY_KILL" => Some("100".into()),
-            "LOAD_MARGIN_SECONDS" => Some("20".into()),
-            _ => None,
-        },
-    )
+    let plan = Plan::from_env("baseline,cnpg-primary-kill", Target::Kind, |k| match k {
+        "DURATION_BASELINE" => Some("30".into()),
+        "DURATION_CNPG_PRIMARY_KILL" => Some("100".into()),
+        "LOAD_MARGIN_SECONDS" => Some("20".into()),
+        _ => None,
+    })
     .unwrap();
     let dir = std::env::temp_dir();
-    let job = kind_run::render_job(
+    let job = job::render_job(
         &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
         &plan,
         &load_config(&dir),
@@ -706,8 +721,11 @@ fn the_job_runs_the_plans_load_window_with_its_deadline() {
     );
     assert!(job.contains("stress-test:v9"));
     assert!(!job.contains("${"));
-    let missing = kind_run::render_job("x: ${NOT_A_VARIABLE}", &plan, &load_config(&dir), "v9");
-    assert!(missing.unwrap_err().0.contains("${NOT_A_VARIABLE}"));
+    let missing = job::render_job("x: ${NOT_A_VARIABLE}", &plan, &load_config(&dir), "v9");
+    assert!(missing
+        .unwrap_err()
+        .to_string()
+        .contains("${NOT_A_VARIABLE}"));
 }
 
 #[test]
@@ -738,18 +756,16 @@ fn the_partition_burst_comes_from_the_schedules_template() {
 #[tokio::test]
 async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     let dir = vfps_testkit::scratch_dir("kind-run");
-    let k = kube();
+    let d = driver(kube());
     let plan = Plan {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
         margin_seconds: 1,
     };
     let load = load_config(&dir);
-    let passed = kind_run::scenarios(&k, &(plan.clone(), knobs()), &kind_args(), &load)
-        .await
-        .unwrap();
+    let passed = d.scenarios(&plan, &knobs(), &load).await.unwrap();
     assert!(passed, "the Job completed");
     let timeline = std::fs::read_to_string(dir.join("chaos-timeline.csv")).unwrap();
-    let events = crate::scenario::parse_chaos_csv(&timeline).unwrap();
+    let events = crate::scenario::events::parse_chaos_csv(&timeline).unwrap();
     assert!(
         events[0].at_seconds >= 0.4,
         "the first event is on the Job's clock, which began 0.5 s before: {events:?}"
@@ -757,8 +773,11 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     assert!(dir.join("loadgen-job.yaml").exists());
 
     // The fake Job never printed a timeline: collect fails the run and says why.
-    let e = kind_run::collect(&k, &plan, &load).await.unwrap_err();
-    assert!(e.0.contains("no timeline between the markers"), "{e}");
+    let e = steps::collect(&d, &plan, &load).await.unwrap_err();
+    assert!(
+        e.to_string().contains("no timeline between the markers"),
+        "{e}"
+    );
     assert!(std::fs::read_to_string(dir.join("failures.txt"))
         .unwrap()
         .contains("no timeline"));
@@ -781,7 +800,7 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         passed: true,
         seed: 1,
         rate_per_second: 10,
-        availability: crate::checker::availability(&rows, 10),
+        availability: crate::checker::availability::of(&rows, 10),
         verdicts: Vec::new(),
         failures_by_code: Default::default(),
         ledger_entries: 20,
@@ -791,15 +810,15 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     };
     let log = format!(
         "{}\n{}\n{}\n{}\n{}\n{}\n",
-        crate::report::BEGIN_MARKER,
+        crate::report::markers::BEGIN_MARKER,
         crate::report::timeline_csv(&rows).trim_end(),
-        crate::report::END_MARKER,
-        crate::report::SUMMARY_BEGIN,
+        crate::report::markers::END_MARKER,
+        crate::report::markers::SUMMARY_BEGIN,
         serde_json::to_string(&summary).unwrap(),
-        crate::report::SUMMARY_END
+        crate::report::markers::SUMMARY_END
     );
-    let logged = Kube::new(answering("logs", log), &assets());
-    let passed = kind_run::collect(&logged, &plan, &load).await.unwrap();
+    let logged = driver(Kube::new(answering("logs", log), &assets()));
+    let passed = steps::collect(&logged, &plan, &load).await.unwrap();
     assert!(
         !passed,
         "second 1 is an outage inside baseline, whose budget is 0 s"
@@ -825,19 +844,26 @@ async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_clust
             ))
         })
     };
-    let k = Kube::new(Overriding(FakeKubectl::new(), no_cluster), &assets());
-    let drive = crate::drive::DriveArgs {
+    let d = driver(Kube::new(
+        Overriding(FakeKubectl::new(), no_cluster),
+        &assets(),
+    ));
+    let drive = crate::driver::DriveArgs {
         scenarios: Some("baseline".into()),
     };
-    let e = kind_run::all(&k, &drive, &kind_args(), &load_config(&dir), None)
+    let (plan, knobs) = steps::plan(&drive, Target::Kind).unwrap();
+    let e = steps::all(&d, &plan, &knobs, &load_config(&dir))
         .await
         .unwrap_err();
-    assert!(e.0.contains("failed to create cluster"), "{e}");
+    assert!(
+        format!("{e:#}").contains("failed to create cluster"),
+        "{e:#}"
+    );
     assert!(dir.join("pods.txt").exists() && dir.join("events.txt").exists());
     assert!(std::fs::read_to_string(dir.join("failures.txt"))
         .unwrap()
         .contains("failed to create cluster"));
-    let cmds = k.runner.0.model().commands.clone();
+    let cmds = d.kube.runner.0.model().commands.clone();
     assert_eq!(
         cmds.last().map(String::as_str),
         Some("kind delete cluster --name vfps-ha"),
@@ -865,7 +891,7 @@ async fn a_job_that_never_starts_says_what_its_pod_is_waiting_for() {
     };
     let mut k = Kube::new(Overriding(FakeKubectl::new(), pull_back_off), &assets());
     k.poll = Duration::from_millis(5);
-    let e = kind_run::wait_load_start(&k, Duration::from_millis(50))
+    let e = job::wait_load_start(&k, Duration::from_millis(50))
         .await
         .unwrap_err();
     let e = format!("{e:#}");
@@ -878,12 +904,12 @@ async fn a_job_that_never_starts_says_what_its_pod_is_waiting_for() {
 #[tokio::test]
 async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
     let k = kube();
-    let args = kind_run::KindArgs {
+    let args = KindArgs {
         image_tag: "1.2.3".into(),
         stress_test_tag: Some("ci".into()),
         ..kind_args()
     };
-    kind_run::up(&k, &args, None).await.unwrap();
+    install::up(&k, &args, None).await.unwrap();
     let cmds = k.runner.model().commands.clone();
     let load = cmds
         .iter()
@@ -899,7 +925,7 @@ async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
         margin_seconds: 1,
     };
-    let job = kind_run::render_job(
+    let job = job::render_job(
         &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
         &plan,
         &load_config(&std::env::temp_dir()),
@@ -935,15 +961,17 @@ async fn a_load_generator_that_dies_ends_the_scenarios_at_once() {
         margin_seconds: 1,
     };
     let started = std::time::Instant::now();
-    let e = kind_run::scenarios(&k, &(plan, knobs()), &kind_args(), &load_config(&dir))
+    let e = driver(k)
+        .scenarios(&plan, &knobs(), &load_config(&dir))
         .await
         .unwrap_err();
+    let e = format!("{e:#}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "not after the 60 s window"
     );
     assert!(
-        e.0.contains("failed during the scenarios") && e.0.contains("panicked"),
+        e.contains("failed during the scenarios") && e.contains("panicked"),
         "{e}"
     );
     let timeline = std::fs::read_to_string(dir.join("chaos-timeline.csv")).unwrap();

@@ -5,9 +5,9 @@
 use std::fmt::Write;
 
 use crate::{
-    checker::{Validity, Verdict},
+    checker::{availability::ScenarioResult, Validity, Verdict},
     history::Row,
-    scenario::{ScenarioResult, Window},
+    scenario::events::Window,
 };
 
 fn esc(s: &str) -> String {
@@ -52,7 +52,7 @@ pub fn plot(rows: &[Row], windows: &[Window]) -> String {
             palette[i % palette.len()],
             x0 + 2.0,
             pad - 4.0 - (i % 2) as f64 * 11.0,
-            esc(&win.scenario)
+            esc(win.scenario.as_str())
         );
     }
     let line = |f: &dyn Fn(&Row) -> f64, max: f64, color: &str, dash: &str| {
@@ -112,7 +112,7 @@ pub fn page(
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{} s</td><td>{:.2}</td><td class=\"{v}\">{v}</td></tr>",
-            esc(&r.scenario), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds
+            esc(r.scenario.as_str()), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds
         );
     }
     s.push_str("</table><h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>");
@@ -125,7 +125,7 @@ pub fn page(
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"{c}\">{c}</td><td>{}",
-            esc(&v.property),
+            esc(v.property.name()),
             esc(&v.summary)
         );
         for e in &v.evidence {
@@ -139,7 +139,7 @@ pub fn page(
 
 /// The same plot as a PNG (no text: the colours are those of the HTML legend —
 /// green ok, red failed, orange shed, blue p99 latency; scenario windows shaded).
-pub fn plot_png(rows: &[Row], windows: &[Window]) -> Vec<u8> {
+pub fn plot_png(rows: &[Row], windows: &[Window]) -> Result<Vec<u8>, png::EncodingError> {
     const W: usize = 1000;
     const H: usize = 360;
     const PAD: usize = 50;
@@ -203,11 +203,9 @@ pub fn plot_png(rows: &[Row], windows: &[Window]) -> Vec<u8> {
         let mut enc = png::Encoder::new(&mut out, W as u32, H as u32);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
-        if let Ok(mut writer) = enc.write_header() {
-            let _ = writer.write_image_data(&px);
-        }
+        enc.write_header()?.write_image_data(&px)?;
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -230,11 +228,13 @@ mod tests {
             })
             .collect();
         let windows = vec![Window {
-            scenario: "baseline".into(),
+            scenario: crate::scenario::ScenarioName::new("baseline"),
             start_seconds: 0.0,
             end_seconds: 5.0,
         }];
         let html = page(&rows, &windows, &[], &[], true);
+        let png = plot_png(&rows, &windows).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
         assert!(html.contains("<svg") && html.contains("baseline") && html.contains("PASS"));
         assert!(
             !html.contains("http://") || html.matches("http://").count() == 1,

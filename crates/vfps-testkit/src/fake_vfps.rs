@@ -1,6 +1,7 @@
 //! A trivial in-process vfps for the harness's own tests and benchmark: it
 //! answers Create with a configurable behaviour and counts attempts. Not a
-//! pseudonymization service: it stores nothing durable.
+//! pseudonymization service: it stores nothing durable. A test double: it lives
+//! here, in the test kit, and never ships in a release binary.
 
 use std::{
     collections::HashMap,

@@ -18,8 +18,9 @@ use vfps_client::{Client, Outcome};
 
 use crate::history::{Event, Ledger, Status, Timeline};
 
-/// What drives one load window.
-pub struct Plan {
+/// What drives one load window: its rate, length, call deadline, in-flight cap
+/// and the seed of its originals.
+pub struct Schedule {
     pub namespace: String,
     pub rate_per_second: u32,
     pub seconds: u64,
@@ -92,7 +93,7 @@ async fn wait_until(at: Instant) {
 
 /// Runs the window. Returns once every dispatched call has ended.
 pub async fn run(
-    plan: &Plan,
+    schedule: &Schedule,
     call: Arc<dyn Call>,
     timeline: Arc<Timeline>,
     ledger: Arc<Ledger>,
@@ -102,15 +103,15 @@ pub async fn run(
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut lags = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
         .expect("valid histogram bounds");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(plan.seed);
-    let rate = u64::from(plan.rate_per_second);
-    let total = rate * plan.seconds;
-    let interval = Duration::from_secs(1) / plan.rate_per_second;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(schedule.seed);
+    let rate = u64::from(schedule.rate_per_second);
+    let total = rate * schedule.seconds;
+    let interval = Duration::from_secs(1) / schedule.rate_per_second;
     let start = Instant::now();
 
     let reporter = progress.then(|| {
         let (timeline, ledger) = (timeline.clone(), ledger.clone());
-        let seconds = plan.seconds;
+        let seconds = schedule.seconds;
         tokio::spawn(async move {
             for s in 0..seconds {
                 tokio::time::sleep_until(start + Duration::from_secs(s + 1)).await;
@@ -137,7 +138,7 @@ pub async fn run(
         );
         let second = i / rate;
         timeline.record(second, Event::Offered, None);
-        if in_flight.load(Ordering::Relaxed) >= plan.max_in_flight {
+        if in_flight.load(Ordering::Relaxed) >= schedule.max_in_flight {
             timeline.record(second, Event::Shed, None);
             if let Ok(mut t) = totals.lock() {
                 *t.failures_by_code.entry("SHED".into()).or_default() += 1;
@@ -153,7 +154,7 @@ pub async fn run(
             totals.clone(),
             in_flight.clone(),
         );
-        let deadline = plan.deadline;
+        let deadline = schedule.deadline;
         tasks.spawn(async move {
             let outcome = call.create(original.clone(), deadline).await;
             let latency = intended.elapsed();

@@ -1,0 +1,238 @@
+//! P1, availability, as durations: the longest run of consecutive seconds with
+//! calls offered and none succeeding, and (failed + shed) / rate — over the
+//! whole run, and per scenario (each second belongs to the scenario during
+//! which it began).
+
+use serde::{Deserialize, Serialize};
+
+use super::{History, Property, Verdict};
+use crate::{
+    history::Row,
+    scenario::{events::Window, ScenarioName, ScenarioPlan},
+};
+
+/// P1 figures over a range of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Availability {
+    pub offered: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub shed: u64,
+    /// Longest run of consecutive seconds with offered > 0 and ok = 0.
+    pub longest_outage_seconds: u64,
+    /// (failed + shed) / rate.
+    pub unavailable_seconds: f64,
+}
+
+pub fn of(rows: &[Row], rate_per_second: u32) -> Availability {
+    let (mut run, mut longest) = (0u64, 0u64);
+    let mut a = Availability {
+        offered: 0,
+        ok: 0,
+        failed: 0,
+        shed: 0,
+        longest_outage_seconds: 0,
+        unavailable_seconds: 0.0,
+    };
+    for r in rows {
+        a.offered += r.offered;
+        a.ok += r.ok;
+        a.failed += r.failed;
+        a.shed += r.shed;
+        if r.offered > 0 && r.ok == 0 {
+            run += 1;
+            longest = longest.max(run);
+        } else if r.offered > 0 {
+            run = 0;
+        }
+    }
+    a.longest_outage_seconds = longest;
+    a.unavailable_seconds = (a.failed + a.shed) as f64 / f64::from(rate_per_second.max(1));
+    a
+}
+
+/// The whole run's longest outage against its budget.
+pub fn longest_outage(h: &History<'_>) -> Verdict {
+    let (a, budget) = (h.availability, h.budgets.max_outage_seconds);
+    Verdict::holds(
+        Property::LongestOutage,
+        a.longest_outage_seconds <= budget,
+        format!(
+            "longest outage {} s, budget {budget} s",
+            a.longest_outage_seconds
+        ),
+    )
+}
+
+/// The whole run's unavailable seconds against their budget.
+pub fn unavailable_seconds(h: &History<'_>) -> Verdict {
+    let (a, budget) = (h.availability, h.budgets.max_unavailable_seconds);
+    Verdict::holds(
+        Property::UnavailableSeconds,
+        a.unavailable_seconds <= budget,
+        format!(
+            "unavailable {:.2} s, budget {budget:.2} s",
+            a.unavailable_seconds
+        ),
+    )
+}
+
+/// P1 of one scenario's window.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub scenario: ScenarioName,
+    pub availability: Availability,
+    pub max_outage_seconds: u64,
+    pub verdict: Verdict,
+}
+
+/// A window of a scenario the plan does not have: attribution would have no
+/// budget to hold it to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the chaos timeline has a window for scenario {0:?}, which the plan does not list")]
+pub struct UnknownScenario(pub ScenarioName);
+
+/// P1 per scenario window, against each scenario's own budget.
+pub fn per_scenario(
+    rows: &[Row],
+    windows: &[Window],
+    plan: &ScenarioPlan,
+    rate_per_second: u32,
+) -> Result<Vec<ScenarioResult>, UnknownScenario> {
+    windows
+        .iter()
+        .map(|w| {
+            let planned = plan
+                .get(&w.scenario)
+                .ok_or_else(|| UnknownScenario(w.scenario.clone()))?;
+            let inside: Vec<Row> = rows
+                .iter()
+                .filter(|r| {
+                    (r.second as f64) >= w.start_seconds.floor()
+                        && (r.second as f64) < w.end_seconds
+                })
+                .cloned()
+                .collect();
+            let a = of(&inside, rate_per_second);
+            let budget = planned.max_outage_seconds;
+            Ok(ScenarioResult {
+                scenario: w.scenario.clone(),
+                availability: a,
+                max_outage_seconds: budget,
+                verdict: Verdict::holds(
+                    Property::ScenarioOutage,
+                    a.longest_outage_seconds <= budget,
+                    format!(
+                        "{}: longest outage {} s (budget {budget} s), unavailable {:.2} s",
+                        w.scenario, a.longest_outage_seconds, a.unavailable_seconds
+                    ),
+                ),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        checker::{test_support::row, Budgets, Validity},
+        scenario::events::{ChaosEvent, EventKind},
+        target::Target,
+    };
+
+    fn budgets(max_outage_seconds: u64, max_unavailable_seconds: f64) -> Budgets {
+        Budgets {
+            max_outage_seconds,
+            max_unavailable_seconds,
+        }
+    }
+
+    #[test]
+    fn longest_outage_counts_consecutive_dead_seconds() {
+        let rows = [
+            row(0, 10, 10),
+            row(1, 10, 0),
+            row(2, 10, 0),
+            row(3, 10, 5),
+            row(4, 10, 0),
+            row(5, 0, 0),
+            row(6, 10, 0),
+        ];
+        let verdicts = |b| {
+            let h = History::new(&rows, 10, b, &[], &[]);
+            (
+                longest_outage(&h).validity,
+                unavailable_seconds(&h).validity,
+            )
+        };
+        let a = of(&rows, 10);
+        assert_eq!(
+            a.longest_outage_seconds, 2,
+            "a second with nothing offered neither extends nor breaks a run"
+        );
+        assert!((a.unavailable_seconds - 4.5).abs() < 1e-9);
+        assert_eq!(verdicts(budgets(1, 100.0)).0, Validity::Invalid);
+        assert_eq!(
+            verdicts(budgets(2, 4.5)),
+            (Validity::Valid, Validity::Valid)
+        );
+        assert_eq!(verdicts(budgets(2, 4.4)).1, Validity::Invalid);
+    }
+
+    fn timeline_row(second: u64, ok: u64) -> Row {
+        Row {
+            failed: 10 - ok,
+            ..row(second, 10, ok)
+        }
+    }
+
+    fn event(at: f64, scenario: &str, kind: EventKind) -> ChaosEvent {
+        ChaosEvent {
+            at_seconds: at,
+            scenario: Some(ScenarioName::new(scenario)),
+            kind,
+            text: String::new(),
+        }
+    }
+
+    #[test]
+    fn failures_are_attributed_to_the_scenario_they_were_offered_in() {
+        let rows: Vec<Row> = (0..10)
+            .map(|s| timeline_row(s, if (5..8).contains(&s) { 0 } else { 10 }))
+            .collect();
+        let events = vec![
+            event(0.2, "baseline", EventKind::Start),
+            event(4.0, "baseline", EventKind::End),
+            event(4.0, "db-primary-kill", EventKind::Start),
+            event(9.5, "db-primary-kill", EventKind::End),
+        ];
+        let plan = ScenarioPlan::from_env("baseline,db-primary-kill", Target::Local, |k| {
+            (k == "MAX_OUTAGE_DB_PRIMARY_KILL").then(|| "2".into())
+        })
+        .unwrap();
+        let windows = crate::scenario::events::windows(&events);
+        let r = per_scenario(&rows, &windows, &plan, 10).unwrap();
+        assert_eq!(r[0].availability.longest_outage_seconds, 0);
+        assert_eq!(r[0].verdict.validity, Validity::Valid);
+        assert_eq!(r[1].availability.longest_outage_seconds, 3);
+        assert_eq!(
+            r[1].verdict.validity,
+            Validity::Invalid,
+            "3 s exceeds the 2 s budget"
+        );
+        assert!((r[1].availability.unavailable_seconds - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_window_of_an_unplanned_scenario_is_an_error_not_a_zero_budget() {
+        let plan = ScenarioPlan::from_env("baseline", Target::Local, |_| None).unwrap();
+        let windows = crate::scenario::events::windows(&[
+            event(0.0, "baseline", EventKind::Start),
+            event(1.0, "baseline", EventKind::End),
+            event(1.0, "drian", EventKind::Start),
+        ]);
+        let e = per_scenario(&[], &windows, &plan, 10).unwrap_err();
+        assert_eq!(e, UnknownScenario(ScenarioName::new("drian")));
+    }
+}

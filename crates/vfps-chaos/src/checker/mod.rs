@@ -1,0 +1,328 @@
+//! Checkers: pure functions from a run's history (and verification
+//! observations) to verdicts — one checker per property, composed (Jepsen's
+//! `checker/compose`). Each returns valid, invalid or unknown with its evidence.
+//!
+//! # Layout
+//! - this file: [`Property`], [`Verdict`], the [`History`] a load run's checkers
+//!   read, and [`compose`].
+//! - [`availability`]: P1 — longest outage and unavailable seconds, over the
+//!   whole run and per scenario.
+//! - [`stability`]: P2 — acknowledged pairs re-create to the same pseudonym.
+//! - [`reverse_lookup`]: P3 — acknowledged pseudonyms resolve to their original.
+//! - [`subjects`]: P4 — one subject, one pseudonym (indeterminate Creates too).
+//! - [`guards`]: the run served traffic and recorded a ledger (no vacuous pass).
+//! - [`chaos`]: the scenarios all ran, without error, inside the load window.
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::{Entry, Row};
+
+pub mod availability;
+pub mod chaos;
+pub mod guards;
+pub mod reverse_lookup;
+pub mod stability;
+pub mod subjects;
+
+pub use availability::Availability;
+
+/// What a verdict is about. Serialized under the names reports have always used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Property {
+    #[serde(rename = "P1-longest-outage")]
+    LongestOutage,
+    #[serde(rename = "P1-unavailable-seconds")]
+    UnavailableSeconds,
+    /// P1 within one scenario's window (one verdict per scenario).
+    #[serde(rename = "P1-scenario-outage")]
+    ScenarioOutage,
+    #[serde(rename = "P2-pseudonym-stability")]
+    PseudonymStability,
+    #[serde(rename = "P3-reverse-lookup")]
+    ReverseLookup,
+    #[serde(rename = "P4-one-subject-one-pseudonym")]
+    OneSubjectOnePseudonym,
+    #[serde(rename = "guard-served-traffic")]
+    ServedTraffic,
+    #[serde(rename = "guard-ledger-non-empty")]
+    LedgerNonEmpty,
+    #[serde(rename = "chaos-completed-within-window")]
+    ChaosWithinWindow,
+}
+
+impl Property {
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::LongestOutage => "P1-longest-outage",
+            Property::UnavailableSeconds => "P1-unavailable-seconds",
+            Property::ScenarioOutage => "P1-scenario-outage",
+            Property::PseudonymStability => "P2-pseudonym-stability",
+            Property::ReverseLookup => "P3-reverse-lookup",
+            Property::OneSubjectOnePseudonym => "P4-one-subject-one-pseudonym",
+            Property::ServedTraffic => "guard-served-traffic",
+            Property::LedgerNonEmpty => "guard-ledger-non-empty",
+            Property::ChaosWithinWindow => "chaos-completed-within-window",
+        }
+    }
+}
+
+impl std::fmt::Display for Property {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Validity {
+    Valid,
+    Invalid,
+    /// Could not be decided (e.g. verification calls kept failing): never a pass.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    pub property: Property,
+    pub validity: Validity,
+    pub summary: String,
+    /// Violating pairs, redacted: never a full original.
+    pub evidence: Vec<String>,
+}
+
+/// Most pieces of evidence a verdict carries.
+const MAX_EVIDENCE: usize = 100;
+
+impl Verdict {
+    /// Valid or invalid by a condition, with no evidence.
+    pub fn holds(property: Property, ok: bool, summary: String) -> Self {
+        Self {
+            property,
+            validity: if ok {
+                Validity::Valid
+            } else {
+                Validity::Invalid
+            },
+            summary,
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Invalid with any violation, else unknown with any undecided case, else
+    /// valid; `what` describes a violation for the summary.
+    pub fn from_violations(
+        property: Property,
+        violations: Vec<String>,
+        undecided: usize,
+        what: &str,
+    ) -> Self {
+        let validity = if !violations.is_empty() {
+            Validity::Invalid
+        } else if undecided > 0 {
+            Validity::Unknown
+        } else {
+            Validity::Valid
+        };
+        let summary = format!("{} {what}, {undecided} undecided", violations.len());
+        let mut evidence = violations;
+        evidence.truncate(MAX_EVIDENCE);
+        Self {
+            property,
+            validity,
+            summary,
+            evidence,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.validity == Validity::Valid
+    }
+}
+
+/// P1 budgets of a whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    pub max_outage_seconds: u64,
+    pub max_unavailable_seconds: f64,
+}
+
+/// A verification answer for one ledger entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    /// The call succeeded with this value (a pseudonym, or an original).
+    Value(String),
+    NotFound,
+    /// Verification could not complete (code after its retries).
+    Error(String),
+}
+
+/// What verification observed for one ledger entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    /// Re-Create of the original.
+    pub recreated: Answer,
+    /// Get of the pseudonym the entry holds (ok) or that the re-Create returned
+    /// (indeterminate); `None` when there was nothing to look up.
+    pub reverse: Option<Answer>,
+}
+
+/// What the checkers of a load run read.
+pub struct History<'a> {
+    pub rows: &'a [Row],
+    pub availability: Availability,
+    pub budgets: Budgets,
+    pub ledger: &'a [Entry],
+    /// One per ledger entry, in the same order.
+    pub observations: &'a [Observation],
+}
+
+impl<'a> History<'a> {
+    pub fn new(
+        rows: &'a [Row],
+        rate_per_second: u32,
+        budgets: Budgets,
+        ledger: &'a [Entry],
+        observations: &'a [Observation],
+    ) -> Self {
+        Self {
+            rows,
+            availability: availability::of(rows, rate_per_second),
+            budgets,
+            ledger,
+            observations,
+        }
+    }
+
+    /// Each ledger entry with what verification observed for it.
+    pub fn observed(&self) -> impl Iterator<Item = (&'a Entry, &'a Observation)> {
+        self.ledger.iter().zip(self.observations)
+    }
+}
+
+/// One checker: one property, one verdict.
+pub type Check = fn(&History<'_>) -> Verdict;
+
+/// The checkers of a load run, in report order.
+pub const LOAD_CHECKS: &[Check] = &[
+    availability::longest_outage,
+    availability::unavailable_seconds,
+    stability::check,
+    reverse_lookup::check,
+    subjects::check,
+    guards::served_traffic,
+    guards::ledger_non_empty,
+];
+
+/// Runs every checker over the history.
+pub fn compose(history: &History<'_>, checks: &[Check]) -> Vec<Verdict> {
+    checks.iter().map(|check| check(history)).collect()
+}
+
+/// A pair for evidence: the original redacted, the pseudonym cut short.
+pub(crate) fn pair(original: &str, pseudonym: &str) -> String {
+    format!(
+        "original {} -> pseudonym {}…",
+        crate::redact(original),
+        short(pseudonym)
+    )
+}
+
+/// The first characters of a pseudonym: enough to tell two apart in evidence.
+pub(crate) fn short(pseudonym: &str) -> String {
+    pseudonym.chars().take(8).collect()
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use crate::history::Status;
+
+    pub fn row(second: u64, offered: u64, ok: u64) -> Row {
+        Row {
+            second,
+            offered,
+            ok,
+            failed: offered - ok,
+            shed: 0,
+            mean_ms: 0.0,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            max_ms: 0.0,
+        }
+    }
+
+    pub fn ok_entry(original: &str, pseudonym: &str) -> Entry {
+        Entry {
+            slot: 0,
+            second: 0,
+            status: Status::Ok,
+            original: original.into(),
+            pseudonym: Some(pseudonym.into()),
+            code: None,
+        }
+    }
+
+    pub fn indeterminate(original: &str) -> Entry {
+        Entry {
+            slot: 1,
+            second: 0,
+            status: Status::Indeterminate,
+            original: original.into(),
+            pseudonym: None,
+            code: Some("DeadlineExceeded".into()),
+        }
+    }
+
+    pub fn obs(recreated: Answer, reverse: Option<Answer>) -> Observation {
+        Observation { recreated, reverse }
+    }
+
+    pub fn value(v: &str) -> Answer {
+        Answer::Value(v.into())
+    }
+
+    pub const NO_BUDGET: Budgets = Budgets {
+        max_outage_seconds: 0,
+        max_unavailable_seconds: 0.0,
+    };
+
+    /// Runs `check` over a ledger and its observations.
+    pub fn over(check: Check, ledger: &[Entry], observations: &[Observation]) -> Verdict {
+        check(&History::new(&[], 1, NO_BUDGET, ledger, observations))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{test_support::*, *};
+
+    #[test]
+    fn properties_keep_the_names_reports_have_always_used() {
+        for p in [
+            Property::LongestOutage,
+            Property::ScenarioOutage,
+            Property::OneSubjectOnePseudonym,
+            Property::ChaosWithinWindow,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&p).unwrap(),
+                format!("\"{}\"", p.name())
+            );
+        }
+    }
+
+    #[test]
+    fn a_healthy_history_passes_every_load_check() {
+        let rows = [row(0, 2, 2)];
+        let ledger = [ok_entry("o1", "p1"), ok_entry("o2", "p2")];
+        let observations = [
+            obs(value("p1"), Some(value("o1"))),
+            obs(value("p2"), Some(value("o2"))),
+        ];
+        let h = History::new(&rows, 2, NO_BUDGET, &ledger, &observations);
+        let verdicts = compose(&h, LOAD_CHECKS);
+        assert_eq!(verdicts.len(), LOAD_CHECKS.len());
+        assert!(verdicts.iter().all(Verdict::passed), "{verdicts:#?}");
+    }
+}

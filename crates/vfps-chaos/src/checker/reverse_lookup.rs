@@ -1,0 +1,60 @@
+//! P3, reverse lookup: `Get(namespace, pseudonym)` of every acknowledged pair
+//! returns its original; `NOT_FOUND` is a lost write.
+
+use super::{pair, Answer, History, Property, Verdict};
+use crate::{history::Status, redact};
+
+pub fn check(h: &History<'_>) -> Verdict {
+    let (mut violations, mut undecided) = (Vec::new(), 0);
+    for (e, o) in h.observed().filter(|(e, _)| e.status == Status::Ok) {
+        let Some(acked) = e.pseudonym.as_deref() else {
+            continue;
+        };
+        match &o.reverse {
+            Some(Answer::Value(orig)) if orig == &e.original => {}
+            Some(Answer::Value(orig)) => violations.push(format!(
+                "{} resolves to {}",
+                pair(&e.original, acked),
+                redact(orig)
+            )),
+            Some(Answer::NotFound) => violations.push(format!(
+                "{} does not resolve (lost write)",
+                pair(&e.original, acked)
+            )),
+            Some(Answer::Error(_)) | None => undecided += 1,
+        }
+    }
+    Verdict::from_violations(
+        Property::ReverseLookup,
+        violations,
+        undecided,
+        "acknowledged pseudonyms not resolving to their original",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::{test_support::*, Validity};
+
+    #[test]
+    fn a_lost_or_misattributed_pseudonym_violates_p3() {
+        let ledger = [
+            ok_entry("o1", "p1"),
+            ok_entry("o2", "p2"),
+            ok_entry("o3", "p3"),
+        ];
+        let observations = [
+            obs(value("p1"), Some(value("o1"))),
+            obs(value("p2"), Some(Answer::NotFound)),
+            obs(value("p3"), Some(value("someone else"))),
+        ];
+        let v = over(check, &ledger, &observations);
+        assert_eq!(v.validity, Validity::Invalid);
+        assert_eq!(v.evidence.len(), 2);
+        assert!(v.evidence[0].contains("lost write"));
+        assert!(!v.evidence[1].contains("someone else"), "redacted");
+        let unknown = over(check, &[ok_entry("o", "p")], &[obs(value("p"), None)]);
+        assert_eq!(unknown.validity, Validity::Unknown);
+    }
+}

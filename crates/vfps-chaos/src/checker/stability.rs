@@ -1,0 +1,72 @@
+//! P2, pseudonym stability: every acknowledged `(original → pseudonym)`
+//! re-Creates to the byte-identical pseudonym.
+
+use super::{pair, short, Answer, History, Property, Verdict};
+use crate::history::Status;
+
+pub fn check(h: &History<'_>) -> Verdict {
+    let (mut violations, mut undecided) = (Vec::new(), 0);
+    for (e, o) in h.observed().filter(|(e, _)| e.status == Status::Ok) {
+        let Some(acked) = e.pseudonym.as_deref() else {
+            continue;
+        };
+        match &o.recreated {
+            Answer::Value(p) if p == acked => {}
+            Answer::Value(p) => violations.push(format!(
+                "{} re-created as {}…",
+                pair(&e.original, acked),
+                short(p)
+            )),
+            Answer::NotFound => violations.push(format!(
+                "{} re-create answered NOT_FOUND",
+                pair(&e.original, acked)
+            )),
+            Answer::Error(_) => undecided += 1,
+        }
+    }
+    Verdict::from_violations(
+        Property::PseudonymStability,
+        violations,
+        undecided,
+        "acknowledged pairs re-created differently",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::{test_support::*, Validity};
+
+    #[test]
+    fn a_changed_or_lost_pseudonym_violates_p2_and_evidence_is_redacted() {
+        let ledger = [
+            ok_entry("o1", "p1"),
+            ok_entry("o2", "p2"),
+            ok_entry("o3", "p3"),
+        ];
+        let observations = [
+            obs(value("p1"), None),
+            obs(value("pX"), None),
+            obs(Answer::NotFound, None),
+        ];
+        let v = over(check, &ledger, &observations);
+        assert_eq!(v.validity, Validity::Invalid);
+        assert_eq!(v.evidence.len(), 2);
+        assert!(v.evidence[0].contains("sha256:"), "evidence is redacted");
+        assert!(!v.evidence.concat().contains("o2"));
+    }
+
+    #[test]
+    fn undecided_verification_is_unknown_not_valid() {
+        let v = over(
+            check,
+            &[ok_entry("o1", "p1")],
+            &[obs(Answer::Error("Unavailable".into()), None)],
+        );
+        assert_eq!(v.validity, Validity::Unknown);
+        assert_eq!(
+            over(check, &[ok_entry("o1", "p1")], &[obs(value("p1"), None)]).validity,
+            Validity::Valid
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! The driver: a platform run as four steps — up, scenarios, collect, down —
+//! and [`all`], which does them in order the same way on every platform.
+//!
+//! # Layout
+//! - this file: the [`Driver`] trait, [`all`] and the steps on their own, and
+//!   the plan from the environment.
+//! - [`artifacts`]: what `scenarios` leaves in the run directory for `collect`.
+//! - [`finish`]: the final verdicts, composed once in memory and written once.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::{
+    config::LoadConfig,
+    nemesis::Knobs,
+    report::Summary,
+    scenario::{self, ScenarioPlan},
+    target::Target,
+};
+
+pub mod artifacts;
+pub mod finish;
+
+/// The settings shared by every platform's driver.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DriveArgs {
+    /// Scenarios in order, comma-separated (default: every scenario).
+    #[arg(long, env = "SCENARIOS")]
+    pub scenarios: Option<String>,
+}
+
+/// The plan and fault knobs from the environment, with the target's defaults.
+pub fn plan(args: &DriveArgs, target: Target) -> anyhow::Result<(ScenarioPlan, Knobs)> {
+    let list = args
+        .scenarios
+        .as_deref()
+        .unwrap_or(scenario::default_scenarios(target));
+    let plan = ScenarioPlan::from_env(list, target, |k| std::env::var(k).ok())?;
+    let knobs = Knobs::from_env(|k| std::env::var(k).ok())?;
+    Ok((plan, knobs))
+}
+
+/// One platform's way of doing each step. `scenarios` and `collect` may run as
+/// separate commands: what one leaves for the next is in the run directory.
+#[allow(async_fn_in_trait)] // used through generics inside this crate only
+pub trait Driver {
+    /// Stands the topology up to steady state. On failure it leaves what it built
+    /// for [`Driver::capture_state`] and [`Driver::down`].
+    async fn up(&self) -> anyhow::Result<()>;
+    /// Every planned scenario under one continuous load window, then settling
+    /// and verification; leaves the chaos outcome and what `collect` needs of
+    /// the load in the run directory. Whether the load's own verdicts held; an
+    /// error means the scenarios could not run as planned.
+    async fn scenarios(
+        &self,
+        plan: &ScenarioPlan,
+        knobs: &Knobs,
+        load: &LoadConfig,
+    ) -> anyhow::Result<bool>;
+    /// The topology's evidence into the run directory (state, every log) and the
+    /// load's own summary.
+    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Summary>;
+    /// What the topology looks like now, into `dir`, best effort: after a failed
+    /// `up` this is all the evidence there is.
+    async fn capture_state(&self, dir: &Path);
+    /// Removes what `up` created; idempotent.
+    async fn down(&self) -> anyhow::Result<()>;
+}
+
+/// `collect`, then the final verdicts and every report. Whether the run passed.
+pub async fn collect<D: Driver>(
+    driver: &D,
+    plan: &ScenarioPlan,
+    load: &LoadConfig,
+) -> anyhow::Result<bool> {
+    let summary = driver.collect(plan, load).await?;
+    finish::finish(load.dir(), plan, summary)
+}
+
+/// up, scenarios, collect, down. `down` runs whatever happened; after a failed
+/// `up` the platform's state is captured first; a scenario failure still
+/// collects what evidence there is; a harness failure is written to
+/// `failures.txt` (the report of a scheduled run quotes it).
+pub async fn all<D: Driver>(
+    driver: &D,
+    plan: &ScenarioPlan,
+    knobs: &Knobs,
+    load: &LoadConfig,
+) -> anyhow::Result<bool> {
+    let dir = load.dir();
+    let result = async {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        if let Err(e) = driver.up().await {
+            driver.capture_state(dir).await;
+            return Err(e.context("up"));
+        }
+        let chaos = driver.scenarios(plan, knobs, load).await;
+        let collected = collect(driver, plan, load).await;
+        match (chaos, collected) {
+            (Err(e), _) => Err(e.context("scenarios")),
+            (Ok(_), collected) => collected.context("collect"),
+        }
+    }
+    .await;
+    if let Err(e) = driver.down().await {
+        eprintln!("down: {e:#}");
+    }
+    if let Err(e) = &result {
+        artifacts::append_failure(dir, &format!("harness failure: {e:#}"))?;
+    }
+    result
+}
+
+/// `up` as a step of its own: on failure the state is captured into `dir` and
+/// what was built is left for inspection (`down` removes it).
+pub async fn up<D: Driver>(driver: &D, dir: &Path) -> anyhow::Result<()> {
+    if let Err(e) = driver.up().await {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        driver.capture_state(dir).await;
+        eprintln!(
+            "up failed: its state is in {}; what it built is left for inspection (`down` removes it)",
+            dir.display()
+        );
+        return Err(e);
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! The ledger: every acknowledged (`ok`) and every `indeterminate` Create — the
+//! pairs the service promised, or may have promised. It is appended to
+//! `ledger.jsonl` as it grows (flushed at least every 200 ms), so a crashed
+//! generator loses almost nothing and a saved run can be re-checked.
+
+use std::{
+    io::{BufRead, Write},
+    path::Path,
+    sync::Mutex,
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+
+use super::ParseError;
+
+/// Outcome class of a ledger entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Indeterminate,
+}
+
+/// One Create the service acknowledged, or may have performed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Reservoir slot (reservoir mode) or sequence number.
+    pub slot: u64,
+    pub second: u64,
+    pub status: Status,
+    /// Synthetic original the harness generated.
+    pub original: String,
+    /// The pseudonym returned (for `ok`).
+    pub pseudonym: Option<String>,
+    /// Final status code of an indeterminate call.
+    pub code: Option<String>,
+}
+
+/// Ledger in memory plus its append-only file.
+pub struct Ledger {
+    inner: Mutex<LedgerInner>,
+}
+
+struct LedgerInner {
+    /// `None`: keep everything. `Some(n)`: Algorithm R reservoir of n.
+    capacity: Option<usize>,
+    entries: Vec<Entry>,
+    /// Entries offered to the ledger so far (reservoir denominator).
+    seen: u64,
+    file: std::io::BufWriter<std::fs::File>,
+    last_flush: std::time::Instant,
+}
+
+impl Ledger {
+    pub fn create(path: &Path, capacity: usize) -> std::io::Result<Self> {
+        let file = std::fs::File::create(path)?;
+        Ok(Self {
+            inner: Mutex::new(LedgerInner {
+                capacity: (capacity > 0).then_some(capacity),
+                entries: Vec::new(),
+                seen: 0,
+                file: std::io::BufWriter::new(file),
+                last_flush: std::time::Instant::now(),
+            }),
+        })
+    }
+
+    /// Records an entry (Algorithm R in reservoir mode) and appends it to disk.
+    pub fn record(
+        &self,
+        second: u64,
+        status: Status,
+        original: String,
+        pseudonym: Option<String>,
+        code: Option<String>,
+    ) {
+        let Ok(mut l) = self.inner.lock() else { return };
+        l.seen += 1;
+        let slot = match l.capacity {
+            None => Some(l.entries.len()),
+            Some(cap) if l.entries.len() < cap => Some(l.entries.len()),
+            Some(_) => {
+                let j = rand::random_range(0..l.seen) as usize;
+                (j < l.entries.len()).then_some(j)
+            }
+        };
+        let Some(slot) = slot else { return };
+        let entry = Entry {
+            slot: slot as u64,
+            second,
+            status,
+            original,
+            pseudonym,
+            code,
+        };
+        if let Ok(line) = serde_json::to_string(&entry) {
+            let _ = writeln!(l.file, "{line}");
+        }
+        if slot == l.entries.len() {
+            l.entries.push(entry);
+        } else {
+            l.entries[slot] = entry;
+        }
+        if l.last_flush.elapsed() >= Duration::from_millis(200) {
+            let _ = l.file.flush();
+            l.last_flush = std::time::Instant::now();
+        }
+    }
+
+    pub fn flush(&self) {
+        if let Ok(mut l) = self.inner.lock() {
+            let _ = l.file.flush();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().map(|l| l.entries.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.inner
+            .lock()
+            .map(|l| l.entries.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Reads a saved ledger: the last line written for each slot wins.
+pub fn load_ledger(path: &Path) -> Result<Vec<Entry>, ParseError> {
+    let io = |e: std::io::Error| ParseError(format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut by_slot = std::collections::BTreeMap::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(&line) {
+            Ok(e) => {
+                by_slot.insert(e.slot, e);
+            }
+            // A crash can cut the last line short; anything else is corruption.
+            Err(e) => {
+                return Err(ParseError(format!(
+                    "{}: line {} is not a ledger entry: {e}",
+                    path.display(),
+                    n + 1
+                )))
+            }
+        }
+    }
+    Ok(by_slot.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservoir_keeps_capacity_and_the_file_replays_it() {
+        let dir = vfps_testkit::scratch_dir("ledger");
+        let path = dir.join("ledger.jsonl");
+        let l = Ledger::create(&path, 10).unwrap();
+        for i in 0..1000 {
+            l.record(
+                i / 100,
+                Status::Ok,
+                format!("o{i}"),
+                Some(format!("p{i}")),
+                None,
+            );
+        }
+        l.flush();
+        assert_eq!(l.len(), 10);
+        let mut saved = load_ledger(&path).unwrap();
+        let mut mem = l.entries();
+        saved.sort_by_key(|e| e.slot);
+        mem.sort_by_key(|e| e.slot);
+        assert_eq!(saved, mem);
+        assert!(
+            mem.iter().any(|e| e.second > 0),
+            "later entries replace early ones"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,214 @@
+//! The per-second timeline: offered, ok, failed, shed and latency, by the second
+//! in which calls were offered; `load-timeline.csv`.
+
+use std::{sync::Mutex, time::Duration};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::ParseError;
+
+/// One second of the run, by the second in which calls were offered.
+pub struct Second {
+    pub offered: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub shed: u64,
+    /// Latency from intended send time, in microseconds.
+    latency: Histogram<u64>,
+}
+
+impl Second {
+    fn new() -> Self {
+        Self {
+            offered: 0,
+            ok: 0,
+            failed: 0,
+            shed: 0,
+            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+}
+
+/// The per-second timeline, as a CSV row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub second: u64,
+    pub offered: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub shed: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+pub const CSV_HEADER: &str = "second,offered,ok,failed,shed,mean_ms,p50_ms,p99_ms,max_ms";
+
+impl Row {
+    pub fn to_csv(&self) -> String {
+        format!(
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            self.second,
+            self.offered,
+            self.ok,
+            self.failed,
+            self.shed,
+            self.mean_ms,
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms
+        )
+    }
+
+    pub fn from_csv(line: &str) -> Option<Self> {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() < 9 {
+            return None;
+        }
+        Some(Self {
+            second: f[0].parse().ok()?,
+            offered: f[1].parse().ok()?,
+            ok: f[2].parse().ok()?,
+            failed: f[3].parse().ok()?,
+            shed: f[4].parse().ok()?,
+            mean_ms: f[5].parse().ok()?,
+            p50_ms: f[6].parse().ok()?,
+            p99_ms: f[7].parse().ok()?,
+            max_ms: f[8].parse().ok()?,
+        })
+    }
+}
+
+/// Parses a timeline CSV (header first); a malformed row is an error.
+pub fn parse_timeline(text: &str) -> Result<Vec<Row>, ParseError> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    match lines.next() {
+        Some(h) if h.starts_with("second,offered,ok,failed,shed") => {}
+        other => {
+            return Err(ParseError(format!(
+                "timeline CSV must start with the header {CSV_HEADER:?}, found {other:?}"
+            )))
+        }
+    }
+    lines
+        .map(|l| {
+            Row::from_csv(l).ok_or_else(|| ParseError(format!("malformed timeline row {l:?}")))
+        })
+        .collect()
+}
+
+/// Thread-safe per-second accumulation.
+pub struct Timeline {
+    seconds: Mutex<Vec<Second>>,
+}
+
+/// What the generator records for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Offered,
+    Shed,
+    Ok,
+    Failed,
+}
+
+impl Timeline {
+    pub fn new(seconds: u64) -> Self {
+        Self {
+            seconds: Mutex::new((0..seconds).map(|_| Second::new()).collect()),
+        }
+    }
+
+    pub fn record(&self, second: u64, event: Event, latency: Option<Duration>) {
+        let Ok(mut s) = self.seconds.lock() else {
+            return;
+        };
+        let i = second as usize;
+        while s.len() <= i {
+            s.push(Second::new());
+        }
+        let sec = &mut s[i];
+        match event {
+            Event::Offered => sec.offered += 1,
+            Event::Shed => sec.shed += 1,
+            Event::Ok => sec.ok += 1,
+            Event::Failed => sec.failed += 1,
+        }
+        if let Some(l) = latency {
+            let micros = u64::try_from(l.as_micros()).unwrap_or(u64::MAX).max(1);
+            let _ = sec.latency.record(micros.min(3_600_000_000));
+        }
+    }
+
+    /// Counts of one second so far: (offered, ok, failed, shed, p99 ms).
+    pub fn snapshot(&self, second: u64) -> Option<(u64, u64, u64, u64, f64)> {
+        let s = self.seconds.lock().ok()?;
+        let sec = s.get(second as usize)?;
+        Some((
+            sec.offered,
+            sec.ok,
+            sec.failed,
+            sec.shed,
+            sec.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        ))
+    }
+
+    pub fn rows(&self) -> Vec<Row> {
+        let Ok(s) = self.seconds.lock() else {
+            return Vec::new();
+        };
+        s.iter()
+            .enumerate()
+            .map(|(i, sec)| {
+                let h = &sec.latency;
+                let ms = |v: u64| v as f64 / 1000.0;
+                let empty = h.is_empty();
+                Row {
+                    second: i as u64,
+                    offered: sec.offered,
+                    ok: sec.ok,
+                    failed: sec.failed,
+                    shed: sec.shed,
+                    mean_ms: if empty { 0.0 } else { h.mean() / 1000.0 },
+                    p50_ms: if empty {
+                        0.0
+                    } else {
+                        ms(h.value_at_quantile(0.5))
+                    },
+                    p99_ms: if empty {
+                        0.0
+                    } else {
+                        ms(h.value_at_quantile(0.99))
+                    },
+                    max_ms: if empty { 0.0 } else { ms(h.max()) },
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeline_csv_round_trips_and_rejects_garbage() {
+        let t = Timeline::new(2);
+        t.record(0, Event::Offered, None);
+        t.record(0, Event::Ok, Some(Duration::from_millis(3)));
+        t.record(1, Event::Offered, None);
+        t.record(1, Event::Shed, None);
+        let csv: String = std::iter::once(CSV_HEADER.to_owned())
+            .chain(t.rows().iter().map(Row::to_csv))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let back = parse_timeline(&csv).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!((back[0].ok, back[1].shed), (1, 1));
+        assert!((back[0].p50_ms - 3.0).abs() < 0.1);
+        assert!(parse_timeline("nonsense\n1,2").is_err());
+        assert!(parse_timeline(&format!("{CSV_HEADER}\n1,2,3")).is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! The faults as nouns, shared by every platform. A scenario proves its fault
+//! took effect and proves it healed; database faults wait for a healthy cluster
+//! first and never overlap. A platform implements [`Faults`]: how each step is
+//! done where the topology lives.
+//!
+//! # Layout
+//! - this file: [`Faults`], the [`Knobs`], the [`Recorder`] that puts every
+//!   event on the load's clock, and [`run`], the scenarios in order.
+//! - [`pod_kill`], [`primary_kill`], [`partition`], [`drain`]: one fault family
+//!   each (the rollout is the platform's own: a restart means different things).
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use tokio::{sync::Mutex, time::Instant};
+
+use crate::scenario::{
+    events::{ChaosEvent, EventKind},
+    Scenario, ScenarioName, ScenarioPlan,
+};
+
+pub mod drain;
+pub mod partition;
+pub mod pod_kill;
+pub mod primary_kill;
+
+/// Knobs of the faults (`POD_KILL_INTERVAL_SECONDS`, …).
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    pub pod_kill_interval: Duration,
+    pub partition_burst: Duration,
+    pub partition_every: Duration,
+    pub min_ready: Duration,
+    pub drain_hold: Duration,
+}
+
+/// A knob that is not a positive number of seconds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KnobError(String);
+
+impl Knobs {
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, KnobError> {
+        let secs = |k: &str, d: u64| -> Result<Duration, KnobError> {
+            match var(k) {
+                None => Ok(Duration::from_secs(d)),
+                Some(v) => match v.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+                    _ => Err(KnobError(format!(
+                        "{k}={v:?} is not a positive whole number of seconds"
+                    ))),
+                },
+            }
+        };
+        Ok(Self {
+            pod_kill_interval: secs("POD_KILL_INTERVAL_SECONDS", 45)?,
+            partition_burst: secs("PARTITION_BURST_SECONDS", 20)?,
+            partition_every: secs("PARTITION_EVERY_SECONDS", 60)?,
+            min_ready: secs("MIN_READY_SECONDS", 5)?,
+            drain_hold: secs("DRAIN_HOLD_SECONDS", 15)?,
+        })
+    }
+}
+
+/// Records chaos events on the load's clock.
+#[derive(Clone)]
+pub struct Recorder {
+    start: Instant,
+    events: Arc<Mutex<Vec<ChaosEvent>>>,
+}
+
+impl Recorder {
+    pub fn new(start: Instant) -> Self {
+        Self {
+            start,
+            events: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    async fn record(&self, scenario: Option<&ScenarioName>, kind: EventKind, text: String) {
+        let e = ChaosEvent {
+            at_seconds: self.start.elapsed().as_secs_f64(),
+            scenario: scenario.cloned(),
+            kind,
+            text,
+        };
+        eprintln!(
+            "chaos t={:>7.2}s {:<22} {}",
+            e.at_seconds,
+            e.scenario.as_ref().map_or("harness", ScenarioName::as_str),
+            e.text
+        );
+        self.events.lock().await.push(e);
+    }
+
+    pub async fn start(&self, scenario: &ScenarioName) {
+        self.record(Some(scenario), EventKind::Start, "start".into())
+            .await;
+    }
+    pub async fn end(&self, scenario: &ScenarioName) {
+        self.record(Some(scenario), EventKind::End, "end".into())
+            .await;
+    }
+    /// A fault took effect.
+    pub async fn fault(&self, scenario: &ScenarioName, text: impl Into<String>) {
+        self.record(Some(scenario), EventKind::Fault, text.into())
+            .await;
+    }
+    /// A fault healed, as the topology shows.
+    pub async fn heal(&self, scenario: &ScenarioName, text: impl Into<String>) {
+        self.record(Some(scenario), EventKind::Heal, text.into())
+            .await;
+    }
+    pub async fn note(&self, scenario: &ScenarioName, text: impl Into<String>) {
+        self.record(Some(scenario), EventKind::Note, text.into())
+            .await;
+    }
+    /// Something about the run itself rather than a scenario.
+    pub async fn harness(&self, text: impl Into<String>) {
+        self.record(None, EventKind::Note, text.into()).await;
+    }
+
+    pub async fn events(&self) -> Vec<ChaosEvent> {
+        self.events.lock().await.clone()
+    }
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+    /// The instant `offset` into the load window.
+    pub fn at(&self, offset: Duration) -> Instant {
+        self.start + offset
+    }
+}
+
+/// A killed vfps replica, to wait for its replacement.
+#[derive(Debug, Clone)]
+pub struct Victim {
+    /// Pod (or local replica) name, for the timeline.
+    pub name: String,
+    /// Platform-specific identity of the killed incarnation.
+    pub incarnation: String,
+}
+
+/// A database instance and its incarnation (a restarted instance keeps its name
+/// and changes its incarnation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    pub incarnation: String,
+}
+
+/// What a platform provides to the shared scenarios. A method that applies a
+/// fault returns once the fault is observed in effect, or fails.
+#[allow(async_fn_in_trait)] // used through generics inside this crate only
+pub trait Faults: Sync {
+    /// Every database instance up and replicating synchronously, one primary.
+    async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()>;
+    /// Every vfps replica ready.
+    async fn wait_replicas_ready(&self, timeout: Duration) -> anyhow::Result<()>;
+    /// How long healing may take here (a killed replica, a failover, a rejoin).
+    fn heal_timeout(&self) -> Duration;
+
+    /// The pod-kill scenario begins (e.g. a Chaos Mesh Schedule is applied).
+    async fn pod_kill_begin(&self, interval: Duration) -> anyhow::Result<()>;
+    /// Whether the platform paces kills itself (a schedule) rather than the scenario.
+    fn paces_pod_kills(&self) -> bool;
+    /// The next replica kill — done here, or observed when the platform paces
+    /// them; `None` when no kill happened before `until`.
+    async fn pod_kill_next(&self, round: usize, until: Instant) -> anyhow::Result<Option<Victim>>;
+    /// Waits until the killed replica is replaced and every replica is ready.
+    async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()>;
+    /// The pod-kill scenario ends; no further kill may happen after this returns.
+    async fn pod_kill_end(&self) -> anyhow::Result<()>;
+
+    /// The database primary now, if one is elected.
+    async fn primary(&self) -> anyhow::Result<Option<Instance>>;
+    async fn kill_primary(&self, primary: &Instance) -> anyhow::Result<()>;
+    /// After the promotion: bring the killed instance back (where nobody else does).
+    async fn restore_instance(&self, instance: &Instance) -> anyhow::Result<()>;
+
+    /// Cuts every vfps replica off the database; returns once the cut is in effect.
+    async fn partition(&self, burst: Duration) -> anyhow::Result<()>;
+    /// Removes the cut; returns once it is gone.
+    async fn heal_partition(&self) -> anyhow::Result<()>;
+
+    /// Restarts every replica, one at a time, never below full capacity for long.
+    async fn rollout(
+        &self,
+        knobs: &Knobs,
+        rec: &Recorder,
+        scenario: &ScenarioName,
+    ) -> anyhow::Result<()>;
+
+    /// A node to drain that does not hold the database primary (a drain must not
+    /// also be a failover), refused when the disruption budget is spent.
+    async fn drain_target(&self) -> anyhow::Result<String>;
+    /// Evicts everything from the node (respecting disruption budgets).
+    async fn drain(&self, node: &str) -> anyhow::Result<()>;
+    /// Returns the node to service.
+    async fn uncordon(&self, node: &str) -> anyhow::Result<()>;
+}
+
+/// What the scenarios did, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub failovers: u32,
+    pub replica_kills: u32,
+    pub partitions: u32,
+}
+
+/// Runs every planned scenario in order, each in its own window.
+pub async fn run<F: Faults>(
+    f: &F,
+    plan: &ScenarioPlan,
+    knobs: &Knobs,
+    rec: &Recorder,
+) -> anyhow::Result<Tally> {
+    let mut tally = Tally::default();
+    let mut window_end = Duration::ZERO;
+    for s in &plan.scenarios {
+        window_end += Duration::from_secs(s.duration_seconds);
+        let until = rec.at(window_end);
+        rec.start(&s.name).await;
+        let result = match s.scenario {
+            Scenario::Baseline => Ok(()),
+            Scenario::VfpsPodKill => pod_kill::run(f, &s.name, knobs, rec, until)
+                .await
+                .map(|n| tally.replica_kills += n),
+            Scenario::DbPrimaryKill => primary_kill::run(f, &s.name, rec, until)
+                .await
+                .map(|n| tally.failovers += n),
+            Scenario::DbNetworkPartition => partition::run(f, &s.name, knobs, rec, until)
+                .await
+                .map(|n| tally.partitions += n),
+            Scenario::Rollout => f.rollout(knobs, rec, &s.name).await,
+            Scenario::Drain => drain::run(f, &s.name, knobs, rec).await,
+        };
+        if let Err(e) = &result {
+            rec.note(&s.name, format!("error: {e:#}")).await;
+        }
+        result.with_context(|| format!("scenario {}", s.name))?;
+        // A scenario may end exactly at its window's end; past that is an overrun.
+        if Instant::now() > until + Duration::from_millis(500) {
+            rec.note(&s.name, "overran its window").await;
+        }
+        tokio::time::sleep_until(until).await;
+        rec.end(&s.name).await;
+    }
+    Ok(tally)
+}

@@ -1,0 +1,330 @@
+//! Faults on Kubernetes: the Chaos Mesh objects (a pod-kill Schedule, a
+//! one-shot PodChaos on the primary, a NetworkChaos partition burst made from the
+//! partition Schedule's template), `kubectl rollout restart` and `kubectl drain`,
+//! each proven applied and healed by the cluster's state.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use anyhow::{bail, Context};
+use tokio::time::Instant;
+
+use super::{Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
+use crate::{
+    nemesis::{Faults, Instance, Knobs, Recorder, Victim},
+    platform::net::wait_every,
+    scenario::ScenarioName,
+};
+
+/// The one-shot partition the driver applies per burst (from the Schedule's template).
+pub(crate) const PARTITION_BURST: &str = "db-network-partition-burst";
+
+/// Fills `${NAME}` placeholders from `var`; a placeholder without a value is an
+/// error naming it (a manifest is never applied half-rendered).
+pub fn render(template: &str, var: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("unterminated placeholder in {:?}", &rest[at..]))?;
+        let name = &after[..end];
+        let value = var(name).ok_or_else(|| format!("no value for ${{{name}}}"))?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The pod-kill Schedule with its interval set (`@every <n>s`).
+pub fn pod_kill_schedule(asset: &str, interval: Duration) -> Result<String, String> {
+    let line = asset
+        .lines()
+        .find(|l| l.trim_start().starts_with("schedule:"))
+        .ok_or("the pod-kill asset has no schedule")?;
+    let indent = &line[..line.len() - line.trim_start().len()];
+    Ok(asset.replacen(
+        line,
+        &format!("{indent}schedule: \"@every {}s\"", interval.as_secs()),
+        1,
+    ))
+}
+
+/// One partition burst as a one-shot NetworkChaos, made from the partition
+/// Schedule's `networkChaos` template (one definition of who is cut off from
+/// whom). The driver applies it only on a healthy cluster and deletes it after
+/// the burst; its own `duration` (burst + 30 s) heals it should the driver die.
+pub fn partition_burst(schedule: &str, burst: Duration) -> Result<String, String> {
+    let mut lines = schedule.lines();
+    let namespace = schedule
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("namespace:"))
+        .map(str::trim)
+        .ok_or("the partition Schedule has no namespace")?;
+    lines
+        .by_ref()
+        .find(|l| l.trim_end() == "  networkChaos:")
+        .ok_or("the partition Schedule has no spec.networkChaos template")?;
+    let mut spec = String::new();
+    for l in lines {
+        if !l.trim().is_empty() && !l.starts_with("    ") {
+            break;
+        }
+        let l = l.strip_prefix("  ").unwrap_or(l);
+        if l.trim_start().starts_with("duration:") {
+            spec.push_str(&format!("  duration: {}s\n", burst.as_secs() + 30));
+        } else {
+            spec.push_str(l);
+            spec.push('\n');
+        }
+    }
+    if !spec.contains("action: partition") {
+        return Err("the partition Schedule's template is not a partition".into());
+    }
+    Ok(format!(
+        "apiVersion: chaos-mesh.org/v1alpha1\nkind: NetworkChaos\nmetadata:\n  name: {PARTITION_BURST}\n  namespace: {namespace}\nspec:\n{spec}"
+    ))
+}
+
+impl<R: Runner> Kube<R> {
+    fn partition_manifest(&self, burst: Duration) -> anyhow::Result<String> {
+        partition_burst(&self.asset("chaos/db-network-partition.yaml")?, burst)
+            .map_err(anyhow::Error::msg)
+    }
+
+    async fn chaos_condition(&self, kind: &str, name: &str, condition: &str) -> bool {
+        self.get_json(&[kind, name, "-n", NAMESPACE])
+            .await
+            .is_ok_and(|o| {
+                o["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == condition && c["status"] == "True")
+                })
+            })
+    }
+
+    /// Removes every chaos object the scenarios may have left, and any
+    /// partition: tries them all, then reports the first failure.
+    pub async fn cleanup_chaos(&self) -> anyhow::Result<()> {
+        let mut results = Vec::new();
+        for asset in [
+            "chaos/vfps-pod-kill.yaml",
+            "chaos/cnpg-primary-kill.yaml",
+            "chaos/db-network-partition.yaml",
+        ] {
+            results.push(match self.asset(asset) {
+                Ok(manifest) => self.delete(&manifest).await,
+                Err(e) => Err(e),
+            });
+        }
+        results.push(Faults::heal_partition(self).await);
+        results.into_iter().collect()
+    }
+}
+
+impl<R: Runner> Faults for Kube<R> {
+    async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {
+        Kube::wait_db_healthy(self, timeout).await
+    }
+
+    async fn wait_replicas_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        Kube::wait_replicas_ready(self, timeout).await
+    }
+
+    fn heal_timeout(&self) -> Duration {
+        self.heal_timeout
+    }
+
+    /// Applies the Schedule (its interval set to the knob) once every replica is ready.
+    async fn pod_kill_begin(&self, interval: Duration) -> anyhow::Result<()> {
+        Kube::wait_replicas_ready(self, self.heal_timeout).await?;
+        self.remember_pods().await?;
+        let manifest = pod_kill_schedule(&self.asset("chaos/vfps-pod-kill.yaml")?, interval)
+            .map_err(anyhow::Error::msg)?;
+        self.apply(&manifest).await
+    }
+
+    fn paces_pod_kills(&self) -> bool {
+        true
+    }
+
+    /// Observes the Schedule's next kill: a known pod gone or terminating.
+    async fn pod_kill_next(&self, _round: usize, until: Instant) -> anyhow::Result<Option<Victim>> {
+        loop {
+            let known = self.known.lock().await.clone();
+            let now = self.vfps_pods().await?;
+            let victim = known
+                .iter()
+                .find(|k| !now.iter().any(|p| p.uid == k.uid && !p.terminating));
+            if let Some(v) = victim {
+                return Ok(Some(Victim {
+                    name: format!("pod {} on {}", v.name, v.node),
+                    incarnation: v.uid.clone(),
+                }));
+            }
+            if Instant::now() + self.poll >= until {
+                return Ok(None);
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+    }
+
+    async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()> {
+        wait_every(
+            "the killed pod replaced and every replica ready",
+            self.heal_timeout,
+            self.poll,
+            || async {
+                self.replicas_ready().await
+                    && self
+                        .vfps_pods()
+                        .await
+                        .is_ok_and(|p| p.iter().all(|p| p.uid != victim.incarnation))
+            },
+        )
+        .await?;
+        self.remember_pods().await
+    }
+
+    /// Deletes the Schedule; a kill it did just before heals before this returns.
+    async fn pod_kill_end(&self) -> anyhow::Result<()> {
+        let manifest = self.asset("chaos/vfps-pod-kill.yaml")?;
+        self.delete(&manifest).await?;
+        Kube::wait_replicas_ready(self, self.heal_timeout).await
+    }
+
+    async fn primary(&self) -> anyhow::Result<Option<Instance>> {
+        Ok(self.primary_pod().await?.map(|p| Instance {
+            name: p.name,
+            incarnation: p.uid,
+        }))
+    }
+
+    /// The one-shot PodChaos, applied afresh (a previous one is deleted first).
+    async fn kill_primary(&self, _primary: &Instance) -> anyhow::Result<()> {
+        let manifest = self.asset("chaos/cnpg-primary-kill.yaml")?;
+        self.delete(&manifest).await?;
+        self.apply(&manifest).await
+    }
+
+    /// The operator re-creates the killed instance; only the spent PodChaos goes.
+    async fn restore_instance(&self, _instance: &Instance) -> anyhow::Result<()> {
+        self.delete(&self.asset("chaos/cnpg-primary-kill.yaml")?)
+            .await
+    }
+
+    async fn partition(&self, burst: Duration) -> anyhow::Result<()> {
+        self.apply(&self.partition_manifest(burst)?).await?;
+        wait_every(
+            "Chaos Mesh to report the partition injected (AllInjected)",
+            Duration::from_secs(60),
+            self.poll,
+            || self.chaos_condition("networkchaos", PARTITION_BURST, "AllInjected"),
+        )
+        .await
+    }
+
+    /// Deleting the NetworkChaos recovers it (Chaos Mesh's finalizer); gone = healed.
+    async fn heal_partition(&self) -> anyhow::Result<()> {
+        self.delete(&self.partition_manifest(Duration::ZERO)?)
+            .await?;
+        wait_every(
+            "the partition to be recovered and gone",
+            Duration::from_secs(120),
+            self.poll,
+            || async {
+                self.kubectl(&[
+                    "get",
+                    "networkchaos",
+                    PARTITION_BURST,
+                    "-n",
+                    NAMESPACE,
+                    "--ignore-not-found",
+                    "-o",
+                    "name",
+                ])
+                .await
+                .is_ok_and(|o| o.trim().is_empty())
+            },
+        )
+        .await
+    }
+
+    /// `kubectl rollout restart`; the chart's update strategy (maxUnavailable 0,
+    /// maxSurge 1, minReadySeconds) paces it.
+    async fn rollout(
+        &self,
+        _knobs: &Knobs,
+        rec: &Recorder,
+        scenario: &ScenarioName,
+    ) -> anyhow::Result<()> {
+        let deployment = format!("deployment/{DEPLOYMENT}");
+        self.kubectl(&["rollout", "restart", &deployment, "-n", NAMESPACE])
+            .await?;
+        rec.fault(scenario, format!("restarted {deployment}")).await;
+        let timeout = format!("{}s", self.heal_timeout.as_secs());
+        self.kubectl(&[
+            "rollout",
+            "status",
+            &deployment,
+            "-n",
+            NAMESPACE,
+            &format!("--timeout={timeout}"),
+        ])
+        .await?;
+        Kube::wait_replicas_ready(self, self.heal_timeout).await?;
+        rec.heal(scenario, "rollout complete, every replica ready")
+            .await;
+        Ok(())
+    }
+
+    /// A worker running vfps but not the database primary; refused while the
+    /// database is not fully healthy.
+    async fn drain_target(&self) -> anyhow::Result<String> {
+        let status = self.cnpg_status().await?;
+        if !status.healthy() {
+            bail!(
+                "disruption budget exhausted: {} of {} database instances ready; refusing to drain",
+                status.ready,
+                status.instances
+            );
+        }
+        let primary_node = self
+            .primary_pod()
+            .await?
+            .context("no pod is labelled as the database primary")?
+            .node;
+        let nodes: BTreeSet<String> = self
+            .vfps_pods()
+            .await?
+            .into_iter()
+            .map(|p| p.node)
+            .filter(|n| !n.is_empty() && *n != primary_node)
+            .collect();
+        nodes
+            .into_iter()
+            .next()
+            .context("every node running vfps also runs the database primary")
+    }
+
+    async fn drain(&self, node: &str) -> anyhow::Result<()> {
+        self.kubectl(&[
+            "drain",
+            node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            &format!("--timeout={DRAIN_TIMEOUT}"),
+        ])
+        .await
+        .with_context(|| {
+            format!("drain did not finish within {DRAIN_TIMEOUT} (a PodDisruptionBudget or a stuck pod)")
+        })
+        .map(|_| ())
+    }
+
+    async fn uncordon(&self, node: &str) -> anyhow::Result<()> {
+        self.kubectl(&["uncordon", node]).await.map(|_| ())
+    }
+}

@@ -1,0 +1,179 @@
+//! `up` and `down` on Kubernetes: the kind cluster (3 zone-labelled workers),
+//! the images, CloudNativePG and Chaos Mesh, the database, vfps from its chart —
+//! to a steady state before any chaos — and the cluster's deletion.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::{driver::KindArgs, Kube, Runner, DEPLOYMENT, NAMESPACE};
+
+/// The vfps image under test.
+pub const IMAGE: &str = "ghcr.io/miracum/vfps";
+/// The load generator's image.
+pub const STRESS_TEST_IMAGE: &str = "ghcr.io/miracum/vfps/stress-test";
+
+/// Reads the inotify limits kind needs for a 4-node cluster; the message says how
+/// to fix them.
+pub fn inotify_problem(instances: u64, watches: u64) -> Option<String> {
+    (instances < 512 || watches < 524_288).then(|| {
+        format!(
+            "inotify limits too low for a 4-node kind cluster (fs.inotify.max_user_instances={instances}, \
+             fs.inotify.max_user_watches={watches}); fix: sudo sysctl -w fs.inotify.max_user_instances=512 \
+             fs.inotify.max_user_watches=524288"
+        )
+    })
+}
+
+fn read_limit(name: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/sys/fs/inotify/{name}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// This machine's inotify limits (instances, watches).
+pub fn inotify_limits() -> Option<(u64, u64)> {
+    // Where there is no /proc/sys/fs/inotify (not Linux: Docker Desktop runs kind
+    // in its own VM), there is nothing to check here.
+    Some((
+        read_limit("max_user_instances")?,
+        read_limit("max_user_watches")?,
+    ))
+}
+
+/// `up`: the cluster, the operators, the images, the database, vfps — to a
+/// steady state (3 ready instances, a completed rollout) before any chaos.
+pub async fn up<R: Runner>(
+    kube: &Kube<R>,
+    args: &KindArgs,
+    limits: Option<(u64, u64)>,
+) -> anyhow::Result<()> {
+    if let Some(problem) = limits.and_then(|(i, w)| inotify_problem(i, w)) {
+        bail!(problem);
+    }
+    let started = std::time::Instant::now();
+    let step = |what: &str| eprintln!("up: {what} ({:.0} s)", started.elapsed().as_secs_f64());
+    let config = args.assets.join("kind-config.yaml").display().to_string();
+    let existing = kube.run("kind", &["get", "clusters"]).await?;
+    if existing.lines().any(|l| l.trim() == args.cluster_name) {
+        step("the kind cluster exists; reusing it");
+    } else {
+        kube.run(
+            "kind",
+            &[
+                "create",
+                "cluster",
+                "--name",
+                &args.cluster_name,
+                "--config",
+                &config,
+                "--wait",
+                "120s",
+            ],
+        )
+        .await?;
+        step("kind cluster created (1 control-plane, 3 zone-labelled workers)");
+    }
+    let images = [
+        format!("{IMAGE}:{}", args.image_tag),
+        format!("{STRESS_TEST_IMAGE}:{}", args.stress_test_tag()),
+    ];
+    let mut load = vec!["load", "docker-image", "--name", &args.cluster_name];
+    load.extend(images.iter().map(String::as_str));
+    kube.run("kind", &load).await?;
+    step("images loaded");
+    for (name, url) in [
+        ("cnpg", "https://cloudnative-pg.github.io/charts"),
+        ("chaos-mesh", "https://charts.chaos-mesh.org"),
+    ] {
+        kube.run("helm", &["repo", "add", "--force-update", name, url])
+            .await?;
+    }
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "cnpg",
+            "cnpg/cloudnative-pg",
+            "-n",
+            "cnpg-system",
+            "--create-namespace",
+            "--wait",
+        ],
+    )
+    .await?;
+    step("CloudNativePG installed");
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "chaos-mesh",
+            "chaos-mesh/chaos-mesh",
+            "-n",
+            "chaos-mesh",
+            "--create-namespace",
+            "--wait",
+            "--set",
+            "dashboard.create=false",
+            "--set",
+            "chaosDaemon.runtime=containerd",
+            "--set",
+            "chaosDaemon.socketPath=/run/containerd/containerd.sock",
+        ],
+    )
+    .await?;
+    step("Chaos Mesh installed");
+    kube.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
+    ))
+    .await?;
+    kube.apply(&kube.asset("cnpg-cluster.yaml")?).await?;
+    kube.wait_db_healthy(Duration::from_secs(900)).await?;
+    step("CloudNativePG: 3 ready instances");
+    let values = args
+        .assets
+        .join("vfps-ha-values.yaml")
+        .display()
+        .to_string();
+    let chart = args.chart.display().to_string();
+    kube.run(
+        "helm",
+        &[
+            "upgrade",
+            "--install",
+            "vfps",
+            &chart,
+            "-n",
+            NAMESPACE,
+            "-f",
+            &values,
+            "--set",
+            &format!("image.tag={}", args.image_tag),
+            "--wait",
+            "--timeout",
+            "10m",
+        ],
+    )
+    .await?;
+    kube.kubectl(&[
+        "rollout",
+        "status",
+        &format!("deployment/{DEPLOYMENT}"),
+        "-n",
+        NAMESPACE,
+        "--timeout=300s",
+    ])
+    .await?;
+    kube.wait_replicas_ready(Duration::from_secs(300)).await?;
+    step("steady state: 3 ready database instances, vfps rolled out");
+    Ok(())
+}
+
+/// `down`: deletes the kind cluster.
+pub async fn down<R: Runner>(kube: &Kube<R>, args: &KindArgs) -> anyhow::Result<()> {
+    kube.run("kind", &["delete", "cluster", "--name", &args.cluster_name])
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,215 @@
+//! The load generator as a Kubernetes Job (the `stress-test` image running
+//! `vfps-chaos load`): its manifest with this run's settings, its log, whether it
+//! finished, and the wall-clock instant its load window began — the clock every
+//! chaos event is put on (kind nodes share this machine's clock).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+
+use super::{chaos::render, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE};
+use crate::{config::LoadConfig, report::markers, scenario::ScenarioPlan};
+
+/// Beyond load + settle: verification of every ledger entry, and slack.
+pub const JOB_DEADLINE_MARGIN_SECONDS: u64 = 900;
+
+/// The variables of `loadgen-job.yaml`: the load window is the plan's, the
+/// deadline is load + settle + margin.
+pub fn job_variables(
+    plan: &ScenarioPlan,
+    load: &LoadConfig,
+    stress_test_tag: &str,
+) -> Vec<(String, String)> {
+    let load_seconds = plan.load_seconds();
+    let deadline = load_seconds + load.verification.settle_seconds + JOB_DEADLINE_MARGIN_SECONDS;
+    [
+        ("STRESS_TEST_TAG", stress_test_tag.to_owned()),
+        ("LOADGEN_DEADLINE_SECONDS", deadline.to_string()),
+        ("RESILIENCE_LOAD_SECONDS", load_seconds.to_string()),
+        (
+            "RESILIENCE_RATE_PER_SECOND",
+            load.workload.rate_per_second.to_string(),
+        ),
+        (
+            "RESILIENCE_SETTLE_SECONDS",
+            load.verification.settle_seconds.to_string(),
+        ),
+        (
+            "RESILIENCE_CALL_DEADLINE_SECONDS",
+            load.workload.call_deadline_seconds.to_string(),
+        ),
+        (
+            "RESILIENCE_MAX_IN_FLIGHT",
+            load.workload.max_in_flight.to_string(),
+        ),
+        (
+            "RESILIENCE_MAX_OUTAGE_SECONDS",
+            load.limits.max_outage_seconds.to_string(),
+        ),
+        (
+            "RESILIENCE_MAX_UNAVAILABLE_SECONDS",
+            load.limits.max_unavailable_seconds.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+pub fn render_job(
+    template: &str,
+    plan: &ScenarioPlan,
+    load: &LoadConfig,
+    stress_test_tag: &str,
+) -> anyhow::Result<String> {
+    let vars = job_variables(plan, load, stress_test_tag);
+    render(template, |k| {
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    })
+    .map_err(|e| anyhow::anyhow!("loadgen-job.yaml: {e}"))
+}
+
+pub(crate) fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The Job's log, or an empty string when there is none (yet).
+pub(crate) async fn job_log<R: Runner>(kube: &Kube<R>) -> String {
+    kube.kubectl(&[
+        "logs",
+        &format!("job/{LOADGEN_JOB}"),
+        "-n",
+        LOADGEN_NAMESPACE,
+    ])
+    .await
+    .unwrap_or_default()
+}
+
+/// Whether the Job finished: `Some(true)` succeeded, `Some(false)` failed.
+pub(crate) async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Option<bool>> {
+    let out = kube
+        .kubectl(&[
+            "get",
+            "job",
+            LOADGEN_JOB,
+            "-n",
+            LOADGEN_NAMESPACE,
+            "-o",
+            "json",
+        ])
+        .await?;
+    let job: serde_json::Value = serde_json::from_str(&out).context("the Job is not JSON")?;
+    let conditions = job["status"]["conditions"].as_array().cloned();
+    let has = |t: &str| {
+        conditions
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == t && c["status"] == "True"))
+    };
+    Ok(if has("Complete") {
+        Some(true)
+    } else if has("Failed") {
+        Some(false)
+    } else {
+        None
+    })
+}
+
+/// Why the Job's pod is not running, as Kubernetes says it (e.g. `ImagePullBackOff`).
+async fn job_pod_state<R: Runner>(kube: &Kube<R>) -> String {
+    let Ok(out) = kube
+        .kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            LOADGEN_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/name=vfps-loadgen",
+            "-o",
+            "json",
+        ])
+        .await
+    else {
+        return "unknown".into();
+    };
+    let pods: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let states: Vec<String> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let waiting = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+            match waiting["reason"].as_str() {
+                Some(reason) => format!(
+                    "{reason}: {}",
+                    waiting["message"].as_str().unwrap_or_default()
+                ),
+                None => p["status"]["phase"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
+            }
+        })
+        .collect();
+    if states.is_empty() {
+        "no pod".into()
+    } else {
+        states.join("; ")
+    }
+}
+
+/// Waits for the Job's load window to begin; returns its wall-clock start.
+pub async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow::Result<f64> {
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        let log = job_log(kube).await;
+        if let Some(t) = markers::extract_load_start(&log) {
+            return Ok(t);
+        }
+        if job_finished(kube).await.ok().flatten().is_some() {
+            anyhow::bail!(
+                "the load generator ended before its load window began:\n{}",
+                tail(&log, 20)
+            );
+        }
+        if tokio::time::Instant::now() >= until {
+            anyhow::bail!(
+                "the load generator did not start its load window within {timeout:?} (its pod: {})",
+                job_pod_state(kube).await
+            );
+        }
+        tokio::time::sleep(kube.poll).await;
+    }
+}
+
+/// How often the load generator's progress is echoed while the driver waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Runs `work`, echoing the load generator's latest progress line (`load t=…`,
+/// `settle`, `verify …`) every [`PROGRESS_EVERY`]: the Job runs for many minutes.
+pub(crate) async fn with_progress<R: Runner, T>(
+    kube: &Kube<R>,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let progress = async {
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let log = job_log(kube).await;
+            if let Some(line) = log.lines().rev().find(|l| {
+                l.starts_with("load t=") || l.starts_with("settle") || l.starts_with("verify")
+            }) {
+                eprintln!("loadgen: {line}");
+            }
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        () = progress => unreachable!("the progress loop never ends"),
+    }
+}
+
+pub(crate) fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

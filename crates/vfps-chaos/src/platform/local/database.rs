@@ -1,0 +1,341 @@
+//! The database: etcd (Patroni's DCS) in the control plane, a Patroni member per
+//! zone running PostgreSQL in its pod, and the application's role, database and
+//! migrations.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+use super::{
+    connection_string, db_ip,
+    network::{pid_file, read_pid, write_pid},
+    Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
+};
+use crate::platform::net::{alive, cmd, http_get, signal, wait_for};
+
+/// One member of the Patroni cluster, from its REST API.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Member {
+    pub name: String,
+    pub role: String,
+    pub state: String,
+    #[serde(default)]
+    pub lag: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ClusterView {
+    members: Vec<Member>,
+}
+
+fn patroni_config(base: &Path, zone: &str) -> String {
+    let dir = base.join(format!("db-{zone}"));
+    let ip = db_ip(zone);
+    format!(
+        r#"scope: vfps
+name: db-{zone}
+restapi:
+  listen: {ip}:8008
+  connect_address: {ip}:8008
+etcd3:
+  hosts: {ETCD}
+bootstrap:
+  dcs:
+    ttl: 5
+    loop_wait: 1
+    retry_timeout: 2
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    synchronous_mode_strict: true
+    synchronous_node_count: 1
+    postgresql:
+      use_pg_rewind: true
+      use_slots: false
+      parameters:
+        wal_retrieve_retry_interval: 500ms
+        shared_buffers: 32MB
+        max_connections: 200
+        wal_log_hints: 'on'
+  initdb:
+    - encoding: UTF8
+    - locale: C
+    - auth: md5
+postgresql:
+  listen: {ip}:5432
+  connect_address: {ip}:5432
+  data_dir: {dir}/data
+  bin_dir: {bindir}
+  pgpass: {dir}/pgpass
+  authentication:
+    superuser: {{username: postgres, password: local-superuser}}
+    replication: {{username: replicator, password: local-replicator}}
+    rewind: {{username: rewinder, password: local-rewinder}}
+  parameters:
+    unix_socket_directories: '{dir}'
+    logging_collector: 'on'
+    log_directory: '{dir}/log'
+    log_filename: 'postgresql.log'
+  pg_hba:
+    - local all all trust
+    - host replication replicator 10.213.0.0/24 md5
+    - host all all 10.213.0.0/24 md5
+"#,
+        dir = dir.display(),
+        bindir = pg_bindir().display(),
+    )
+}
+
+pub(super) fn pg_bindir() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|es| {
+            es.flatten()
+                .map(|e| e.path().join("bin"))
+                .filter(|p| p.join("pg_ctl").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+        .pop()
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
+}
+
+/// Starts etcd in the control plane and waits until it is healthy.
+pub(super) async fn start_etcd(base: &Path) -> anyhow::Result<()> {
+    let etcd_log = std::fs::File::create(base.join("etcd.log"))?;
+    let etcd = tokio::process::Command::new("etcd")
+        .args([
+            "--name",
+            "cp",
+            "--data-dir",
+            &base.join("etcd").display().to_string(),
+        ])
+        .args([
+            "--listen-client-urls",
+            &format!("http://{ETCD}"),
+            "--advertise-client-urls",
+            &format!("http://{ETCD}"),
+        ])
+        // Peers on the bridge address too: an etcd the distribution may have
+        // started on localhost keeps its ports.
+        .args([
+            "--listen-peer-urls",
+            "http://10.213.0.1:2380",
+            "--initial-advertise-peer-urls",
+            "http://10.213.0.1:2380",
+        ])
+        .args([
+            "--initial-cluster",
+            "cp=http://10.213.0.1:2380",
+            "--heartbeat-interval",
+            "100",
+            "--election-timeout",
+            "1000",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(etcd_log.try_clone()?)
+        .stderr(etcd_log)
+        .spawn()
+        .context("cannot start etcd (apt-get install etcd-server)")?;
+    write_pid("etcd", etcd.id().unwrap_or_default())?;
+    wait_for("etcd", Duration::from_secs(20), || async {
+        http_get(ETCD, "/health", Duration::from_secs(1))
+            .await
+            .is_ok_and(|(s, b)| s == 200 && b.contains("true"))
+    })
+    .await?;
+    Ok(())
+}
+
+impl Local {
+    /// A Patroni member per zone, then a healthy cluster.
+    pub(super) async fn start_database(&self) -> anyhow::Result<()> {
+        let base = &self.opts.base;
+        for z in ZONES {
+            let dir = base.join(format!("db-{z}"));
+            std::fs::create_dir_all(dir.join("log"))?;
+            std::fs::write(dir.join("patroni.yml"), patroni_config(base, z))?;
+            cmd(
+                "chown",
+                &["-R", "postgres:postgres", &dir.display().to_string()],
+            )
+            .await?;
+            self.start_db(z).await?;
+        }
+        self.wait_db_healthy(Duration::from_secs(90)).await
+    }
+
+    /// The application role and database, then the migrations.
+    pub(super) async fn create_app_database(&self) -> anyhow::Result<()> {
+        let (base, opts) = (&self.opts.base, &self.opts);
+        // The application role and database (non-superuser owner), then the
+        // migrations "Job" — after the standbys stream, as strict sync requires.
+        let leader = self.leader().await?.context("no leader after bootstrap")?;
+        let zone = leader.name.trim_start_matches("db-").to_owned();
+        let socket = base.join(format!("db-{zone}")).display().to_string();
+        self.psql(
+            &socket,
+            &format!("CREATE ROLE vfps LOGIN PASSWORD '{APP_PASSWORD}'"),
+        )
+        .await?;
+        self.psql(&socket, "CREATE DATABASE vfps OWNER vfps")
+            .await?;
+        let out = tokio::process::Command::new(&opts.vfps_bin)
+            .args(["migrate", "--wait", "60s"])
+            .env("ConnectionStrings__PostgreSQL", connection_string())
+            .output()
+            .await?;
+        if !out.status.success() {
+            bail!(
+                "vfps migrate failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    async fn psql(&self, socket: &str, sql: &str) -> anyhow::Result<String> {
+        let bin = pg_bindir().join("psql").display().to_string();
+        let mut args = AS_POSTGRES[1..].to_vec();
+        args.extend([
+            bin.as_str(),
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-h",
+            socket,
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ]);
+        cmd(AS_POSTGRES[0], &args).await
+    }
+
+    /// Starts a database pod's Patroni (which starts PostgreSQL).
+    pub async fn start_db(&self, zone: &str) -> anyhow::Result<()> {
+        let dir = self.opts.base.join(format!("db-{zone}"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("patroni.log"))?;
+        // `ip netns exec` and `setpriv` exec, so the PID is Patroni's own.
+        let child = tokio::process::Command::new("ip")
+            .args(["netns", "exec", &format!("vfps-db-{zone}")])
+            .args(AS_POSTGRES)
+            .args(["patroni", &dir.join("patroni.yml").display().to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("cannot start patroni (apt-get install patroni)")?;
+        write_pid(&format!("patroni-{zone}"), child.id().unwrap_or_default())?;
+        // The child is reaped by a task; it is stopped by PID.
+        tokio::spawn(async move {
+            let mut child = child;
+            let _ = child.wait().await;
+        });
+        Ok(())
+    }
+
+    /// SIGKILLs a database pod: Patroni and the postmaster it does not parent.
+    /// Returns once both are gone.
+    pub async fn kill_db(&self, zone: &str) -> anyhow::Result<()> {
+        let patroni = read_pid(&pid_file(&format!("patroni-{zone}")));
+        let postmaster = read_pid(
+            &self
+                .opts
+                .base
+                .join(format!("db-{zone}/data/postmaster.pid")),
+        );
+        let pids: Vec<u32> = [patroni, postmaster]
+            .into_iter()
+            .flatten()
+            .filter(|p| alive(*p))
+            .collect();
+        if pids.is_empty() {
+            bail!("database pod {zone} has no running process to kill");
+        }
+        for pid in &pids {
+            signal(*pid, "KILL").await?;
+        }
+        wait_for(
+            &format!("database pod {zone} to die"),
+            Duration::from_secs(10),
+            || async { pids.iter().all(|p| !alive(*p)) },
+        )
+        .await
+    }
+
+    /// The cluster as Patroni's REST API reports it (any reachable member).
+    pub async fn members(&self) -> anyhow::Result<Vec<Member>> {
+        let mut last = None;
+        for z in ZONES {
+            match http_get(
+                &format!("{}:8008", db_ip(z)),
+                "/cluster",
+                Duration::from_millis(800),
+            )
+            .await
+            {
+                Ok((200, body)) => return Ok(serde_json::from_str::<ClusterView>(&body)?.members),
+                Ok((status, _)) => last = Some(anyhow::anyhow!("HTTP {status}")),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no Patroni member answered")))
+    }
+
+    pub async fn leader(&self) -> anyhow::Result<Option<Member>> {
+        Ok(self
+            .members()
+            .await?
+            .into_iter()
+            .find(|m| m.role == "leader" && m.state == "running"))
+    }
+
+    /// Healthy: three members, one running leader, a streaming synchronous standby,
+    /// and the third streaming too.
+    /// Every member must answer its own REST API: the cluster view in etcd keeps
+    /// a dead member until its TTL expires.
+    pub async fn db_healthy(&self) -> bool {
+        for z in ZONES {
+            let live = http_get(
+                &format!("{}:8008", db_ip(z)),
+                "/liveness",
+                Duration::from_millis(800),
+            )
+            .await;
+            if !live.is_ok_and(|(s, _)| s == 200) {
+                return false;
+            }
+        }
+        let Ok(m) = self.members().await else {
+            return false;
+        };
+        let running = |m: &Member| m.state == "running" || m.state == "streaming";
+        m.len() == 3
+            && m.iter()
+                .filter(|x| x.role == "leader" && x.state == "running")
+                .count()
+                == 1
+            && m.iter().any(|x| x.role == "sync_standby" && running(x))
+            && m.iter().all(running)
+    }
+
+    pub async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {
+        wait_for(
+            "a healthy database cluster (leader, sync standby, replica)",
+            timeout,
+            || self.db_healthy(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,166 @@
+//! `vfps-chaos local …`: the driver steps on this machine. The generator runs in
+//! this process, so the chaos shares its clock.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{bail, Context};
+
+use super::{grpc_endpoints, require_root, Local, Options};
+use crate::{
+    config::LoadConfig,
+    driver::{artifacts, Driver},
+    nemesis::{self, Knobs, Recorder},
+    report::Summary,
+    run,
+    scenario::ScenarioPlan,
+};
+
+/// Settings of a local run beyond the load's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalArgs {
+    /// Where the topology's state lives (recreated by `up`, removed by `down`).
+    #[arg(long, env = "VFPS_CHAOS_BASE", default_value = "/tmp/vfps-chaos-local")]
+    pub base: PathBuf,
+    /// The vfps binary (default: next to this one).
+    #[arg(long, env = "VFPS_BIN")]
+    pub vfps_bin: Option<PathBuf>,
+}
+
+/// The local platform's driver.
+pub struct LocalDriver {
+    options: Options,
+}
+
+impl LocalDriver {
+    pub fn new(args: &LocalArgs) -> Self {
+        let vfps_bin = args.vfps_bin.clone().unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.join("vfps")))
+                .unwrap_or_else(|| PathBuf::from("vfps"))
+        });
+        Self {
+            options: Options {
+                base: args.base.clone(),
+                vfps_bin,
+                restart_backoff: Duration::from_secs(1),
+                grace_period: Duration::from_secs(15),
+            },
+        }
+    }
+
+    /// The topology as files and processes, whether or not it is all running.
+    fn topology(&self) -> Local {
+        Local {
+            opts: self.options.clone(),
+        }
+    }
+
+    fn steady_state_file(&self) -> PathBuf {
+        self.options.base.join("steady-state-seconds.txt")
+    }
+}
+
+/// The load settings of a local run: the local endpoints and the plan's window.
+fn load_config(load: &LoadConfig, plan: &ScenarioPlan) -> LoadConfig {
+    let mut cfg = load.clone();
+    cfg.service.address = grpc_endpoints();
+    cfg.workload.load_seconds = plan.load_seconds();
+    cfg
+}
+
+impl Driver for LocalDriver {
+    async fn up(&self) -> anyhow::Result<()> {
+        require_root()?;
+        if !self.options.vfps_bin.exists() {
+            bail!(
+                "vfps binary {} not found (build it, or set VFPS_BIN)",
+                self.options.vfps_bin.display()
+            );
+        }
+        let started = std::time::Instant::now();
+        Local::up(self.options.clone(), &|e| {
+            eprintln!("up: {e} ({:.1} s)", started.elapsed().as_secs_f64())
+        })
+        .await?;
+        let steady = started.elapsed().as_secs_f64();
+        eprintln!("steady state after {steady:.1} s");
+        let file = self.steady_state_file();
+        std::fs::write(&file, format!("{steady:.1}\n"))
+            .with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    async fn scenarios(
+        &self,
+        plan: &ScenarioPlan,
+        knobs: &Knobs,
+        load: &LoadConfig,
+    ) -> anyhow::Result<bool> {
+        let local = Local::attach(self.options.clone())?;
+        let cfg = load_config(load, plan);
+        let dir = cfg.dir().to_owned();
+        artifacts::write_plan(&dir, plan)?;
+        if let Ok(steady) = std::fs::read_to_string(self.steady_state_file()) {
+            crate::report::write_file(&dir, "steady-state-seconds.txt", steady)?;
+        }
+        eprintln!(
+            "{} scenarios: load window {} s (sum of durations + {} s margin)",
+            plan.scenarios.len(),
+            cfg.workload.load_seconds,
+            plan.margin_seconds
+        );
+        local.wait_steady(Duration::from_secs(60)).await?;
+        local.snapshot_cluster(&dir, "before").await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let load_run = run::under_chaos(&cfg, true, Some(tx));
+        let chaos = async {
+            let Ok(start) = rx.await else {
+                return (
+                    Err(anyhow::anyhow!("the load never started")),
+                    Vec::new(),
+                    0.0,
+                );
+            };
+            let rec = Recorder::new(start);
+            let r = nemesis::run(&local, plan, knobs, &rec).await;
+            let finished = rec.elapsed().as_secs_f64();
+            (r, rec.events().await, finished)
+        };
+        let (summary, (chaos_result, events, finished)) = tokio::join!(load_run, chaos);
+        // A partition must never outlive the run.
+        if local.partitioned().await {
+            local.heal_partition().await?;
+        }
+        artifacts::write_chaos(&dir, &events, &chaos_result, finished)?;
+        // A scenario that failed is a finding, not a harness failure: chaos.json
+        // has it, and `collect` fails the run on it.
+        let summary = summary?;
+        artifacts::write_load_summary(&dir, &summary)?;
+        Ok(summary.passed)
+    }
+
+    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Summary> {
+        let dir = load_config(load, plan).dir().to_owned();
+        if let Ok(local) = Local::attach(self.options.clone()) {
+            local.snapshot_cluster(&dir, "after").await?;
+            local.collect_logs(&dir)?;
+        }
+        artifacts::read_load_summary(&dir)
+    }
+
+    async fn capture_state(&self, dir: &std::path::Path) {
+        let local = self.topology();
+        if let Err(e) = local.snapshot_cluster(dir, "failed-up").await {
+            eprintln!("capture: {e:#}");
+        }
+        if let Err(e) = local.collect_logs(dir) {
+            eprintln!("capture: {e:#}");
+        }
+    }
+
+    async fn down(&self) -> anyhow::Result<()> {
+        require_root()?;
+        super::down(&self.options.base).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,156 @@
+//! The local platform: the HA topology of DESIGN §1 on one Linux machine.
+//!
+//! Pods are network namespaces on a bridge, nodes are zones a, b, c: each zone has
+//! a database pod (`vfps-db-<z>`: Patroni + PostgreSQL) and a vfps pod
+//! (`vfps-app-<z>`). The control plane (etcd, the generator, this driver) stays in
+//! the root namespace on the bridge address. Addresses are in 10.213.0.0/24, used
+//! only inside these namespaces. Every process started is recorded by PID, so
+//! `down` works after a crash.
+//!
+//! # Layout
+//! - this file: addresses, [`Options`], [`Local`] and its `up`.
+//! - [`network`]: pods as network namespaces on a bridge, the PID registry,
+//!   `down`.
+//! - [`database`]: etcd, Patroni and PostgreSQL, the application database.
+//! - [`replicas`]: the vfps replicas and their supervisor (the local ReplicaSet).
+//! - [`faults`]: the partition, and the shared scenarios' faults on this platform.
+//! - [`evidence`]: the HA manager's view and every log, into the run directory.
+//! - [`driver`]: `vfps-chaos local …`, the driver steps.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::bail;
+
+use super::net::cmd;
+
+pub mod database;
+pub mod driver;
+pub mod evidence;
+pub mod faults;
+pub mod network;
+pub mod replicas;
+
+pub use network::down;
+
+pub const ZONES: [&str; 3] = ["a", "b", "c"];
+pub(crate) const BRIDGE: &str = "vfpsbr0";
+pub(crate) const CONTROL_PLANE: &str = "10.213.0.1";
+pub(crate) const ETCD: &str = "10.213.0.1:2379";
+pub(crate) const APP_PASSWORD: &str = "vfps-local-password";
+/// Runs the rest of a command line as `postgres` (PostgreSQL refuses root); it
+/// execs, so the process keeps its PID.
+pub(crate) const AS_POSTGRES: [&str; 6] = [
+    "setpriv",
+    "--reuid",
+    "postgres",
+    "--regid",
+    "postgres",
+    "--init-groups",
+];
+
+pub fn db_ip(zone: &str) -> String {
+    format!("10.213.0.1{}", zone_index(zone) + 1)
+}
+pub fn app_ip(zone: &str) -> String {
+    format!("10.213.0.2{}", zone_index(zone) + 1)
+}
+fn zone_index(zone: &str) -> usize {
+    ZONES.iter().position(|z| *z == zone).unwrap_or(0)
+}
+
+/// The gRPC endpoints of the three replicas (the local headless Service).
+pub fn grpc_endpoints() -> String {
+    ZONES
+        .map(|z| format!("http://{}:8081", app_ip(z)))
+        .join(",")
+}
+
+/// The `-rw` Service: every database host, read-write sessions only, and timeouts
+/// short enough that a blackholed host costs well under a second per attempt.
+pub fn connection_string() -> String {
+    let hosts = ZONES.map(db_ip).join(",");
+    format!(
+        "Host={hosts};Port=5432;Database=vfps;Username=vfps;Password={APP_PASSWORD};\
+         Target Session Attributes=read-write;Timeout=0.5;Command Timeout=10;Keepalive=2;Maximum Pool Size=20"
+    )
+}
+
+/// Tunables of the topology.
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub base: PathBuf,
+    pub vfps_bin: PathBuf,
+    /// Time a killed replica stays down before the supervisor restarts it.
+    pub restart_backoff: Duration,
+    /// Graceful stop: SIGTERM, then this long before SIGKILL.
+    pub grace_period: Duration,
+}
+
+/// The running topology. All state lives in processes and files under the base
+/// directory, so `up`, `scenarios`, `collect` and `down` can be separate commands.
+pub struct Local {
+    pub opts: Options,
+}
+
+/// Requires root (namespaces, nftables, running PostgreSQL as `postgres`).
+pub fn require_root() -> anyhow::Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        bail!("the local platform needs root (network namespaces, nftables); run it with sudo");
+    }
+    Ok(())
+}
+
+impl Local {
+    /// Builds the topology to steady state: 3 database members (a leader, a
+    /// synchronous standby, a replica, all running) and 3 ready replicas. A
+    /// stale previous run is removed first. On failure, what was built is left
+    /// for the evidence and for `down`.
+    pub async fn up(opts: Options, events: &dyn Fn(&str)) -> anyhow::Result<Local> {
+        require_root()?;
+        down(&opts.base).await;
+        let base = &opts.base;
+        std::fs::create_dir_all(base)?;
+        cmd("chown", &["postgres:postgres", &base.display().to_string()]).await?;
+        network::create().await?;
+        events("network ready");
+        database::start_etcd(base).await?;
+        events("etcd healthy");
+        let local = Local { opts: opts.clone() };
+        local.start_database().await?;
+        events("database cluster healthy");
+        local.create_app_database().await?;
+        events("migrations applied");
+        local.start_replicas().await?;
+        events("3 replicas ready");
+        Ok(local)
+    }
+
+    /// Attaches to a topology a previous `up` left running.
+    pub fn attach(opts: Options) -> anyhow::Result<Local> {
+        require_root()?;
+        let etcd = network::read_pid(&network::pid_file("etcd"));
+        if !opts.base.exists() || !etcd.is_some_and(super::net::alive) {
+            bail!(
+                "no running local topology under {} (run `up` first)",
+                opts.base.display()
+            );
+        }
+        Ok(Local { opts })
+    }
+
+    /// Tears everything down.
+    pub async fn shutdown(&self) {
+        down(&self.opts.base).await;
+    }
+
+    /// Waits for the topology at steady state (before scenarios run on it).
+    pub async fn wait_steady(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_db_healthy(timeout).await?;
+        self.wait_replicas_ready(timeout).await
+    }
+}

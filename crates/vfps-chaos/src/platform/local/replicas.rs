@@ -1,0 +1,153 @@
+//! The vfps replicas: each runs in its pod under a supervisor (a shell loop, the
+//! local ReplicaSet) that restarts it after a back-off, at once after a
+//! requested restart, and not while its node is drained.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+
+use super::{app_ip, connection_string, network::write_pid, Local, ZONES};
+use crate::platform::net::{alive, cmd, http_get, signal, wait_for};
+
+impl Local {
+    /// A supervised replica per zone, then every replica ready.
+    pub(super) async fn start_replicas(&self) -> anyhow::Result<()> {
+        for z in ZONES {
+            self.supervise(z)?;
+        }
+        self.wait_replicas_ready(Duration::from_secs(60)).await
+    }
+
+    fn app_dir(&self, zone: &str) -> PathBuf {
+        self.opts.base.join(format!("app-{zone}"))
+    }
+
+    /// Starts the supervisor of a replica (the local ReplicaSet): a shell loop
+    /// that restarts vfps after a back-off, at once after a requested restart,
+    /// and not while the replica's node is drained (`paused` file).
+    fn supervise(&self, zone: &str) -> anyhow::Result<()> {
+        let dir = self.app_dir(zone);
+        std::fs::create_dir_all(&dir)?;
+        let script = format!(
+            r#"while :; do
+  if [ -e "{dir}/paused" ]; then sleep 0.2; continue; fi
+  echo start >> "{dir}/starts"
+  ip netns exec vfps-app-{zone} "{bin}" serve --listen-address 0.0.0.0 >> "{log}" 2>&1
+  if [ -e "{dir}/restart-now" ]; then rm -f "{dir}/restart-now"; else sleep {backoff}; fi
+done"#,
+            dir = dir.display(),
+            bin = self.opts.vfps_bin.display(),
+            log = self.opts.base.join(format!("vfps-{zone}.log")).display(),
+            backoff = self.opts.restart_backoff.as_secs_f64(),
+        );
+        let child = tokio::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("ConnectionStrings__PostgreSQL", connection_string())
+            .env("VFPS_SHUTDOWN_PRE_STOP_DELAY", "1s")
+            .env(
+                "VFPS_SHUTDOWN_TIMEOUT",
+                format!(
+                    "{}s",
+                    self.opts.grace_period.as_secs().saturating_sub(2).max(1)
+                ),
+            )
+            .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
+            .env("VFPS_LOG_JSON", "true")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        write_pid(
+            &format!("supervisor-{zone}"),
+            child.id().unwrap_or_default(),
+        )?;
+        Ok(())
+    }
+
+    /// The running vfps process of a replica (the only process in its pod).
+    pub async fn replica_pid(&self, zone: &str) -> Option<u32> {
+        let out = cmd("ip", &["netns", "pids", &format!("vfps-app-{zone}")])
+            .await
+            .ok()?;
+        out.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|p| {
+                alive(*p)
+                    && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "vfps")
+            })
+    }
+
+    /// How many times the supervisor has started the replica.
+    pub async fn replica_starts(&self, zone: &str) -> u32 {
+        std::fs::read_to_string(self.app_dir(zone).join("starts"))
+            .map_or(0, |s| s.lines().count() as u32)
+    }
+
+    pub async fn replica_ready(&self, zone: &str) -> bool {
+        http_get(
+            &format!("{}:8080", app_ip(zone)),
+            "/readyz",
+            Duration::from_millis(800),
+        )
+        .await
+        .is_ok_and(|(s, _)| s == 200)
+    }
+
+    pub async fn wait_replicas_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        wait_for("3 ready replicas", timeout, || async {
+            for z in ZONES {
+                if !self.replica_ready(z).await {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+    }
+
+    /// SIGKILLs a replica; the supervisor restarts it after its back-off.
+    pub async fn kill_replica(&self, zone: &str) -> anyhow::Result<u32> {
+        let pid = self
+            .replica_pid(zone)
+            .await
+            .with_context(|| format!("replica {zone} is not running"))?;
+        signal(pid, "KILL").await?;
+        wait_for(
+            &format!("replica {zone} to die"),
+            Duration::from_secs(5),
+            || async { !alive(pid) },
+        )
+        .await?;
+        Ok(pid)
+    }
+
+    /// Graceful stop: SIGTERM, wait for exit within the grace period, else SIGKILL.
+    /// With `keep_down` the supervisor leaves it stopped; otherwise it restarts at once.
+    pub async fn stop_replica(&self, zone: &str, keep_down: bool) -> anyhow::Result<()> {
+        let pid = self
+            .replica_pid(zone)
+            .await
+            .with_context(|| format!("replica {zone} is not running"))?;
+        let flag = if keep_down { "paused" } else { "restart-now" };
+        std::fs::write(self.app_dir(zone).join(flag), "")?;
+        signal(pid, "TERM").await?;
+        if wait_for("graceful exit", self.opts.grace_period, || async {
+            !alive(pid)
+        })
+        .await
+        .is_err()
+        {
+            tracing::warn!(
+                zone,
+                "replica did not exit within the grace period; killing it"
+            );
+            signal(pid, "KILL").await?;
+        }
+        Ok(())
+    }
+
+    pub async fn resume_replica(&self, zone: &str) {
+        let _ = std::fs::remove_file(self.app_dir(zone).join("paused"));
+    }
+}

@@ -1,0 +1,156 @@
+//! Reports: `summary.json`, `junit.xml`, `failures.txt`, the timeline CSV.
+//!
+//! # Layout
+//! - this file: the [`Summary`] and the files every run writes.
+//! - [`markers`]: results on stdout between markers, for a driver that reads
+//!   the load generator's log.
+//! - [`html`]: `report.html` and `timeline.png`.
+
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::{
+    checker::{Availability, Validity, Verdict},
+    history::{Row, CSV_HEADER},
+};
+
+pub mod html;
+pub mod markers;
+
+pub fn timeline_csv(rows: &[Row]) -> String {
+    let mut s = String::from(CSV_HEADER);
+    s.push('\n');
+    for r in rows {
+        s.push_str(&r.to_csv());
+        s.push('\n');
+    }
+    s
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub passed: bool,
+    pub seed: u64,
+    pub rate_per_second: u32,
+    pub availability: Availability,
+    pub verdicts: Vec<Verdict>,
+    pub failures_by_code: BTreeMap<String, u64>,
+    pub ledger_entries: usize,
+    pub ledger_indeterminate: usize,
+    pub max_dispatch_lag_ms: f64,
+    pub warnings: Vec<String>,
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+pub fn junit(verdicts: &[Verdict]) -> String {
+    let failures = verdicts
+        .iter()
+        .filter(|v| v.validity != Validity::Valid)
+        .count();
+    let mut s = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"vfps-resilience\" tests=\"{}\" failures=\"{failures}\">\n",
+        verdicts.len()
+    );
+    for v in verdicts {
+        s.push_str(&format!(
+            "  <testcase classname=\"vfps.resilience\" name=\"{}\">",
+            xml_escape(v.property.name())
+        ));
+        if v.validity != Validity::Valid {
+            let body = std::iter::once(v.summary.clone())
+                .chain(v.evidence.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("\n");
+            s.push_str(&format!(
+                "<failure message=\"{:?}: {}\">{}</failure>",
+                v.validity,
+                xml_escape(&v.summary),
+                xml_escape(&body)
+            ));
+        }
+        s.push_str("</testcase>\n");
+    }
+    s.push_str("</testsuite>\n</testsuites>\n");
+    s
+}
+
+/// The verdicts on stderr, with a few pieces of evidence each, then PASS or FAIL.
+pub fn print_verdicts(summary: &Summary) {
+    for v in &summary.verdicts {
+        eprintln!(
+            "{:<32} {:<8} {}",
+            v.property.name(),
+            format!("{:?}", v.validity).to_lowercase(),
+            v.summary
+        );
+        for e in v.evidence.iter().take(10) {
+            eprintln!("    {e}");
+        }
+    }
+    eprintln!("{}", if summary.passed { "PASS" } else { "FAIL" });
+}
+
+/// Writes a file of the run directory; a report that cannot be written is a
+/// harness failure, never silently missing.
+pub fn write_file(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes `load-timeline.csv`.
+pub fn write_timeline(dir: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    write_file(dir, "load-timeline.csv", timeline_csv(rows))
+}
+
+/// Writes `summary.json`, `junit.xml` and, when anything failed, `failures.txt`.
+pub fn write(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
+    write_file(dir, "summary.json", serde_json::to_string_pretty(summary)?)?;
+    write_file(dir, "junit.xml", junit(&summary.verdicts))?;
+    let failures: Vec<String> = summary
+        .verdicts
+        .iter()
+        .filter(|v| v.validity != Validity::Valid)
+        .map(|v| format!("{} {:?}: {}", v.property, v.validity, v.summary))
+        .collect();
+    let path = dir.join("failures.txt");
+    if failures.is_empty() {
+        if path.exists() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
+    } else {
+        write_file(dir, "failures.txt", failures.join("\n") + "\n")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::Property;
+
+    #[test]
+    fn junit_marks_invalid_and_unknown_as_failures() {
+        let v = |p: Property, validity| Verdict {
+            property: p,
+            validity,
+            summary: "s <x>".into(),
+            evidence: vec![],
+        };
+        let x = junit(&[
+            v(Property::PseudonymStability, Validity::Valid),
+            v(Property::ReverseLookup, Validity::Unknown),
+            v(Property::OneSubjectOnePseudonym, Validity::Invalid),
+        ]);
+        assert!(x.contains("tests=\"3\" failures=\"2\""));
+        assert!(x.contains("&lt;x&gt;"));
+    }
+}
