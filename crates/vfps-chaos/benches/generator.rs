@@ -11,8 +11,12 @@
 use std::{sync::Arc, time::Duration};
 
 use vfps_chaos::{
-    history::{Ledger, Timeline},
-    workload::generator::{self, CreateCall, Schedule},
+    history::{Calls, Ledger, Timeline},
+    workload::{
+        generator::{self, Schedule},
+        mix::Mix,
+        Mixed,
+    },
 };
 use vfps_client::{Client, Endpoints, RetryPolicy};
 use vfps_testkit::fake_vfps::{self as fake, Behaviour};
@@ -61,19 +65,21 @@ fn main() {
             let ledger = Arc::new(Ledger::create(&dir.join("ledger.jsonl"), 1000).unwrap());
             let timeline = Arc::new(Timeline::new(seconds));
             let schedule = Schedule {
-                namespace: "bench".into(),
                 rate_per_second: rate,
                 seconds,
                 deadline: Duration::from_secs(5),
                 max_in_flight: 1_000_000,
-                seed: 1,
+                mix: Mix::parse("create=100").unwrap(),
             };
-            let call = Arc::new(CreateCall {
+            let workload = Mixed::new(
                 client,
-                namespace: "bench".into(),
-            });
+                "bench".into(),
+                1,
+                ledger,
+                Arc::new(Calls::default()),
+            );
             let started = std::time::Instant::now();
-            let totals = generator::run(&schedule, call, timeline.clone(), ledger, false).await;
+            let totals = generator::run(&schedule, workload, timeline.clone(), None).await;
             let rows = timeline.rows();
             // The dispatch window ends with the last dispatch, not the last answer.
             let offered: u64 = rows.iter().map(|r| r.offered).sum();

@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::checker::Budgets;
+use crate::{checker::Budgets, workload::mix::Mix};
 
 /// The vfps under test.
 #[derive(Debug, Clone, clap::Args)]
@@ -48,6 +48,10 @@ pub struct Workload {
     /// Seed of the generated originals (random if not given); logged for replay.
     #[arg(long, env = "RESILIENCE_SEED")]
     pub seed: Option<u64>,
+    /// Operations and their weights, e.g. `create=60,recreate=15,get=15,list=5,churn=3,bad=2`;
+    /// `create=100` is the upstream Create-only workload.
+    #[arg(long, env = "RESILIENCE_MIX", default_value = crate::workload::mix::DEFAULT_MIX)]
+    pub mix: String,
 }
 
 impl Workload {
@@ -70,6 +74,14 @@ impl Workload {
         if self.load_seconds == 0 {
             problems.push("RESILIENCE_LOAD_SECONDS must be at least 1".into());
         }
+        if let Err(e) = Mix::parse(&self.mix) {
+            problems.push(e.to_string());
+        }
+    }
+
+    /// The mix (validated by [`LoadConfig::validate`]).
+    pub fn mix(&self) -> Result<Mix, crate::workload::mix::MixError> {
+        Mix::parse(&self.mix)
     }
 }
 

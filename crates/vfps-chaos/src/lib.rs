@@ -21,13 +21,15 @@
 //! - [`checker`]: one checker per property, composed; typed verdicts.
 //! - [`scenario`]: the scenarios, the plan and the chaos timeline's events.
 //! - [`history`]: the ledger and the per-second timeline.
-//! - [`target`]: which platform a run targets.
+//! - [`operation`], [`target`]: the kinds of call, and which platform a run
+//!   targets.
 
 pub mod checker;
 pub mod config;
 pub mod driver;
 pub mod history;
 pub mod nemesis;
+pub mod operation;
 pub mod platform;
 pub mod report;
 pub mod run;

@@ -12,12 +12,17 @@ use vfps_client::{Client, Endpoints, Outcome, RetryPolicy};
 use vfps_proto::v1::NamespaceServiceCreateRequest;
 
 use crate::{
-    checker::{self, Budgets, History, Observation},
+    checker::{self, Answer, Budgets, FinalChecks, History, Observation},
     config::LoadConfig,
-    history::{self, Entry, Ledger, Row, Status, Timeline},
+    history::{self, Calls, CallsReport, Entry, Ledger, Leftovers, Row, Status, Timeline},
+    operation::Operation,
     report::{self, markers, Summary},
     verify,
-    workload::generator::{self, CreateCall, Schedule},
+    workload::{
+        generator::{self, Schedule},
+        mix::Mix,
+        Mixed,
+    },
 };
 
 /// What a run remembers about itself, for `check`.
@@ -32,6 +37,15 @@ pub struct RunInfo {
     pub max_dispatch_lag_ms: f64,
     pub failures_by_code: std::collections::BTreeMap<String, u64>,
     pub warnings: Vec<String>,
+    /// `RESILIENCE_MIX`, as run.
+    #[serde(default)]
+    pub mix: String,
+    /// Wall-clock start of the load window (Unix seconds).
+    #[serde(default)]
+    pub load_start_unix: f64,
+    /// Acknowledged Creates the ledger recorded (reservoir or not).
+    #[serde(default)]
+    pub ledger_ok_seen: u64,
 }
 
 impl RunInfo {
@@ -114,6 +128,17 @@ pub struct Loaded {
     pub info: RunInfo,
     pub rows: Vec<Row>,
     pub ledger: Vec<Entry>,
+    pub calls: CallsReport,
+    pub leftovers: Leftovers,
+}
+
+/// Dispatch lag beyond which the schedule was not kept and the summary says so.
+const MAX_P99_DISPATCH_LAG: Duration = Duration::from_millis(1);
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Load: the open-model window. `on_start` is told the instant it begins, so a
@@ -132,44 +157,78 @@ pub async fn load(
             .context("cannot write the ledger")?,
     );
     let timeline = Arc::new(Timeline::new(cfg.workload.load_seconds));
+    let calls = Arc::new(Calls::default());
+    let mix = cfg.workload.mix()?;
     let schedule = Schedule {
-        namespace: cfg.service.namespace.clone(),
         rate_per_second: cfg.workload.rate_per_second,
         seconds: cfg.workload.load_seconds,
         deadline: cfg.workload.call_deadline(),
         max_in_flight: cfg.workload.max_in_flight as usize,
-        seed: prepared.seed,
+        mix: mix.clone(),
     };
-    let call = Arc::new(CreateCall {
-        client: prepared.client.clone(),
-        namespace: cfg.service.namespace.clone(),
-    });
-    markers::emit_load_start(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
+    let workload = Mixed::new(
+        prepared.client.clone(),
+        cfg.service.namespace.clone(),
+        prepared.seed,
+        ledger.clone(),
+        calls.clone(),
     );
+    let load_start_unix = unix_now();
+    markers::emit_load_start(load_start_unix);
     if let Some(tx) = on_start {
         // The driver may have given up waiting; the load goes on regardless.
         let _ = tx.send(tokio::time::Instant::now());
     }
-    let totals = generator::run(&schedule, call, timeline.clone(), ledger.clone(), progress).await;
+    let progress = progress.then(|| {
+        let ledger = ledger.clone();
+        Box::new(move || format!("ledger={}", ledger.len()))
+            as Box<dyn Fn() -> String + Send + Sync>
+    });
+    let totals = generator::run(&schedule, workload.clone(), timeline.clone(), progress).await;
+    ledger.flush();
     let rows = timeline.rows();
+    let calls = calls.report();
+    let leftovers = workload.leftovers();
 
     let mut warnings = prepared.warnings;
-    let shed: u64 = rows.iter().map(|r| r.shed).sum();
     let failed: u64 = rows.iter().map(|r| r.failed).sum();
-    if shed > 0 && shed >= failed {
+    if totals.shed > 0 && totals.shed >= failed {
         let w = format!(
-            "shedding ({shed}) outweighs real failures ({failed}): RESILIENCE_MAX_IN_FLIGHT={} must exceed rate × deadline = {:.0}",
+            "shedding ({}) outweighs real failures ({failed}): RESILIENCE_MAX_IN_FLIGHT={} must exceed rate × deadline = {:.0}",
+            totals.shed,
             cfg.workload.max_in_flight,
             cfg.workload.in_flight_needed()
         );
         eprintln!("WARNING: {w}");
         warnings.push(w);
     }
+    let p99_lag = Duration::from_micros(totals.p99_dispatch_lag_micros);
+    if p99_lag > MAX_P99_DISPATCH_LAG {
+        let w = format!(
+            "p99 dispatch lag {p99_lag:?} exceeds {MAX_P99_DISPATCH_LAG:?}: calls left later than scheduled (an overloaded generator)"
+        );
+        eprintln!("WARNING: {w}");
+        warnings.push(w);
+    }
     markers::emit_timeline(&rows).context("cannot print the timeline")?;
     report::write_timeline(dir, &rows)?;
+    report::write_file(dir, "calls.json", serde_json::to_string_pretty(&calls)?)?;
+    report::write_file(
+        dir,
+        "workload.json",
+        serde_json::to_string_pretty(&leftovers)?,
+    )?;
+    let mut failures_by_code = std::collections::BTreeMap::new();
+    for codes in calls.codes.values() {
+        for (code, n) in codes {
+            if code != "Ok" {
+                *failures_by_code.entry(code.clone()).or_default() += n;
+            }
+        }
+    }
+    if totals.shed > 0 {
+        failures_by_code.insert("SHED".into(), totals.shed);
+    }
     let info = RunInfo {
         address: cfg.service.address.clone(),
         namespace: cfg.service.namespace.clone(),
@@ -178,14 +237,19 @@ pub async fn load(
         max_unavailable_seconds: cfg.limits.max_unavailable_seconds,
         seed: prepared.seed,
         max_dispatch_lag_ms: totals.max_dispatch_lag_micros as f64 / 1000.0,
-        failures_by_code: totals.failures_by_code,
+        failures_by_code,
         warnings,
+        mix: mix.to_string(),
+        load_start_unix,
+        ledger_ok_seen: ledger.ok_seen(),
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
         info,
         rows,
         ledger: ledger.entries(),
+        calls,
+        leftovers,
     })
 }
 
@@ -199,43 +263,125 @@ pub async fn settle(seconds: u64, progress: bool) {
     }
 }
 
-/// Verify: re-Create every ledger original and Get every pseudonym, with the
+/// Verify: re-Create every ledger original and Get every pseudonym through
+/// each replica separately, and look at the workload's leftovers, with the
 /// verification retry policy.
 pub async fn verify(
     endpoints: &Endpoints,
     namespace: &str,
     ledger: &[Entry],
+    leftovers: &Leftovers,
     concurrency: usize,
     progress: bool,
-) -> Vec<Observation> {
-    let verifier = Client::new(endpoints.clone(), RetryPolicy::verification());
-    verify::observe(
-        &verifier,
+) -> anyhow::Result<(Vec<Observation>, FinalChecks)> {
+    let replicas: Vec<Client> = endpoints
+        .each()?
+        .into_iter()
+        .map(|e| Client::new(e, RetryPolicy::verification()))
+        .collect();
+    let observations = verify::observe(
+        &replicas,
         namespace,
         ledger,
         concurrency,
         VERIFY_DEADLINE,
         progress,
     )
-    .await
+    .await;
+    let any = Client::new(endpoints.clone(), RetryPolicy::verification());
+    let finals = verify::leftovers(&any, namespace, leftovers, concurrency, VERIFY_DEADLINE).await;
+    Ok((observations, finals))
+}
+
+/// Seconds of acknowledged Creates that were lost (P2/P3, on any replica or
+/// online), and seconds with one verified intact through every replica.
+fn lost_and_verified_seconds(
+    ledger: &[Entry],
+    observations: &[Observation],
+    calls: &CallsReport,
+) -> (Vec<u64>, Vec<u64>) {
+    let mut lost = std::collections::BTreeSet::new();
+    let mut verified = std::collections::BTreeSet::new();
+    for (e, o) in ledger.iter().zip(observations) {
+        let (Status::Ok, Some(acked)) = (e.status, e.pseudonym.as_deref()) else {
+            continue;
+        };
+        let intact = |a: &checker::ReplicaAnswer| {
+            a.recreated == Answer::Value(acked.to_owned())
+                && a.reverse == Some(Answer::Value(e.original.clone()))
+        };
+        let broken = |a: &checker::ReplicaAnswer| {
+            matches!(&a.recreated, Answer::Value(p) if p != acked)
+                || a.recreated == Answer::NotFound
+                || matches!(&a.reverse, Some(Answer::Value(v)) if *v != e.original)
+                || a.reverse == Some(Answer::NotFound)
+        };
+        if o.replicas.iter().any(broken) {
+            lost.insert(e.second);
+        } else if !o.replicas.is_empty() && o.replicas.iter().all(intact) {
+            verified.insert(e.second);
+        }
+    }
+    for f in calls
+        .findings_of(history::Broken::Stability)
+        .chain(calls.findings_of(history::Broken::ReverseLookup))
+    {
+        lost.insert(f.second);
+    }
+    (lost.into_iter().collect(), verified.into_iter().collect())
+}
+
+/// What assert judges.
+pub struct Evidence<'a> {
+    pub info: &'a RunInfo,
+    pub rows: &'a [Row],
+    pub ledger: &'a [Entry],
+    pub observations: &'a [Observation],
+    pub calls: &'a CallsReport,
+    pub finals: &'a FinalChecks,
 }
 
 /// Assert: every checker over the history, into the run's summary.
-pub fn assert(
-    info: &RunInfo,
-    rows: &[Row],
-    ledger: &[Entry],
-    observations: &[Observation],
-) -> Summary {
-    let history = History::new(
+pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
+    let Evidence {
+        info,
         rows,
-        info.rate_per_second,
-        info.budgets(),
         ledger,
         observations,
-    );
+        calls,
+        finals,
+    } = e;
+    let mix = Mix::parse(&info.mix)?;
+    let operations: Vec<Operation> = mix.operations().collect();
+    let history = History {
+        calls,
+        finals,
+        operations: &operations,
+        ledger_ok_seen: info.ledger_ok_seen,
+        ..History::new(
+            rows,
+            info.rate_per_second,
+            info.budgets(),
+            ledger,
+            observations,
+        )
+    };
     let verdicts = checker::compose(&history, checker::LOAD_CHECKS);
-    Summary {
+    let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
+    let mut per_operation = std::collections::BTreeMap::new();
+    for op in Operation::ALL {
+        let mut total = history::OpCounts::default();
+        for r in rows {
+            let c = r.ops[op.index()];
+            total.offered += c.offered;
+            total.ok += c.ok;
+            total.failed += c.failed;
+        }
+        if total.offered > 0 {
+            per_operation.insert(op.name().to_owned(), total);
+        }
+    }
+    Ok(Summary {
         passed: verdicts.iter().all(checker::Verdict::passed),
         seed: info.seed,
         rate_per_second: info.rate_per_second,
@@ -249,7 +395,14 @@ pub fn assert(
             .count(),
         max_dispatch_lag_ms: info.max_dispatch_lag_ms,
         warnings: info.warnings.clone(),
-    }
+        mix: info.mix.clone(),
+        operations: per_operation,
+        calls: calls.clone(),
+        lost_seconds,
+        verified_seconds,
+        load_start_unix: info.load_start_unix,
+        one_node_commits: Vec::new(),
+    })
 }
 
 /// Report: the summary into the run directory (once) and on stdout between
@@ -271,20 +424,23 @@ pub async fn under_chaos(
     let endpoints = prepared.endpoints.clone();
     let loaded = load(cfg, prepared, progress, on_start).await?;
     settle(cfg.verification.settle_seconds, progress).await;
-    let observations = verify(
+    let (observations, finals) = verify(
         &endpoints,
         &cfg.service.namespace,
         &loaded.ledger,
+        &loaded.leftovers,
         cfg.verification.verify_concurrency as usize,
         progress,
     )
-    .await;
-    Ok(assert(
-        &loaded.info,
-        &loaded.rows,
-        &loaded.ledger,
-        &observations,
-    ))
+    .await?;
+    assert(Evidence {
+        info: &loaded.info,
+        rows: &loaded.rows,
+        ledger: &loaded.ledger,
+        observations: &observations,
+        calls: &loaded.calls,
+        finals: &finals,
+    })
 }
 
 /// `vfps-chaos load`: every phase. The summary's `passed` decides exit 0 or 1.
@@ -309,6 +465,9 @@ pub async fn check(
     let info: RunInfo = serde_json::from_str(&read("run.json")?).context("run.json")?;
     let rows = history::parse_timeline(&read("load-timeline.csv")?)?;
     let ledger = history::load_ledger(&dir.join("ledger.jsonl"))?;
+    let calls: CallsReport = serde_json::from_str(&read("calls.json")?).context("calls.json")?;
+    let leftovers: Leftovers =
+        serde_json::from_str(&read("workload.json")?).context("workload.json")?;
     let address = address.unwrap_or(&info.address);
     let endpoints = Endpoints::parse(address)
         .await
@@ -323,8 +482,23 @@ pub async fn check(
             bail!("cannot reach vfps at {address}: {code:?}");
         }
     }
-    let observations = verify(&endpoints, &info.namespace, &ledger, concurrency, progress).await;
-    let summary = assert(&info, &rows, &ledger, &observations);
+    let (observations, finals) = verify(
+        &endpoints,
+        &info.namespace,
+        &ledger,
+        &leftovers,
+        concurrency,
+        progress,
+    )
+    .await?;
+    let summary = assert(Evidence {
+        info: &info,
+        rows: &rows,
+        ledger: &ledger,
+        observations: &observations,
+        calls: &calls,
+        finals: &finals,
+    })?;
     report(dir, &summary)?;
     Ok(summary)
 }

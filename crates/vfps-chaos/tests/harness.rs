@@ -8,9 +8,13 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use vfps_chaos::{
     checker::{availability, Budgets, History, Property, Validity},
     config::{Limits, LoadConfig, Output, Service, Verification, Workload},
-    history::{Ledger, Status, Timeline},
+    history::{Calls, CallsReport, Ledger, Status, Timeline},
     run,
-    workload::generator::{self, CreateCall, Schedule},
+    workload::{
+        generator::{self, Schedule},
+        mix::Mix,
+        Mixed,
+    },
 };
 use vfps_client::{Client, Endpoints, RetryPolicy};
 use vfps_server::{config::Flags, startup};
@@ -32,6 +36,7 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             call_deadline_seconds: 2.0,
             max_in_flight: 500,
             seed: Some(7),
+            mix: "create=100".into(),
         },
         limits: Limits {
             max_outage_seconds: 0,
@@ -222,7 +227,8 @@ async fn a_server_stopped_for_three_seconds_shows_a_three_second_outage() {
     let _ = std::fs::remove_file(sqlite);
 }
 
-/// Runs the generator alone against `addr`; returns (timeline rows, ledger, totals).
+/// Runs the generator alone (Creates only) against `addr`; returns the timeline
+/// rows, the ledger and every answer.
 async fn generate(
     addr: std::net::SocketAddr,
     rate: u32,
@@ -232,7 +238,7 @@ async fn generate(
 ) -> (
     Vec<vfps_chaos::history::Row>,
     Vec<vfps_chaos::history::Entry>,
-    generator::Totals,
+    CallsReport,
 ) {
     let client = Client::new(
         Endpoints::parse(&format!("http://{addr}")).await.unwrap(),
@@ -243,25 +249,23 @@ async fn generate(
     let ledger = Arc::new(Ledger::create(&dir.join("ledger.jsonl"), 0).unwrap());
     let timeline = Arc::new(Timeline::new(seconds));
     let schedule = Schedule {
-        namespace: "n".into(),
         rate_per_second: rate,
         seconds,
         deadline,
         max_in_flight,
-        seed: 1,
+        mix: Mix::parse("create=100").unwrap(),
     };
-    let call = Arc::new(CreateCall {
-        client,
-        namespace: "n".into(),
-    });
-    let totals = generator::run(&schedule, call, timeline.clone(), ledger.clone(), false).await;
-    (timeline.rows(), ledger.entries(), totals)
+    let calls = Arc::new(Calls::default());
+    let workload = Mixed::new(client, "n".into(), 1, ledger.clone(), calls.clone());
+    generator::run(&schedule, workload, timeline.clone(), None).await;
+    ledger.flush();
+    (timeline.rows(), ledger.entries(), calls.report())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_is_never_retried_and_counts_as_failed() {
     let server = fake::start(Behaviour::Internal).await.unwrap();
-    let (rows, _, totals) = generate(server.addr, 20, 2, Duration::from_secs(2), 100).await;
+    let (rows, _, calls) = generate(server.addr, 20, 2, Duration::from_secs(2), 100).await;
     let a = availability::of(&rows, 20);
     assert_eq!(a.offered, 40);
     assert_eq!(a.failed, 40);
@@ -273,7 +277,14 @@ async fn internal_is_never_retried_and_counts_as_failed() {
         40,
         "one attempt per call"
     );
-    assert_eq!(totals.failures_by_code.get("Internal"), Some(&40));
+    assert_eq!(calls.codes["create"].get("Internal"), Some(&40));
+    assert_eq!(
+        calls
+            .findings_of(vfps_chaos::history::Broken::InnocentFailure)
+            .count(),
+        40,
+        "an INTERNAL to a well-formed Create is an innocent failure (P5)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,15 @@ impl Endpoints {
         Self::from_uris(&uris)
     }
 
+    /// The replicas one by one, each as its own endpoint set (to ask every
+    /// replica the same question).
+    pub fn each(&self) -> Result<Vec<Endpoints>, EndpointError> {
+        self.uris()
+            .into_iter()
+            .map(|u| Self::from_uris(std::slice::from_ref(&u)))
+            .collect()
+    }
+
     fn from_uris(uris: &[String]) -> Result<Self, EndpointError> {
         if uris.is_empty() {
             return Err(EndpointError::Empty);

@@ -12,11 +12,14 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tonic::{Code, Status};
 use vfps_proto::v1::{
     namespace_service_client::NamespaceServiceClient,
-    pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest, Pseudonym,
-    PseudonymServiceCreateRequest, PseudonymServiceGetRequest,
+    pseudonym_service_client::PseudonymServiceClient, Namespace, NamespaceServiceCreateRequest,
+    NamespaceServiceDeleteRequest, NamespaceServiceGetRequest, Pseudonym,
+    PseudonymServiceCreateRequest, PseudonymServiceGetRequest, PseudonymServiceListRequest,
+    PseudonymServiceListResponse,
 };
 
 pub mod endpoints;
@@ -80,6 +83,24 @@ fn never_connected(status: &Status) -> bool {
     false
 }
 
+/// When a call must be over, across all its attempts. From a [`Duration`] it
+/// counts from now; from an [`Instant`] — a call's intended send time plus its
+/// deadline — dispatch lag cannot lengthen it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Until(pub Instant);
+
+impl From<Duration> for Until {
+    fn from(d: Duration) -> Self {
+        Self(Instant::now() + d)
+    }
+}
+
+impl From<Instant> for Until {
+    fn from(at: Instant) -> Self {
+        Self(at)
+    }
+}
+
 /// The typed client. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
@@ -96,23 +117,36 @@ impl Client {
         &self.endpoints
     }
 
-    /// Runs `attempt` under the retry policy until `deadline` (covering every attempt).
-    async fn call<T, F, Fut>(&self, deadline: Duration, mut attempt: F) -> Outcome<T>
+    /// Runs `attempt` (given a channel and the time left) under the retry
+    /// policy until `until`, which covers every attempt. Once any attempt may
+    /// have reached a server and taken effect, the call can no longer end as
+    /// `Fail`: a later definite refusal does not undo an earlier maybe.
+    pub async fn call<T, F, Fut>(&self, until: impl Into<Until>, mut attempt: F) -> Outcome<T>
     where
         F: FnMut(tonic::transport::Channel, Duration) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
     {
-        let until = tokio::time::Instant::now() + deadline;
+        let Until(until) = until.into();
         let mut avoid = None;
         let mut tries = 0u32;
+        let mut sent = false;
+        let ended = |code: Code, sent: bool| {
+            if sent {
+                Outcome::Indeterminate(code)
+            } else {
+                Outcome::Fail(code)
+            }
+        };
         loop {
             tries += 1;
-            let remaining = until.saturating_duration_since(tokio::time::Instant::now());
+            let remaining = until.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Outcome::Indeterminate(Code::DeadlineExceeded);
+                // Nothing was ever sent when the deadline passed before the first
+                // attempt (dispatch lag): definitely not performed.
+                return ended(Code::DeadlineExceeded, sent);
             }
             let Some((index, channel)) = self.endpoints.pick(avoid) else {
-                return Outcome::Fail(Code::Unavailable);
+                return ended(Code::Unavailable, sent);
             };
             let result = tokio::time::timeout(remaining, attempt(channel, remaining)).await;
             let status = match result {
@@ -135,15 +169,11 @@ impl Client {
             if unavailable {
                 self.endpoints.report(index, false);
             }
-            let happened = may_have_happened(&status);
+            sent |= may_have_happened(&status);
             let backoff = self.policy.backoff(tries);
-            let next_fits = tokio::time::Instant::now() + backoff < until;
+            let next_fits = Instant::now() + backoff < until;
             if !unavailable || tries >= self.policy.max_attempts || !next_fits {
-                return if happened {
-                    Outcome::Indeterminate(status.code())
-                } else {
-                    Outcome::Fail(status.code())
-                };
+                return ended(status.code(), sent);
             }
             tracing::debug!(attempt = tries, code = ?status.code(), "retrying UNAVAILABLE on another endpoint");
             avoid = Some(index);
@@ -156,9 +186,9 @@ impl Client {
         &self,
         namespace: &str,
         original: &str,
-        deadline: Duration,
+        until: impl Into<Until>,
     ) -> Outcome<Pseudonym> {
-        self.call(deadline, |channel, remaining| {
+        self.call(until, |channel, remaining| {
             let mut client = PseudonymServiceClient::new(channel);
             let mut request = tonic::Request::new(PseudonymServiceCreateRequest {
                 namespace: namespace.to_owned(),
@@ -181,9 +211,9 @@ impl Client {
         &self,
         namespace: &str,
         pseudonym: &str,
-        deadline: Duration,
+        until: impl Into<Until>,
     ) -> Outcome<Pseudonym> {
-        self.call(deadline, |channel, remaining| {
+        self.call(until, |channel, remaining| {
             let mut client = PseudonymServiceClient::new(channel);
             let mut request = tonic::Request::new(PseudonymServiceGetRequest {
                 namespace: namespace.to_owned(),
@@ -201,13 +231,76 @@ impl Client {
         .await
     }
 
+    /// `PseudonymService/List`: one page.
+    pub async fn list(
+        &self,
+        request: PseudonymServiceListRequest,
+        until: impl Into<Until>,
+    ) -> Outcome<PseudonymServiceListResponse> {
+        self.call(until, |channel, remaining| {
+            let mut client = PseudonymServiceClient::new(channel);
+            let mut r = tonic::Request::new(request.clone());
+            r.set_timeout(remaining);
+            async move { client.list(r).await.map(tonic::Response::into_inner) }
+        })
+        .await
+    }
+
+    /// `NamespaceService/Get`.
+    pub async fn get_namespace(&self, name: &str, until: impl Into<Until>) -> Outcome<Namespace> {
+        self.call(until, |channel, remaining| {
+            let mut client = NamespaceServiceClient::new(channel);
+            let mut r = tonic::Request::new(NamespaceServiceGetRequest {
+                name: name.to_owned(),
+            });
+            r.set_timeout(remaining);
+            async move {
+                client.get(r).await.and_then(|r| {
+                    r.into_inner()
+                        .namespace
+                        .ok_or_else(|| Status::internal("empty response"))
+                })
+            }
+        })
+        .await
+    }
+
+    /// `NamespaceService/Create`, as the server answers it (`ALREADY_EXISTS`
+    /// included).
+    pub async fn create_namespace(
+        &self,
+        request: NamespaceServiceCreateRequest,
+        until: impl Into<Until>,
+    ) -> Outcome<()> {
+        self.call(until, |channel, remaining| {
+            let mut client = NamespaceServiceClient::new(channel);
+            let mut r = tonic::Request::new(request.clone());
+            r.set_timeout(remaining);
+            async move { client.create(r).await.map(|_| ()) }
+        })
+        .await
+    }
+
+    /// `NamespaceService/Delete`.
+    pub async fn delete_namespace(&self, name: &str, until: impl Into<Until>) -> Outcome<()> {
+        self.call(until, |channel, remaining| {
+            let mut client = NamespaceServiceClient::new(channel);
+            let mut r = tonic::Request::new(NamespaceServiceDeleteRequest {
+                name: name.to_owned(),
+            });
+            r.set_timeout(remaining);
+            async move { client.delete(r).await.map(|_| ()) }
+        })
+        .await
+    }
+
     /// `NamespaceService/Create`, treating `ALREADY_EXISTS` as success.
     pub async fn ensure_namespace(
         &self,
         request: NamespaceServiceCreateRequest,
-        deadline: Duration,
+        until: impl Into<Until>,
     ) -> Outcome<()> {
-        self.call(deadline, |channel, remaining| {
+        self.call(until, |channel, remaining| {
             let mut client = NamespaceServiceClient::new(channel);
             let mut r = tonic::Request::new(request.clone());
             r.set_timeout(remaining);
@@ -220,5 +313,71 @@ impl Client {
             }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Accepts connections and drops them at once: an attempt that reached a
+    /// server and was cut off (it may have been performed).
+    async fn resetting_endpoint() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                drop(socket);
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// A port nothing listens on: a connection that is refused (never performed).
+    fn refusing_endpoint() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_refused_retry_does_not_undo_an_attempt_that_may_have_happened() {
+        let spec = format!("{},{}", resetting_endpoint().await, refusing_endpoint());
+        let client = Client::new(
+            Endpoints::parse(&spec).await.unwrap(),
+            RetryPolicy {
+                max_attempts: 2,
+                initial_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(10),
+                multiplier: 1,
+            },
+        );
+        let outcome = client.create("n", "o", Duration::from_secs(5)).await;
+        assert!(
+            matches!(outcome, Outcome::Indeterminate(_)),
+            "reset, then refused: {outcome:?}"
+        );
+        let refused = Client::new(
+            Endpoints::parse(&refusing_endpoint()).await.unwrap(),
+            RetryPolicy::default(),
+        );
+        let outcome = refused.create("n", "o", Duration::from_millis(500)).await;
+        assert!(
+            matches!(outcome, Outcome::Fail(_)),
+            "never reached a server: {outcome:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deadline_counts_from_the_intended_send_time() {
+        let client = Client::new(
+            Endpoints::parse(&resetting_endpoint().await).await.unwrap(),
+            RetryPolicy::default(),
+        );
+        // Intended long enough ago that its deadline has passed: never sent.
+        let intended = Instant::now() - Duration::from_secs(10);
+        let outcome = client
+            .create("n", "o", Until(intended + Duration::from_secs(5)))
+            .await;
+        assert_eq!(outcome, Outcome::Fail(Code::DeadlineExceeded));
     }
 }

@@ -12,9 +12,11 @@
 //! refuses root).
 //!
 //! [`fake_vfps`] is a trivial in-process gRPC vfps for the harness's own tests
-//! and benchmark.
+//! and benchmark; [`fault_proxy`] sits in front of a real vfps and answers some
+//! of its Creates `INTERNAL`.
 
 pub mod fake_vfps;
+pub mod fault_proxy;
 
 use std::{
     io,

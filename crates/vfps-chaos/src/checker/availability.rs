@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// P1 figures over a range of seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Availability {
     pub offered: u64,
     pub ok: u64,
@@ -84,6 +84,8 @@ pub struct ScenarioResult {
     pub availability: Availability,
     pub max_outage_seconds: u64,
     pub verdict: Verdict,
+    /// Findings the workload made while the scenario ran (filled by the driver).
+    pub findings: usize,
 }
 
 /// A window of a scenario the plan does not have: attribution would have no
@@ -127,6 +129,7 @@ pub fn per_scenario(
                         w.scenario, a.longest_outage_seconds, a.unavailable_seconds
                     ),
                 ),
+                findings: 0,
             })
         })
         .collect()

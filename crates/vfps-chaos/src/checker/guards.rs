@@ -1,7 +1,9 @@
-//! Guards against a vacuous pass: a run that served nothing, or recorded no
-//! ledger, proves nothing and fails.
+//! Guards against a vacuous pass: a run that served nothing, recorded no
+//! ledger, lost track of an acknowledged Create, or never got an answer for an
+//! operation of its mix proves nothing and fails.
 
 use super::{History, Property, Verdict};
+use crate::operation::Operation;
 
 pub fn served_traffic(h: &History<'_>) -> Verdict {
     let ok = h.availability.ok;
@@ -21,6 +23,39 @@ pub fn ledger_non_empty(h: &History<'_>) -> Verdict {
     )
 }
 
+/// Every Create answered `OK` is in the ledger.
+pub fn ledger_matches_acknowledged(h: &History<'_>) -> Verdict {
+    let acknowledged = h.calls.acknowledged(Operation::Create);
+    Verdict::holds(
+        Property::LedgerMatchesAcknowledged,
+        h.ledger_ok_seen == acknowledged,
+        format!(
+            "{} acknowledged Creates recorded, {acknowledged} answered OK",
+            h.ledger_ok_seen
+        ),
+    )
+}
+
+/// Every operation of the mix was served at least once (answered by a replica;
+/// invalid input's answer is its documented error).
+pub fn every_operation_acknowledged(h: &History<'_>) -> Verdict {
+    let never: Vec<&str> = h
+        .operations
+        .iter()
+        .filter(|op| h.rows.iter().all(|r| r.ops[op.index()].ok == 0))
+        .map(|op| op.name())
+        .collect();
+    Verdict::holds(
+        Property::EveryOperationAcknowledged,
+        never.is_empty(),
+        if never.is_empty() {
+            format!("each of {} operations was served", h.operations.len())
+        } else {
+            format!("never served: {}", never.join(", "))
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +71,37 @@ mod tests {
         let ledger = [ok_entry("o", "p")];
         let h = History::new(&served, 10, NO_BUDGET, &ledger, &[]);
         assert!(served_traffic(&h).passed() && ledger_non_empty(&h).passed());
+    }
+
+    #[test]
+    fn a_ledger_that_lost_an_acknowledged_create_or_a_silent_operation_fails() {
+        let calls = crate::history::Calls::default();
+        calls.answered(Operation::Create, "Ok");
+        calls.answered(Operation::Create, "Ok");
+        calls.answered(Operation::Get, "Unavailable");
+        let calls = calls.report();
+        let mut served = row(0, 3, 2);
+        served.ops[Operation::Create.index()].ok = 2;
+        served.ops[Operation::Get.index()].failed = 1;
+        let rows = [served];
+        let h = History {
+            calls: &calls,
+            ledger_ok_seen: 1,
+            operations: &[Operation::Create, Operation::Get],
+            ..History::new(&rows, 1, NO_BUDGET, &[], &[])
+        };
+        assert_eq!(ledger_matches_acknowledged(&h).validity, Validity::Invalid);
+        let v = every_operation_acknowledged(&h);
+        assert!(
+            v.validity == Validity::Invalid && v.summary.contains("get"),
+            "{v:?}"
+        );
+        let fine = History {
+            ledger_ok_seen: 2,
+            operations: &[Operation::Create],
+            ..h
+        };
+        assert!(ledger_matches_acknowledged(&fine).passed());
+        assert!(every_operation_acknowledged(&fine).passed());
     }
 }

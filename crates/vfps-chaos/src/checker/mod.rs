@@ -10,16 +10,29 @@
 //! - [`stability`]: P2 — acknowledged pairs re-create to the same pseudonym.
 //! - [`reverse_lookup`]: P3 — acknowledged pseudonyms resolve to their original.
 //! - [`subjects`]: P4 — one subject, one pseudonym (indeterminate Creates too).
-//! - [`guards`]: the run served traffic and recorded a ledger (no vacuous pass).
-//! - [`chaos`]: the scenarios all ran, without error, inside the load window.
+//! - [`innocent`]: P5 — no well-formed call answered with a code no model allows.
+//! - [`lifecycle`]: P6 — side namespaces' pairs resolve until their delete is
+//!   acknowledged, and not after.
+//! - [`inputs`]: invalid input gets its documented code; List pages keep
+//!   originals out and list only pseudonyms that resolve.
+//! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
+//!   acknowledged every operation of its mix (no vacuous pass).
+//! - [`chaos`]: the scenarios all ran, without error, inside the load window;
+//!   every fault window has a verified write; one-node commits lost nothing.
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Entry, Row};
+use crate::{
+    history::{Broken, CallsReport, Entry, Row},
+    operation::Operation,
+};
 
 pub mod availability;
 pub mod chaos;
 pub mod guards;
+pub mod innocent;
+pub mod inputs;
+pub mod lifecycle;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
@@ -42,12 +55,28 @@ pub enum Property {
     ReverseLookup,
     #[serde(rename = "P4-one-subject-one-pseudonym")]
     OneSubjectOnePseudonym,
+    #[serde(rename = "P5-no-innocent-failure")]
+    NoInnocentFailure,
+    #[serde(rename = "P6-namespace-lifecycle")]
+    NamespaceLifecycle,
+    #[serde(rename = "invalid-input-codes")]
+    InvalidInputCodes,
+    #[serde(rename = "list-pages")]
+    ListPages,
     #[serde(rename = "guard-served-traffic")]
     ServedTraffic,
     #[serde(rename = "guard-ledger-non-empty")]
     LedgerNonEmpty,
+    #[serde(rename = "guard-ledger-matches-acknowledged")]
+    LedgerMatchesAcknowledged,
+    #[serde(rename = "guard-every-operation-acknowledged")]
+    EveryOperationAcknowledged,
+    #[serde(rename = "guard-fault-windows-verified")]
+    FaultWindowsVerified,
     #[serde(rename = "chaos-completed-within-window")]
     ChaosWithinWindow,
+    #[serde(rename = "one-node-commits")]
+    OneNodeCommits,
 }
 
 impl Property {
@@ -60,9 +89,17 @@ impl Property {
             Property::PseudonymStability => "P2-pseudonym-stability",
             Property::ReverseLookup => "P3-reverse-lookup",
             Property::OneSubjectOnePseudonym => "P4-one-subject-one-pseudonym",
+            Property::NoInnocentFailure => "P5-no-innocent-failure",
+            Property::NamespaceLifecycle => "P6-namespace-lifecycle",
+            Property::InvalidInputCodes => "invalid-input-codes",
+            Property::ListPages => "list-pages",
             Property::ServedTraffic => "guard-served-traffic",
             Property::LedgerNonEmpty => "guard-ledger-non-empty",
+            Property::LedgerMatchesAcknowledged => "guard-ledger-matches-acknowledged",
+            Property::EveryOperationAcknowledged => "guard-every-operation-acknowledged",
+            Property::FaultWindowsVerified => "guard-fault-windows-verified",
             Property::ChaosWithinWindow => "chaos-completed-within-window",
+            Property::OneNodeCommits => "one-node-commits",
         }
     }
 }
@@ -157,14 +194,33 @@ pub enum Answer {
     Error(String),
 }
 
-/// What verification observed for one ledger entry.
+/// What verification observed for one ledger entry through one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observation {
+pub struct ReplicaAnswer {
     /// Re-Create of the original.
     pub recreated: Answer,
     /// Get of the pseudonym the entry holds (ok) or that the re-Create returned
     /// (indeterminate); `None` when there was nothing to look up.
     pub reverse: Option<Answer>,
+}
+
+/// What verification observed for one ledger entry, through every replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    pub replicas: Vec<ReplicaAnswer>,
+}
+
+/// What the final look at the workload's leftovers (listed pseudonyms, side
+/// namespaces' pairs) found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FinalChecks {
+    /// Listed pseudonyms that do not resolve.
+    pub listed_unresolved: Vec<String>,
+    /// Side namespaces' pairs against their lifecycle.
+    pub side_violations: Vec<String>,
+    pub checked: usize,
+    /// Lookups that kept failing.
+    pub undecided: usize,
 }
 
 /// What the checkers of a load run read.
@@ -175,9 +231,17 @@ pub struct History<'a> {
     pub ledger: &'a [Entry],
     /// One per ledger entry, in the same order.
     pub observations: &'a [Observation],
+    /// Every answer and every finding made while the faults happened.
+    pub calls: &'a CallsReport,
+    pub finals: &'a FinalChecks,
+    /// The operations the mix has.
+    pub operations: &'a [Operation],
+    /// Acknowledged Creates the ledger recorded (reservoir or not).
+    pub ledger_ok_seen: u64,
 }
 
 impl<'a> History<'a> {
+    /// A history of only the load and the ledger (no calls, findings or mix).
     pub fn new(
         rows: &'a [Row],
         rate_per_second: u32,
@@ -185,18 +249,29 @@ impl<'a> History<'a> {
         ledger: &'a [Entry],
         observations: &'a [Observation],
     ) -> Self {
+        static NO_CALLS: std::sync::OnceLock<CallsReport> = std::sync::OnceLock::new();
+        static NO_FINALS: std::sync::OnceLock<FinalChecks> = std::sync::OnceLock::new();
         Self {
             rows,
             availability: availability::of(rows, rate_per_second),
             budgets,
             ledger,
             observations,
+            calls: NO_CALLS.get_or_init(CallsReport::default),
+            finals: NO_FINALS.get_or_init(FinalChecks::default),
+            operations: &[],
+            ledger_ok_seen: 0,
         }
     }
 
     /// Each ledger entry with what verification observed for it.
     pub fn observed(&self) -> impl Iterator<Item = (&'a Entry, &'a Observation)> {
         self.ledger.iter().zip(self.observations)
+    }
+
+    /// The texts of the findings that break `broken`.
+    pub fn findings(&self, broken: Broken) -> impl Iterator<Item = String> + 'a {
+        self.calls.findings_of(broken).map(|f| f.text.clone())
     }
 }
 
@@ -210,8 +285,14 @@ pub const LOAD_CHECKS: &[Check] = &[
     stability::check,
     reverse_lookup::check,
     subjects::check,
+    innocent::check,
+    lifecycle::check,
+    inputs::invalid_input_codes,
+    inputs::list_pages,
     guards::served_traffic,
     guards::ledger_non_empty,
+    guards::ledger_matches_acknowledged,
+    guards::every_operation_acknowledged,
 ];
 
 /// Runs every checker over the history.
@@ -240,15 +321,10 @@ pub(crate) mod test_support {
 
     pub fn row(second: u64, offered: u64, ok: u64) -> Row {
         Row {
-            second,
             offered,
             ok,
             failed: offered - ok,
-            shed: 0,
-            mean_ms: 0.0,
-            p50_ms: 0.0,
-            p99_ms: 0.0,
-            max_ms: 0.0,
+            ..Row::empty(second)
         }
     }
 
@@ -274,8 +350,11 @@ pub(crate) mod test_support {
         }
     }
 
+    /// The same answer from one replica.
     pub fn obs(recreated: Answer, reverse: Option<Answer>) -> Observation {
-        Observation { recreated, reverse }
+        Observation {
+            replicas: vec![ReplicaAnswer { recreated, reverse }],
+        }
     }
 
     pub fn value(v: &str) -> Answer {
@@ -320,7 +399,18 @@ mod tests {
             obs(value("p1"), Some(value("o1"))),
             obs(value("p2"), Some(value("o2"))),
         ];
-        let h = History::new(&rows, 2, NO_BUDGET, &ledger, &observations);
+        let calls = {
+            let c = crate::history::Calls::default();
+            c.answered(Operation::Create, "Ok");
+            c.answered(Operation::Create, "Ok");
+            c.report()
+        };
+        let h = History {
+            calls: &calls,
+            operations: &[Operation::Create],
+            ledger_ok_seen: 2,
+            ..History::new(&rows, 2, NO_BUDGET, &ledger, &observations)
+        };
         let verdicts = compose(&h, LOAD_CHECKS);
         assert_eq!(verdicts.len(), LOAD_CHECKS.len());
         assert!(verdicts.iter().all(Verdict::passed), "{verdicts:#?}");

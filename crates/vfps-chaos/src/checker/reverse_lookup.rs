@@ -1,8 +1,12 @@
 //! P3, reverse lookup: `Get(namespace, pseudonym)` of every acknowledged pair
-//! returns its original; `NOT_FOUND` is a lost write.
+//! returns its original — through every replica after settling, and while the
+//! faults happen (online Gets); `NOT_FOUND` is a lost write.
 
 use super::{pair, Answer, History, Property, Verdict};
-use crate::{history::Status, redact};
+use crate::{
+    history::{Broken, Status},
+    redact,
+};
 
 pub fn check(h: &History<'_>) -> Verdict {
     let (mut violations, mut undecided) = (Vec::new(), 0);
@@ -10,20 +14,23 @@ pub fn check(h: &History<'_>) -> Verdict {
         let Some(acked) = e.pseudonym.as_deref() else {
             continue;
         };
-        match &o.reverse {
-            Some(Answer::Value(orig)) if orig == &e.original => {}
-            Some(Answer::Value(orig)) => violations.push(format!(
-                "{} resolves to {}",
-                pair(&e.original, acked),
-                redact(orig)
-            )),
-            Some(Answer::NotFound) => violations.push(format!(
-                "{} does not resolve (lost write)",
-                pair(&e.original, acked)
-            )),
-            Some(Answer::Error(_)) | None => undecided += 1,
+        for (replica, a) in o.replicas.iter().enumerate() {
+            match &a.reverse {
+                Some(Answer::Value(orig)) if orig == &e.original => {}
+                Some(Answer::Value(orig)) => violations.push(format!(
+                    "{} resolves to {} through replica {replica}",
+                    pair(&e.original, acked),
+                    redact(orig)
+                )),
+                Some(Answer::NotFound) => violations.push(format!(
+                    "{} does not resolve through replica {replica} (lost write)",
+                    pair(&e.original, acked)
+                )),
+                Some(Answer::Error(_)) | None => undecided += 1,
+            }
         }
     }
+    violations.extend(h.findings(Broken::ReverseLookup));
     Verdict::from_violations(
         Property::ReverseLookup,
         violations,

@@ -1,8 +1,9 @@
 //! P2, pseudonym stability: every acknowledged `(original → pseudonym)`
-//! re-Creates to the byte-identical pseudonym.
+//! re-Creates to the byte-identical pseudonym — through every replica after
+//! settling, and while the faults happen (online re-Creates).
 
 use super::{pair, short, Answer, History, Property, Verdict};
-use crate::history::Status;
+use crate::history::{Broken, Status};
 
 pub fn check(h: &History<'_>) -> Verdict {
     let (mut violations, mut undecided) = (Vec::new(), 0);
@@ -10,20 +11,23 @@ pub fn check(h: &History<'_>) -> Verdict {
         let Some(acked) = e.pseudonym.as_deref() else {
             continue;
         };
-        match &o.recreated {
-            Answer::Value(p) if p == acked => {}
-            Answer::Value(p) => violations.push(format!(
-                "{} re-created as {}…",
-                pair(&e.original, acked),
-                short(p)
-            )),
-            Answer::NotFound => violations.push(format!(
-                "{} re-create answered NOT_FOUND",
-                pair(&e.original, acked)
-            )),
-            Answer::Error(_) => undecided += 1,
+        for (replica, a) in o.replicas.iter().enumerate() {
+            match &a.recreated {
+                Answer::Value(p) if p == acked => {}
+                Answer::Value(p) => violations.push(format!(
+                    "{} re-created as {}… through replica {replica}",
+                    pair(&e.original, acked),
+                    short(p)
+                )),
+                Answer::NotFound => violations.push(format!(
+                    "{} re-create answered NOT_FOUND through replica {replica}",
+                    pair(&e.original, acked)
+                )),
+                Answer::Error(_) => undecided += 1,
+            }
         }
     }
+    violations.extend(h.findings(Broken::Stability));
     Verdict::from_violations(
         Property::PseudonymStability,
         violations,
@@ -35,7 +39,11 @@ pub fn check(h: &History<'_>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::{test_support::*, Validity};
+    use crate::{
+        checker::{test_support::*, Observation, ReplicaAnswer, Validity},
+        history::Calls,
+        operation::Operation,
+    };
 
     #[test]
     fn a_changed_or_lost_pseudonym_violates_p2_and_evidence_is_redacted() {
@@ -68,5 +76,40 @@ mod tests {
             over(check, &[ok_entry("o1", "p1")], &[obs(value("p1"), None)]).validity,
             Validity::Valid
         );
+    }
+
+    #[test]
+    fn one_replica_that_disagrees_violates_p2() {
+        let agree = |p: &str| ReplicaAnswer {
+            recreated: value(p),
+            reverse: None,
+        };
+        let observations = [Observation {
+            replicas: vec![agree("p1"), agree("p1"), agree("stale")],
+        }];
+        let v = over(check, &[ok_entry("o1", "p1")], &observations);
+        assert_eq!(v.validity, Validity::Invalid);
+        assert!(v.evidence[0].contains("replica 2"), "{v:?}");
+    }
+
+    #[test]
+    fn an_online_finding_violates_p2_though_verification_agrees() {
+        let calls = Calls::default();
+        calls.found(
+            12,
+            Broken::Stability,
+            Operation::Recreate,
+            "t=12s re-created as x".into(),
+        );
+        let calls = calls.report();
+        let ledger = [ok_entry("o1", "p1")];
+        let observations = [obs(value("p1"), None)];
+        let h = History {
+            calls: &calls,
+            ..History::new(&[], 1, NO_BUDGET, &ledger, &observations)
+        };
+        let v = check(&h);
+        assert_eq!(v.validity, Validity::Invalid);
+        assert!(v.evidence[0].starts_with("t=12s"));
     }
 }

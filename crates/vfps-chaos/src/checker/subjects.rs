@@ -4,8 +4,45 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{pair, short, Answer, History, Property, Verdict};
-use crate::{history::Status, redact};
+use super::{pair, short, Answer, History, Property, ReplicaAnswer, Verdict};
+use crate::{
+    history::{Entry, Status},
+    redact,
+};
+
+/// One replica's account of an indeterminate Create: resolved to a pseudonym
+/// that resolves back to the original.
+fn one_replica_indeterminate<'a>(
+    e: &'a Entry,
+    a: &'a ReplicaAnswer,
+    owners: &mut BTreeMap<&'a str, BTreeSet<&'a str>>,
+    violations: &mut Vec<String>,
+    undecided: &mut usize,
+) {
+    match &a.recreated {
+        Answer::Value(p) => {
+            owners.entry(p).or_default().insert(&e.original);
+            match &a.reverse {
+                Some(Answer::Value(orig)) if orig == &e.original => {}
+                Some(Answer::Value(orig)) => violations.push(format!(
+                    "{} but the pseudonym resolves to {}",
+                    pair(&e.original, p),
+                    redact(orig)
+                )),
+                Some(Answer::NotFound) => violations.push(format!(
+                    "{} but the pseudonym does not resolve",
+                    pair(&e.original, p)
+                )),
+                Some(Answer::Error(_)) | None => *undecided += 1,
+            }
+        }
+        Answer::NotFound => violations.push(format!(
+            "indeterminate original {} cannot be resolved",
+            redact(&e.original)
+        )),
+        Answer::Error(_) => *undecided += 1,
+    }
+}
 
 pub fn check(h: &History<'_>) -> Verdict {
     let (mut violations, mut undecided) = (Vec::new(), 0);
@@ -17,33 +54,34 @@ pub fn check(h: &History<'_>) -> Verdict {
                 if let Some(acked) = e.pseudonym.as_deref() {
                     owners.entry(acked).or_default().insert(&e.original);
                 }
-                if let Answer::Value(p) = &o.recreated {
-                    owners.entry(p).or_default().insert(&e.original);
-                }
-            }
-            Status::Indeterminate => match &o.recreated {
-                Answer::Value(p) => {
-                    owners.entry(p).or_default().insert(&e.original);
-                    match &o.reverse {
-                        Some(Answer::Value(orig)) if orig == &e.original => {}
-                        Some(Answer::Value(orig)) => violations.push(format!(
-                            "{} but the pseudonym resolves to {}",
-                            pair(&e.original, p),
-                            redact(orig)
-                        )),
-                        Some(Answer::NotFound) => violations.push(format!(
-                            "{} but the pseudonym does not resolve",
-                            pair(&e.original, p)
-                        )),
-                        Some(Answer::Error(_)) | None => undecided += 1,
+                for a in &o.replicas {
+                    if let Answer::Value(p) = &a.recreated {
+                        owners.entry(p).or_default().insert(&e.original);
                     }
                 }
-                Answer::NotFound => violations.push(format!(
-                    "indeterminate original {} cannot be resolved",
-                    redact(&e.original)
-                )),
-                Answer::Error(_) => undecided += 1,
-            },
+            }
+            Status::Indeterminate => {
+                // Every replica must resolve the subject to one and the same
+                // pseudonym.
+                let values: BTreeSet<&str> = o
+                    .replicas
+                    .iter()
+                    .filter_map(|a| match &a.recreated {
+                        Answer::Value(p) => Some(p.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                if values.len() > 1 {
+                    violations.push(format!(
+                        "indeterminate original {} resolves to {} pseudonyms across replicas",
+                        redact(&e.original),
+                        values.len()
+                    ));
+                }
+                for a in &o.replicas {
+                    one_replica_indeterminate(e, a, &mut owners, &mut violations, &mut undecided);
+                }
+            }
         }
     }
     for (pseudonym, originals) in &owners {

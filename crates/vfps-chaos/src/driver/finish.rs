@@ -7,26 +7,72 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::artifacts;
+use super::{artifacts, pglog, Collected};
 use crate::{
-    checker::{availability, chaos},
+    checker::{availability, chaos, chaos::OneNodeCommit},
     history,
-    report::{self, html, Summary},
-    scenario::{events, ScenarioPlan},
+    report::{self, html},
+    scenario::{
+        events::{self, Window},
+        ScenarioName, ScenarioPlan,
+    },
 };
 
-/// Whether every verdict held. `load` is the load's own summary; the chaos
-/// outcome and both timelines are read from `dir`.
-pub fn finish(dir: &Path, plan: &ScenarioPlan, load: Summary) -> anyhow::Result<bool> {
+/// The scenario whose window holds second `at`.
+fn scenario_at(windows: &[Window], at: f64) -> Option<ScenarioName> {
+    windows
+        .iter()
+        .find(|w| at >= w.start_seconds.floor() && at < w.end_seconds)
+        .map(|w| w.scenario.clone())
+}
+
+/// `t=12s …` evidence gains the scenario it happened in: `t=12s [drain] …`.
+fn with_scenario(evidence: &str, windows: &[Window]) -> String {
+    let second = evidence
+        .strip_prefix("t=")
+        .and_then(|r| r.split_once('s'))
+        .and_then(|(n, _)| n.parse::<f64>().ok());
+    match (second, second.and_then(|s| scenario_at(windows, s))) {
+        (Some(_), Some(scenario)) => {
+            let (head, tail) = evidence.split_once(' ').unwrap_or((evidence, ""));
+            format!("{head} [{scenario}] {tail}")
+        }
+        _ => evidence.to_owned(),
+    }
+}
+
+/// Whether every verdict held. The chaos outcome and both timelines are read
+/// from `dir`; the PostgreSQL logs are searched for one-node commits.
+pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::Result<bool> {
     let outcome = artifacts::read_chaos_outcome(dir)?;
     let timeline = std::fs::read_to_string(dir.join("load-timeline.csv"))
         .with_context(|| format!("cannot read {}", dir.join("load-timeline.csv").display()))?;
     let rows = history::parse_timeline(&timeline)?;
     let windows = events::windows(&artifacts::read_chaos_events(dir)?);
-    let per_scenario = availability::per_scenario(&rows, &windows, plan, load.rate_per_second)?;
+    let mut summary = collected.load;
+    let mut per_scenario =
+        availability::per_scenario(&rows, &windows, plan, summary.rate_per_second)?;
 
-    let mut summary = load;
-    for r in &per_scenario {
+    // Findings made while the faults happened, by the scenario they happened in.
+    for f in &summary.calls.findings {
+        if let Some(s) = scenario_at(&windows, f.second as f64) {
+            if let Some(r) = per_scenario.iter_mut().find(|r| r.scenario == s) {
+                r.findings += 1;
+            }
+        }
+    }
+    for v in &mut summary.verdicts {
+        for e in &mut v.evidence {
+            *e = with_scenario(e, &windows);
+        }
+    }
+    for r in &mut per_scenario {
+        if r.findings > 0 {
+            r.verdict.summary.push_str(&format!(
+                "; {} findings while it ran (see the verdicts)",
+                r.findings
+            ));
+        }
         eprintln!("{}", r.verdict.summary);
         summary.verdicts.push(r.verdict.clone());
     }
@@ -36,6 +82,27 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, load: Summary) -> anyhow::Result<
         &windows,
         plan.load_seconds(),
     ));
+    summary.verdicts.push(chaos::fault_windows_verified(
+        plan,
+        &windows,
+        &summary.verified_seconds,
+    ));
+    let mut commits = Vec::new();
+    for (instance, path) in &collected.postgres_logs {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        for (at, who) in pglog::one_node_commits(&text, instance, summary.load_start_unix) {
+            commits.push(OneNodeCommit {
+                at_seconds: at,
+                instance: who,
+                scenario: scenario_at(&windows, at),
+            });
+        }
+    }
+    summary
+        .verdicts
+        .push(chaos::one_node_commits(&commits, &summary.lost_seconds));
+    summary.one_node_commits = commits;
     summary.passed = summary.verdicts.iter().all(|v| v.passed());
 
     report::write(dir, &summary)?;
@@ -47,13 +114,7 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, load: Summary) -> anyhow::Result<
     report::write_file(
         dir,
         "report.html",
-        html::page(
-            &rows,
-            &windows,
-            &per_scenario,
-            &summary.verdicts,
-            summary.passed,
-        ),
+        html::page(&rows, &windows, &per_scenario, &summary),
     )?;
     report::write_file(
         dir,

@@ -6,6 +6,7 @@
 //!   the plan from the environment.
 //! - [`artifacts`]: what `scenarios` leaves in the run directory for `collect`.
 //! - [`finish`]: the final verdicts, composed once in memory and written once.
+//! - [`pglog`]: one-node commits found in PostgreSQL's logs.
 
 use std::path::Path;
 
@@ -21,6 +22,7 @@ use crate::{
 
 pub mod artifacts;
 pub mod finish;
+pub mod pglog;
 
 /// The settings shared by every platform's driver.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,14 +60,24 @@ pub trait Driver {
         knobs: &Knobs,
         load: &LoadConfig,
     ) -> anyhow::Result<bool>;
-    /// The topology's evidence into the run directory (state, every log) and the
-    /// load's own summary.
-    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Summary>;
+    /// The topology's evidence into the run directory (state, every log), the
+    /// load's own summary, and the PostgreSQL logs to search for one-node
+    /// commits.
+    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected>;
     /// What the topology looks like now, into `dir`, best effort: after a failed
     /// `up` this is all the evidence there is.
     async fn capture_state(&self, dir: &Path);
     /// Removes what `up` created; idempotent.
     async fn down(&self) -> anyhow::Result<()>;
+}
+
+/// What `collect` gathered for the final verdicts.
+pub struct Collected {
+    /// The load's own summary.
+    pub load: Summary,
+    /// PostgreSQL logs in the run directory, with the instance each is of (a
+    /// log of several instances names each on its lines).
+    pub postgres_logs: Vec<(String, std::path::PathBuf)>,
 }
 
 /// `collect`, then the final verdicts and every report. Whether the run passed.
@@ -74,8 +86,8 @@ pub async fn collect<D: Driver>(
     plan: &ScenarioPlan,
     load: &LoadConfig,
 ) -> anyhow::Result<bool> {
-    let summary = driver.collect(plan, load).await?;
-    finish::finish(load.dir(), plan, summary)
+    let collected = driver.collect(plan, load).await?;
+    finish::finish(load.dir(), plan, collected)
 }
 
 /// up, scenarios, collect, down. `down` runs whatever happened; after a failed

@@ -48,6 +48,8 @@ struct LedgerInner {
     entries: Vec<Entry>,
     /// Entries offered to the ledger so far (reservoir denominator).
     seen: u64,
+    /// Acknowledged entries offered so far (reservoir or not).
+    ok_seen: u64,
     file: std::io::BufWriter<std::fs::File>,
     last_flush: std::time::Instant,
 }
@@ -60,6 +62,7 @@ impl Ledger {
                 capacity: (capacity > 0).then_some(capacity),
                 entries: Vec::new(),
                 seen: 0,
+                ok_seen: 0,
                 file: std::io::BufWriter::new(file),
                 last_flush: std::time::Instant::now(),
             }),
@@ -77,6 +80,9 @@ impl Ledger {
     ) {
         let Ok(mut l) = self.inner.lock() else { return };
         l.seen += 1;
+        if status == Status::Ok {
+            l.ok_seen += 1;
+        }
         let slot = match l.capacity {
             None => Some(l.entries.len()),
             Some(cap) if l.entries.len() < cap => Some(l.entries.len()),
@@ -106,6 +112,11 @@ impl Ledger {
             let _ = l.file.flush();
             l.last_flush = std::time::Instant::now();
         }
+    }
+
+    /// Acknowledged Creates recorded, whether or not a reservoir kept them.
+    pub fn ok_seen(&self) -> u64 {
+        self.inner.lock().map(|l| l.ok_seen).unwrap_or(0)
     }
 
     pub fn flush(&self) {

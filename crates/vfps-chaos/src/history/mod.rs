@@ -3,13 +3,20 @@
 //! # Layout
 //! - [`ledger`]: every acknowledged and indeterminate Create, appended to disk as
 //!   it grows.
-//! - [`timeline`]: per-second counts and latencies.
+//! - [`timeline`]: per-second counts and latencies, in all and per operation.
+//! - [`calls`]: every answer by operation and code, and the findings made while
+//!   the faults happened.
+//! - [`leftovers`]: what the final verification checks besides the ledger.
 
+pub mod calls;
 pub mod ledger;
+pub mod leftovers;
 pub mod timeline;
 
+pub use calls::{Broken, Calls, CallsReport, Finding};
 pub use ledger::{load_ledger, Entry, Ledger, Status};
-pub use timeline::{parse_timeline, Event, Row, Timeline, CSV_HEADER};
+pub use leftovers::{Leftovers, SideCheck};
+pub use timeline::{csv_header, parse_timeline, Event, OpCounts, Row, Timeline, MARKER_HEADER};
 
 /// A saved ledger or timeline that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

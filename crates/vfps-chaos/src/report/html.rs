@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
+use super::Summary;
 use crate::{
-    checker::{availability::ScenarioResult, Validity, Verdict},
+    checker::{availability::ScenarioResult, Validity},
     history::Row,
     scenario::events::Window,
 };
@@ -93,9 +94,9 @@ pub fn page(
     rows: &[Row],
     windows: &[Window],
     scenarios: &[ScenarioResult],
-    verdicts: &[Verdict],
-    passed: bool,
+    summary: &Summary,
 ) -> String {
+    let (verdicts, passed) = (&summary.verdicts, summary.passed);
     let mut s = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>vfps chaos report</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.valid{color:#2a7d2a}.invalid,.unknown{color:#c62828;font-weight:bold}</style></head><body>",
     );
@@ -105,14 +106,14 @@ pub fn page(
         if passed { "PASS" } else { "FAIL" }
     );
     s.push_str(&plot(rows, windows));
-    s.push_str("<h2>Per scenario</h2><table><tr><th>scenario</th><th>offered</th><th>ok</th><th>failed</th><th>shed</th><th>longest outage</th><th>budget</th><th>unavailable s</th><th>verdict</th></tr>");
+    s.push_str("<h2>Per scenario</h2><table><tr><th>scenario</th><th>offered</th><th>ok</th><th>failed</th><th>shed</th><th>longest outage</th><th>budget</th><th>unavailable s</th><th>findings</th><th>verdict</th></tr>");
     for r in scenarios {
         let a = &r.availability;
         let v = format!("{:?}", r.verdict.validity).to_lowercase();
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{} s</td><td>{:.2}</td><td class=\"{v}\">{v}</td></tr>",
-            esc(r.scenario.as_str()), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{} s</td><td>{:.2}</td><td>{}</td><td class=\"{v}\">{v}</td></tr>",
+            esc(r.scenario.as_str()), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds, r.findings
         );
     }
     s.push_str("</table><h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>");
@@ -133,7 +134,52 @@ pub fn page(
         }
         s.push_str("</td></tr>");
     }
-    s.push_str("</table></body></html>\n");
+    s.push_str("</table>");
+    if !summary.operations.is_empty() {
+        let _ = write!(
+            s,
+            "<h2>Operations (mix {})</h2><table><tr><th>operation</th><th>offered</th><th>served</th><th>failed</th><th>answers</th></tr>",
+            esc(&summary.mix)
+        );
+        for (op, c) in &summary.operations {
+            let answers = summary
+                .calls
+                .codes
+                .get(op)
+                .map(|codes| {
+                    codes
+                        .iter()
+                        .map(|(code, n)| format!("{code} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(op),
+                c.offered,
+                c.ok,
+                c.failed,
+                esc(&answers)
+            );
+        }
+        s.push_str("</table>");
+    }
+    if !summary.one_node_commits.is_empty() {
+        s.push_str("<h2>One-node commits in the PostgreSQL logs</h2><table><tr><th>t</th><th>instance</th><th>scenario</th></tr>");
+        for c in &summary.one_node_commits {
+            let _ = write!(
+                s,
+                "<tr><td>{:.1} s</td><td>{}</td><td>{}</td></tr>",
+                c.at_seconds,
+                esc(&c.instance),
+                esc(c.scenario.as_ref().map_or("", |n| n.as_str()))
+            );
+        }
+        s.push_str("</table>");
+    }
+    s.push_str("</body></html>\n");
     s
 }
 
@@ -216,15 +262,13 @@ mod tests {
     fn the_page_is_self_contained_and_shows_every_scenario() {
         let rows: Vec<Row> = (0..5)
             .map(|s| Row {
-                second: s,
                 offered: 10,
                 ok: 10,
-                failed: 0,
-                shed: 0,
                 mean_ms: 1.0,
                 p50_ms: 1.0,
                 p99_ms: 2.0,
                 max_ms: 3.0,
+                ..Row::empty(s)
             })
             .collect();
         let windows = vec![Window {
@@ -232,7 +276,11 @@ mod tests {
             start_seconds: 0.0,
             end_seconds: 5.0,
         }];
-        let html = page(&rows, &windows, &[], &[], true);
+        let summary = Summary {
+            passed: true,
+            ..Summary::default()
+        };
+        let html = page(&rows, &windows, &[], &summary);
         let png = plot_png(&rows, &windows).unwrap();
         assert_eq!(&png[1..4], b"PNG");
         assert!(html.contains("<svg") && html.contains("baseline") && html.contains("PASS"));

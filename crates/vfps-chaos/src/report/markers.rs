@@ -4,15 +4,26 @@
 
 use std::io::Write;
 
-use super::{timeline_csv, Summary};
-use crate::history::Row;
+use super::Summary;
+use crate::history::{Row, MARKER_HEADER};
 
 pub const BEGIN_MARKER: &str = "----BEGIN TIMELINE CSV----";
 pub const END_MARKER: &str = "----END TIMELINE CSV----";
 
-/// Prints the timeline between the markers (for `kubectl logs`).
+/// The timeline in the seed's marker format: `second,ok,failed,shed,mean_ms,max_ms`.
+pub fn marker_timeline(rows: &[Row]) -> String {
+    let mut s = format!("{MARKER_HEADER}\n");
+    for r in rows {
+        s.push_str(&r.to_marker_csv());
+        s.push('\n');
+    }
+    s
+}
+
+/// Prints the timeline between the markers (for `kubectl logs`), in the seed's
+/// format; the extended columns are in `load-timeline.csv` only.
 pub fn emit_timeline(rows: &[Row]) -> std::io::Result<()> {
-    let csv = timeline_csv(rows);
+    let csv = marker_timeline(rows);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "{BEGIN_MARKER}")?;
@@ -68,7 +79,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::history::CSV_HEADER;
 
     #[test]
     fn the_load_start_and_summary_are_found_in_a_log() {
@@ -83,6 +93,7 @@ mod tests {
             ledger_indeterminate: 1,
             max_dispatch_lag_ms: 0.5,
             warnings: Vec::new(),
+            ..Summary::default()
         };
         let log = format!(
             "x\n{LOAD_START_PREFIX}1700000000.250----\nprogress\n{SUMMARY_BEGIN}\n{}\n{SUMMARY_END}\n",
@@ -100,7 +111,7 @@ mod tests {
     #[test]
     fn the_timeline_is_extracted_from_between_the_markers() {
         let log =
-            format!("noise\n{BEGIN_MARKER}\n{CSV_HEADER}\n0,1,1,0,0,1,1,1,1\n{END_MARKER}\nmore");
+            format!("noise\n{BEGIN_MARKER}\n{MARKER_HEADER}\n0,1,0,0,1.0,1.0\n{END_MARKER}\nmore");
         let csv = extract_timeline(&log).unwrap();
         assert_eq!(crate::history::parse_timeline(&csv).unwrap().len(), 1);
         assert_eq!(extract_timeline("no markers"), None);

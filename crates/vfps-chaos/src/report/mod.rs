@@ -12,15 +12,15 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::{
-    checker::{Availability, Validity, Verdict},
-    history::{Row, CSV_HEADER},
+    checker::{chaos::OneNodeCommit, Availability, Validity, Verdict},
+    history::{csv_header, CallsReport, OpCounts, Row},
 };
 
 pub mod html;
 pub mod markers;
 
 pub fn timeline_csv(rows: &[Row]) -> String {
-    let mut s = String::from(CSV_HEADER);
+    let mut s = csv_header();
     s.push('\n');
     for r in rows {
         s.push_str(&r.to_csv());
@@ -29,7 +29,7 @@ pub fn timeline_csv(rows: &[Row]) -> String {
     s
 }
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Summary {
     pub passed: bool,
     pub seed: u64,
@@ -41,6 +41,28 @@ pub struct Summary {
     pub ledger_indeterminate: usize,
     pub max_dispatch_lag_ms: f64,
     pub warnings: Vec<String>,
+    /// The mix the load ran (`RESILIENCE_MIX`).
+    #[serde(default)]
+    pub mix: String,
+    /// Per operation: offered, answered and failed calls.
+    #[serde(default)]
+    pub operations: BTreeMap<String, OpCounts>,
+    /// Every answer by operation and code, and the findings made while the
+    /// faults happened (each with its second).
+    #[serde(default)]
+    pub calls: CallsReport,
+    /// Seconds whose acknowledged Creates were lost (P2/P3, online or after).
+    #[serde(default)]
+    pub lost_seconds: Vec<u64>,
+    /// Seconds with an acknowledged Create verified intact through every replica.
+    #[serde(default)]
+    pub verified_seconds: Vec<u64>,
+    /// Wall-clock start of the load window (Unix seconds): the clock of logs.
+    #[serde(default)]
+    pub load_start_unix: f64,
+    /// Commits PostgreSQL logged as left on one node (filled by `collect`).
+    #[serde(default)]
+    pub one_node_commits: Vec<OneNodeCommit>,
 }
 
 fn xml_escape(s: &str) -> String {

@@ -1,82 +1,42 @@
 //! The open-model generator: calls are dispatched on a wall-clock schedule and the
 //! dispatcher never waits for responses. A call beyond `max_in_flight` is shed and
 //! counted as a failure. Results belong to the second in which the call was
-//! offered; latency is measured from the intended send time.
+//! offered; latency and each call's deadline count from its intended send time.
 
 use std::{
-    collections::BTreeMap,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, Mutex,
+        Arc,
     },
     time::Duration,
 };
 
-use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
-use vfps_client::{Client, Outcome};
+use vfps_client::Until;
 
-use crate::history::{Event, Ledger, Status, Timeline};
+use super::{mix::Mix, Served, Workload};
+use crate::history::{Event, Timeline};
 
 /// What drives one load window: its rate, length, call deadline, in-flight cap
-/// and the seed of its originals.
+/// and its mix of operations.
 pub struct Schedule {
-    pub namespace: String,
     pub rate_per_second: u32,
     pub seconds: u64,
     pub deadline: Duration,
     pub max_in_flight: usize,
-    pub seed: u64,
+    pub mix: Mix,
 }
 
-/// Totals of a window, besides the timeline and the ledger.
+/// Totals of a window, besides the timeline and what the workload recorded.
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
-    /// Failures (and sheds, as `SHED`) by status code name.
-    pub failures_by_code: BTreeMap<String, u64>,
+    /// Calls shed at the in-flight cap.
+    pub shed: u64,
     /// Worst lag between intended and actual dispatch, in microseconds.
     pub max_dispatch_lag_micros: u64,
     /// Median and 99th percentile of that lag, in microseconds.
     pub p50_dispatch_lag_micros: u64,
     pub p99_dispatch_lag_micros: u64,
-}
-
-/// A call to make: the generator calls it with an original and a deadline.
-pub trait Call: Send + Sync + 'static {
-    fn create(
-        &self,
-        original: String,
-        deadline: Duration,
-    ) -> futures::future::BoxFuture<'static, Outcome<String>>;
-}
-
-/// Creates through the vfps client.
-pub struct CreateCall {
-    pub client: Client,
-    pub namespace: String,
-}
-
-impl Call for CreateCall {
-    fn create(
-        &self,
-        original: String,
-        deadline: Duration,
-    ) -> futures::future::BoxFuture<'static, Outcome<String>> {
-        let client = self.client.clone();
-        let namespace = self.namespace.clone();
-        Box::pin(async move {
-            match client.create(&namespace, &original, deadline).await {
-                Outcome::Ok(p) => Outcome::Ok(p.pseudonym_value),
-                Outcome::Fail(c) => Outcome::Fail(c),
-                Outcome::Indeterminate(c) => Outcome::Indeterminate(c),
-            }
-        })
-    }
-}
-
-/// A synthetic original: 32 hex digits from the seeded generator (no personal data).
-fn original(rng: &mut rand::rngs::StdRng) -> String {
-    format!("rs-{:032x}", rng.random::<u128>())
 }
 
 /// Waits for `at` precisely: tokio's timer rounds up to whole milliseconds, so
@@ -94,32 +54,31 @@ async fn wait_until(at: Instant) {
 /// Runs the window. Returns once every dispatched call has ended.
 pub async fn run(
     schedule: &Schedule,
-    call: Arc<dyn Call>,
+    workload: Arc<dyn Workload>,
     timeline: Arc<Timeline>,
-    ledger: Arc<Ledger>,
-    progress: bool,
+    progress: Option<Box<dyn Fn() -> String + Send + Sync>>,
 ) -> Totals {
-    let totals = Arc::new(Mutex::new(Totals::default()));
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut lags = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
         .expect("valid histogram bounds");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(schedule.seed);
+    let mut totals = Totals::default();
     let rate = u64::from(schedule.rate_per_second);
     let total = rate * schedule.seconds;
     let interval = Duration::from_secs(1) / schedule.rate_per_second;
     let start = Instant::now();
+    let mut dealer = schedule.mix.dealer();
 
-    let reporter = progress.then(|| {
-        let (timeline, ledger) = (timeline.clone(), ledger.clone());
+    let reporter = progress.map(|extra| {
+        let timeline = timeline.clone();
         let seconds = schedule.seconds;
         tokio::spawn(async move {
             for s in 0..seconds {
                 tokio::time::sleep_until(start + Duration::from_secs(s + 1)).await;
                 if let Some((offered, ok, failed, shed, p99)) = timeline.snapshot(s) {
                     eprintln!(
-                        "load t={:>4}s offered={offered} ok={ok} failed={failed} shed={shed} p99={p99:.1}ms ledger={}",
+                        "load t={:>4}s offered={offered} ok={ok} failed={failed} shed={shed} p99={p99:.1}ms {}",
                         s + 1,
-                        ledger.len()
+                        extra()
                     );
                 }
             }
@@ -137,52 +96,25 @@ pub async fn run(
                 .clamp(1, 3_600_000_000),
         );
         let second = i / rate;
-        timeline.record(second, Event::Offered, None);
+        let Some(op) = dealer.next() else { break };
+        timeline.record(second, op, Event::Offered, None);
         if in_flight.load(Ordering::Relaxed) >= schedule.max_in_flight {
-            timeline.record(second, Event::Shed, None);
-            if let Ok(mut t) = totals.lock() {
-                *t.failures_by_code.entry("SHED".into()).or_default() += 1;
-            }
+            timeline.record(second, op, Event::Shed, None);
+            totals.shed += 1;
             continue;
         }
         in_flight.fetch_add(1, Ordering::Relaxed);
-        let original = original(&mut rng);
-        let (call, timeline, ledger, totals, in_flight) = (
-            call.clone(),
-            timeline.clone(),
-            ledger.clone(),
-            totals.clone(),
-            in_flight.clone(),
-        );
-        let deadline = schedule.deadline;
+        let call = workload
+            .clone()
+            .start(op, second, Until(intended + schedule.deadline));
+        let (timeline, in_flight) = (timeline.clone(), in_flight.clone());
         tasks.spawn(async move {
-            let outcome = call.create(original.clone(), deadline).await;
-            let latency = intended.elapsed();
-            match outcome {
-                Outcome::Ok(pseudonym) => {
-                    timeline.record(second, Event::Ok, Some(latency));
-                    ledger.record(second, Status::Ok, original, Some(pseudonym), None);
-                }
-                Outcome::Fail(code) => {
-                    timeline.record(second, Event::Failed, Some(latency));
-                    if let Ok(mut t) = totals.lock() {
-                        *t.failures_by_code.entry(format!("{code:?}")).or_default() += 1;
-                    }
-                }
-                Outcome::Indeterminate(code) => {
-                    timeline.record(second, Event::Failed, Some(latency));
-                    ledger.record(
-                        second,
-                        Status::Indeterminate,
-                        original,
-                        None,
-                        Some(format!("{code:?}")),
-                    );
-                    if let Ok(mut t) = totals.lock() {
-                        *t.failures_by_code.entry(format!("{code:?}")).or_default() += 1;
-                    }
-                }
-            }
+            let served = call.await;
+            let event = match served {
+                Served::Yes => Event::Ok,
+                Served::No => Event::Failed,
+            };
+            timeline.record(second, op, event, Some(intended.elapsed()));
             in_flight.fetch_sub(1, Ordering::Relaxed);
         });
         // Reap finished calls without waiting, so the set stays small.
@@ -192,10 +124,8 @@ pub async fn run(
     if let Some(r) = reporter {
         r.abort();
     }
-    ledger.flush();
-    let mut t = totals.lock().map(|t| t.clone()).unwrap_or_default();
-    t.max_dispatch_lag_micros = lags.max();
-    t.p50_dispatch_lag_micros = lags.value_at_quantile(0.5);
-    t.p99_dispatch_lag_micros = lags.value_at_quantile(0.99);
-    t
+    totals.max_dispatch_lag_micros = lags.max();
+    totals.p50_dispatch_lag_micros = lags.value_at_quantile(0.5);
+    totals.p99_dispatch_lag_micros = lags.value_at_quantile(0.99);
+    totals
 }

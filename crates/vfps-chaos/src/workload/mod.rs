@@ -1,7 +1,417 @@
-//! The workload: what the harness asks of the service, and when.
+//! The workload: what the harness asks of the service, and when. Every operation
+//! of the API on one open-model schedule, each answer judged by the model while
+//! the faults happen.
 //!
+//! # Layout
+//! - this file: [`Workload`] (what the generator dispatches) and [`Mixed`], the
+//!   operations and what each answer means.
+//! - [`mix`]: which operation each slot carries (`RESILIENCE_MIX`).
 //! - [`generator`]: the open-model schedule — calls dispatched on a wall-clock
-//!   schedule whatever the service does, shed past an in-flight cap, each result
-//!   recorded in the timeline and the ledger.
+//!   schedule whatever the service does, shed past an in-flight cap.
+//! - [`churn`]: side namespaces created, filled, read and deleted (P6).
+//! - [`bad`]: invalid input and the code documented for each kind.
+//!
+//! What each operation may be answered, and which property judges it:
+//!
+//! | operation | well-formed? | answers the model allows | judged by |
+//! |---|---|---|---|
+//! | create | yes | OK (ledger), UNAVAILABLE / DEADLINE_EXCEEDED (indeterminate or not) | P1, P2–P4 after settling, P5 |
+//! | recreate | yes | OK with the acknowledged pseudonym | P2 online, P5 |
+//! | get | yes | OK with the acknowledged original; NOT_FOUND is a lost write | P3 online, P5 |
+//! | list | yes | OK, items without originals; listed pseudonyms resolve | list pages, P5 |
+//! | churn | yes | OK; NOT_FOUND where the namespace's lifecycle says so; ALREADY_EXISTS for a re-sent create | P6, P5 |
+//! | bad | no | its documented code (see [`bad`]) | invalid input |
 
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use tonic::Code;
+use vfps_client::{Client, Outcome, Until};
+use vfps_proto::v1::PseudonymServiceListRequest;
+
+use crate::{
+    history::{Broken, Calls, Ledger, Leftovers, Status},
+    operation::Operation,
+    redact,
+};
+
+pub mod bad;
+pub mod churn;
 pub mod generator;
+pub mod mix;
+
+/// Whether a call was served, for P1: answered by a replica, whatever the
+/// answer (other properties judge the answer), or not (unavailable, too late).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    Yes,
+    No,
+}
+
+impl Served {
+    fn of(code: Code) -> Self {
+        match code {
+            Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::Internal
+            | Code::Unknown
+            | Code::DataLoss
+            | Code::Aborted => Served::No,
+            _ => Served::Yes,
+        }
+    }
+}
+
+/// What the generator dispatches.
+pub trait Workload: Send + Sync + 'static {
+    /// Starts one call of `op`, offered in `second`, to be over by `until`
+    /// (its intended send time plus its deadline). Called in dispatch order.
+    fn start(
+        self: Arc<Self>,
+        op: Operation,
+        second: u64,
+        until: Until,
+    ) -> BoxFuture<'static, Served>;
+}
+
+/// Most acknowledged pairs kept to re-Create and Get (a uniform sample).
+const SAMPLE: usize = 20_000;
+/// Most listed pseudonyms kept for the final verification.
+const LISTED: usize = 2_000;
+
+struct State {
+    rng: StdRng,
+    /// Acknowledged (original, pseudonym) pairs, a uniform sample.
+    acked: Vec<(String, String)>,
+    acked_seen: u64,
+    /// The next page of List; empty starts over.
+    page_token: String,
+    listed: Vec<String>,
+    /// Which kind of invalid input comes next.
+    bad_turn: usize,
+}
+
+/// The mixed workload against one namespace of one service.
+pub struct Mixed {
+    client: Client,
+    namespace: String,
+    ledger: Arc<Ledger>,
+    calls: Arc<Calls>,
+    churn: churn::Churn,
+    state: Mutex<State>,
+    /// Names what invalid input may create (never a real namespace).
+    run: u64,
+}
+
+/// A synthetic original: 32 hex digits from the seeded generator (no personal data).
+fn original(rng: &mut StdRng) -> String {
+    format!("rs-{:032x}", rng.random::<u128>())
+}
+
+impl Mixed {
+    pub fn new(
+        client: Client,
+        namespace: String,
+        seed: u64,
+        ledger: Arc<Ledger>,
+        calls: Arc<Calls>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            namespace,
+            ledger,
+            calls,
+            churn: churn::Churn::new(seed),
+            state: Mutex::new(State {
+                rng: StdRng::seed_from_u64(seed),
+                acked: Vec::new(),
+                acked_seen: 0,
+                page_token: String::new(),
+                listed: Vec::new(),
+                bad_turn: 0,
+            }),
+            run: seed,
+        })
+    }
+
+    pub fn leftovers(&self) -> Leftovers {
+        Leftovers {
+            listed: self
+                .state
+                .lock()
+                .map(|s| s.listed.clone())
+                .unwrap_or_default(),
+            side: self.churn.final_checks(),
+        }
+    }
+
+    /// P5: a well-formed call answered other than OK, UNAVAILABLE,
+    /// DEADLINE_EXCEEDED, or the codes `also` its model allows.
+    fn judge(&self, op: Operation, second: u64, code: Code, also: &[Code]) {
+        self.calls.answered(op, &format!("{code:?}"));
+        let allowed = matches!(code, Code::Ok | Code::Unavailable | Code::DeadlineExceeded)
+            || also.contains(&code);
+        if !allowed {
+            self.calls.found(
+                second,
+                Broken::InnocentFailure,
+                op,
+                format!(
+                    "t={second}s a well-formed {} was answered {code:?}",
+                    op.name()
+                ),
+            );
+        }
+    }
+
+    fn acked_pair(&self) -> Option<(String, String)> {
+        let mut s = self.state.lock().ok()?;
+        if s.acked.is_empty() {
+            return None;
+        }
+        let n = s.acked.len();
+        let i = s.rng.random_range(0..n);
+        Some(s.acked[i].clone())
+    }
+
+    fn remember(&self, original: String, pseudonym: String) {
+        if let Ok(mut s) = self.state.lock() {
+            s.acked_seen += 1;
+            if s.acked.len() < SAMPLE {
+                s.acked.push((original, pseudonym));
+            } else {
+                let seen = s.acked_seen;
+                let j = s.rng.random_range(0..seen) as usize;
+                if j < SAMPLE {
+                    s.acked[j] = (original, pseudonym);
+                }
+            }
+        }
+    }
+
+    async fn create(&self, original: String, second: u64, until: Until) -> Served {
+        let outcome = self.client.create(&self.namespace, &original, until).await;
+        let code = outcome.code();
+        self.judge(Operation::Create, second, code, &[]);
+        match outcome {
+            Outcome::Ok(p) => {
+                self.ledger.record(
+                    second,
+                    Status::Ok,
+                    original.clone(),
+                    Some(p.pseudonym_value.clone()),
+                    None,
+                );
+                self.remember(original, p.pseudonym_value);
+            }
+            Outcome::Indeterminate(code) => self.ledger.record(
+                second,
+                Status::Indeterminate,
+                original,
+                None,
+                Some(format!("{code:?}")),
+            ),
+            Outcome::Fail(_) => {}
+        }
+        Served::of(code)
+    }
+
+    async fn recreate(
+        &self,
+        (original, acked): (String, String),
+        second: u64,
+        until: Until,
+    ) -> Served {
+        let outcome = self.client.create(&self.namespace, &original, until).await;
+        let code = outcome.code();
+        self.judge(Operation::Recreate, second, code, &[Code::NotFound]);
+        let changed = match &outcome {
+            Outcome::Ok(p) if p.pseudonym_value != acked => {
+                Some(format!("re-created as {}…", short(&p.pseudonym_value)))
+            }
+            Outcome::Fail(Code::NotFound) => Some("re-create answered NOT_FOUND".into()),
+            _ => None,
+        };
+        if let Some(how) = changed {
+            self.calls.found(
+                second,
+                Broken::Stability,
+                Operation::Recreate,
+                format!(
+                    "t={second}s original {} -> pseudonym {}… {how}",
+                    redact(&original),
+                    short(&acked)
+                ),
+            );
+        }
+        Served::of(code)
+    }
+
+    async fn get(&self, (original, acked): (String, String), second: u64, until: Until) -> Served {
+        let outcome = self.client.get(&self.namespace, &acked, until).await;
+        let code = outcome.code();
+        self.judge(Operation::Get, second, code, &[Code::NotFound]);
+        let lost = match &outcome {
+            Outcome::Ok(p) if p.original_value.as_deref() != Some(original.as_str()) => {
+                Some(format!(
+                    "resolves to {}",
+                    redact(p.original_value.as_deref().unwrap_or_default())
+                ))
+            }
+            Outcome::Fail(Code::NotFound) => Some("does not resolve (lost write)".into()),
+            _ => None,
+        };
+        if let Some(how) = lost {
+            self.calls.found(
+                second,
+                Broken::ReverseLookup,
+                Operation::Get,
+                format!(
+                    "t={second}s original {} -> pseudonym {}… {how}",
+                    redact(&original),
+                    short(&acked)
+                ),
+            );
+        }
+        Served::of(code)
+    }
+
+    async fn list(&self, second: u64, until: Until) -> Served {
+        let token = self
+            .state
+            .lock()
+            .map(|s| s.page_token.clone())
+            .unwrap_or_default();
+        let outcome = self
+            .client
+            .list(
+                PseudonymServiceListRequest {
+                    namespace: self.namespace.clone(),
+                    page_size: 10,
+                    page_token: token,
+                    include_total_size: false,
+                },
+                until,
+            )
+            .await;
+        let code = outcome.code();
+        self.judge(Operation::List, second, code, &[]);
+        if let Outcome::Ok(page) = outcome {
+            if page.pseudonyms.iter().any(|p| p.original_value.is_some()) {
+                self.calls.found(
+                    second,
+                    Broken::ListPage,
+                    Operation::List,
+                    format!("t={second}s a listed pseudonym carried its original"),
+                );
+            }
+            if let Ok(mut s) = self.state.lock() {
+                s.page_token = page.next_page_token;
+                for p in page.pseudonyms {
+                    if s.listed.len() < LISTED {
+                        s.listed.push(p.pseudonym_value);
+                    }
+                }
+            }
+        }
+        Served::of(code)
+    }
+
+    async fn bad(&self, kind: bad::BadInput, unique: String, second: u64, until: Until) -> Served {
+        let code = kind
+            .call(&self.client, &self.namespace, &unique, until)
+            .await;
+        self.calls.answered(Operation::Bad, &format!("{code:?}"));
+        if code == kind.expected() {
+            return Served::Yes;
+        }
+        if matches!(code, Code::Unavailable | Code::DeadlineExceeded) {
+            return Served::No;
+        }
+        self.calls.found(
+            second,
+            Broken::InvalidInput,
+            Operation::Bad,
+            format!(
+                "t={second}s {} was answered {code:?}, documented {:?}",
+                kind.name(),
+                kind.expected()
+            ),
+        );
+        Served::of(code)
+    }
+}
+
+fn short(pseudonym: &str) -> String {
+    pseudonym.chars().take(8).collect()
+}
+
+impl Workload for Mixed {
+    fn start(
+        self: Arc<Self>,
+        op: Operation,
+        second: u64,
+        until: Until,
+    ) -> BoxFuture<'static, Served> {
+        let this = self.clone();
+        match op {
+            Operation::Create => {
+                let original = self.next_original();
+                Box::pin(async move { this.create(original, second, until).await })
+            }
+            Operation::Recreate | Operation::Get => match self.acked_pair() {
+                Some(pair) if op == Operation::Recreate => {
+                    Box::pin(async move { this.recreate(pair, second, until).await })
+                }
+                Some(pair) => Box::pin(async move { this.get(pair, second, until).await }),
+                // Nothing acknowledged yet: a fresh Create, so the slot still calls.
+                None => {
+                    let original = self.next_original();
+                    Box::pin(async move { this.create(original, second, until).await })
+                }
+            },
+            Operation::List => Box::pin(async move { this.list(second, until).await }),
+            Operation::Churn => Box::pin(async move {
+                let code = this
+                    .churn
+                    .step(&this.client, &this.calls, second, until)
+                    .await;
+                this.judge(
+                    Operation::Churn,
+                    second,
+                    code,
+                    &[Code::NotFound, Code::AlreadyExists],
+                );
+                Served::of(code)
+            }),
+            Operation::Bad => {
+                let (kind, unique) = self.next_bad();
+                Box::pin(async move { this.bad(kind, unique, second, until).await })
+            }
+        }
+    }
+}
+
+impl Mixed {
+    fn next_original(&self) -> String {
+        self.state
+            .lock()
+            .map(|mut s| original(&mut s.rng))
+            .unwrap_or_default()
+    }
+
+    fn next_bad(&self) -> (bad::BadInput, String) {
+        let turn = self
+            .state
+            .lock()
+            .map(|mut s| {
+                s.bad_turn += 1;
+                s.bad_turn
+            })
+            .unwrap_or(0);
+        let kind = bad::BadInput::ALL[turn % bad::BadInput::ALL.len()];
+        (kind, format!("bad-{:08x}-{turn}", self.run & 0xffff_ffff))
+    }
+}

@@ -20,9 +20,9 @@ use super::{
 };
 use crate::{
     config::LoadConfig,
-    driver::{artifacts, DriveArgs, Driver},
+    driver::{artifacts, Collected, DriveArgs, Driver},
     nemesis::{self, Knobs, Recorder},
-    report::{self, markers, Summary},
+    report::{self, markers},
     scenario::ScenarioPlan,
     target::Target,
 };
@@ -173,7 +173,7 @@ impl<R: Runner> Driver for KindDriver<R> {
 
     /// The Job's log and what it reported (a missing timeline or summary fails
     /// the run and says why in `failures.txt`), the cluster's state and logs.
-    async fn collect(&self, _plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Summary> {
+    async fn collect(&self, _plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
         let kube = &self.kube;
         let dir = load.dir();
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -207,7 +207,13 @@ impl<R: Runner> Driver for KindDriver<R> {
         if !dir.join("chaos.json").exists() {
             anyhow::bail!("no chaos.json: `scenarios` did not run for this run directory");
         }
-        Ok(summary)
+        Ok(Collected {
+            load: summary,
+            postgres_logs: vec![("cnpg".into(), dir.join("cnpg-instances.log"))]
+                .into_iter()
+                .filter(|(_, p)| p.exists())
+                .collect(),
+        })
     }
 
     async fn capture_state(&self, dir: &Path) {

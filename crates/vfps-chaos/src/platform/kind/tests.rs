@@ -785,15 +785,14 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     // A log with a timeline and a summary: per-scenario verdicts and the report.
     let rows: Vec<crate::history::Row> = (0..3)
         .map(|s| crate::history::Row {
-            second: s,
             offered: 10,
             ok: if s == 1 { 0 } else { 10 },
             failed: if s == 1 { 10 } else { 0 },
-            shed: 0,
             mean_ms: 1.0,
             p50_ms: 1.0,
             p99_ms: 1.0,
             max_ms: 1.0,
+            ..crate::history::Row::empty(s)
         })
         .collect();
     let summary = crate::report::Summary {
@@ -807,11 +806,12 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         ledger_indeterminate: 0,
         max_dispatch_lag_ms: 0.1,
         warnings: Vec::new(),
+        ..Default::default()
     };
     let log = format!(
         "{}\n{}\n{}\n{}\n{}\n{}\n",
         crate::report::markers::BEGIN_MARKER,
-        crate::report::timeline_csv(&rows).trim_end(),
+        crate::report::markers::marker_timeline(&rows).trim_end(),
         crate::report::markers::END_MARKER,
         crate::report::markers::SUMMARY_BEGIN,
         serde_json::to_string(&summary).unwrap(),

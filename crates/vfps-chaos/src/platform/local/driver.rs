@@ -8,9 +8,8 @@ use anyhow::{bail, Context};
 use super::{grpc_endpoints, require_root, Local, Options};
 use crate::{
     config::LoadConfig,
-    driver::{artifacts, Driver},
+    driver::{artifacts, Collected, Driver},
     nemesis::{self, Knobs, Recorder},
-    report::Summary,
     run,
     scenario::ScenarioPlan,
 };
@@ -139,13 +138,26 @@ impl Driver for LocalDriver {
         Ok(summary.passed)
     }
 
-    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Summary> {
+    async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
         let dir = load_config(load, plan).dir().to_owned();
         if let Ok(local) = Local::attach(self.options.clone()) {
             local.snapshot_cluster(&dir, "after").await?;
             local.collect_logs(&dir)?;
         }
-        artifacts::read_load_summary(&dir)
+        let postgres_logs = super::ZONES
+            .iter()
+            .map(|z| {
+                (
+                    format!("db-{z}"),
+                    dir.join(format!("logs/postgresql-{z}.log")),
+                )
+            })
+            .filter(|(_, path)| path.exists())
+            .collect();
+        Ok(Collected {
+            load: artifacts::read_load_summary(&dir)?,
+            postgres_logs,
+        })
     }
 
     async fn capture_state(&self, dir: &std::path::Path) {
