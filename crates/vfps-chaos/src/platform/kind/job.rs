@@ -50,6 +50,7 @@ pub fn job_variables(
             "RESILIENCE_MAX_UNAVAILABLE_SECONDS",
             load.limits.max_unavailable_seconds.to_string(),
         ),
+        ("RESILIENCE_MIX", load.workload.mix.clone()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

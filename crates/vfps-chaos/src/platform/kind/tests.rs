@@ -720,6 +720,10 @@ fn the_job_runs_the_plans_load_window_with_its_deadline() {
         "150 + 60 settle + 900"
     );
     assert!(job.contains("stress-test:v9"));
+    assert!(
+        job.contains(r#"{name: RESILIENCE_MIX, value: "create=60"#),
+        "the Job runs the same mix: {job}"
+    );
     assert!(!job.contains("${"));
     let missing = job::render_job("x: ${NOT_A_VARIABLE}", &plan, &load_config(&dir), "v9");
     assert!(missing
