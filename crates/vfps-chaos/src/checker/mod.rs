@@ -393,7 +393,9 @@ mod tests {
 
     #[test]
     fn a_healthy_history_passes_every_load_check() {
-        let rows = [row(0, 2, 2)];
+        let mut served = row(0, 2, 2);
+        served.ops[Operation::Create.index()].ok = 2;
+        let rows = [served];
         let ledger = [ok_entry("o1", "p1"), ok_entry("o2", "p2")];
         let observations = [
             obs(value("p1"), Some(value("o1"))),

@@ -80,6 +80,8 @@ pub trait Workload: Send + Sync + 'static {
 const SAMPLE: usize = 20_000;
 /// Most listed pseudonyms kept for the final verification.
 const LISTED: usize = 2_000;
+/// Well-formed Creates sent together with an original containing U+0000.
+const COMPANIONS: usize = 8;
 
 struct State {
     rng: StdRng,
@@ -319,10 +321,26 @@ impl Mixed {
         Served::of(code)
     }
 
-    async fn bad(&self, kind: bad::BadInput, unique: String, second: u64, until: Until) -> Served {
-        let code = kind
-            .call(&self.client, &self.namespace, &unique, until)
-            .await;
+    /// Invalid input. The original with U+0000 goes out together with
+    /// well-formed Creates (`companions`), so that it shares their batch: one
+    /// caller's bad input must not fail them (P5).
+    async fn bad(
+        &self,
+        kind: bad::BadInput,
+        unique: String,
+        companions: Vec<String>,
+        second: u64,
+        until: Until,
+    ) -> Served {
+        let innocent = futures::future::join_all(
+            companions
+                .into_iter()
+                .map(|o| self.create(o, second, until)),
+        );
+        let (code, _) = tokio::join!(
+            kind.call(&self.client, &self.namespace, &unique, until),
+            innocent
+        );
         self.calls.answered(Operation::Bad, &format!("{code:?}"));
         if code == kind.expected() {
             return Served::Yes;
@@ -388,7 +406,12 @@ impl Workload for Mixed {
             }),
             Operation::Bad => {
                 let (kind, unique) = self.next_bad();
-                Box::pin(async move { this.bad(kind, unique, second, until).await })
+                let companions = if kind == bad::BadInput::NulOriginal {
+                    (0..COMPANIONS).map(|_| self.next_original()).collect()
+                } else {
+                    Vec::new()
+                };
+                Box::pin(async move { this.bad(kind, unique, companions, second, until).await })
             }
         }
     }
