@@ -54,6 +54,7 @@ async fn the_faults_apply_and_heal_on_the_real_topology() {
         vfps_bin: bin,
         restart_backoff: Duration::from_secs(1),
         grace_period: Duration::from_secs(10),
+        profile: local::DatabaseProfile::Safe,
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     // Tear down whatever happens, then report the failure.
@@ -167,6 +168,7 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
     let d = LocalDriver::new(&LocalArgs {
         base: base.clone(),
         vfps_bin: Some(broken),
+        database_profile: local::DatabaseProfile::Safe,
     });
     let dir = scratch.join("run");
     let load = {
@@ -185,6 +187,7 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
             scenarios: Some("baseline".into()),
         },
         Target::Local,
+        None,
     )
     .unwrap();
     let e = driver::all(&d, &plan, &knobs, &load).await.unwrap_err();

@@ -236,7 +236,8 @@ pub fn render(
     load: &LoadConfig,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let (plan, knobs) = crate::driver::plan(drive_args, Target::Kind)?;
+    let seed = load.workload.seed.unwrap_or_else(rand::random);
+    let (plan, knobs) = crate::driver::plan(drive_args, Target::Kind, Some(seed))?;
     let read = |rel: &str| {
         let p = args.assets.join(rel);
         std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
