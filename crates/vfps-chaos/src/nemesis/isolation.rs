@@ -57,6 +57,7 @@ pub async fn run<F: Faults>(
     .await;
     f.restore_instance(&primary).await?;
     f.wait_db_healthy(f.heal_timeout()).await?;
+    super::wait_standby(f, &primary).await?;
     for s in &standbys {
         prove_answered(f, &primary, s).await?;
     }
@@ -102,18 +103,8 @@ async fn isolate<F: Faults>(
     standbys: &[Instance],
     hold: Duration,
 ) -> anyhow::Result<()> {
-    let until = Instant::now() + hold;
     f.isolate_instance(primary, hold).await?;
-    for s in standbys {
-        let c = f.connect(Pod::Instance(primary), Pod::Instance(s)).await?;
-        if c != Connect::TimedOut {
-            bail!(
-                "the isolation did not hold: a connect from {} to {} was {c:?}",
-                primary.name,
-                s.name
-            );
-        }
-    }
+    let until = Instant::now() + hold;
     rec.fault(
         scenario,
         format!(
@@ -122,6 +113,20 @@ async fn isolate<F: Faults>(
         ),
     )
     .await;
+    let probes = standbys.iter().map(|s| async move {
+        let c = f.connect(Pod::Instance(primary), Pod::Instance(s)).await?;
+        if c != Connect::TimedOut {
+            bail!(
+                "the isolation did not hold: a connect from {} to {} was {c:?}",
+                primary.name,
+                s.name
+            );
+        }
+        anyhow::Ok(())
+    });
+    for r in futures::future::join_all(probes).await {
+        r?;
+    }
     // In-flight WAL may still land in the first moment after the cut.
     tokio::time::sleep(Duration::from_secs(1).min(hold / 4)).await;
     let first = f.wal_positions().await?;

@@ -52,7 +52,8 @@ pub struct Knobs {
     pub isolation: Duration,
     /// How long a vfps replica stays stopped (`VFPS_PAUSE_SECONDS`): past the call deadline.
     pub vfps_pause: Duration,
-    /// How long a vfps replica is cut off from the database (`VFPS_PARTITION_SECONDS`).
+    /// How long a vfps replica is cut off from the database (`VFPS_PARTITION_SECONDS`):
+    /// past its readiness grace (`VFPS_READINESS_DATABASE_GRACE`, 30 s by default).
     pub vfps_partition: Duration,
     /// How long the database is slow (`DELAY_SECONDS`).
     pub delay: Duration,
@@ -85,7 +86,7 @@ impl Knobs {
             db_pause: secs("PAUSE_SECONDS", 15)?,
             isolation: secs("ISOLATION_SECONDS", 10)?,
             vfps_pause: secs("VFPS_PAUSE_SECONDS", 10)?,
-            vfps_partition: secs("VFPS_PARTITION_SECONDS", 20)?,
+            vfps_partition: secs("VFPS_PARTITION_SECONDS", 40)?,
             delay: secs("DELAY_SECONDS", 40)?,
         })
     }
@@ -306,6 +307,29 @@ pub trait Faults: Sync {
     async fn drain(&self, node: &str) -> anyhow::Result<()>;
     /// Returns the node to service.
     async fn uncordon(&self, node: &str) -> anyhow::Result<()>;
+}
+
+/// Waits until `instance` is a standby by its own account — in recovery,
+/// receiving WAL — not merely listed as one by the HA manager.
+pub async fn wait_standby<F: Faults>(f: &F, instance: &Instance) -> anyhow::Result<()> {
+    let deadline = Instant::now() + f.heal_timeout();
+    loop {
+        let positions = f.wal_positions().await.unwrap_or_default();
+        if positions
+            .iter()
+            .any(|w| w.name == instance.name && !w.primary)
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "{} is not a standby {:?} after it came back: {positions:?}",
+                instance.name,
+                f.heal_timeout()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// What the scenarios did, for the report.

@@ -26,17 +26,22 @@ pub async fn run<F: Faults>(
         let next = Instant::now() + knobs.partition_every;
         let applied = async {
             f.partition(knobs.partition_burst).await?;
-            every_connect(f, &replicas, &primary, false).await
-        }
-        .await;
-        if applied.is_ok() {
+            let heal_at = Instant::now() + knobs.partition_burst;
             rec.fault(
                 scenario,
-                "applied: vfps pods cannot reach the database pods (connects time out)",
+                "applied: vfps pods cut off from the database pods",
             )
             .await;
-            tokio::time::sleep(knobs.partition_burst).await;
+            every_connect(f, &replicas, &primary, false).await?;
+            rec.note(
+                scenario,
+                "proven: every replica's connect to the primary times out",
+            )
+            .await;
+            tokio::time::sleep_until(heal_at).await;
+            anyhow::Ok(())
         }
+        .await;
         // A partition must never outlive its burst, even one that failed to apply.
         let healed = f.heal_partition().await;
         applied?;

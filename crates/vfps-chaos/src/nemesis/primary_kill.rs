@@ -19,8 +19,8 @@ pub async fn run<F: Faults>(
     let mut failovers = 0;
     loop {
         f.wait_db_healthy(f.heal_timeout()).await?;
-        // Room for a failover and a rejoin; always at least one kill.
-        if failovers > 0 && Instant::now() + Duration::from_secs(15) > until {
+        // Room for a failover and a rejoin (up to ~20 s here); always at least one kill.
+        if failovers > 0 && Instant::now() + Duration::from_secs(22) > until {
             return Ok(failovers);
         }
         let old = f
@@ -49,9 +49,10 @@ pub async fn run<F: Faults>(
         rec.note(scenario, how).await;
         f.restore_instance(&old).await?;
         f.wait_db_healthy(f.heal_timeout()).await?;
+        super::wait_standby(f, &old).await?;
         rec.heal(
             scenario,
-            format!("healed: {} back, cluster healthy", old.name),
+            format!("healed: {} back as a standby, cluster healthy", old.name),
         )
         .await;
         failovers += 1;

@@ -6,8 +6,8 @@
 //! at least once.
 //!
 //! Proof: a new leader on a higher timeline while the old one is paused; after
-//! the resume the old one is a standby and the primary's timeline never goes
-//! back (a timeline that goes back is the split brain that discards every
+//! the resume the old one is a standby by its own account (PostgreSQL in
+//! recovery, receiving WAL) and the primary's timeline never goes back (a timeline that goes back is the split brain that discards every
 //! write the promoted primary acknowledged).
 
 use std::time::Duration;
@@ -76,6 +76,7 @@ async fn once<F: Faults>(
     resumed?;
     rec.note(scenario, format!("resumed {}", old.name)).await;
     f.wait_db_healthy(f.heal_timeout()).await?;
+    super::wait_standby(f, &old).await?;
     let after = f.timeline().await?.context("no primary after the resume")?;
     if after < timeline {
         bail!(

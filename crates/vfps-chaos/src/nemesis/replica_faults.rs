@@ -76,6 +76,14 @@ pub async fn cut<F: Faults>(
     let until = started + knobs.vfps_partition;
     let held = async {
         f.cut_replica(&replica, knobs.vfps_partition).await?;
+        rec.fault(
+            scenario,
+            format!(
+                "cut {replica} off from the database for {:?}",
+                knobs.vfps_partition
+            ),
+        )
+        .await;
         let c = f
             .connect(Pod::Replica(&replica), Pod::Instance(&primary))
             .await?;
@@ -85,14 +93,6 @@ pub async fn cut<F: Faults>(
                 primary.name
             );
         }
-        rec.fault(
-            scenario,
-            format!(
-                "cut {replica} off from the database for {:?}",
-                knobs.vfps_partition
-            ),
-        )
-        .await;
         // It must leave rotation within the hold; the others stay ready.
         let left = loop {
             if !f.replica_ready(&replica).await {

@@ -114,7 +114,7 @@ impl Scenario {
             Scenario::DbDoubleFailover => (90, 300),
             Scenario::DbSyncStandbyKill => (45, 180),
             Scenario::VfpsPodPause => (40, 0),
-            Scenario::VfpsPartition => (50, 120),
+            Scenario::VfpsPartition => (65, 120),
             Scenario::DbNetworkDelay => (0, 90),
         };
         Duration::from_secs(match target {
@@ -171,10 +171,14 @@ pub fn duration_variable(name: &str) -> String {
 pub fn default_scenarios(target: Target) -> &'static str {
     match target {
         Target::Local => {
-            "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain"
+            "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain,\
+             db-primary-pause,db-primary-isolation,db-sync-standby-kill,vfps-pod-pause,\
+             vfps-partition,db-double-failover"
         }
         Target::Kind => {
-            "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain"
+            "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\
+             db-primary-isolation,db-sync-standby-kill,vfps-partition,db-network-delay,\
+             db-double-failover"
         }
     }
 }
@@ -452,10 +456,16 @@ mod tests {
         );
         assert_eq!(kill.duration_seconds, 100);
         assert_eq!(kill.max_outage_seconds, 10);
-        assert_eq!(p.load_seconds(), 60 + 135 + 100 + 180 + 180 + 180 + 60);
+        assert_eq!(
+            p.load_seconds(),
+            60 + 135 + 100 + 180 + 180 + 180 + 240 + 180 + 120 + 90 + 300 + 60
+        );
         let local =
             ScenarioPlan::from_env(default_scenarios(Target::Local), Target::Local, |_| None)
                 .unwrap();
-        assert_eq!(local.load_seconds(), 60 + 135 + 120 + 120 + 90 + 90 + 30);
+        assert_eq!(
+            local.load_seconds(),
+            60 + 135 + 120 + 120 + 90 + 90 + 60 + 60 + 45 + 40 + 65 + 90 + 30
+        );
     }
 }
