@@ -35,7 +35,7 @@ case "$profile" in
       VFPS_READINESS_DATABASE_GRACE=${VFPS_READINESS_DATABASE_GRACE:-10s} \
       DURATION_DB_DOUBLE_FAILOVER=${DURATION_DB_DOUBLE_FAILOVER:-45} \
       LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
-      RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-60}
+      RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
     if [ "$profile" = "--self-test" ]; then
       # The harness's self-test: asynchronous replication and an isolated
       # primary lose acknowledged writes; the run must fail on them.

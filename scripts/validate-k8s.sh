@@ -93,7 +93,9 @@ schema "$crds/chaos-mesh.org_networkchaos.yaml" >"$out/networkchaos.json"
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" tests/chaos/ha/chaos/cnpg-primary-kill.yaml
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml \
   tests/chaos/ha/chaos/db-network-partition.yaml "$out/kind/vfps-pod-kill.yaml"
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml" \
+  "$out/kind/db-primary-isolation.yaml" "$out/kind/vfps-partition.yaml" "$out/kind/db-network-delay.yaml"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" "$out/kind/db-standby-kill.yaml"
 
 echo "== HA wiring"
 $py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60
