@@ -5,7 +5,7 @@
 //! and every fault and heal a labelled vertical marker.
 
 use plotters::{
-    coord::Shift,
+    coord::{ranged1d::ValueFormatter, types::RangedCoordf64, Shift},
     prelude::*,
     style::{FontTransform, RGBColor},
 };
@@ -145,50 +145,20 @@ impl Chart<'_> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..n, 0f64..most)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds into the load window")
-            .y_desc("calls per second")
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 15))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()?;
+        mesh(&mut chart, "calls per second")?;
         self.shade(&mut chart, most, true)?;
-        let series = |f: fn(&Row) -> u64| {
+        let series = |f: fn(&Row) -> u64| -> Vec<(f64, f64)> {
             self.rows
                 .iter()
-                .map(move |r| (r.second as f64 + 0.5, f(r) as f64))
+                .map(|r| (r.second as f64 + 0.5, f(r) as f64))
+                .collect()
         };
-        chart
-            .draw_series(LineSeries::new(
-                series(|r| r.offered),
-                OFFERED.stroke_width(1),
-            ))?
-            .label("offered")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], OFFERED.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(series(|r| r.ok), OK.stroke_width(2)))?
-            .label("ok")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], OK.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(
-                series(|r| r.failed),
-                FAILED.stroke_width(2),
-            ))?
-            .label("failed")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], FAILED.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(series(|r| r.shed), SHED.stroke_width(2)))?
-            .label("shed")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], SHED.stroke_width(2)));
+        line(&mut chart, series(|r| r.offered), OFFERED, 1, "offered")?;
+        line(&mut chart, series(|r| r.ok), OK, 2, "ok")?;
+        line(&mut chart, series(|r| r.failed), FAILED, 2, "failed")?;
+        line(&mut chart, series(|r| r.shed), SHED, 2, "shed")?;
         self.markers(&mut chart, most, true)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 14))
-            .draw()
+        legend(&mut chart)
     }
 
     fn latency<DB: DrawingBackend>(
@@ -202,47 +172,26 @@ impl Chart<'_> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..n, (0.1f64..highest).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds into the load window")
-            .y_desc("latency (ms, log)")
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 15))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()?;
+        mesh(&mut chart, "latency (ms, log)")?;
         self.shade(&mut chart, highest, false)?;
-        let answered = |f: fn(&Row) -> f64| {
+        let answered = |f: fn(&Row) -> f64| -> Vec<(f64, f64)> {
             self.rows
                 .iter()
                 .filter(|r| r.max_ms > 0.0)
-                .map(move |r| (r.second as f64 + 0.5, f(r).max(0.1)))
+                .map(|r| (r.second as f64 + 0.5, f(r).max(0.1)))
+                .collect()
         };
-        chart
-            .draw_series(LineSeries::new(answered(|r| r.max_ms), MAX.stroke_width(1)))?
-            .label("max")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], MAX.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(answered(|r| r.p99_ms), P99.stroke_width(2)))?
-            .label("p99")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], P99.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(answered(|r| r.p50_ms), P50.stroke_width(2)))?
-            .label("p50")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], P50.stroke_width(2)));
+        line(&mut chart, answered(|r| r.max_ms), MAX, 1, "max")?;
+        line(&mut chart, answered(|r| r.p99_ms), P99, 2, "p99")?;
+        line(&mut chart, answered(|r| r.p50_ms), P50, 2, "p50")?;
         self.markers(&mut chart, highest, false)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 14))
-            .draw()
+        legend(&mut chart)
     }
 
     /// Each scenario's window shaded; named in the upper chart.
-    fn shade<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
+    fn shade<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
         &self,
-        chart: &mut ChartContext<'_, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+        chart: &mut Panel<'a, DB, Y>,
         top: f64,
         named: bool,
     ) -> DrawResult<DB::ErrorType> {
@@ -269,9 +218,9 @@ impl Chart<'_> {
 
     /// A vertical line per fault (red) and heal (green); labelled, rotated, in
     /// the upper chart.
-    fn markers<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
+    fn markers<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
         &self,
-        chart: &mut ChartContext<'_, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+        chart: &mut Panel<'a, DB, Y>,
         top: f64,
         labelled: bool,
     ) -> DrawResult<DB::ErrorType> {
@@ -311,6 +260,56 @@ impl Chart<'_> {
         }
         Ok(())
     }
+}
+
+/// A panel: time below, seconds and the quantity labelled, light gridlines.
+type Panel<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
+
+fn mesh<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>, y_desc: &str) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("seconds into the load window")
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()
+}
+
+fn line<'a, DB, Y>(
+    chart: &mut Panel<'a, DB, Y>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    width: u32,
+    label: &str,
+) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(width)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+    Ok(())
+}
+
+fn legend<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 14))
+        .draw()
 }
 
 #[cfg(test)]

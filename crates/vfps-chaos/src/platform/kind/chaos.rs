@@ -363,26 +363,7 @@ impl<R: Runner> Faults for Kube<R> {
     async fn heal_partition(&self) -> anyhow::Result<()> {
         self.delete(&self.partition_manifest(Duration::ZERO)?)
             .await?;
-        wait_every(
-            "the partition to be recovered and gone",
-            Duration::from_secs(120),
-            self.poll,
-            || async {
-                self.kubectl(&[
-                    "get",
-                    "networkchaos",
-                    PARTITION_BURST,
-                    "-n",
-                    NAMESPACE,
-                    "--ignore-not-found",
-                    "-o",
-                    "name",
-                ])
-                .await
-                .is_ok_and(|o| o.trim().is_empty())
-            },
-        )
-        .await
+        self.wait_gone("networkchaos", PARTITION_BURST).await
     }
 
     /// `kubectl rollout restart`; the chart's update strategy (maxUnavailable 0,

@@ -127,15 +127,20 @@ impl<R: Runner> Kube<R> {
     pub(crate) async fn remove(&self, o: OneShot) -> anyhow::Result<()> {
         let manifest = render_asset(&self.asset(o.asset)?, &any_values())?;
         self.delete(&manifest).await?;
+        self.wait_gone(o.kind, o.name).await
+    }
+
+    /// Waits until a chaos object is gone (its finalizer recovered the fault).
+    pub(crate) async fn wait_gone(&self, kind: &str, name: &str) -> anyhow::Result<()> {
         wait_every(
-            &format!("{} to be recovered and gone", o.name),
+            &format!("{name} to be recovered and gone"),
             Duration::from_secs(120),
             self.poll,
             || async {
                 self.kubectl(&[
                     "get",
-                    o.kind,
-                    o.name,
+                    kind,
+                    name,
                     "-n",
                     NAMESPACE,
                     "--ignore-not-found",
