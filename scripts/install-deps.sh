@@ -3,10 +3,11 @@
 # Idempotent; needs root (or sudo).
 set -euo pipefail
 
-# PostgreSQL (and openssl for its test certificates) for the tests; etcd + iproute2 +
+# PostgreSQL (and openssl for its test certificates) for the tests, DejaVu for the
+# report chart's text; etcd + iproute2 +
 # nftables for the local HA platform. Patroni comes from PyPI, pinned (below): the
 # Debian package (3.0.2) can split the brain after a paused leader resumes.
-packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv)
+packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
