@@ -52,6 +52,9 @@ case "$profile" in
     exit 2
     ;;
 esac
+# The whole run's longest-outage gate is never below a scenario's own budget:
+# a double failover rightly blocks writes until a killed instance is back (40 s).
+export RESILIENCE_MAX_OUTAGE_SECONDS=${RESILIENCE_MAX_OUTAGE_SECONDS:-40}
 export RESILIENCE_OUTPUT_DIR=${RESILIENCE_OUTPUT_DIR:-runs/local-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESILIENCE_OUTPUT_DIR"
 status=0
