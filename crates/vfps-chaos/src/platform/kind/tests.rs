@@ -1062,8 +1062,10 @@ fn the_partition_burst_comes_from_the_schedules_template() {
 async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     let dir = vfps_testkit::scratch_dir("kind-run");
     let d = driver(kube());
+    // Two seconds, so that second 1 lies well inside the window even when the
+    // machine is busy.
     let plan = Plan {
-        scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
+        scenarios: vec![planned(Scenario::Baseline, "baseline", 2)],
         margin_seconds: 1,
         seed: None,
     };
