@@ -98,6 +98,15 @@ postgresql:
     )
 }
 
+/// Whether a process is stopped (state `T`), or gone.
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| matches!(rest.trim_start().chars().next(), Some('T' | 'Z')))
+    })
+}
+
 /// A Patroni tool (`patroni`, `patronictl`) from the pinned installation
 /// `scripts/install-deps.sh` makes: `$VFPS_PATRONI_DIR/bin`, by default
 /// `/opt/vfps-chaos/patroni/bin`. Not the distribution's Patroni: Debian's 3.0.2
@@ -327,8 +336,22 @@ impl Local {
         if pids.is_empty() {
             bail!("database pod {zone} has no process to pause");
         }
-        for pid in &pids {
-            signal(*pid, "STOP").await?;
+        // A process forked while the others were being stopped (a backend for
+        // a new connection) would go on serving: stop until none runs.
+        for _ in 0..5 {
+            let running: Vec<u32> = self
+                .db_pids(zone)
+                .await?
+                .into_iter()
+                .filter(|p| !stopped(*p))
+                .collect();
+            if running.is_empty() {
+                break;
+            }
+            for pid in running {
+                // A process may have exited since it was listed.
+                let _ = signal(pid, "STOP").await;
+            }
         }
         wait_for(
             &format!("db-{zone}'s Patroni to stop answering"),
