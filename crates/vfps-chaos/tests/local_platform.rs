@@ -494,6 +494,19 @@ async fn gray(l: &Local) {
     }
     assert!(!l.partitioned().await, "no cut left behind");
 
+    // What a scenario stopped half way leaves is healed after the scenarios.
+    Faults::pause_replica(l, "vfps-app-b").await.unwrap();
+    Faults::cut_replica(l, "vfps-app-c", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(!Faults::replica_answers(l, "vfps-app-b").await, "paused");
+    assert!(l.partitioned().await, "cut");
+    l.heal_everything().await.unwrap();
+    assert!(!l.partitioned().await, "the cut is removed");
+    l.wait_replicas_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+
     // Each fault made inert: its scenario fails on its proof, not later.
     for (fault, scenario, seconds, why) in [
         (

@@ -16,7 +16,7 @@ pub const REPLICA_CUT: &str = "vfps_chaos_replica_cut";
 const TABLES: [&str; 3] = [PARTITION, ISOLATION, REPLICA_CUT];
 
 /// Every pod namespace a cut may live in.
-fn pods() -> Vec<String> {
+pub(super) fn pods() -> Vec<String> {
     ZONES
         .iter()
         .flat_map(|z| [format!("vfps-app-{z}"), format!("vfps-db-{z}")])

@@ -99,7 +99,7 @@ postgresql:
 }
 
 /// Whether a process is stopped (state `T`), or gone.
-fn stopped(pid: u32) -> bool {
+pub(super) fn stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
         s.rsplit(')')
             .next()

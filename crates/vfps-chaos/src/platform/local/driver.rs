@@ -136,8 +136,9 @@ impl Driver for LocalDriver {
             (r, rec.events().await, finished)
         };
         let (summary, (chaos_result, events, finished)) = tokio::join!(load_run, chaos);
-        // No cut may outlive the run.
-        super::cuts::remove_all().await?;
+        // No cut and no stopped process may outlive the scenarios, whatever
+        // happened to them.
+        local.heal_everything().await?;
         artifacts::write_chaos(&dir, &events, &chaos_result, finished)?;
         // A scenario that failed is a finding, not a harness failure: chaos.json
         // has it, and `collect` fails the run on it.

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     nemesis::{Faults, Instance, Knobs, Pod, Recorder, Victim, WalPosition},
-    platform::net::wait_for,
+    platform::net::{cmd, wait_for},
     scenario::ScenarioName,
 };
 
@@ -52,6 +52,23 @@ impl Local {
             cuts::remove(&format!("vfps-app-{z}"), cuts::PARTITION).await?;
         }
         Ok(())
+    }
+
+    /// Removes every cut and resumes every stopped process of the pods: after
+    /// the scenarios, whatever happened to them (a scenario that stopped half
+    /// way must not leave a primary paused).
+    pub async fn heal_everything(&self) -> anyhow::Result<()> {
+        let cut = cuts::remove_all().await;
+        for ns in cuts::pods() {
+            if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
+                for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                    if super::database::stopped(pid) && crate::platform::net::alive(pid) {
+                        let _ = crate::platform::net::signal(pid, "CONT").await;
+                    }
+                }
+            }
+        }
+        cut
     }
 
     /// Whether any cut is in place (for tests and after a run).
