@@ -2,7 +2,9 @@
 # The local HA chaos run: 3 vfps replicas and a 3-instance Patroni cluster in
 # network namespaces, every scenario under continuous load, gated on P1-P4.
 # Needs root. Durations come from DURATION_* (defaults: the full suite, ~17 min of
-# load); `--ci` selects the trimmed set used by .ci/run (~2 min of load).
+# load); `--ci` selects the trimmed set used by .ci/run (~5 min of load);
+# `--self-test` runs db-primary-isolation on asynchronous replication and
+# succeeds only if the harness reports the writes that loses (P3).
 # The run directory (report.html, timelines, logs) is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,26 +15,66 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 profile=${1:-full}
 ./scripts/install-deps.sh
-if [ "$profile" = "--ci" ]; then
-  cargo build --locked --bins -p vfps-server -p vfps-chaos
-  bin=target/debug
-  export DURATION_BASELINE=${DURATION_BASELINE:-8} DURATION_VFPS_POD_KILL=${DURATION_VFPS_POD_KILL:-14} \
-    POD_KILL_INTERVAL_SECONDS=${POD_KILL_INTERVAL_SECONDS:-7} DURATION_DB_PRIMARY_KILL=${DURATION_DB_PRIMARY_KILL:-32} \
-    DURATION_DB_NETWORK_PARTITION=${DURATION_DB_NETWORK_PARTITION:-16} PARTITION_BURST_SECONDS=${PARTITION_BURST_SECONDS:-6} \
-    PARTITION_EVERY_SECONDS=${PARTITION_EVERY_SECONDS:-12} DURATION_ROLLOUT=${DURATION_ROLLOUT:-16} \
-    MIN_READY_SECONDS=${MIN_READY_SECONDS:-2} DURATION_DRAIN=${DURATION_DRAIN:-20} DRAIN_HOLD_SECONDS=${DRAIN_HOLD_SECONDS:-5} \
-    LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
-    RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-30}
-else
-  cargo build --locked --release --bins -p vfps-server -p vfps-chaos
-  bin=target/release
-fi
+db_profile=safe
+case "$profile" in
+  --ci | --self-test)
+    cargo build --locked --bins -p vfps-server -p vfps-chaos
+    bin=target/debug
+    # Short windows for every scenario; the replicas inherit a 10 s readiness
+    # grace so that vfps-partition shows a replica leaving rotation quickly.
+    export DURATION_BASELINE=${DURATION_BASELINE:-8} DURATION_VFPS_POD_KILL=${DURATION_VFPS_POD_KILL:-14} \
+      POD_KILL_INTERVAL_SECONDS=${POD_KILL_INTERVAL_SECONDS:-7} DURATION_DB_PRIMARY_KILL=${DURATION_DB_PRIMARY_KILL:-32} \
+      DURATION_DB_NETWORK_PARTITION=${DURATION_DB_NETWORK_PARTITION:-16} PARTITION_BURST_SECONDS=${PARTITION_BURST_SECONDS:-6} \
+      PARTITION_EVERY_SECONDS=${PARTITION_EVERY_SECONDS:-12} DURATION_ROLLOUT=${DURATION_ROLLOUT:-16} \
+      MIN_READY_SECONDS=${MIN_READY_SECONDS:-2} DURATION_DRAIN=${DURATION_DRAIN:-20} DRAIN_HOLD_SECONDS=${DRAIN_HOLD_SECONDS:-5} \
+      DURATION_DB_PRIMARY_PAUSE=${DURATION_DB_PRIMARY_PAUSE:-35} PAUSE_SECONDS=${PAUSE_SECONDS:-12} \
+      DURATION_DB_PRIMARY_ISOLATION=${DURATION_DB_PRIMARY_ISOLATION:-35} ISOLATION_SECONDS=${ISOLATION_SECONDS:-8} \
+      DURATION_DB_SYNC_STANDBY_KILL=${DURATION_DB_SYNC_STANDBY_KILL:-20} \
+      DURATION_VFPS_POD_PAUSE=${DURATION_VFPS_POD_PAUSE:-20} VFPS_PAUSE_SECONDS=${VFPS_PAUSE_SECONDS:-8} \
+      DURATION_VFPS_PARTITION=${DURATION_VFPS_PARTITION:-28} VFPS_PARTITION_SECONDS=${VFPS_PARTITION_SECONDS:-16} \
+      VFPS_READINESS_DATABASE_GRACE=${VFPS_READINESS_DATABASE_GRACE:-10s} \
+      DURATION_DB_DOUBLE_FAILOVER=${DURATION_DB_DOUBLE_FAILOVER:-45} \
+      LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
+      RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
+    if [ "$profile" = "--self-test" ]; then
+      # The harness's self-test: asynchronous replication and an isolated
+      # primary lose acknowledged writes; the run must fail on them.
+      db_profile=unsafe-async
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+    fi
+    ;;
+  full)
+    cargo build --locked --release --bins -p vfps-server -p vfps-chaos
+    bin=target/release
+    ;;
+  *)
+    echo "chaos-local: unknown profile $profile (full, --ci, --self-test)" >&2
+    exit 2
+    ;;
+esac
+# The whole run's longest-outage gate is never below a scenario's own budget:
+# a double failover rightly blocks writes until a killed instance is back (40 s).
+export RESILIENCE_MAX_OUTAGE_SECONDS=${RESILIENCE_MAX_OUTAGE_SECONDS:-40}
 export RESILIENCE_OUTPUT_DIR=${RESILIENCE_OUTPUT_DIR:-runs/local-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESILIENCE_OUTPUT_DIR"
 status=0
 # The generator's and driver's own output is part of the run's evidence.
-"$bin/vfps-chaos" local all 2>&1 | tee "$RESILIENCE_OUTPUT_DIR/vfps-chaos.log" || status=${PIPESTATUS[0]}
+"$bin/vfps-chaos" local all --database-profile "$db_profile" 2>&1 | tee "$RESILIENCE_OUTPUT_DIR/vfps-chaos.log" || status=${PIPESTATUS[0]}
 # down is idempotent and runs whatever happened.
 "$bin/vfps-chaos" local down || true
 echo "chaos-local: run directory $RESILIENCE_OUTPUT_DIR (exit $status)"
+if [ "$profile" = "--self-test" ]; then
+  # Expected: the run failed, and on lost writes (P3) with evidence.
+  lost=$(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p3 = v.get("P3-reverse-lookup", {})
+print(p3.get("summary", "").split(" ")[0] if p3.get("validity") == "invalid" and p3.get("evidence") else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0)
+  if [ "$status" -ne 0 ] && [ "${lost:-0}" -gt 0 ]; then
+    echo "chaos-local: self-test passed: the unsafe profile lost $lost acknowledged writes and the harness reported them (P3)"
+    exit 0
+  fi
+  echo "chaos-local: self-test FAILED: the harness did not detect a known loss (exit $status, P3 lost ${lost:-0})" >&2
+  exit 1
+fi
 exit "$status"

@@ -3,23 +3,40 @@
 # Idempotent; needs root (or sudo).
 set -euo pipefail
 
-# PostgreSQL (and openssl for its test certificates) for the tests; Patroni + etcd + iproute2 + nftables for the local HA platform.
-packages=(postgresql-15 postgresql-client-15 patroni etcd-server etcd-client iproute2 nftables util-linux procps curl openssl)
+# PostgreSQL (and openssl for its test certificates) for the tests, DejaVu for the
+# report chart's text; etcd + iproute2 +
+# nftables for the local HA platform. Patroni comes from PyPI, pinned (below): the
+# Debian package (3.0.2) can split the brain after a paused leader resumes.
+packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all packages present"
-  exit 0
-fi
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-# The Debian packages may start a default cluster and an etcd; the project makes its own.
-for unit in postgresql etcd patroni; do
-  "${sudo_cmd[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 || true
-done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # The Debian packages may start a default cluster and an etcd; the project makes its own.
+  for unit in postgresql etcd patroni; do
+    "${sudo_cmd[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 || true
+  done
+fi
+
+# Patroni, pinned, in its own virtual environment (VFPS_PATRONI_DIR; the local
+# platform runs $VFPS_PATRONI_DIR/bin/patroni).
+requirements="$(dirname "$0")/patroni-requirements.txt"
+patroni_dir=${VFPS_PATRONI_DIR:-/opt/vfps-chaos/patroni}
+stamp="$patroni_dir/requirements.txt"
+if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$patroni_dir/bin/patroni" ]; then
+  echo "install-deps: Patroni from PyPI into $patroni_dir"
+  "${sudo_cmd[@]}" rm -rf "$patroni_dir"
+  "${sudo_cmd[@]}" /usr/bin/python3 -m venv "$patroni_dir"
+  "${sudo_cmd[@]}" "$patroni_dir/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
+  "${sudo_cmd[@]}" cp "$requirements" "$stamp"
+fi
+"$patroni_dir/bin/patroni" --version

@@ -93,7 +93,26 @@ schema "$crds/chaos-mesh.org_networkchaos.yaml" >"$out/networkchaos.json"
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" tests/chaos/ha/chaos/cnpg-primary-kill.yaml
 "$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml \
   tests/chaos/ha/chaos/db-network-partition.yaml "$out/kind/vfps-pod-kill.yaml"
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml" \
+  "$out/kind/db-primary-isolation.yaml" "$out/kind/vfps-partition.yaml" "$out/kind/db-network-delay.yaml"
+"$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" "$out/kind/db-standby-kill.yaml"
+
+# The driver's proofs read these CloudNativePG status fields and Chaos Mesh
+# conditions: they must exist in the pinned CRDs.
+$py - "$crds" <<'PY'
+import sys, yaml
+crds = sys.argv[1]
+def status(name):
+    crd = yaml.safe_load(open(f"{crds}/{name}.yaml"))
+    v = [v for v in crd["spec"]["versions"] if v.get("storage")][0]
+    return v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+cluster = status("postgresql.cnpg.io_clusters")
+for field in ["instances", "readyInstances", "currentPrimary", "targetPrimary", "timelineID"]:
+    assert field in cluster, f"Cluster.status.{field} is not in the CRD"
+for kind in ["networkchaos", "podchaos"]:
+    assert "conditions" in status(f"chaos-mesh.org_{kind}"), f"{kind} status has no conditions"
+print("the status fields the driver reads are in the CRDs")
+PY
 
 echo "== HA wiring"
 $py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60

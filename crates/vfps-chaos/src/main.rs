@@ -140,17 +140,23 @@ impl<P: Args> Step<P> {
 
     async fn run<D: Driver>(self, d: &D, target: Target) -> anyhow::Result<bool> {
         match self {
-            Step::All { drive, load, .. } => {
-                let (plan, knobs) = driver::plan(&drive, target)?;
+            Step::All {
+                drive, mut load, ..
+            } => {
+                let seed = driver::fix_seed(&mut load);
+                let (plan, knobs) = driver::plan(&drive, target, Some(seed))?;
                 driver::all(d, &plan, &knobs, &load).await
             }
             Step::Up { output_dir, .. } => driver::up(d, &output_dir).await.map(|()| true),
-            Step::Scenarios { drive, load, .. } => {
-                let (plan, knobs) = driver::plan(&drive, target)?;
+            Step::Scenarios {
+                drive, mut load, ..
+            } => {
+                let seed = driver::fix_seed(&mut load);
+                let (plan, knobs) = driver::plan(&drive, target, Some(seed))?;
                 d.scenarios(&plan, &knobs, &load).await
             }
             Step::Collect { drive, load, .. } => {
-                let (plan, _) = driver::plan(&drive, target)?;
+                let (plan, _) = driver::plan(&drive, target, load.workload.seed)?;
                 driver::collect(d, &plan, &load).await
             }
             Step::Down { .. } => d.down().await.map(|()| true),

@@ -187,6 +187,7 @@ pub async fn load(
     let totals = generator::run(&schedule, workload.clone(), timeline.clone(), progress).await;
     ledger.flush();
     let rows = timeline.rows();
+    let latency = timeline.latency_buckets();
     let calls = calls.report();
     let leftovers = workload.leftovers();
 
@@ -212,6 +213,7 @@ pub async fn load(
     }
     markers::emit_timeline(&rows).context("cannot print the timeline")?;
     report::write_timeline(dir, &rows)?;
+    report::write_file(dir, "latency.csv", history::latency::csv(&latency))?;
     report::write_file(dir, "calls.json", serde_json::to_string_pretty(&calls)?)?;
     report::write_file(
         dir,

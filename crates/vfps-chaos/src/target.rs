@@ -8,3 +8,12 @@ pub enum Target {
     Local,
     Kind,
 }
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Local => "local",
+            Target::Kind => "kind",
+        }
+    }
+}

@@ -57,12 +57,45 @@ impl<T> Outcome<T> {
 ///
 /// A status the server sent (no client-side cause) with `UNAVAILABLE`, `INTERNAL`
 /// or `UNKNOWN` may follow a commit. A client-side transport failure is definite
-/// only when the connection was never established.
+/// only when the connection was never established, or when the request was
+/// still queued when its connection closed ([`never_sent`]).
 pub fn may_have_happened(status: &Status) -> bool {
+    if never_sent(status) {
+        return false;
+    }
     match status.code() {
         Code::DeadlineExceeded | Code::Cancelled => true,
         Code::Unavailable | Code::Unknown | Code::Internal => !never_connected(status),
         _ => false,
+    }
+}
+
+/// True when hyper cancelled the request because its connection closed before
+/// the request was written (a server's graceful shutdown): tonic reports
+/// `CANCELLED`, but nothing reached the server — it is `UNAVAILABLE`.
+fn never_sent(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// The status the caller sees for an attempt's failure: a request its closing
+/// connection never sent is `UNAVAILABLE` (and retried elsewhere).
+fn transport_status(status: Status) -> Status {
+    if status.code() == Code::Cancelled && never_sent(&status) {
+        Status::unavailable(format!(
+            "connection closed before the request was sent: {}",
+            status.message()
+        ))
+    } else {
+        status
     }
 }
 
@@ -165,11 +198,12 @@ impl Client {
                 Ok(Err(status)) => status,
                 Err(_) => return Outcome::Indeterminate(Code::DeadlineExceeded),
             };
+            sent |= may_have_happened(&status);
+            let status = transport_status(status);
             let unavailable = status.code() == Code::Unavailable;
             if unavailable {
                 self.endpoints.report(index, false);
             }
-            sent |= may_have_happened(&status);
             let backoff = self.policy.backoff(tries);
             let next_fits = Instant::now() + backoff < until;
             if !unavailable || tries >= self.policy.max_attempts || !next_fits {
@@ -320,14 +354,22 @@ impl Client {
 mod tests {
     use super::*;
 
-    /// Accepts connections and drops them at once: an attempt that reached a
-    /// server and was cut off (it may have been performed).
+    /// Accepts connections, reads what arrives for 200 ms (the request), then
+    /// drops them: an attempt that reached a server and was cut off (it may
+    /// have been performed).
     async fn resetting_endpoint() -> String {
+        use tokio::io::AsyncReadExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                drop(socket);
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = tokio::time::timeout(Duration::from_millis(200), async {
+                        while socket.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+                    })
+                    .await;
+                });
             }
         });
         format!("http://{addr}")
@@ -365,6 +407,67 @@ mod tests {
             matches!(outcome, Outcome::Fail(_)),
             "never reached a server: {outcome:?}"
         );
+    }
+
+    /// A server shutting down gracefully (a rolling restart): the connection
+    /// is held open by a stream that never ends while the server stops taking
+    /// new ones, then the next call is made. hyper cancels a request that was
+    /// still queued when the connection closed: it was never sent. The client
+    /// must move on (UNAVAILABLE, retried elsewhere) and know the call was not
+    /// performed. Before the fix it ended as an indeterminate CANCELLED — an
+    /// innocent caller failed by a rollout (the local chaos run's P5 finding).
+    #[tokio::test]
+    async fn a_request_a_closing_connection_never_sent_is_unavailable_not_cancelled() {
+        use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_reporter, health) = tonic_health::server::health_reporter();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(health)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listener),
+                    async {
+                        let _ = stopped.await;
+                    },
+                ),
+        );
+        let endpoints = Endpoints::parse(&format!("http://{addr}")).await.unwrap();
+        let client = Client::new(
+            endpoints.clone(),
+            RetryPolicy {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(10),
+                multiplier: 1,
+            },
+        );
+        let (_, channel) = endpoints.pick(None).unwrap();
+        let mut watch = HealthClient::new(channel)
+            .watch(HealthCheckRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        let _ = watch.message().await;
+        stop.send(()).unwrap();
+        let mut first_failure = None;
+        for _ in 0..40 {
+            let outcome = client
+                .call(Duration::from_secs(2), |channel, _| async move {
+                    HealthClient::new(channel)
+                        .check(HealthCheckRequest::default())
+                        .await
+                        .map(|_| ())
+                })
+                .await;
+            if outcome != Outcome::Ok(()) {
+                first_failure = Some(outcome);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(first_failure, Some(Outcome::Fail(Code::Unavailable)));
     }
 
     #[tokio::test]

@@ -82,7 +82,12 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
         problems.append("the Job deadline is shorter than load + settle")
     if "dns:///" not in jenv.get("VFPS_GRPC_ADDRESS", ""):
         problems.append("the load generator does not use client-side load balancing (dns:///)")
+    if PLAN_SEED is not None and jenv.get("RESILIENCE_SEED") != str(PLAN_SEED):
+        problems.append(f"the Job's seed {jenv.get('RESILIENCE_SEED')!r} is not the plan's {PLAN_SEED}: one seed must replay both")
     return problems
+
+
+PLAN_SEED = None
 
 
 def self_test(args):
@@ -122,6 +127,7 @@ def self_test(args):
 
     cases["load window off by one"] = lambda c, n, j: set_job_env(j, "RESILIENCE_LOAD_SECONDS", str(LOADS[0] + 1))
     cases["short Job deadline"] = lambda c, n, j: find(j, "Job")["spec"].__setitem__("activeDeadlineSeconds", LOADS[0])
+    cases["another seed"] = lambda c, n, j: set_job_env(j, "RESILIENCE_SEED", str((PLAN_SEED or 0) + 1))
     for name, mutate in cases.items():
         assert broken(mutate), f"the checker missed: {name}"
     print(f"check_wiring self-test: {len(cases)} violations caught")
@@ -138,6 +144,7 @@ if __name__ == "__main__":
     with open(argv[3]) as f:
         plan = json.load(f)
     LOADS = (sum(p["duration_seconds"] for p in plan["scenarios"]) + plan["margin_seconds"], int(argv[4]))
+    PLAN_SEED = plan.get("seed")
     if test:
         self_test((chart_docs, cnpg_doc, job_docs))
     found = check(chart_docs, cnpg_doc, job_docs, *LOADS)

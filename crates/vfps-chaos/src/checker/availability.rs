@@ -1,5 +1,6 @@
 //! P1, availability, as durations: the longest run of consecutive seconds with
-//! calls offered and none succeeding, and (failed + shed) / rate — over the
+//! well-formed calls offered and none succeeding (invalid input is answered
+//! without the database, so it never ends an outage), and (failed + shed) / rate — over the
 //! whole run, and per scenario (each second belongs to the scenario during
 //! which it began).
 
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{History, Property, Verdict};
 use crate::{
     history::Row,
+    operation::Operation,
     scenario::{events::Window, ScenarioName, ScenarioPlan},
 };
 
@@ -18,7 +20,8 @@ pub struct Availability {
     pub ok: u64,
     pub failed: u64,
     pub shed: u64,
-    /// Longest run of consecutive seconds with offered > 0 and ok = 0.
+    /// Longest run of consecutive seconds with well-formed calls offered and
+    /// none of them ok.
     pub longest_outage_seconds: u64,
     /// (failed + shed) / rate.
     pub unavailable_seconds: f64,
@@ -39,10 +42,17 @@ pub fn of(rows: &[Row], rate_per_second: u32) -> Availability {
         a.ok += r.ok;
         a.failed += r.failed;
         a.shed += r.shed;
-        if r.offered > 0 && r.ok == 0 {
+        // Invalid input is answered without the database: a second in which
+        // only those were served is still an outage.
+        let bad = r.ops[Operation::Bad.index()];
+        let (offered, ok) = (
+            r.offered - bad.offered.min(r.offered),
+            r.ok - bad.ok.min(r.ok),
+        );
+        if offered > 0 && ok == 0 {
             run += 1;
             longest = longest.max(run);
-        } else if r.offered > 0 {
+        } else if offered > 0 {
             run = 0;
         }
     }
@@ -149,6 +159,39 @@ mod tests {
             max_outage_seconds,
             max_unavailable_seconds,
         }
+    }
+
+    /// Under the mixed workload invalid input is answered every second without
+    /// the database; before the fix those answers ended every outage (a paused
+    /// primary showed a 1 s longest outage for 10 s without a write).
+    #[test]
+    fn invalid_input_answered_does_not_end_an_outage() {
+        use crate::history::OpCounts;
+        let dead = |s: u64| {
+            let mut r = row(s, 10, 1);
+            r.failed = 9;
+            r.ops[Operation::Create.index()] = OpCounts {
+                offered: 9,
+                ok: 0,
+                failed: 9,
+            };
+            r.ops[Operation::Bad.index()] = OpCounts {
+                offered: 1,
+                ok: 1,
+                failed: 0,
+            };
+            r
+        };
+        let rows = [row(0, 10, 10), dead(1), dead(2), dead(3), row(4, 10, 10)];
+        assert_eq!(of(&rows, 10).longest_outage_seconds, 3);
+        // Only invalid input offered: nothing well-formed to be unavailable for.
+        let mut quiet = row(5, 1, 1);
+        quiet.ops[Operation::Bad.index()] = OpCounts {
+            offered: 1,
+            ok: 1,
+            failed: 0,
+        };
+        assert_eq!(of(&[quiet], 10).longest_outage_seconds, 0);
     }
 
     #[test]

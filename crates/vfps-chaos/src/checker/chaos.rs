@@ -17,6 +17,9 @@ pub struct ChaosOutcome {
     pub replica_kills: u32,
     #[serde(default)]
     pub partitions: u32,
+    /// Pauses, isolations and delays.
+    #[serde(default)]
+    pub gray_faults: u32,
     /// Seconds into the load window when the last scenario ended.
     pub finished_seconds: f64,
     /// Why the scenarios stopped early, if they did.
@@ -42,8 +45,8 @@ pub fn within_window(
         Some(e) => format!("a scenario failed: {e}"),
         None if !missing.is_empty() => format!("scenarios never started: {}", missing.join(", ")),
         None => format!(
-            "chaos finished at {:.1} s of a {load_seconds} s window; {} replica kills, {} failovers, {} partitions",
-            outcome.finished_seconds, outcome.replica_kills, outcome.failovers, outcome.partitions
+            "chaos finished at {:.1} s of a {load_seconds} s window; {} replica kills, {} failovers, {} partitions, {} gray faults",
+            outcome.finished_seconds, outcome.replica_kills, outcome.failovers, outcome.partitions, outcome.gray_faults
         ),
     };
     Verdict::holds(Property::ChaosWithinWindow, fits, summary)

@@ -309,6 +309,31 @@ pub(crate) fn pair(original: &str, pseudonym: &str) -> String {
     )
 }
 
+/// What the replicas answered wrongly about one pair, as one line: the same
+/// answer through several replicas is one finding, named with all of them
+/// (`through replicas 0, 1, 2`), so a count of lines is a count of pairs.
+pub(crate) fn per_pair(pair: &str, wrong: &[(usize, String)]) -> Option<String> {
+    let mut answers: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (replica, answer) in wrong {
+        match answers.iter_mut().find(|(a, _)| a == answer) {
+            Some((_, rs)) => rs.push(*replica),
+            None => answers.push((answer, vec![*replica])),
+        }
+    }
+    if answers.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = answers
+        .into_iter()
+        .map(|(answer, rs)| {
+            let list: Vec<String> = rs.iter().map(usize::to_string).collect();
+            let noun = if rs.len() == 1 { "replica" } else { "replicas" };
+            format!("{answer} through {noun} {}", list.join(", "))
+        })
+        .collect();
+    Some(format!("{pair} {}", parts.join("; ")))
+}
+
 /// The first characters of a pseudonym: enough to tell two apart in evidence.
 pub(crate) fn short(pseudonym: &str) -> String {
     pseudonym.chars().take(8).collect()
@@ -351,6 +376,14 @@ pub(crate) mod test_support {
     }
 
     /// The same answer from one replica.
+    /// The same answers through three replicas.
+    pub fn obs3(recreated: Answer, reverse: Option<Answer>) -> Observation {
+        let one = ReplicaAnswer { recreated, reverse };
+        Observation {
+            replicas: vec![one.clone(), one.clone(), one],
+        }
+    }
+
     pub fn obs(recreated: Answer, reverse: Option<Answer>) -> Observation {
         Observation {
             replicas: vec![ReplicaAnswer { recreated, reverse }],

@@ -2,7 +2,7 @@
 //! re-Creates to the byte-identical pseudonym — through every replica after
 //! settling, and while the faults happen (online re-Creates).
 
-use super::{pair, short, Answer, History, Property, Verdict};
+use super::{pair, per_pair, short, Answer, History, Property, Verdict};
 use crate::history::{Broken, Status};
 
 pub fn check(h: &History<'_>) -> Verdict {
@@ -11,21 +11,18 @@ pub fn check(h: &History<'_>) -> Verdict {
         let Some(acked) = e.pseudonym.as_deref() else {
             continue;
         };
+        let mut wrong = Vec::new();
         for (replica, a) in o.replicas.iter().enumerate() {
             match &a.recreated {
                 Answer::Value(p) if p == acked => {}
-                Answer::Value(p) => violations.push(format!(
-                    "{} re-created as {}… through replica {replica}",
-                    pair(&e.original, acked),
-                    short(p)
-                )),
-                Answer::NotFound => violations.push(format!(
-                    "{} re-create answered NOT_FOUND through replica {replica}",
-                    pair(&e.original, acked)
-                )),
+                Answer::Value(p) => wrong.push((replica, format!("re-created as {}…", short(p)))),
+                Answer::NotFound => {
+                    wrong.push((replica, "re-create answered NOT_FOUND".to_owned()));
+                }
                 Answer::Error(_) => undecided += 1,
             }
         }
+        violations.extend(per_pair(&pair(&e.original, acked), &wrong));
     }
     violations.extend(h.findings(Broken::Stability));
     Verdict::from_violations(
@@ -44,6 +41,17 @@ mod tests {
         history::Calls,
         operation::Operation,
     };
+
+    #[test]
+    fn a_pair_changed_through_every_replica_counts_once() {
+        let v = over(check, &[ok_entry("o1", "p1")], &[obs3(value("pX"), None)]);
+        assert!(v.summary.starts_with("1 acknowledged"), "{}", v.summary);
+        assert!(
+            v.evidence[0].contains("through replicas 0, 1, 2"),
+            "{}",
+            v.evidence[0]
+        );
+    }
 
     #[test]
     fn a_changed_or_lost_pseudonym_violates_p2_and_evidence_is_redacted() {

@@ -41,6 +41,7 @@ pub fn write_chaos(
         failovers: tally.failovers,
         replica_kills: tally.replica_kills,
         partitions: tally.partitions,
+        gray_faults: tally.gray_faults,
         finished_seconds,
         error: result.as_ref().err().map(|e| format!("{e:#}")),
     };

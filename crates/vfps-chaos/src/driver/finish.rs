@@ -48,7 +48,8 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     let timeline = std::fs::read_to_string(dir.join("load-timeline.csv"))
         .with_context(|| format!("cannot read {}", dir.join("load-timeline.csv").display()))?;
     let rows = history::parse_timeline(&timeline)?;
-    let windows = events::windows(&artifacts::read_chaos_events(dir)?);
+    let chaos_events = artifacts::read_chaos_events(dir)?;
+    let windows = events::windows(&chaos_events);
     let mut summary = collected.load;
     let mut per_scenario =
         availability::per_scenario(&rows, &windows, plan, summary.rate_per_second)?;
@@ -111,16 +112,25 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         "scenarios.json",
         serde_json::to_string_pretty(&per_scenario)?,
     )?;
-    report::write_file(
-        dir,
-        "report.html",
-        html::page(&rows, &windows, &per_scenario, &summary),
-    )?;
-    report::write_file(
-        dir,
-        "timeline.png",
-        html::plot_png(&rows, &windows).context("cannot draw timeline.png")?,
-    )?;
+    let latency = match std::fs::read_to_string(dir.join("latency.csv")) {
+        Ok(text) => history::latency::parse(&text)?,
+        // A load generator elsewhere (the kind Job) prints no latency buckets.
+        Err(_) => Vec::new(),
+    };
+    let page = html::Page {
+        rows: &rows,
+        latency: &latency,
+        windows: &windows,
+        events: &chaos_events,
+        scenarios: &per_scenario,
+        summary: &summary,
+    };
+    report::write_file(dir, "report.html", html::page(&page))?;
+    let title = html::title(&summary);
+    match html::chart(&page, &title).png() {
+        Ok(png) => report::write_file(dir, "timeline.png", png)?,
+        Err(e) => eprintln!("timeline.png not drawn: {e:#}"),
+    }
     report::print_verdicts(&summary);
     eprintln!(
         "run directory: {} ({})",

@@ -32,15 +32,32 @@ pub struct DriveArgs {
     pub scenarios: Option<String>,
 }
 
-/// The plan and fault knobs from the environment, with the target's defaults.
-pub fn plan(args: &DriveArgs, target: Target) -> anyhow::Result<(ScenarioPlan, Knobs)> {
+/// The plan and fault knobs from the environment, with the target's defaults;
+/// with a seed, the fault schedule is drawn from it.
+pub fn plan(
+    args: &DriveArgs,
+    target: Target,
+    seed: Option<u64>,
+) -> anyhow::Result<(ScenarioPlan, Knobs)> {
     let list = args
         .scenarios
         .as_deref()
         .unwrap_or(scenario::default_scenarios(target));
-    let plan = ScenarioPlan::from_env(list, target, |k| std::env::var(k).ok())?;
+    let mut plan = ScenarioPlan::from_env(list, target, |k| std::env::var(k).ok())?;
+    if let Some(seed) = seed {
+        plan = plan.drawn(seed);
+    }
     let knobs = Knobs::from_env(|k| std::env::var(k).ok())?;
     Ok((plan, knobs))
+}
+
+/// The run's seed: the one given (`--seed`, `RESILIENCE_SEED`), else a fresh
+/// one, fixed in `load` so that the workload and the fault schedule share it
+/// and a replay reproduces both.
+pub fn fix_seed(load: &mut LoadConfig) -> u64 {
+    let seed = *load.workload.seed.get_or_insert_with(rand::random);
+    eprintln!("seed {seed} (replay with --seed {seed})");
+    seed
 }
 
 /// One platform's way of doing each step. `scenarios` and `collect` may run as

@@ -255,6 +255,24 @@ impl Timeline {
         ))
     }
 
+    /// Every second's latencies in log buckets (`latency.csv`).
+    pub fn latency_buckets(&self) -> Vec<super::latency::Buckets> {
+        let Ok(s) = self.seconds.lock() else {
+            return Vec::new();
+        };
+        s.iter()
+            .map(|sec| {
+                let mut merged = std::collections::BTreeMap::<u16, u64>::new();
+                for v in sec.latency.iter_recorded() {
+                    *merged
+                        .entry(super::latency::bucket(v.value_iterated_to()))
+                        .or_default() += v.count_at_value();
+                }
+                merged.into_iter().collect()
+            })
+            .collect()
+    }
+
     pub fn rows(&self) -> Vec<Row> {
         let Ok(s) = self.seconds.lock() else {
             return Vec::new();

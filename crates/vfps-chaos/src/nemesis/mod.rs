@@ -8,6 +8,14 @@
 //!   event on the load's clock, and [`run`], the scenarios in order.
 //! - [`pod_kill`], [`primary_kill`], [`partition`], [`drain`]: one fault family
 //!   each (the rollout is the platform's own: a restart means different things).
+//! - the gray faults: [`primary_pause`], [`isolation`], [`double_failover`],
+//!   [`standby_kill`], [`replica_faults`] (a replica paused, a replica cut off
+//!   from the database), [`delay`] (latency to the database).
+//!
+//! Every scenario proves by behaviour that its fault applied and healed — a new
+//! leader on a higher timeline, WAL that stops arriving, a connection that times
+//! out, a replica that stops answering — so a fault that silently did nothing
+//! fails its scenario.
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,10 +27,16 @@ use crate::scenario::{
     Scenario, ScenarioName, ScenarioPlan,
 };
 
+pub mod delay;
+pub mod double_failover;
 pub mod drain;
+pub mod isolation;
 pub mod partition;
 pub mod pod_kill;
 pub mod primary_kill;
+pub mod primary_pause;
+pub mod replica_faults;
+pub mod standby_kill;
 
 /// Knobs of the faults (`POD_KILL_INTERVAL_SECONDS`, …).
 #[derive(Debug, Clone)]
@@ -32,6 +46,17 @@ pub struct Knobs {
     pub partition_every: Duration,
     pub min_ready: Duration,
     pub drain_hold: Duration,
+    /// How long the primary stays stopped (`PAUSE_SECONDS`): past the leader TTL.
+    pub db_pause: Duration,
+    /// How long the primary is cut off before it is killed (`ISOLATION_SECONDS`).
+    pub isolation: Duration,
+    /// How long a vfps replica stays stopped (`VFPS_PAUSE_SECONDS`): past the call deadline.
+    pub vfps_pause: Duration,
+    /// How long a vfps replica is cut off from the database (`VFPS_PARTITION_SECONDS`):
+    /// past its readiness grace (`VFPS_READINESS_DATABASE_GRACE`, 30 s by default).
+    pub vfps_partition: Duration,
+    /// How long the database is slow (`DELAY_SECONDS`).
+    pub delay: Duration,
 }
 
 /// A knob that is not a positive number of seconds.
@@ -58,6 +83,11 @@ impl Knobs {
             partition_every: secs("PARTITION_EVERY_SECONDS", 60)?,
             min_ready: secs("MIN_READY_SECONDS", 5)?,
             drain_hold: secs("DRAIN_HOLD_SECONDS", 15)?,
+            db_pause: secs("PAUSE_SECONDS", 15)?,
+            isolation: secs("ISOLATION_SECONDS", 10)?,
+            vfps_pause: secs("VFPS_PAUSE_SECONDS", 10)?,
+            vfps_partition: secs("VFPS_PARTITION_SECONDS", 40)?,
+            delay: secs("DELAY_SECONDS", 40)?,
         })
     }
 }
@@ -149,6 +179,34 @@ pub struct Instance {
     pub incarnation: String,
 }
 
+/// Where an instance's WAL stands (bytes from the start of WAL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalPosition {
+    pub name: String,
+    /// Written (the primary) or received (a standby).
+    pub lsn: u64,
+    pub primary: bool,
+}
+
+/// One end of a TCP probe: a vfps replica (its gRPC port) or a database
+/// instance (PostgreSQL's port).
+#[derive(Debug, Clone, Copy)]
+pub enum Pod<'a> {
+    Replica(&'a str),
+    Instance(&'a Instance),
+}
+
+/// What a TCP connect saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connect {
+    /// The handshake completed.
+    Connected,
+    /// No answer within the probe's timeout: packets are dropped.
+    TimedOut,
+    /// Refused (RST, ICMP): the path is open, nothing listens.
+    Refused,
+}
+
 /// What a platform provides to the shared scenarios. A method that applies a
 /// fault returns once the fault is observed in effect, or fails.
 #[allow(async_fn_in_trait)] // used through generics inside this crate only
@@ -164,9 +222,11 @@ pub trait Faults: Sync {
     async fn pod_kill_begin(&self, interval: Duration) -> anyhow::Result<()>;
     /// Whether the platform paces kills itself (a schedule) rather than the scenario.
     fn paces_pod_kills(&self) -> bool;
-    /// The next replica kill — done here, or observed when the platform paces
-    /// them; `None` when no kill happened before `until`.
-    async fn pod_kill_next(&self, round: usize, until: Instant) -> anyhow::Result<Option<Victim>>;
+    /// The next replica kill — of the `replica`-th replica (sorted by name, as
+    /// the seed drew it) here, or observed when the platform paces them;
+    /// `None` when no kill happened before `until`.
+    async fn pod_kill_next(&self, replica: usize, until: Instant)
+        -> anyhow::Result<Option<Victim>>;
     /// Waits until the killed replica is replaced and every replica is ready.
     async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()>;
     /// The pod-kill scenario ends; no further kill may happen after this returns.
@@ -191,6 +251,55 @@ pub trait Faults: Sync {
         scenario: &ScenarioName,
     ) -> anyhow::Result<()>;
 
+    /// The timeline the primary writes on (a promotion starts a new one);
+    /// `None` while there is no primary.
+    async fn timeline(&self) -> anyhow::Result<Option<u64>>;
+    /// The synchronous standby now, if there is one.
+    async fn sync_standby(&self) -> anyhow::Result<Option<Instance>>;
+    /// Kills a standby; the platform restarts it in [`Faults::restore_instance`]
+    /// (or by itself).
+    async fn kill_standby(&self, standby: &Instance) -> anyhow::Result<()>;
+    /// Stops every process of the instance (SIGSTOP); returns once it no
+    /// longer answers.
+    async fn pause_instance(&self, instance: &Instance) -> anyhow::Result<()>;
+    /// Resumes a paused instance (SIGCONT); returns once it answers.
+    async fn resume_instance(&self, instance: &Instance) -> anyhow::Result<()>;
+    /// Cuts the instance off from the other instances only, both ways, for at
+    /// most `hold` (a platform that schedules the heal itself needs it).
+    async fn isolate_instance(&self, instance: &Instance, hold: Duration) -> anyhow::Result<()>;
+    /// Removes the isolation.
+    async fn heal_isolation(&self, instance: &Instance) -> anyhow::Result<()>;
+    /// Where each reachable instance's WAL stands: written on the primary,
+    /// received on a standby.
+    async fn wal_positions(&self) -> anyhow::Result<Vec<WalPosition>>;
+    /// A TCP connect from one pod to another.
+    async fn connect(&self, from: Pod<'_>, to: Pod<'_>) -> anyhow::Result<Connect>;
+
+    /// The vfps replicas now, sorted by name (the seeded schedule indexes them).
+    async fn replicas(&self) -> anyhow::Result<Vec<String>>;
+    /// Whether a replica answers its readiness probe with "ready".
+    async fn replica_ready(&self, replica: &str) -> bool;
+    /// Whether a replica answers HTTP at all (ready or not).
+    async fn replica_answers(&self, replica: &str) -> bool;
+    /// Stops a replica's process (SIGSTOP); nothing restarts it.
+    async fn pause_replica(&self, replica: &str) -> anyhow::Result<()>;
+    /// Resumes a paused replica (SIGCONT).
+    async fn resume_replica(&self, replica: &str) -> anyhow::Result<()>;
+    /// Cuts one replica off from every database instance, for at most `hold`.
+    async fn cut_replica(&self, replica: &str, hold: Duration) -> anyhow::Result<()>;
+    /// Removes the replica's cut.
+    async fn heal_replica_cut(&self, replica: &str) -> anyhow::Result<()>;
+    /// Makes every replica's database traffic slow (`delay` ± `jitter`) for at
+    /// most `hold`; returns once the platform reports it injected.
+    async fn delay_database(
+        &self,
+        delay: Duration,
+        jitter: Duration,
+        hold: Duration,
+    ) -> anyhow::Result<()>;
+    /// Removes the delay.
+    async fn heal_delay(&self) -> anyhow::Result<()>;
+
     /// A node to drain that does not hold the database primary (a drain must not
     /// also be a failover), refused when the disruption budget is spent.
     async fn drain_target(&self) -> anyhow::Result<String>;
@@ -200,12 +309,37 @@ pub trait Faults: Sync {
     async fn uncordon(&self, node: &str) -> anyhow::Result<()>;
 }
 
+/// Waits until `instance` is a standby by its own account — in recovery,
+/// receiving WAL — not merely listed as one by the HA manager.
+pub async fn wait_standby<F: Faults>(f: &F, instance: &Instance) -> anyhow::Result<()> {
+    let deadline = Instant::now() + f.heal_timeout();
+    loop {
+        let positions = f.wal_positions().await.unwrap_or_default();
+        if positions
+            .iter()
+            .any(|w| w.name == instance.name && !w.primary)
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "{} is not a standby {:?} after it came back: {positions:?}",
+                instance.name,
+                f.heal_timeout()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 /// What the scenarios did, for the report.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tally {
     pub failovers: u32,
     pub replica_kills: u32,
     pub partitions: u32,
+    /// Pauses and isolations of an instance or a replica, delays.
+    pub gray_faults: u32,
 }
 
 /// Runs every planned scenario in order, each in its own window.
@@ -221,9 +355,13 @@ pub async fn run<F: Faults>(
         window_end += Duration::from_secs(s.duration_seconds);
         let until = rec.at(window_end);
         rec.start(&s.name).await;
+        if s.scenario != Scenario::Baseline {
+            tokio::time::sleep(s.draw.first_fault_after()).await;
+        }
+        let name = &s.name;
         let result = match s.scenario {
             Scenario::Baseline => Ok(()),
-            Scenario::VfpsPodKill => pod_kill::run(f, &s.name, knobs, rec, until)
+            Scenario::VfpsPodKill => pod_kill::run(f, s, knobs, rec, until)
                 .await
                 .map(|n| tally.replica_kills += n),
             Scenario::DbPrimaryKill => primary_kill::run(f, &s.name, rec, until)
@@ -234,6 +372,31 @@ pub async fn run<F: Faults>(
                 .map(|n| tally.partitions += n),
             Scenario::Rollout => f.rollout(knobs, rec, &s.name).await,
             Scenario::Drain => drain::run(f, &s.name, knobs, rec).await,
+            Scenario::DbPrimaryPause => {
+                primary_pause::run(f, name, knobs, rec, until)
+                    .await
+                    .map(|n| {
+                        tally.failovers += n;
+                        tally.gray_faults += n;
+                    })
+            }
+            Scenario::DbPrimaryIsolation => isolation::run(f, name, knobs, rec).await.map(|()| {
+                tally.failovers += 1;
+                tally.gray_faults += 1;
+            }),
+            Scenario::DbDoubleFailover => double_failover::run(f, name, rec)
+                .await
+                .map(|n| tally.failovers += n),
+            Scenario::DbSyncStandbyKill => standby_kill::run(f, name, rec).await,
+            Scenario::VfpsPodPause => replica_faults::pause(f, s, knobs, rec)
+                .await
+                .map(|()| tally.gray_faults += 1),
+            Scenario::VfpsPartition => replica_faults::cut(f, s, knobs, rec)
+                .await
+                .map(|()| tally.partitions += 1),
+            Scenario::DbNetworkDelay => delay::run(f, name, knobs, rec)
+                .await
+                .map(|()| tally.gray_faults += 1),
         };
         if let Err(e) = &result {
             rec.note(&s.name, format!("error: {e:#}")).await;

@@ -7,21 +7,25 @@ use anyhow::bail;
 use tokio::time::Instant;
 
 use super::{Faults, Knobs, Recorder};
-use crate::scenario::ScenarioName;
+use crate::scenario::Planned;
 
 pub async fn run<F: Faults>(
     f: &F,
-    scenario: &ScenarioName,
+    planned: &Planned,
     knobs: &Knobs,
     rec: &Recorder,
     until: Instant,
 ) -> anyhow::Result<u32> {
+    let scenario = &planned.name;
     f.pod_kill_begin(knobs.pod_kill_interval).await?;
     let kills = async {
         let mut round = 0;
         while Instant::now() + Duration::from_secs(5) < until {
             let next = Instant::now() + knobs.pod_kill_interval;
-            let Some(victim) = f.pod_kill_next(round, until).await? else {
+            let Some(victim) = f
+                .pod_kill_next(planned.draw.replica(round, 3), until)
+                .await?
+            else {
                 break;
             };
             round += 1;

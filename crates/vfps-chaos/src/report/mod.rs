@@ -16,6 +16,7 @@ use crate::{
     history::{csv_header, CallsReport, OpCounts, Row},
 };
 
+pub mod chart;
 pub mod html;
 pub mod markers;
 

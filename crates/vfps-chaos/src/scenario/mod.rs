@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use rand::{rngs::StdRng, seq::SliceRandom, Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 
 use crate::target::Target;
 
@@ -25,16 +26,39 @@ pub enum Scenario {
     DbNetworkPartition,
     Rollout,
     Drain,
+    /// The primary's every process stopped past the leader TTL, then resumed.
+    DbPrimaryPause,
+    /// The primary cut off from the other instances (not from vfps or the
+    /// control plane), then killed.
+    DbPrimaryIsolation,
+    /// The promoted primary killed as soon as it is promoted.
+    DbDoubleFailover,
+    /// The synchronous standby killed under load.
+    DbSyncStandbyKill,
+    /// One vfps replica stopped (SIGSTOP) past the call deadline, then resumed.
+    VfpsPodPause,
+    /// One vfps replica cut off from the database only.
+    VfpsPartition,
+    /// Latency to the database (200 ms ± 50 ms; Kubernetes only: the local
+    /// kernel has no netem).
+    DbNetworkDelay,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Baseline,
         Scenario::VfpsPodKill,
         Scenario::DbPrimaryKill,
         Scenario::DbNetworkPartition,
         Scenario::Rollout,
         Scenario::Drain,
+        Scenario::DbPrimaryPause,
+        Scenario::DbPrimaryIsolation,
+        Scenario::DbDoubleFailover,
+        Scenario::DbSyncStandbyKill,
+        Scenario::VfpsPodPause,
+        Scenario::VfpsPartition,
+        Scenario::DbNetworkDelay,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +69,23 @@ impl Scenario {
             Scenario::DbNetworkPartition => "db-network-partition",
             Scenario::Rollout => "rollout",
             Scenario::Drain => "drain",
+            Scenario::DbPrimaryPause => "db-primary-pause",
+            Scenario::DbPrimaryIsolation => "db-primary-isolation",
+            Scenario::DbDoubleFailover => "db-double-failover",
+            Scenario::DbSyncStandbyKill => "db-sync-standby-kill",
+            Scenario::VfpsPodPause => "vfps-pod-pause",
+            Scenario::VfpsPartition => "vfps-partition",
+            Scenario::DbNetworkDelay => "db-network-delay",
+        }
+    }
+
+    /// Whether the target can do the fault: Chaos Mesh cannot stop a process
+    /// (SIGSTOP), and the local kernel has no netem for latency.
+    pub fn runs_on(self, target: Target) -> bool {
+        match self {
+            Scenario::DbPrimaryPause | Scenario::VfpsPodPause => target == Target::Local,
+            Scenario::DbNetworkDelay => target == Target::Kind,
+            _ => true,
         }
     }
 
@@ -68,6 +109,13 @@ impl Scenario {
             Scenario::DbNetworkPartition => (120, 180),
             Scenario::Rollout => (90, 180),
             Scenario::Drain => (90, 180),
+            Scenario::DbPrimaryPause => (60, 0),
+            Scenario::DbPrimaryIsolation => (60, 240),
+            Scenario::DbDoubleFailover => (90, 300),
+            Scenario::DbSyncStandbyKill => (45, 180),
+            Scenario::VfpsPodPause => (40, 0),
+            Scenario::VfpsPartition => (65, 120),
+            Scenario::DbNetworkDelay => (0, 90),
         };
         Duration::from_secs(match target {
             Target::Local => local,
@@ -75,12 +123,19 @@ impl Scenario {
         })
     }
 
-    /// Per-scenario budget of the longest outage (seconds).
+    /// Per-scenario budget of the longest outage (seconds); the reasons and
+    /// the measurements behind them are in docs/chaos.md.
     pub fn default_max_outage(self) -> u64 {
         match self {
             Scenario::DbPrimaryKill => 10,
             Scenario::DbNetworkPartition => 25,
-            _ => 0,
+            Scenario::DbPrimaryPause => 15,
+            Scenario::DbPrimaryIsolation => 30,
+            Scenario::DbDoubleFailover => 40,
+            Scenario::DbSyncStandbyKill => 5,
+            Scenario::VfpsPodPause | Scenario::VfpsPartition => 0,
+            Scenario::DbNetworkDelay => 0,
+            Scenario::Baseline | Scenario::VfpsPodKill | Scenario::Rollout | Scenario::Drain => 0,
         }
     }
 }
@@ -116,10 +171,14 @@ pub fn duration_variable(name: &str) -> String {
 pub fn default_scenarios(target: Target) -> &'static str {
     match target {
         Target::Local => {
-            "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain"
+            "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain,\
+             db-primary-pause,db-primary-isolation,db-sync-standby-kill,vfps-pod-pause,\
+             vfps-partition,db-double-failover"
         }
         Target::Kind => {
-            "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain"
+            "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\
+             db-primary-isolation,db-sync-standby-kill,vfps-partition,db-network-delay,\
+             db-double-failover"
         }
     }
 }
@@ -132,7 +191,58 @@ pub struct Planned {
     pub name: ScenarioName,
     pub duration_seconds: u64,
     pub max_outage_seconds: u64,
+    /// What the run's seed decided for it.
+    pub draw: Draw,
 }
+
+/// What the run's seed decided for one scenario: when in its window the first
+/// fault comes, and in which order it picks vfps replicas (indexes into the
+/// replicas sorted by name). Which database instance a fault hits is its role
+/// (the primary, the synchronous standby), not a draw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Draw {
+    pub first_fault_after_seconds: f64,
+    pub replica_order: Vec<usize>,
+}
+
+impl Draw {
+    /// Replicas in index order, the fault at once: a plan not yet drawn.
+    pub fn undrawn() -> Self {
+        Draw {
+            first_fault_after_seconds: 0.0,
+            replica_order: (0..REPLICAS).collect(),
+        }
+    }
+
+    /// The first fault is at most a tenth of the window late, and never more
+    /// than 3 s; the replica order is a permutation.
+    fn from(rng: &mut StdRng, duration_seconds: u64) -> Self {
+        let latest_tenths = (duration_seconds.min(30) as u32).max(1);
+        let tenths = rng.random_range(0..=latest_tenths);
+        let mut order: Vec<usize> = (0..REPLICAS).collect();
+        order.shuffle(rng);
+        Draw {
+            first_fault_after_seconds: f64::from(tenths) / 10.0,
+            replica_order: order,
+        }
+    }
+
+    /// The replica the `round`-th fault of the scenario hits, among `n`.
+    pub fn replica(&self, round: usize, n: usize) -> usize {
+        let order = &self.replica_order;
+        if order.is_empty() || n == 0 {
+            return 0;
+        }
+        order[round % order.len()] % n
+    }
+
+    pub fn first_fault_after(&self) -> Duration {
+        Duration::from_secs_f64(self.first_fault_after_seconds)
+    }
+}
+
+/// vfps replicas in the topology (three zones).
+const REPLICAS: usize = 3;
 
 /// A plan that cannot be run, naming the variable or scenario at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,6 +255,8 @@ pub struct PlanError(pub String);
 pub struct ScenarioPlan {
     pub scenarios: Vec<Planned>,
     pub margin_seconds: u64,
+    /// The seed the fault schedule was drawn from (the workload's seed too).
+    pub seed: Option<u64>,
 }
 
 impl ScenarioPlan {
@@ -164,6 +276,16 @@ impl ScenarioPlan {
                     Scenario::ALL.map(Scenario::name).join(", ")
                 ))
             })?;
+            if !scenario.runs_on(target) {
+                return Err(err(format!(
+                    "scenario {name:?} cannot run on {}: {}",
+                    target.name(),
+                    match target {
+                        Target::Kind => "Chaos Mesh cannot stop a process (SIGSTOP)",
+                        Target::Local => "this kernel has no netem for latency",
+                    }
+                )));
+            }
             if scenarios.iter().any(|p: &Planned| p.name.as_str() == name) {
                 return Err(err(format!(
                     "scenario {name:?} is listed twice; its window would be ambiguous"
@@ -195,6 +317,7 @@ impl ScenarioPlan {
                 name: ScenarioName::new(name),
                 duration_seconds: duration,
                 max_outage_seconds: budget,
+                draw: Draw::undrawn(),
             });
         }
         if scenarios.is_empty() {
@@ -213,7 +336,19 @@ impl ScenarioPlan {
         Ok(ScenarioPlan {
             scenarios,
             margin_seconds: margin,
+            seed: None,
         })
+    }
+
+    /// Draws the fault schedule from `seed`: the same seed, the same schedule.
+    pub fn drawn(mut self, seed: u64) -> Self {
+        for (i, s) in self.scenarios.iter_mut().enumerate() {
+            let mut rng =
+                StdRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            s.draw = Draw::from(&mut rng, s.duration_seconds);
+        }
+        self.seed = Some(seed);
+        self
     }
 
     /// Load window = sum of scenario durations + margin.
@@ -269,6 +404,47 @@ mod tests {
     }
 
     #[test]
+    fn the_same_seed_draws_the_same_schedule_and_another_seed_another() {
+        let list = "baseline,vfps-pod-kill,vfps-partition,db-primary-kill";
+        let plan = || ScenarioPlan::from_env(list, Target::Local, |_| None).unwrap();
+        let a = plan().drawn(42);
+        let b = plan().drawn(42);
+        let draws = |p: &ScenarioPlan| {
+            p.scenarios
+                .iter()
+                .map(|s| s.draw.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draws(&a), draws(&b));
+        assert_eq!(a.seed, Some(42));
+        let differs = (0..20u64).any(|s| draws(&plan().drawn(s)) != draws(&a));
+        assert!(differs, "every seed drew the same schedule");
+        for s in &a.scenarios {
+            let mut order = s.draw.replica_order.clone();
+            order.sort_unstable();
+            assert_eq!(order, vec![0, 1, 2], "a permutation of the replicas");
+            assert!(s.draw.first_fault_after_seconds <= 3.0);
+            assert!(s.draw.first_fault_after_seconds * 10.0 <= s.duration_seconds as f64);
+        }
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["seed"], 42);
+        assert!(json["scenarios"][1]["draw"]["replica_order"].is_array());
+    }
+
+    #[test]
+    fn a_scenario_the_target_cannot_do_is_refused_naming_why() {
+        let e = ScenarioPlan::from_env("baseline,db-primary-pause", Target::Kind, |_| None)
+            .unwrap_err();
+        assert!(
+            e.0.contains("db-primary-pause") && e.0.contains("SIGSTOP"),
+            "{e}"
+        );
+        let e = ScenarioPlan::from_env("db-network-delay", Target::Local, |_| None).unwrap_err();
+        assert!(e.0.contains("netem"), "{e}");
+        assert!(ScenarioPlan::from_env("db-network-delay", Target::Kind, |_| None).is_ok());
+    }
+
+    #[test]
     fn kubernetes_names_the_primary_kill_after_cloudnativepg_and_has_longer_windows() {
         let vars = |k: &str| (k == "DURATION_CNPG_PRIMARY_KILL").then(|| "100".to_owned());
         let p =
@@ -280,10 +456,16 @@ mod tests {
         );
         assert_eq!(kill.duration_seconds, 100);
         assert_eq!(kill.max_outage_seconds, 10);
-        assert_eq!(p.load_seconds(), 60 + 135 + 100 + 180 + 180 + 180 + 60);
+        assert_eq!(
+            p.load_seconds(),
+            60 + 135 + 100 + 180 + 180 + 180 + 240 + 180 + 120 + 90 + 300 + 60
+        );
         let local =
             ScenarioPlan::from_env(default_scenarios(Target::Local), Target::Local, |_| None)
                 .unwrap();
-        assert_eq!(local.load_seconds(), 60 + 135 + 120 + 120 + 90 + 90 + 30);
+        assert_eq!(
+            local.load_seconds(),
+            60 + 135 + 120 + 120 + 90 + 90 + 60 + 60 + 45 + 40 + 65 + 90 + 30
+        );
     }
 }

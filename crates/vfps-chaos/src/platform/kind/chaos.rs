@@ -8,9 +8,9 @@ use std::{collections::BTreeSet, time::Duration};
 use anyhow::{bail, Context};
 use tokio::time::Instant;
 
-use super::{Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
+use super::{gray, Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
 use crate::{
-    nemesis::{Faults, Instance, Knobs, Recorder, Victim},
+    nemesis::{Connect, Faults, Instance, Knobs, Pod, Recorder, Victim, WalPosition},
     platform::net::wait_every,
     scenario::ScenarioName,
 };
@@ -94,7 +94,7 @@ impl<R: Runner> Kube<R> {
             .map_err(anyhow::Error::msg)
     }
 
-    async fn chaos_condition(&self, kind: &str, name: &str, condition: &str) -> bool {
+    pub(crate) async fn chaos_condition(&self, kind: &str, name: &str, condition: &str) -> bool {
         self.get_json(&[kind, name, "-n", NAMESPACE])
             .await
             .is_ok_and(|o| {
@@ -120,6 +120,9 @@ impl<R: Runner> Kube<R> {
             });
         }
         results.push(Faults::heal_partition(self).await);
+        for o in super::gray::ONE_SHOTS {
+            results.push(self.remove(o).await);
+        }
         results.into_iter().collect()
     }
 }
@@ -151,7 +154,11 @@ impl<R: Runner> Faults for Kube<R> {
     }
 
     /// Observes the Schedule's next kill: a known pod gone or terminating.
-    async fn pod_kill_next(&self, _round: usize, until: Instant) -> anyhow::Result<Option<Victim>> {
+    async fn pod_kill_next(
+        &self,
+        _replica: usize,
+        until: Instant,
+    ) -> anyhow::Result<Option<Victim>> {
         loop {
             let known = self.known.lock().await.clone();
             let now = self.vfps_pods().await?;
@@ -209,10 +216,136 @@ impl<R: Runner> Faults for Kube<R> {
         self.apply(&manifest).await
     }
 
-    /// The operator re-creates the killed instance; only the spent PodChaos goes.
+    /// The operator re-creates the killed instance; only the spent PodChaos go.
     async fn restore_instance(&self, _instance: &Instance) -> anyhow::Result<()> {
         self.delete(&self.asset("chaos/cnpg-primary-kill.yaml")?)
+            .await?;
+        self.remove(gray::STANDBY_KILL).await
+    }
+
+    async fn timeline(&self) -> anyhow::Result<Option<u64>> {
+        Ok(self.cnpg_status().await?.timeline)
+    }
+
+    /// With `ANY 1` every streaming standby can confirm a commit: the
+    /// "synchronous standby" is the first ready standby by name.
+    async fn sync_standby(&self) -> anyhow::Result<Option<Instance>> {
+        Ok(self
+            .standbys()
+            .await?
+            .into_iter()
+            .find(|p| p.ready)
+            .map(Kube::<R>::instance_of))
+    }
+
+    async fn kill_standby(&self, standby: &Instance) -> anyhow::Result<()> {
+        self.inject(gray::STANDBY_KILL, &[("STANDBY", standby.name.clone())])
             .await
+    }
+
+    async fn pause_instance(&self, _: &Instance) -> anyhow::Result<()> {
+        bail!("Chaos Mesh cannot stop a process (SIGSTOP)")
+    }
+
+    async fn resume_instance(&self, _: &Instance) -> anyhow::Result<()> {
+        bail!("Chaos Mesh cannot stop a process (SIGSTOP)")
+    }
+
+    /// The isolation selects the pod labelled primary, which is `instance`
+    /// (the scenario took it from [`Faults::primary`] on a healthy cluster).
+    async fn isolate_instance(&self, _instance: &Instance, hold: Duration) -> anyhow::Result<()> {
+        self.inject(gray::ISOLATION, &[("DURATION", gray::chaos_duration(hold))])
+            .await
+    }
+
+    async fn heal_isolation(&self, _instance: &Instance) -> anyhow::Result<()> {
+        self.remove(gray::ISOLATION).await
+    }
+
+    async fn wal_positions(&self) -> anyhow::Result<Vec<WalPosition>> {
+        self.db_wal_positions().await
+    }
+
+    async fn connect(&self, from: Pod<'_>, to: Pod<'_>) -> anyhow::Result<Connect> {
+        match (from, to) {
+            (Pod::Instance(a), Pod::Instance(b)) => {
+                let ip = self.pod_ip(&b.name).await?;
+                self.connect_from_db(&a.name, &ip, 5432).await
+            }
+            (Pod::Replica(r), Pod::Instance(i)) | (Pod::Instance(i), Pod::Replica(r)) => {
+                let ip = self.pod_ip(r).await?;
+                self.connect_from_db(&i.name, &ip, 8081).await
+            }
+            (Pod::Replica(_), Pod::Replica(_)) => {
+                bail!("no probe between two vfps pods: the vfps image has no shell")
+            }
+        }
+    }
+
+    async fn replicas(&self) -> anyhow::Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .vfps_pods()
+            .await?
+            .into_iter()
+            .filter(|p| !p.terminating)
+            .map(|p| p.name)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn replica_ready(&self, replica: &str) -> bool {
+        self.vfps_pods()
+            .await
+            .is_ok_and(|p| p.iter().any(|p| p.name == replica && p.ready))
+    }
+
+    async fn replica_answers(&self, replica: &str) -> bool {
+        Faults::replica_ready(self, replica).await
+    }
+
+    async fn pause_replica(&self, _: &str) -> anyhow::Result<()> {
+        bail!("Chaos Mesh cannot stop a process (SIGSTOP)")
+    }
+
+    async fn resume_replica(&self, _: &str) -> anyhow::Result<()> {
+        bail!("Chaos Mesh cannot stop a process (SIGSTOP)")
+    }
+
+    async fn cut_replica(&self, replica: &str, hold: Duration) -> anyhow::Result<()> {
+        self.inject(
+            gray::REPLICA_CUT,
+            &[
+                ("REPLICA", replica.to_owned()),
+                ("DURATION", gray::chaos_duration(hold)),
+            ],
+        )
+        .await
+    }
+
+    async fn heal_replica_cut(&self, _replica: &str) -> anyhow::Result<()> {
+        self.remove(gray::REPLICA_CUT).await
+    }
+
+    async fn delay_database(
+        &self,
+        delay: Duration,
+        jitter: Duration,
+        hold: Duration,
+    ) -> anyhow::Result<()> {
+        self.inject(
+            gray::DELAY,
+            &[
+                ("LATENCY", gray::millis(delay)),
+                ("JITTER", gray::millis(jitter)),
+                ("DURATION", gray::chaos_duration(hold)),
+            ],
+        )
+        .await
+    }
+
+    async fn heal_delay(&self) -> anyhow::Result<()> {
+        self.remove(gray::DELAY).await
     }
 
     async fn partition(&self, burst: Duration) -> anyhow::Result<()> {
@@ -230,26 +363,7 @@ impl<R: Runner> Faults for Kube<R> {
     async fn heal_partition(&self) -> anyhow::Result<()> {
         self.delete(&self.partition_manifest(Duration::ZERO)?)
             .await?;
-        wait_every(
-            "the partition to be recovered and gone",
-            Duration::from_secs(120),
-            self.poll,
-            || async {
-                self.kubectl(&[
-                    "get",
-                    "networkchaos",
-                    PARTITION_BURST,
-                    "-n",
-                    NAMESPACE,
-                    "--ignore-not-found",
-                    "-o",
-                    "name",
-                ])
-                .await
-                .is_ok_and(|o| o.trim().is_empty())
-            },
-        )
-        .await
+        self.wait_gone("networkchaos", PARTITION_BURST).await
     }
 
     /// `kubectl rollout restart`; the chart's update strategy (maxUnavailable 0,

@@ -48,6 +48,8 @@ pub struct CnpgStatus {
     pub ready: u64,
     pub current_primary: String,
     pub target_primary: String,
+    /// The timeline the primary writes on (a promotion starts a new one).
+    pub timeline: Option<u64>,
 }
 
 impl CnpgStatus {
@@ -79,6 +81,7 @@ impl<R: Runner> Kube<R> {
             ready: st["readyInstances"].as_u64().unwrap_or(0),
             current_primary: st["currentPrimary"].as_str().unwrap_or_default().into(),
             target_primary: st["targetPrimary"].as_str().unwrap_or_default().into(),
+            timeline: st["timelineID"].as_u64(),
         })
     }
 

@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use super::{
     chaos::{partition_burst, pod_kill_schedule},
-    evidence, install,
+    evidence, gray, install,
     job::{
         self, job_finished, job_log, render_job, tail, unix_now, wait_load_start, with_progress,
         JOB_DEADLINE_MARGIN_SECONDS,
@@ -236,7 +236,8 @@ pub fn render(
     load: &LoadConfig,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let (plan, knobs) = crate::driver::plan(drive_args, Target::Kind)?;
+    let seed = load.workload.seed.unwrap_or_else(rand::random);
+    let (plan, knobs) = crate::driver::plan(drive_args, Target::Kind, Some(seed))?;
     let read = |rel: &str| {
         let p = args.assets.join(rel);
         std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
@@ -264,6 +265,43 @@ pub fn render(
                 knobs.partition_burst,
             )
             .map_err(anyhow::Error::msg)?,
+        ),
+        (
+            "db-primary-isolation.yaml",
+            gray::render_asset(
+                &read(gray::ISOLATION.asset)?,
+                &[("DURATION", gray::chaos_duration(knobs.isolation))],
+            )?,
+        ),
+        (
+            "db-standby-kill.yaml",
+            // The driver names the standby it picked at run time.
+            gray::render_asset(
+                &read(gray::STANDBY_KILL.asset)?,
+                &[("STANDBY", "vfps-db-2".to_owned())],
+            )?,
+        ),
+        (
+            "vfps-partition.yaml",
+            // The replica is drawn from the seed at run time.
+            gray::render_asset(
+                &read(gray::REPLICA_CUT.asset)?,
+                &[
+                    ("REPLICA", "vfps-5d8f7c9b6-x2x7q".to_owned()),
+                    ("DURATION", gray::chaos_duration(knobs.vfps_partition)),
+                ],
+            )?,
+        ),
+        (
+            "db-network-delay.yaml",
+            gray::render_asset(
+                &read(gray::DELAY.asset)?,
+                &[
+                    ("LATENCY", gray::millis(crate::nemesis::delay::DELAY)),
+                    ("JITTER", gray::millis(crate::nemesis::delay::JITTER)),
+                    ("DURATION", gray::chaos_duration(knobs.delay)),
+                ],
+            )?,
         ),
         ("plan.json", serde_json::to_string_pretty(&plan)?),
     ];

@@ -51,6 +51,14 @@ pub fn job_variables(
             load.limits.max_unavailable_seconds.to_string(),
         ),
         ("RESILIENCE_MIX", load.workload.mix.clone()),
+        // The seed the plan's fault schedule was drawn from: one seed replays both.
+        (
+            "RESILIENCE_SEED",
+            plan.seed
+                .or(load.workload.seed)
+                .unwrap_or_default()
+                .to_string(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -12,6 +12,8 @@
 //! - [`cluster`]: what the driver reads of the cluster — pods, the CloudNativePG
 //!   status, readiness.
 //! - [`chaos`]: the Chaos Mesh objects and the shared scenarios' faults here.
+//! - [`gray`]: the one-shot gray faults (isolation, standby kill, replica cut,
+//!   delay) and the probes run inside the database pods.
 //! - [`install`]: `up` (kind, the operators, the images, the database, vfps) and
 //!   `down`.
 //! - [`job`]: the load generator as a Job: its manifest, its log, its clock.
@@ -31,6 +33,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod driver;
 pub mod evidence;
+pub mod gray;
 pub mod install;
 pub mod job;
 

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::{
     chaos::{partition_burst, pod_kill_schedule, PARTITION_BURST},
     driver::{KindArgs, KindDriver},
+    gray,
     install::{self, inotify_problem},
     job, *,
 };
@@ -22,7 +23,7 @@ use crate::{
     config::LoadConfig,
     driver::{self as steps, Driver},
     nemesis::{self, Knobs, Recorder},
-    scenario::{Planned, Scenario, ScenarioName, ScenarioPlan as Plan},
+    scenario::{Draw, Planned, Scenario, ScenarioName, ScenarioPlan as Plan},
     target::Target,
 };
 
@@ -61,8 +62,20 @@ struct Model {
     cordoned: Vec<String>,
     drained_db: Option<String>,
     job: Option<String>,
+    /// The primary's timeline: every promotion starts a new one.
+    timeline: u64,
+    /// WAL the primary wrote; what the standbys received.
+    wal: u64,
+    standby_wal: u64,
+    /// One-shot gray faults: reads until injected.
+    isolation: Option<u32>,
+    replica_cut: Option<(String, u32)>,
+    delay: Option<u32>,
+    standby_chaos: Option<String>,
     /// Knobs of a scenario test.
     drain_times_out: bool,
+    /// The double failover kills the promoted primary on purpose.
+    second_kill_expected: bool,
     no_primary: bool,
     commands: Vec<String>,
     violations: Vec<String>,
@@ -94,6 +107,7 @@ impl FakeKubectl {
             });
         }
         m.primary = Some("vfps-db-1".into());
+        m.timeline = 1;
         Self(StdMutex::new(m))
     }
 
@@ -112,6 +126,10 @@ impl Model {
         self.next_uid
     }
 
+    fn ip(p: &FakePod) -> String {
+        format!("10.244.{}.{}", p.uid / 250, p.uid % 250 + 2)
+    }
+
     fn pod_json(p: &FakePod) -> Value {
         json!({
             "metadata": {
@@ -126,7 +144,90 @@ impl Model {
 
     fn read_vfps(&mut self) -> Value {
         self.tick();
-        json!({"items": self.vfps.iter().map(Self::pod_json).collect::<Vec<_>>()})
+        let cut = self
+            .replica_cut
+            .clone()
+            .filter(|(_, reads)| *reads == 0)
+            .map(|(name, _)| name);
+        let items: Vec<Value> = self
+            .vfps
+            .iter()
+            .map(|p| {
+                let mut j = Self::pod_json(p);
+                // A replica cut off from its database reports not ready.
+                if cut.as_deref() == Some(p.name.as_str()) {
+                    j["status"]["conditions"][0]["status"] = json!("False");
+                }
+                j
+            })
+            .collect();
+        json!({ "items": items })
+    }
+
+    /// The standbys: every instance but the primary and a killed one.
+    fn read_standbys(&self) -> Value {
+        let items: Vec<Value> = self
+            .db
+            .iter()
+            .filter(|p| Some(&p.name) != self.primary.as_ref())
+            .filter(|p| self.standby_chaos.as_ref() != Some(&p.name) || self.db_recovering == 0)
+            .map(Self::pod_json)
+            .collect();
+        json!({ "items": items })
+    }
+
+    fn pod(&self, name: &str) -> Option<&FakePod> {
+        self.vfps.iter().chain(&self.db).find(|p| p.name == name)
+    }
+
+    /// `kubectl exec` into a database pod: the TCP probe or psql.
+    fn exec(&mut self, pod: &str, command: &[&str]) -> anyhow::Result<String> {
+        let Some(from) = self.pod(pod).cloned() else {
+            anyhow::bail!("pods {pod:?} not found");
+        };
+        let primary = self.primary.clone().unwrap_or_default();
+        let isolated = self.isolation == Some(0);
+        if command.first() == Some(&"psql") {
+            if from.name == primary {
+                self.wal += 100;
+                return Ok(format!("f|{}\n", self.wal));
+            }
+            if !isolated {
+                self.standby_wal = self.wal;
+            }
+            return Ok(format!("t|{}\n", self.standby_wal));
+        }
+        let script = command.last().copied().unwrap_or_default();
+        let target = self
+            .vfps
+            .iter()
+            .chain(&self.db)
+            .find(|p| script.contains(&format!("/dev/tcp/{}/", Self::ip(p))))
+            .cloned();
+        let Some(target) = target else {
+            return Ok("exit 1\n".into());
+        };
+        let between_instances = self.db.iter().any(|d| d.name == target.name);
+        let cut = if between_instances {
+            isolated && (from.name == primary || target.name == primary)
+        } else {
+            self.partition == Some(0)
+                || self
+                    .replica_cut
+                    .as_ref()
+                    .is_some_and(|(r, reads)| *reads == 0 && *r == target.name)
+        };
+        Ok(if cut { "exit 124\n" } else { "connected\n" }.into())
+    }
+
+    /// A one-shot gray fault's status: injected after a few reads.
+    fn injected(reads: &mut Option<u32>) -> anyhow::Result<Value> {
+        let Some(r) = reads.as_mut() else {
+            anyhow::bail!("NotFound");
+        };
+        let injected = if *r == 0 { "True" } else { "False" };
+        *r = r.saturating_sub(1);
+        Ok(json!({"status": {"conditions": [{"type": "AllInjected", "status": injected}]}}))
     }
 
     /// Time passes with every read of the workload: terminating pods go, new pods
@@ -176,7 +277,7 @@ impl Model {
         }
         let ready = if self.healthy() { 3 } else { 2 };
         let primary = self.primary.clone().unwrap_or_default();
-        json!({"status": {"instances": 3, "readyInstances": ready, "currentPrimary": primary, "targetPrimary": primary}})
+        json!({"status": {"instances": 3, "readyInstances": ready, "currentPrimary": primary, "targetPrimary": primary, "timelineID": self.timeline}})
     }
 
     fn deployment(&mut self) -> Value {
@@ -191,11 +292,16 @@ impl Model {
     }
 
     fn db_fault(&mut self, what: &str) {
-        if !self.healthy() {
+        if !self.healthy() && !self.second_kill_expected {
             self.violations
                 .push(format!("{what} applied while the database was not healthy"));
         }
-        if self.primary_chaos || self.partition.is_some() {
+        if (self.primary_chaos && !self.second_kill_expected)
+            || self.partition.is_some()
+            || self.delay.is_some()
+            || self.standby_chaos.is_some()
+            || self.replica_cut.is_some()
+        {
             self.violations.push(format!(
                 "{what} applied while another database fault was active"
             ));
@@ -210,7 +316,11 @@ impl Model {
     }
 
     fn apply_one(&mut self, manifest: &str) -> anyhow::Result<()> {
+        if manifest.contains("${") {
+            anyhow::bail!("unrendered placeholder in {manifest}");
+        }
         let kind = field(manifest, "kind:");
+        let name = field(manifest, "  name:");
         match kind.as_str() {
             "Schedule" if manifest.contains("vfps-pod-kill") => {
                 if !manifest.contains("@every") {
@@ -218,8 +328,27 @@ impl Model {
                 }
                 self.pod_kill_schedule = true;
             }
+            "PodChaos" if name == "db-standby-kill" => {
+                self.db_fault("a standby kill");
+                let victim = manifest
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
+                    .and_then(|l| l.strip_suffix(']'))
+                    .unwrap_or_default()
+                    .to_owned();
+                if Some(&victim) == self.primary.as_ref() || self.pod(&victim).is_none() {
+                    self.violations.push(format!(
+                        "the standby kill selects {victim:?}, not a standby"
+                    ));
+                }
+                self.standby_chaos = Some(victim);
+                self.db_recovering = 3;
+            }
             "PodChaos" => {
+                // The primary of an isolation is killed while it is cut off.
+                let isolated = self.isolation.take();
                 self.db_fault("a primary kill");
+                self.isolation = isolated;
                 self.primary_chaos = true;
                 // The primary dies; a standby is promoted; the operator re-creates
                 // the killed pod, which rejoins after a few status reads.
@@ -229,6 +358,32 @@ impl Model {
                 pod.uid = uid;
                 self.primary = self.db.iter().map(|p| p.name.clone()).find(|n| *n != old);
                 self.db_recovering = 3;
+                self.timeline += 1;
+            }
+            "NetworkChaos" if name == "db-primary-isolation" => {
+                self.db_fault("an isolation");
+                if !manifest.contains("direction: both") {
+                    self.violations
+                        .push("the isolation is not both ways".into());
+                }
+                self.isolation = Some(2);
+            }
+            "NetworkChaos" if name == "vfps-partition" => {
+                let replica = manifest
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
+                    .and_then(|l| l.strip_suffix(']'))
+                    .unwrap_or_default()
+                    .to_owned();
+                self.replica_cut = Some((replica, 2));
+            }
+            "NetworkChaos" if name == "db-network-delay" => {
+                self.db_fault("a delay");
+                if !manifest.contains("latency: 200ms") || !manifest.contains("jitter: 50ms") {
+                    self.violations
+                        .push("the delay is not 200 ms ± 50 ms".into());
+                }
+                self.delay = Some(2);
             }
             "NetworkChaos" => {
                 self.db_fault("a partition");
@@ -251,9 +406,14 @@ impl Model {
     }
 
     fn delete(&mut self, manifest: &str) {
+        let name = field(manifest, "  name:");
         match field(manifest, "kind:").as_str() {
             "Schedule" if manifest.contains("vfps-pod-kill") => self.pod_kill_schedule = false,
+            "PodChaos" if name == "db-standby-kill" => self.standby_chaos = None,
             "PodChaos" => self.primary_chaos = false,
+            "NetworkChaos" if name == "db-primary-isolation" => self.isolation = None,
+            "NetworkChaos" if name == "vfps-partition" => self.replica_cut = None,
+            "NetworkChaos" if name == "db-network-delay" => self.delay = None,
             "NetworkChaos" | "Schedule" => self.partition = None,
             _ => {}
         }
@@ -354,6 +514,49 @@ impl Runner for FakeKubectl {
                         .collect();
                 json(json!({ "items": items }))
             }
+            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"]
+                if *sel == gray::STANDBY_PODS =>
+            {
+                json(m.read_standbys())
+            }
+            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"] if *sel == gray::DB_PODS => {
+                json(json!({"items": m.db.iter().map(Model::pod_json).collect::<Vec<_>>()}))
+            }
+            ["get", "pod", name, "-n", "vfps", "-o", "json"] => match m.pod(name) {
+                Some(p) => json(json!({"status": {"podIP": Model::ip(p)}})),
+                None => anyhow::bail!("pods {name:?} not found"),
+            },
+            ["exec", "-n", "vfps", pod, "-c", "postgres", "--", rest @ ..] => m.exec(pod, rest),
+            ["get", "networkchaos", "db-primary-isolation", "-n", "vfps", "-o", "json"] => {
+                json(Model::injected(&mut m.isolation)?)
+            }
+            ["get", "networkchaos", "db-network-delay", "-n", "vfps", "-o", "json"] => {
+                json(Model::injected(&mut m.delay)?)
+            }
+            ["get", "networkchaos", "vfps-partition", "-n", "vfps", "-o", "json"] => {
+                let mut reads = m.replica_cut.as_ref().map(|(_, r)| *r);
+                let status = Model::injected(&mut reads)?;
+                if let (Some((_, r)), Some(left)) = (m.replica_cut.as_mut(), reads) {
+                    *r = left;
+                }
+                json(status)
+            }
+            ["get", kind, name, "-n", "vfps", "--ignore-not-found", "-o", "name"]
+                if *name != PARTITION_BURST =>
+            {
+                let present = match *name {
+                    "db-primary-isolation" => m.isolation.is_some(),
+                    "vfps-partition" => m.replica_cut.is_some(),
+                    "db-network-delay" => m.delay.is_some(),
+                    "db-standby-kill" => m.standby_chaos.is_some(),
+                    _ => false,
+                };
+                Ok(if present {
+                    format!("{kind}/{name}")
+                } else {
+                    String::new()
+                })
+            }
             ["get", "cluster", "vfps-db", "-n", "vfps", "-o", "json"] => json(m.read_cluster()),
             ["get", "deployment", "vfps", "-n", "vfps", "-o", "json"] => json(m.deployment()),
             ["get", "networkchaos", PARTITION_BURST, "-n", "vfps", "-o", "json"] => {
@@ -444,6 +647,7 @@ fn planned(scenario: Scenario, name: &str, seconds: u64) -> Planned {
         name: ScenarioName::new(name),
         duration_seconds: seconds,
         max_outage_seconds: 0,
+        draw: Draw::undrawn(),
     }
 }
 
@@ -454,6 +658,11 @@ fn knobs() -> Knobs {
         partition_every: Duration::from_millis(600),
         min_ready: Duration::from_millis(10),
         drain_hold: Duration::from_millis(200),
+        db_pause: Duration::from_millis(300),
+        isolation: Duration::from_millis(300),
+        vfps_pause: Duration::from_millis(300),
+        vfps_partition: Duration::from_millis(300),
+        delay: Duration::from_millis(300),
     }
 }
 
@@ -464,6 +673,7 @@ async fn run_plan(
     let plan = Plan {
         scenarios,
         margin_seconds: 0,
+        seed: None,
     };
     let rec = Recorder::new(tokio::time::Instant::now());
     let r = nemesis::run(k, &plan, &knobs(), &rec).await;
@@ -542,6 +752,96 @@ async fn every_scenario_applies_proves_and_heals_its_fault_on_kubernetes() {
 }
 
 #[tokio::test]
+async fn every_gray_fault_applies_proves_and_heals_on_kubernetes() {
+    let k = kube();
+    k.runner.model().second_kill_expected = true;
+    let (r, events) = run_plan(
+        &k,
+        vec![
+            planned(Scenario::DbPrimaryIsolation, "db-primary-isolation", 1),
+            planned(Scenario::DbSyncStandbyKill, "db-sync-standby-kill", 1),
+            planned(Scenario::VfpsPartition, "vfps-partition", 1),
+            planned(Scenario::DbNetworkDelay, "db-network-delay", 1),
+            planned(Scenario::DbDoubleFailover, "db-double-failover", 1),
+        ],
+    )
+    .await;
+    let tally = r.unwrap();
+    assert_eq!(tally.failovers, 1 + 2, "{tally:?}");
+    let has = |s: &str| events.iter().any(|e| e.contains(s));
+    for expected in [
+        "db-primary-isolation isolated vfps-db-1 from the other instances",
+        "db-primary-isolation standbys' received WAL stood still; the primary wrote",
+        "db-primary-isolation killed the isolated primary vfps-db-1",
+        "db-primary-isolation promoted vfps-db-2 on timeline 2",
+        "db-sync-standby-kill killed synchronous standby vfps-db-1",
+        "db-sync-standby-kill vfps-db-3 is the synchronous standby",
+        "vfps-partition cut vfps-0 off from the database",
+        "vfps-partition vfps-0 not ready after",
+        "vfps-partition healed: vfps-0 reaches the database and is ready",
+        "db-network-delay database traffic delayed 200ms ± 50ms",
+        "db-network-delay healed: delay removed",
+        "db-double-failover killed primary vfps-db-2 (timeline 2)",
+        "db-double-failover killed vfps-db-1 just promoted (timeline 3)",
+        "db-double-failover healed",
+    ] {
+        assert!(has(expected), "missing event {expected:?} in {events:#?}");
+    }
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert!(
+        m.isolation.is_none()
+            && m.replica_cut.is_none()
+            && m.delay.is_none()
+            && m.standby_chaos.is_none()
+            && !m.primary_chaos,
+        "no chaos object left"
+    );
+}
+
+/// A Chaos Mesh that reports every object injected but does nothing: each
+/// gray fault's behavioural proof fails its scenario.
+#[tokio::test]
+async fn an_inert_gray_fault_fails_its_scenario() {
+    for (scenario, name, why) in [
+        (
+            Scenario::DbPrimaryIsolation,
+            "db-primary-isolation",
+            "the isolation did not hold",
+        ),
+        (
+            Scenario::VfpsPartition,
+            "vfps-partition",
+            "the cut did not hold",
+        ),
+    ] {
+        let inert = Overriding(FakeKubectl::new(), |_: &str, args: &[&str]| {
+            let probe = args.first() == Some(&"exec") && args.contains(&"bash");
+            probe.then(|| Ok("connected\n".to_owned()))
+        });
+        let mut k = Kube::new(inert, &assets());
+        k.poll = Duration::from_millis(5);
+        k.heal_timeout = Duration::from_secs(5);
+        let plan = Plan {
+            scenarios: vec![planned(scenario, name, 1)],
+            margin_seconds: 0,
+            seed: None,
+        };
+        let rec = Recorder::new(tokio::time::Instant::now());
+        let e = format!(
+            "{:#}",
+            nemesis::run(&k, &plan, &knobs(), &rec).await.unwrap_err()
+        );
+        assert!(e.contains(why), "{name}: {e}");
+        let m = k.runner.0.model();
+        assert!(
+            m.isolation.is_none() && m.replica_cut.is_none(),
+            "{name}: the fault is removed even when its proof failed"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_primary_kill_without_a_labelled_primary_fails_loudly() {
     let k = kube();
     k.runner.model().no_primary = true;
@@ -584,6 +884,7 @@ async fn a_pod_kill_schedule_that_never_kills_is_a_failure() {
     let plan = Plan {
         scenarios: vec![planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6)],
         margin_seconds: 0,
+        seed: None,
     };
     let rec = Recorder::new(tokio::time::Instant::now());
     let e = format!(
@@ -761,9 +1062,12 @@ fn the_partition_burst_comes_from_the_schedules_template() {
 async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     let dir = vfps_testkit::scratch_dir("kind-run");
     let d = driver(kube());
+    // Two seconds, so that second 1 lies well inside the window even when the
+    // machine is busy.
     let plan = Plan {
-        scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
+        scenarios: vec![planned(Scenario::Baseline, "baseline", 2)],
         margin_seconds: 1,
+        seed: None,
     };
     let load = load_config(&dir);
     let passed = d.scenarios(&plan, &knobs(), &load).await.unwrap();
@@ -855,7 +1159,7 @@ async fn all_keeps_the_clusters_state_when_up_fails_and_always_deletes_the_clust
     let drive = crate::driver::DriveArgs {
         scenarios: Some("baseline".into()),
     };
-    let (plan, knobs) = steps::plan(&drive, Target::Kind).unwrap();
+    let (plan, knobs) = steps::plan(&drive, Target::Kind, None).unwrap();
     let e = steps::all(&d, &plan, &knobs, &load_config(&dir))
         .await
         .unwrap_err();
@@ -928,6 +1232,7 @@ async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
     let plan = Plan {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
         margin_seconds: 1,
+        seed: None,
     };
     let job = job::render_job(
         &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
@@ -963,6 +1268,7 @@ async fn a_load_generator_that_dies_ends_the_scenarios_at_once() {
     let plan = Plan {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 60)],
         margin_seconds: 1,
+        seed: None,
     };
     let started = std::time::Instant::now();
     let e = driver(k)

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{
     connection_string, db_ip,
     network::{pid_file, read_pid, write_pid},
-    Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
+    DatabaseProfile, Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
 };
 use crate::platform::net::{alive, cmd, http_get, signal, wait_for};
 
@@ -25,6 +25,9 @@ pub struct Member {
     pub state: String,
     #[serde(default)]
     pub lag: Option<serde_json::Value>,
+    /// The timeline PostgreSQL runs on (a promotion starts a new one).
+    #[serde(default)]
+    pub timeline: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -32,9 +35,15 @@ struct ClusterView {
     members: Vec<Member>,
 }
 
-fn patroni_config(base: &Path, zone: &str) -> String {
+fn patroni_config(base: &Path, zone: &str, profile: DatabaseProfile) -> String {
     let dir = base.join(format!("db-{zone}"));
     let ip = db_ip(zone);
+    // The only difference between the profiles: whether a commit waits for a
+    // standby.
+    let synchronous = match profile {
+        DatabaseProfile::Safe => "true",
+        DatabaseProfile::UnsafeAsync => "false",
+    };
     format!(
         r#"scope: vfps
 name: db-{zone}
@@ -49,8 +58,8 @@ bootstrap:
     loop_wait: 1
     retry_timeout: 2
     maximum_lag_on_failover: 1048576
-    synchronous_mode: true
-    synchronous_mode_strict: true
+    synchronous_mode: {synchronous}
+    synchronous_mode_strict: {synchronous}
     synchronous_node_count: 1
     postgresql:
       use_pg_rewind: true
@@ -87,6 +96,26 @@ postgresql:
         dir = dir.display(),
         bindir = pg_bindir().display(),
     )
+}
+
+/// Whether a process is stopped (state `T`), or gone.
+pub(super) fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| matches!(rest.trim_start().chars().next(), Some('T' | 'Z')))
+    })
+}
+
+/// A Patroni tool (`patroni`, `patronictl`) from the pinned installation
+/// `scripts/install-deps.sh` makes: `$VFPS_PATRONI_DIR/bin`, by default
+/// `/opt/vfps-chaos/patroni/bin`. Not the distribution's Patroni: Debian's 3.0.2
+/// can split the brain after a paused leader resumes (docs/chaos.md).
+pub(crate) fn patroni_tool(tool: &str) -> PathBuf {
+    let dir = std::env::var_os("VFPS_PATRONI_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/vfps-chaos/patroni"));
+    dir.join("bin").join(tool)
 }
 
 pub(super) fn pg_bindir() -> PathBuf {
@@ -158,7 +187,10 @@ impl Local {
         for z in ZONES {
             let dir = base.join(format!("db-{z}"));
             std::fs::create_dir_all(dir.join("log"))?;
-            std::fs::write(dir.join("patroni.yml"), patroni_config(base, z))?;
+            std::fs::write(
+                dir.join("patroni.yml"),
+                patroni_config(base, z, self.opts.profile),
+            )?;
             cmd(
                 "chown",
                 &["-R", "postgres:postgres", &dir.display().to_string()],
@@ -230,12 +262,13 @@ impl Local {
         let child = tokio::process::Command::new("ip")
             .args(["netns", "exec", &format!("vfps-db-{zone}")])
             .args(AS_POSTGRES)
-            .args(["patroni", &dir.join("patroni.yml").display().to_string()])
+            .arg(patroni_tool("patroni"))
+            .arg(dir.join("patroni.yml"))
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .context("cannot start patroni (apt-get install patroni)")?;
+            .context("cannot start patroni (run scripts/install-deps.sh)")?;
         write_pid(&format!("patroni-{zone}"), child.id().unwrap_or_default())?;
         // The child is reaped by a task; it is stopped by PID.
         tokio::spawn(async move {
@@ -274,6 +307,76 @@ impl Local {
         .await
     }
 
+    /// Every process of a database pod (Patroni, the postmaster and its
+    /// children), as its network namespace lists them.
+    async fn db_pids(&self, zone: &str) -> anyhow::Result<Vec<u32>> {
+        let out = cmd("ip", &["netns", "pids", &format!("vfps-db-{zone}")]).await?;
+        Ok(out
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .filter(|p| alive(*p))
+            .collect())
+    }
+
+    /// Whether the pod's Patroni answers its REST API.
+    pub async fn patroni_answers(&self, zone: &str) -> bool {
+        http_get(
+            &format!("{}:8008", db_ip(zone)),
+            "/liveness",
+            Duration::from_millis(800),
+        )
+        .await
+        .is_ok()
+    }
+
+    /// SIGSTOPs every process of a database pod, as a VM pause or a long stall
+    /// would; proven by its REST API no longer answering.
+    pub async fn pause_db(&self, zone: &str) -> anyhow::Result<usize> {
+        let pids = self.db_pids(zone).await?;
+        if pids.is_empty() {
+            bail!("database pod {zone} has no process to pause");
+        }
+        // A process forked while the others were being stopped (a backend for
+        // a new connection) would go on serving: stop until none runs.
+        for _ in 0..5 {
+            let running: Vec<u32> = self
+                .db_pids(zone)
+                .await?
+                .into_iter()
+                .filter(|p| !stopped(*p))
+                .collect();
+            if running.is_empty() {
+                break;
+            }
+            for pid in running {
+                // A process may have exited since it was listed.
+                let _ = signal(pid, "STOP").await;
+            }
+        }
+        wait_for(
+            &format!("db-{zone}'s Patroni to stop answering"),
+            Duration::from_secs(5),
+            || async { !self.patroni_answers(zone).await },
+        )
+        .await?;
+        Ok(pids.len())
+    }
+
+    /// SIGCONTs every process of a database pod; proven by its REST API
+    /// answering again.
+    pub async fn resume_db(&self, zone: &str) -> anyhow::Result<()> {
+        for pid in self.db_pids(zone).await? {
+            // A process may have exited since it was listed.
+            let _ = signal(pid, "CONT").await;
+        }
+        wait_for(
+            &format!("db-{zone}'s Patroni to answer again"),
+            Duration::from_secs(10),
+            || self.patroni_answers(zone),
+        )
+        .await
+    }
+
     /// The cluster as Patroni's REST API reports it (any reachable member).
     pub async fn members(&self) -> anyhow::Result<Vec<Member>> {
         let mut last = None;
@@ -301,8 +404,9 @@ impl Local {
             .find(|m| m.role == "leader" && m.state == "running"))
     }
 
-    /// Healthy: three members, one running leader, a streaming synchronous standby,
-    /// and the third streaming too.
+    /// Healthy: three members, one running leader, a streaming synchronous standby
+    /// (asynchronous profile: a second streaming replica instead), and the third
+    /// streaming too.
     /// Every member must answer its own REST API: the cluster view in etcd keeps
     /// a dead member until its TTL expires.
     pub async fn db_healthy(&self) -> bool {
@@ -326,13 +430,16 @@ impl Local {
                 .filter(|x| x.role == "leader" && x.state == "running")
                 .count()
                 == 1
-            && m.iter().any(|x| x.role == "sync_standby" && running(x))
+            && match self.opts.profile {
+                DatabaseProfile::Safe => m.iter().any(|x| x.role == "sync_standby" && running(x)),
+                DatabaseProfile::UnsafeAsync => true,
+            }
             && m.iter().all(running)
     }
 
     pub async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {
         wait_for(
-            "a healthy database cluster (leader, sync standby, replica)",
+            "a healthy database cluster (leader and two streaming standbys)",
             timeout,
             || self.db_healthy(),
         )

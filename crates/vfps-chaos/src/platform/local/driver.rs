@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context};
 
-use super::{grpc_endpoints, require_root, Local, Options};
+use super::{grpc_endpoints, require_root, DatabaseProfile, Local, Options};
 use crate::{
     config::LoadConfig,
     driver::{artifacts, Collected, Driver},
@@ -23,6 +23,15 @@ pub struct LocalArgs {
     /// The vfps binary (default: next to this one).
     #[arg(long, env = "VFPS_BIN")]
     pub vfps_bin: Option<PathBuf>,
+    /// How the database replicates: `unsafe-async` is the harness's self-test
+    /// (a run under it must fail on lost writes).
+    #[arg(
+        long,
+        env = "VFPS_CHAOS_DATABASE_PROFILE",
+        value_enum,
+        default_value = "safe"
+    )]
+    pub database_profile: DatabaseProfile,
 }
 
 /// The local platform's driver.
@@ -44,6 +53,7 @@ impl LocalDriver {
                 vfps_bin,
                 restart_backoff: Duration::from_secs(1),
                 grace_period: Duration::from_secs(15),
+                profile: args.database_profile,
             },
         }
     }
@@ -126,10 +136,9 @@ impl Driver for LocalDriver {
             (r, rec.events().await, finished)
         };
         let (summary, (chaos_result, events, finished)) = tokio::join!(load_run, chaos);
-        // A partition must never outlive the run.
-        if local.partitioned().await {
-            local.heal_partition().await?;
-        }
+        // No cut and no stopped process may outlive the scenarios, whatever
+        // happened to them.
+        local.heal_everything().await?;
         artifacts::write_chaos(&dir, &events, &chaos_result, finished)?;
         // A scenario that failed is a finding, not a harness failure: chaos.json
         // has it, and `collect` fails the run on it.

@@ -22,7 +22,8 @@ impl Local {
         for (what, args) in [("list", vec!["list"]), ("history", vec!["history"])] {
             let mut a = vec!["-c", cfg.as_str()];
             a.extend(args);
-            let out = cmd("patronictl", &a)
+            let ctl = super::database::patroni_tool("patronictl");
+            let out = cmd(&ctl.display().to_string(), &a)
                 .await
                 .unwrap_or_else(|e| format!("{e:#}"));
             crate::report::write_file(dir, &format!("patroni-{what}-{suffix}.txt"), out)?;

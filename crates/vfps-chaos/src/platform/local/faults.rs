@@ -1,106 +1,80 @@
-//! Faults on the local platform: the partition (nftables in the vfps pods,
-//! drops, not resets), and the shared scenarios' faults — zones are nodes, the
-//! supervisor restarts killed replicas, Patroni fails over.
+//! Faults on the local platform: zones are nodes, the supervisor restarts
+//! killed replicas, Patroni fails over, nftables cuts (drops, not resets), and
+//! signals stop and resume processes.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::{db_ip, Local, ZONES};
+use super::{
+    app_ip, cuts, db_ip,
+    probe::{self, Connect},
+    Local, ZONES,
+};
 use crate::{
-    nemesis::{Faults, Instance, Knobs, Recorder, Victim},
-    platform::net::{cmd, cmd_quiet, wait_for},
+    nemesis::{Faults, Instance, Knobs, Pod, Recorder, Victim, WalPosition},
+    platform::net::{cmd, wait_for},
     scenario::ScenarioName,
 };
 
-/// Name of the nftables table the partition fault adds in the vfps pods.
-const PARTITION_TABLE: &str = "vfps_chaos";
-
-impl Local {
-    /// Drops traffic from every vfps pod to every database pod (timeouts, not resets).
-    pub async fn partition(&self) -> anyhow::Result<()> {
-        let dbs = ZONES.map(db_ip).join(", ");
-        for z in ZONES {
-            let ns = format!("vfps-app-{z}");
-            let rules = format!(
-                "table inet {PARTITION_TABLE} {{ chain output {{ type filter hook output priority 0; policy accept; ip daddr {{ {dbs} }} drop; }}; }}"
-            );
-            cmd("ip", &["netns", "exec", &ns, "nft", &rules]).await?;
-            let listed = cmd(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &ns,
-                    "nft",
-                    "list",
-                    "table",
-                    "inet",
-                    PARTITION_TABLE,
-                ],
-            )
-            .await?;
-            if !listed.contains("drop") {
-                bail!("partition rule missing in {ns} after applying it");
-            }
-        }
-        Ok(())
+/// The zone of a database instance (`db-b`) or a replica (`vfps-app-b`).
+fn zone_of(name: &str) -> anyhow::Result<&str> {
+    let zone = name
+        .strip_prefix("db-")
+        .or_else(|| name.strip_prefix("vfps-app-"))
+        .unwrap_or(name);
+    if !ZONES.contains(&zone) {
+        bail!("{name:?} is not a local pod (zones: {})", ZONES.join(", "));
     }
+    Ok(zone)
+}
 
-    /// Removes the partition and proves it is gone.
-    pub async fn heal_partition(&self) -> anyhow::Result<()> {
-        for z in ZONES {
-            let ns = format!("vfps-app-{z}");
-            cmd_quiet(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &ns,
-                    "nft",
-                    "delete",
-                    "table",
-                    "inet",
-                    PARTITION_TABLE,
-                ],
-            )
-            .await;
-            if partition_table_present(&ns).await {
-                bail!("partition table still present in {ns} after healing");
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether any partition rule is present (for tests and `down`).
-    pub async fn partitioned(&self) -> bool {
-        for z in ZONES {
-            let ns = format!("vfps-app-{z}");
-            if partition_table_present(&ns).await {
-                return true;
-            }
-        }
-        false
+fn instance(name: &str) -> Instance {
+    Instance {
+        name: name.to_owned(),
+        incarnation: name.to_owned(),
     }
 }
 
-/// Whether the partition's nftables table exists in a pod's namespace.
-async fn partition_table_present(ns: &str) -> bool {
-    cmd(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            ns,
-            "nft",
-            "list",
-            "table",
-            "inet",
-            PARTITION_TABLE,
-        ],
-    )
-    .await
-    .is_ok()
+impl Local {
+    /// Cuts every vfps pod off from every database pod.
+    pub async fn partition(&self) -> anyhow::Result<()> {
+        let dbs = ZONES.map(db_ip);
+        for z in ZONES {
+            cuts::apply(&format!("vfps-app-{z}"), cuts::PARTITION, &dbs).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the partition; fails if any of it is left.
+    pub async fn heal_partition(&self) -> anyhow::Result<()> {
+        for z in ZONES {
+            cuts::remove(&format!("vfps-app-{z}"), cuts::PARTITION).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes every cut and resumes every stopped process of the pods: after
+    /// the scenarios, whatever happened to them (a scenario that stopped half
+    /// way must not leave a primary paused).
+    pub async fn heal_everything(&self) -> anyhow::Result<()> {
+        let cut = cuts::remove_all().await;
+        for ns in cuts::pods() {
+            if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
+                for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                    if super::database::stopped(pid) && crate::platform::net::alive(pid) {
+                        let _ = crate::platform::net::signal(pid, "CONT").await;
+                    }
+                }
+            }
+        }
+        cut
+    }
+
+    /// Whether any cut is in place (for tests and after a run).
+    pub async fn partitioned(&self) -> bool {
+        !cuts::remaining().await.is_empty()
+    }
 }
 
 /// The shared scenarios on the local platform: zones are nodes, the supervisor
@@ -128,10 +102,10 @@ impl Faults for Local {
 
     async fn pod_kill_next(
         &self,
-        round: usize,
+        replica: usize,
         _until: tokio::time::Instant,
     ) -> anyhow::Result<Option<Victim>> {
-        let zone = ZONES[round % ZONES.len()];
+        let zone = ZONES[replica % ZONES.len()];
         let starts = self.replica_starts(zone).await;
         let pid = self.kill_replica(zone).await?;
         Ok(Some(Victim {
@@ -211,6 +185,138 @@ impl Faults for Local {
         Ok(())
     }
 
+    async fn timeline(&self) -> anyhow::Result<Option<u64>> {
+        Ok(self.leader().await?.and_then(|m| m.timeline))
+    }
+
+    async fn sync_standby(&self) -> anyhow::Result<Option<Instance>> {
+        Ok(self
+            .members()
+            .await?
+            .into_iter()
+            .find(|m| m.role == "sync_standby" && (m.state == "streaming" || m.state == "running"))
+            .map(|m| instance(&m.name)))
+    }
+
+    async fn kill_standby(&self, standby: &Instance) -> anyhow::Result<()> {
+        self.kill_db(zone_of(&standby.name)?).await
+    }
+
+    async fn pause_instance(&self, i: &Instance) -> anyhow::Result<()> {
+        self.pause_db(zone_of(&i.name)?).await.map(|_| ())
+    }
+
+    async fn resume_instance(&self, i: &Instance) -> anyhow::Result<()> {
+        self.resume_db(zone_of(&i.name)?).await
+    }
+
+    /// Drops everything between the instance's pod and the other database
+    /// pods; vfps and the control plane still reach it.
+    async fn isolate_instance(&self, i: &Instance, _hold: Duration) -> anyhow::Result<()> {
+        let zone = zone_of(&i.name)?;
+        let others: Vec<String> = ZONES
+            .iter()
+            .filter(|z| **z != zone)
+            .map(|z| db_ip(z))
+            .collect();
+        cuts::apply(&format!("vfps-db-{zone}"), cuts::ISOLATION, &others).await
+    }
+
+    async fn heal_isolation(&self, i: &Instance) -> anyhow::Result<()> {
+        cuts::remove(&format!("vfps-db-{}", zone_of(&i.name)?), cuts::ISOLATION).await
+    }
+
+    /// Over each instance's Unix socket (no network cut reaches it); an
+    /// instance that does not answer (paused, down) is left out.
+    async fn wal_positions(&self) -> anyhow::Result<Vec<WalPosition>> {
+        let mut out = Vec::new();
+        for z in ZONES {
+            let name = format!("db-{z}");
+            if let Ok(Some(lsn)) = self.written_lsn(z).await {
+                out.push(WalPosition {
+                    name,
+                    lsn,
+                    primary: true,
+                });
+            } else if let Ok(Some(lsn)) = self.received_lsn(z).await {
+                out.push(WalPosition {
+                    name,
+                    lsn,
+                    primary: false,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn connect(&self, from: Pod<'_>, to: Pod<'_>) -> anyhow::Result<Connect> {
+        let ns = match from {
+            Pod::Replica(r) => format!("vfps-app-{}", zone_of(r)?),
+            Pod::Instance(i) => format!("vfps-db-{}", zone_of(&i.name)?),
+        };
+        let (addr, port) = match to {
+            Pod::Replica(r) => (app_ip(zone_of(r)?), 8081),
+            Pod::Instance(i) => (db_ip(zone_of(&i.name)?), 5432),
+        };
+        probe::connect_from(&ns, &addr, port).await
+    }
+
+    async fn replicas(&self) -> anyhow::Result<Vec<String>> {
+        Ok(ZONES.map(|z| format!("vfps-app-{z}")).to_vec())
+    }
+
+    async fn replica_ready(&self, replica: &str) -> bool {
+        match zone_of(replica) {
+            Ok(z) => Local::replica_ready(self, z).await,
+            Err(_) => false,
+        }
+    }
+
+    async fn replica_answers(&self, replica: &str) -> bool {
+        match zone_of(replica) {
+            Ok(z) => Local::replica_answers(self, z).await,
+            Err(_) => false,
+        }
+    }
+
+    async fn pause_replica(&self, replica: &str) -> anyhow::Result<()> {
+        self.signal_replica(zone_of(replica)?, "STOP")
+            .await
+            .map(|_| ())
+    }
+
+    async fn resume_replica(&self, replica: &str) -> anyhow::Result<()> {
+        self.signal_replica(zone_of(replica)?, "CONT")
+            .await
+            .map(|_| ())
+    }
+
+    async fn cut_replica(&self, replica: &str, _hold: Duration) -> anyhow::Result<()> {
+        let ns = format!("vfps-app-{}", zone_of(replica)?);
+        cuts::apply(&ns, cuts::REPLICA_CUT, &ZONES.map(db_ip)).await
+    }
+
+    async fn heal_replica_cut(&self, replica: &str) -> anyhow::Result<()> {
+        cuts::remove(
+            &format!("vfps-app-{}", zone_of(replica)?),
+            cuts::REPLICA_CUT,
+        )
+        .await
+    }
+
+    async fn delay_database(
+        &self,
+        _delay: Duration,
+        _jitter: Duration,
+        _hold: Duration,
+    ) -> anyhow::Result<()> {
+        bail!("the local platform cannot delay traffic: this kernel has no netem")
+    }
+
+    async fn heal_delay(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Every database member must be healthy (never a second instance down).
     async fn drain_target(&self) -> anyhow::Result<String> {
         if !self.db_healthy().await {
@@ -235,7 +341,7 @@ impl Faults for Local {
 
     async fn uncordon(&self, node: &str) -> anyhow::Result<()> {
         let started = self.start_db(node).await;
-        self.resume_replica(node).await;
+        self.uncordon_replica(node).await;
         started
     }
 }

@@ -13,7 +13,9 @@
 //!   `down`.
 //! - [`database`]: etcd, Patroni and PostgreSQL, the application database.
 //! - [`replicas`]: the vfps replicas and their supervisor (the local ReplicaSet).
-//! - [`faults`]: the partition, and the shared scenarios' faults on this platform.
+//! - [`faults`]: the shared scenarios' faults on this platform.
+//! - [`cuts`]: network cuts (nftables in a pod's namespace).
+//! - [`probe`]: behavioural proofs — TCP connects from inside a pod, WAL positions.
 //! - [`evidence`]: the HA manager's view and every log, into the run directory.
 //! - [`driver`]: `vfps-chaos local …`, the driver steps.
 
@@ -23,11 +25,13 @@ use anyhow::bail;
 
 use super::net::cmd;
 
+pub mod cuts;
 pub mod database;
 pub mod driver;
 pub mod evidence;
 pub mod faults;
 pub mod network;
+pub mod probe;
 pub mod replicas;
 
 pub use network::down;
@@ -75,8 +79,34 @@ pub fn connection_string() -> String {
     )
 }
 
-/// Tunables of the topology.
+/// How the database replicates. `safe` is the production setting; `unsafe-async`
+/// exists to show that the harness detects a known loss: everything is equal
+/// except that a commit does not wait for a standby.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DatabaseProfile {
+    /// Patroni synchronous mode, strict: a commit is acknowledged once a standby has it.
+    #[default]
+    Safe,
+    /// Asynchronous replication: a failover may lose acknowledged commits.
+    UnsafeAsync,
+}
 
+impl DatabaseProfile {
+    pub fn name(self) -> &'static str {
+        match self {
+            DatabaseProfile::Safe => "safe",
+            DatabaseProfile::UnsafeAsync => "unsafe-async",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [DatabaseProfile::Safe, DatabaseProfile::UnsafeAsync]
+            .into_iter()
+            .find(|p| p.name() == s.trim())
+    }
+}
+
+/// Tunables of the topology.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub base: PathBuf,
@@ -85,6 +115,13 @@ pub struct Options {
     pub restart_backoff: Duration,
     /// Graceful stop: SIGTERM, then this long before SIGKILL.
     pub grace_period: Duration,
+    /// How the database replicates (`up` records it; later steps read it back).
+    pub profile: DatabaseProfile,
+}
+
+/// The file under the base directory that records the profile `up` built.
+fn profile_file(opts: &Options) -> PathBuf {
+    opts.base.join("database-profile.txt")
 }
 
 /// The running topology. All state lives in processes and files under the base
@@ -115,6 +152,7 @@ impl Local {
         down(&opts.base).await;
         let base = &opts.base;
         std::fs::create_dir_all(base)?;
+        std::fs::write(profile_file(&opts), opts.profile.name())?;
         cmd("chown", &["postgres:postgres", &base.display().to_string()]).await?;
         network::create().await?;
         events("network ready");
@@ -130,8 +168,9 @@ impl Local {
         Ok(local)
     }
 
-    /// Attaches to a topology a previous `up` left running.
-    pub fn attach(opts: Options) -> anyhow::Result<Local> {
+    /// Attaches to a topology a previous `up` left running, with the database
+    /// profile it was built with.
+    pub fn attach(mut opts: Options) -> anyhow::Result<Local> {
         require_root()?;
         let etcd = network::read_pid(&network::pid_file("etcd"));
         if !opts.base.exists() || !etcd.is_some_and(super::net::alive) {
@@ -139,6 +178,12 @@ impl Local {
                 "no running local topology under {} (run `up` first)",
                 opts.base.display()
             );
+        }
+        if let Some(p) = std::fs::read_to_string(profile_file(&opts))
+            .ok()
+            .and_then(|s| DatabaseProfile::parse(&s))
+        {
+            opts.profile = p;
         }
         Ok(Local { opts })
     }

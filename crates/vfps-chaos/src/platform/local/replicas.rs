@@ -84,6 +84,27 @@ done"#,
             .map_or(0, |s| s.lines().count() as u32)
     }
 
+    /// Whether the replica answers HTTP at all (ready or not).
+    pub async fn replica_answers(&self, zone: &str) -> bool {
+        http_get(
+            &format!("{}:8080", app_ip(zone)),
+            "/readyz",
+            Duration::from_millis(800),
+        )
+        .await
+        .is_ok()
+    }
+
+    /// SIGSTOPs (`STOP`) or SIGCONTs (`CONT`) the replica's process.
+    pub async fn signal_replica(&self, zone: &str, sig: &str) -> anyhow::Result<u32> {
+        let pid = self
+            .replica_pid(zone)
+            .await
+            .with_context(|| format!("replica {zone} is not running"))?;
+        signal(pid, sig).await?;
+        Ok(pid)
+    }
+
     pub async fn replica_ready(&self, zone: &str) -> bool {
         http_get(
             &format!("{}:8080", app_ip(zone)),
@@ -147,7 +168,8 @@ done"#,
         Ok(())
     }
 
-    pub async fn resume_replica(&self, zone: &str) {
+    /// Lets the supervisor start the replica again after a drain.
+    pub async fn uncordon_replica(&self, zone: &str) {
         let _ = std::fs::remove_file(self.app_dir(zone).join("paused"));
     }
 }

@@ -1,0 +1,243 @@
+//! The gray faults on Kubernetes: one-shot Chaos Mesh objects rendered from the
+//! assets (`db-primary-isolation`, `db-standby-kill`, `vfps-partition`,
+//! `db-network-delay`), each applied and proven injected (`AllInjected`), and
+//! removed and proven gone; and the behavioural probes — WAL positions and TCP
+//! connects run inside the database pods (`kubectl exec`; the vfps image has no
+//! shell, so a probe between a replica and an instance runs from the instance:
+//! a handshake needs both directions, so a cut either way times it out).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use super::{chaos::render, cluster::pods_of, Kube, Runner, NAMESPACE};
+use crate::{
+    nemesis::{Connect, Instance, WalPosition},
+    platform::net::wait_every,
+};
+
+/// Every database instance pod.
+pub(crate) const DB_PODS: &str = "cnpg.io/cluster=vfps-db";
+/// The standbys.
+pub(crate) const STANDBY_PODS: &str = "cnpg.io/cluster=vfps-db,cnpg.io/instanceRole=replica";
+
+/// A one-shot chaos object: its asset, kind and name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OneShot {
+    pub asset: &'static str,
+    pub kind: &'static str,
+    pub name: &'static str,
+}
+
+pub(crate) const ISOLATION: OneShot = OneShot {
+    asset: "chaos/db-primary-isolation.yaml",
+    kind: "networkchaos",
+    name: "db-primary-isolation",
+};
+pub(crate) const STANDBY_KILL: OneShot = OneShot {
+    asset: "chaos/db-standby-kill.yaml",
+    kind: "podchaos",
+    name: "db-standby-kill",
+};
+pub(crate) const REPLICA_CUT: OneShot = OneShot {
+    asset: "chaos/vfps-partition.yaml",
+    kind: "networkchaos",
+    name: "vfps-partition",
+};
+pub(crate) const DELAY: OneShot = OneShot {
+    asset: "chaos/db-network-delay.yaml",
+    kind: "networkchaos",
+    name: "db-network-delay",
+};
+pub(crate) const ONE_SHOTS: [OneShot; 4] = [ISOLATION, STANDBY_KILL, REPLICA_CUT, DELAY];
+
+/// A chaos object's `duration`: the hold plus 30 s of slack, so Chaos Mesh
+/// heals it by itself should the driver die.
+pub fn chaos_duration(hold: Duration) -> String {
+    format!("{}s", hold.as_secs() + 30)
+}
+
+/// Go-style duration for Chaos Mesh (`200ms`).
+pub fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// Renders an asset with `vars`; placeholders it does not use are ignored,
+/// and any left without a value is an error naming it.
+pub fn render_asset(template: &str, vars: &[(&str, String)]) -> anyhow::Result<String> {
+    render(template, |k| {
+        vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+    })
+    .map_err(anyhow::Error::msg)
+}
+
+/// Values that fill every placeholder of the one-shot assets, for deleting
+/// them (a delete needs only the kind and the name).
+fn any_values() -> Vec<(&'static str, String)> {
+    vec![
+        ("DURATION", "30s".into()),
+        ("STANDBY", "none".into()),
+        ("REPLICA", "none".into()),
+        ("LATENCY", "1ms".into()),
+        ("JITTER", "0ms".into()),
+    ]
+}
+
+/// What `bash -c` prints for a connect: `connected`, or `exit <status>`.
+pub fn connect_outcome(out: &str) -> anyhow::Result<Connect> {
+    match out.trim() {
+        "connected" => Ok(Connect::Connected),
+        "exit 124" => Ok(Connect::TimedOut),
+        "exit 1" => Ok(Connect::Refused),
+        other => bail!("unexpected TCP probe output {other:?}"),
+    }
+}
+
+/// `t|1234` (standby, received) or `f|5678` (primary, written) from psql.
+pub fn wal_line(name: &str, out: &str) -> Option<WalPosition> {
+    let (recovery, lsn) = out.trim().split_once('|')?;
+    Some(WalPosition {
+        name: name.to_owned(),
+        lsn: lsn.trim().parse().ok()?,
+        primary: recovery.trim() == "f",
+    })
+}
+
+impl<R: Runner> Kube<R> {
+    /// Applies a one-shot rendered with `vars` and waits until Chaos Mesh
+    /// reports it injected.
+    pub(crate) async fn inject(&self, o: OneShot, vars: &[(&str, String)]) -> anyhow::Result<()> {
+        let manifest = render_asset(&self.asset(o.asset)?, vars)?;
+        self.delete(&manifest).await?;
+        self.apply(&manifest).await?;
+        if o.kind == "podchaos" {
+            return Ok(());
+        }
+        wait_every(
+            &format!("Chaos Mesh to report {} injected (AllInjected)", o.name),
+            Duration::from_secs(60),
+            self.poll,
+            || self.chaos_condition(o.kind, o.name, "AllInjected"),
+        )
+        .await
+    }
+
+    /// Deletes a one-shot and waits until it is gone (Chaos Mesh's finalizer
+    /// recovers it first).
+    pub(crate) async fn remove(&self, o: OneShot) -> anyhow::Result<()> {
+        let manifest = render_asset(&self.asset(o.asset)?, &any_values())?;
+        self.delete(&manifest).await?;
+        self.wait_gone(o.kind, o.name).await
+    }
+
+    /// Waits until a chaos object is gone (its finalizer recovered the fault).
+    pub(crate) async fn wait_gone(&self, kind: &str, name: &str) -> anyhow::Result<()> {
+        wait_every(
+            &format!("{name} to be recovered and gone"),
+            Duration::from_secs(120),
+            self.poll,
+            || async {
+                self.kubectl(&[
+                    "get",
+                    kind,
+                    name,
+                    "-n",
+                    NAMESPACE,
+                    "--ignore-not-found",
+                    "-o",
+                    "name",
+                ])
+                .await
+                .is_ok_and(|out| out.trim().is_empty())
+            },
+        )
+        .await
+    }
+
+    /// The standbys, sorted by name; a ready one first.
+    pub(crate) async fn standbys(&self) -> anyhow::Result<Vec<super::Pod>> {
+        let mut pods = pods_of(
+            &self
+                .get_json(&["pods", "-n", NAMESPACE, "-l", STANDBY_PODS])
+                .await?,
+        );
+        pods.retain(|p| !p.terminating);
+        pods.sort_by(|a, b| (!a.ready, &a.name).cmp(&(!b.ready, &b.name)));
+        Ok(pods)
+    }
+
+    pub(crate) async fn pod_ip(&self, pod: &str) -> anyhow::Result<String> {
+        let p = self.get_json(&["pod", pod, "-n", NAMESPACE]).await?;
+        p["status"]["podIP"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .with_context(|| format!("pod {pod} has no IP"))
+    }
+
+    /// A TCP connect from inside database pod `from` to `addr:port`.
+    pub(crate) async fn connect_from_db(
+        &self,
+        from: &str,
+        addr: &str,
+        port: u16,
+    ) -> anyhow::Result<Connect> {
+        let script = format!(
+            "timeout 1.5 bash -c 'exec 3<>/dev/tcp/{addr}/{port}' && echo connected || echo \"exit $?\""
+        );
+        let out = self
+            .kubectl(&[
+                "exec", "-n", NAMESPACE, from, "-c", "postgres", "--", "bash", "-c", &script,
+            ])
+            .await?;
+        connect_outcome(&out)
+    }
+
+    /// WAL positions of every database pod that answers.
+    pub(crate) async fn db_wal_positions(&self) -> anyhow::Result<Vec<WalPosition>> {
+        let pods = pods_of(
+            &self
+                .get_json(&["pods", "-n", NAMESPACE, "-l", DB_PODS])
+                .await?,
+        );
+        let sql = "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() \
+                   THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END - '0/0'";
+        let mut out = Vec::new();
+        for p in pods.iter().filter(|p| !p.terminating) {
+            let answer = self
+                .kubectl(&[
+                    "exec", "-n", NAMESPACE, &p.name, "-c", "postgres", "--", "psql", "-U",
+                    "postgres", "-At", "-c", sql,
+                ])
+                .await;
+            if let Some(w) = answer.ok().and_then(|a| wal_line(&p.name, &a)) {
+                out.push(w);
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn instance_of(p: super::Pod) -> Instance {
+        Instance {
+            name: p.name,
+            incarnation: p.uid,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_and_psql_outputs_are_read_strictly() {
+        assert_eq!(connect_outcome("connected\n").unwrap(), Connect::Connected);
+        assert_eq!(connect_outcome("exit 124").unwrap(), Connect::TimedOut);
+        assert_eq!(connect_outcome("exit 1").unwrap(), Connect::Refused);
+        assert!(connect_outcome("").is_err());
+        let w = wal_line("vfps-db-2", "t|4096\n").unwrap();
+        assert_eq!((w.lsn, w.primary), (4096, false));
+        assert!(wal_line("x", "f|8192").unwrap().primary);
+        assert!(wal_line("x", "garbage").is_none());
+    }
+}

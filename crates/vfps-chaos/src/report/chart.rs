@@ -1,0 +1,395 @@
+//! The timeline chart, drawn with `plotters` as SVG (in `report.html`) and as
+//! a PNG (`timeline.png`) that reads on its own: a title, calls per second (ok,
+//! failed, shed, offered) above latency (p50, p99, max; log scale), both with
+//! labelled axes, ticks and gridlines; the scenario windows shaded and named,
+//! and every fault and heal a labelled vertical marker.
+
+use plotters::{
+    coord::{ranged1d::ValueFormatter, types::RangedCoordf64, Shift},
+    prelude::*,
+    style::{FontTransform, RGBColor},
+};
+
+use crate::{
+    history::Row,
+    scenario::events::{ChaosEvent, EventKind, Window},
+};
+
+pub const WIDTH: u32 = 1400;
+pub const HEIGHT: u32 = 820;
+
+/// Where the chart finds a font for its text (Debian: `fonts-dejavu-core`).
+const FONTS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+/// Registers the font once; an error names the paths tried.
+fn font() -> anyhow::Result<()> {
+    static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            let bytes = FONTS
+                .iter()
+                .find_map(|p| std::fs::read(p).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "no font for the chart's text (tried {}; apt-get install fonts-dejavu-core)",
+                        FONTS.join(", ")
+                    )
+                })?;
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| "the chart's font is not a valid TrueType font".to_owned())
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// What the chart shows.
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub rows: &'a [Row],
+    pub windows: &'a [Window],
+    pub events: &'a [ChaosEvent],
+}
+
+const OK: RGBColor = RGBColor(42, 125, 42);
+const FAILED: RGBColor = RGBColor(198, 40, 40);
+const SHED: RGBColor = RGBColor(239, 108, 0);
+const OFFERED: RGBColor = RGBColor(120, 120, 120);
+const P50: RGBColor = RGBColor(21, 101, 192);
+const P99: RGBColor = RGBColor(106, 27, 154);
+const MAX: RGBColor = RGBColor(160, 160, 200);
+const FAULT: RGBColor = RGBColor(183, 28, 28);
+const HEAL: RGBColor = RGBColor(27, 94, 32);
+const SHADES: [RGBColor; 4] = [
+    RGBColor(232, 238, 249),
+    RGBColor(249, 241, 232),
+    RGBColor(236, 247, 232),
+    RGBColor(245, 234, 248),
+];
+
+type DrawResult<E> = Result<(), DrawingAreaErrorKind<E>>;
+
+impl Chart<'_> {
+    /// The chart as an SVG document.
+    pub fn svg(&self) -> anyhow::Result<String> {
+        font()?;
+        let mut out = String::new();
+        {
+            let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
+            root.present()
+                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
+        }
+        Ok(out)
+    }
+
+    /// The chart as a PNG.
+    pub fn png(&self) -> anyhow::Result<Vec<u8>> {
+        font()?;
+        let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
+            root.present()
+                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
+        }
+        let mut out = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            enc.write_header()?.write_image_data(&rgb)?;
+        }
+        Ok(out)
+    }
+
+    fn seconds(&self) -> f64 {
+        let last_row = self.rows.len() as f64;
+        let last_window = self
+            .windows
+            .iter()
+            .map(|w| w.end_seconds)
+            .fold(0.0, f64::max);
+        last_row.max(last_window).max(1.0)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB::ErrorType> {
+        root.fill(&WHITE)?;
+        let root = root.titled(self.title, ("sans-serif", 24))?;
+        let (top, bottom) = root.split_vertically((HEIGHT as f64 * 0.58) as u32);
+        self.calls(&top)?;
+        self.latency(&bottom)
+    }
+
+    fn calls<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> DrawResult<DB::ErrorType> {
+        let n = self.seconds();
+        let most = self
+            .rows
+            .iter()
+            .map(|r| r.offered.max(r.ok + r.failed + r.shed))
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64
+            * 1.35;
+        let mut chart = ChartBuilder::on(area)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..n, 0f64..most)?;
+        mesh(&mut chart, "calls per second")?;
+        self.shade(&mut chart, most, true)?;
+        let series = |f: fn(&Row) -> u64| -> Vec<(f64, f64)> {
+            self.rows
+                .iter()
+                .map(|r| (r.second as f64 + 0.5, f(r) as f64))
+                .collect()
+        };
+        line(&mut chart, series(|r| r.offered), OFFERED, 1, "offered")?;
+        line(&mut chart, series(|r| r.ok), OK, 2, "ok")?;
+        line(&mut chart, series(|r| r.failed), FAILED, 2, "failed")?;
+        line(&mut chart, series(|r| r.shed), SHED, 2, "shed")?;
+        self.markers(&mut chart, most, true)?;
+        legend(&mut chart)
+    }
+
+    fn latency<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> DrawResult<DB::ErrorType> {
+        let n = self.seconds();
+        let highest = self.rows.iter().map(|r| r.max_ms).fold(10.0, f64::max) * 2.0;
+        let mut chart = ChartBuilder::on(area)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..n, (0.1f64..highest).log_scale())?;
+        mesh(&mut chart, "latency (ms, log)")?;
+        self.shade(&mut chart, highest, false)?;
+        let answered = |f: fn(&Row) -> f64| -> Vec<(f64, f64)> {
+            self.rows
+                .iter()
+                .filter(|r| r.max_ms > 0.0)
+                .map(|r| (r.second as f64 + 0.5, f(r).max(0.1)))
+                .collect()
+        };
+        line(&mut chart, answered(|r| r.max_ms), MAX, 1, "max")?;
+        line(&mut chart, answered(|r| r.p99_ms), P99, 2, "p99")?;
+        line(&mut chart, answered(|r| r.p50_ms), P50, 2, "p50")?;
+        self.markers(&mut chart, highest, false)?;
+        legend(&mut chart)
+    }
+
+    /// Each scenario's window shaded; named in the upper chart.
+    fn shade<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+        &self,
+        chart: &mut Panel<'a, DB, Y>,
+        top: f64,
+        named: bool,
+    ) -> DrawResult<DB::ErrorType> {
+        let bottom = chart.y_range().start;
+        for (i, w) in self.windows.iter().enumerate() {
+            let shade = SHADES[i % SHADES.len()];
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(w.start_seconds, bottom), (w.end_seconds, top)],
+                shade.filled(),
+            )))?;
+            if named {
+                chart.draw_series(std::iter::once(Text::new(
+                    w.scenario.as_str().to_owned(),
+                    (
+                        w.start_seconds + 0.5,
+                        top * if i % 2 == 0 { 0.985 } else { 0.93 },
+                    ),
+                    ("sans-serif", 13).into_font().color(&BLACK.mix(0.75)),
+                )))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A vertical line per fault (red) and heal (green); labelled, rotated, in
+    /// the upper chart.
+    fn markers<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+        &self,
+        chart: &mut Panel<'a, DB, Y>,
+        top: f64,
+        labelled: bool,
+    ) -> DrawResult<DB::ErrorType> {
+        let bottom = chart.y_range().start;
+        for e in self
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Fault | EventKind::Heal))
+        {
+            let color = if e.kind == EventKind::Fault {
+                FAULT
+            } else {
+                HEAL
+            };
+            chart.draw_series(DashedLineSeries::new(
+                [(e.at_seconds, bottom), (e.at_seconds, top)],
+                6,
+                4,
+                color.stroke_width(1),
+            ))?;
+            if labelled {
+                let label: String = e
+                    .text
+                    .trim_start_matches("healed: ")
+                    .chars()
+                    .take(34)
+                    .collect();
+                chart.draw_series(std::iter::once(Text::new(
+                    label,
+                    (e.at_seconds, top * 0.86),
+                    ("sans-serif", 11)
+                        .into_font()
+                        .transform(FontTransform::Rotate90)
+                        .color(&color),
+                )))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A panel: time below, seconds and the quantity labelled, light gridlines.
+type Panel<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
+
+fn mesh<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>, y_desc: &str) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("seconds into the load window")
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()
+}
+
+fn line<'a, DB, Y>(
+    chart: &mut Panel<'a, DB, Y>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    width: u32,
+    label: &str,
+) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(width)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+    Ok(())
+}
+
+fn legend<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 14))
+        .draw()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::ScenarioName;
+
+    fn sample() -> (Vec<Row>, Vec<Window>, Vec<ChaosEvent>) {
+        let rows: Vec<Row> = (0..40)
+            .map(|s| Row {
+                offered: 50,
+                ok: if (15..20).contains(&s) { 10 } else { 50 },
+                failed: if (15..20).contains(&s) { 40 } else { 0 },
+                p50_ms: 5.0,
+                p99_ms: 20.0,
+                max_ms: 40.0,
+                ..Row::empty(s)
+            })
+            .collect();
+        let windows = vec![
+            Window {
+                scenario: ScenarioName::new("baseline"),
+                start_seconds: 0.0,
+                end_seconds: 10.0,
+            },
+            Window {
+                scenario: ScenarioName::new("db-primary-pause"),
+                start_seconds: 10.0,
+                end_seconds: 40.0,
+            },
+        ];
+        let ev = |at, kind, text: &str| ChaosEvent {
+            at_seconds: at,
+            scenario: Some(ScenarioName::new("db-primary-pause")),
+            kind,
+            text: text.into(),
+        };
+        let events = vec![
+            ev(14.0, EventKind::Fault, "paused db-a"),
+            ev(24.0, EventKind::Heal, "healed: db-a rejoined"),
+        ];
+        (rows, windows, events)
+    }
+
+    #[test]
+    fn the_chart_has_a_title_axes_a_legend_and_labelled_markers() {
+        let (rows, windows, events) = sample();
+        let chart = Chart {
+            title: "vfps chaos run — PASS",
+            rows: &rows,
+            windows: &windows,
+            events: &events,
+        };
+        let svg = chart.svg().unwrap();
+        for text in [
+            "vfps chaos run",
+            "calls per second",
+            "latency (ms, log)",
+            "seconds into the load window",
+            "\nok\n",
+            "\nfailed\n",
+            "\np99\n",
+            "db-primary-pause",
+            "paused db-a",
+            "db-a rejoined",
+        ] {
+            assert!(svg.contains(text), "the SVG lacks {text:?}");
+        }
+        let png = chart.png().unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        // Text is drawn into the bitmap: far more than a few colours.
+        let decoder = png::Decoder::new(std::io::Cursor::new(&png));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        reader.next_frame(&mut buf).unwrap();
+        let colours: std::collections::HashSet<&[u8]> = buf.chunks(3).collect();
+        assert!(
+            colours.len() > 50,
+            "{} colours: no anti-aliased text",
+            colours.len()
+        );
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Repeats one scenario on a fresh local topology N times (default: the paused
+# primary, 20 times) and prints the tally: per run the failovers, the longest
+# outage and the acknowledged writes lost (P2 changed, P3 not resolving), then
+# the totals. Exit 0 only when every run passed and nothing was lost.
+#   sudo ./scripts/repeat-scenario.sh [scenario] [runs]
+# Each run: baseline 5 s, the scenario's window (DURATION_<SCENARIO>, 40 s by
+# default), under the default load; the run directories are kept under
+# runs/repeat-<scenario>-<time>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scenario=${1:-db-primary-pause}
+runs=${2:-20}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "repeat-scenario: needs root (network namespaces, nftables); run it with sudo" >&2
+  exit 2
+fi
+case "$runs" in '' | *[!0-9]*) echo "repeat-scenario: runs must be a whole number, got '$runs'" >&2; exit 2 ;; esac
+./scripts/install-deps.sh >/dev/null
+cargo build --locked --release --bins -p vfps-server -p vfps-chaos
+window_var="DURATION_$(echo "$scenario" | tr 'a-z-' 'A-Z_')"
+export SCENARIOS="baseline,$scenario" DURATION_BASELINE=${DURATION_BASELINE:-5}
+export "$window_var"="${!window_var:-40}"
+export LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-5} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5}
+out=runs/repeat-$scenario-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+tally=$out/tally.txt
+printf '%-4s %-6s %-10s %-14s %-10s %-10s %s\n' run result failovers longest-outage P2-changed P3-lost seed | tee "$tally"
+failed=0
+for i in $(seq 1 "$runs"); do
+  dir=$out/run-$i
+  mkdir -p "$dir"
+  status=0
+  RESILIENCE_OUTPUT_DIR=$dir target/release/vfps-chaos local all >"$dir/vfps-chaos.log" 2>&1 || status=$?
+  target/release/vfps-chaos local down >/dev/null 2>&1 || true
+  line=$(python3 - "$dir" "$scenario" "$status" "$i" <<'PY'
+import json, sys
+d, scenario, status, i = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+try:
+    s = json.load(open(f"{d}/summary.json"))
+except OSError:
+    print(f"{i:<4} {'ERROR':<6} {'-':<10} {'-':<14} {'-':<10} {'-':<10} -")
+    sys.exit()
+v = {x["property"]: x for x in s["verdicts"]}
+count = lambda p: int(v[p]["summary"].split()[0]) if p in v else -1
+chaos = json.load(open(f"{d}/chaos.json"))
+per = [x for x in json.load(open(f"{d}/scenarios.json")) if x["scenario"] == scenario]
+outage = per[0]["availability"]["longest_outage_seconds"] if per else -1
+result = "PASS" if status == 0 and s["passed"] else "FAIL"
+print(f"{i:<4} {result:<6} {chaos['failovers']:<10} {str(outage) + ' s':<14} {count('P2-pseudonym-stability'):<10} {count('P3-reverse-lookup'):<10} {s['seed']}")
+PY
+)
+  echo "$line" | tee -a "$tally"
+  case "$line" in *PASS*) ;; *) failed=$((failed + 1)) ;; esac
+done
+python3 - "$tally" "$runs" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]).read().splitlines()[1:]]
+ok = [r for r in rows if r[1] == "PASS"]
+lost = sum(int(r[5]) for r in rows if r[5].lstrip("-").isdigit() and int(r[5]) > 0)
+changed = sum(int(r[4]) for r in rows if r[4].lstrip("-").isdigit() and int(r[4]) > 0)
+failovers = sum(int(r[2]) for r in rows if r[2].isdigit())
+print(f"tally: {len(ok)}/{sys.argv[2]} runs passed, {failovers} failovers, {lost} acknowledged writes lost (P3), {changed} pseudonyms changed (P2)")
+PY
+echo "repeat-scenario: run directories under $out"
+[ "$failed" -eq 0 ]
