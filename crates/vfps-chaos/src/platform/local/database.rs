@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::{
     connection_string, db_ip,
+    faults::zone_of,
     network::{pid_file, read_pid, write_pid},
     DatabaseProfile, Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
 };
@@ -425,16 +426,48 @@ impl Local {
             return false;
         };
         let running = |m: &Member| m.state == "running" || m.state == "streaming";
-        m.len() == 3
-            && m.iter()
-                .filter(|x| x.role == "leader" && x.state == "running")
-                .count()
-                == 1
+        let leaders: Vec<&Member> = m
+            .iter()
+            .filter(|x| x.role == "leader" && x.state == "running")
+            .collect();
+        let members_say = m.len() == 3
+            && leaders.len() == 1
             && match self.opts.profile {
                 DatabaseProfile::Safe => m.iter().any(|x| x.role == "sync_standby" && running(x)),
                 DatabaseProfile::UnsafeAsync => true,
             }
-            && m.iter().all(running)
+            && m.iter().all(running);
+        if !members_say {
+            return false;
+        }
+        // Patroni calls a rejoining instance "running" before it knows whether
+        // it must be rewound (and restarted): only the primary's own view of
+        // who streams from it says the standbys are really back.
+        let Ok(leader_zone) = zone_of(&leaders[0].name) else {
+            return false;
+        };
+        let Ok(streaming) = self.streaming_standbys(leader_zone).await else {
+            return false;
+        };
+        m.iter()
+            .filter(|x| x.name != leaders[0].name)
+            .all(|x| streaming.contains(&x.name))
+    }
+
+    /// The application names (Patroni: member names) of the standbys that
+    /// stream from the instance in `zone`, as that instance sees them.
+    pub async fn streaming_standbys(&self, zone: &str) -> anyhow::Result<Vec<String>> {
+        let names = self
+            .query_instance(
+                zone,
+                "SELECT string_agg(application_name, ',') FROM pg_stat_replication WHERE state = 'streaming'",
+            )
+            .await?;
+        Ok(names
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect())
     }
 
     pub async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// The zone of a database instance (`db-b`) or a replica (`vfps-app-b`).
-fn zone_of(name: &str) -> anyhow::Result<&str> {
+pub(super) fn zone_of(name: &str) -> anyhow::Result<&str> {
     let zone = name
         .strip_prefix("db-")
         .or_else(|| name.strip_prefix("vfps-app-"))
