@@ -56,7 +56,7 @@ fn outcome(e: &Error) -> Response {
 }
 
 /// Reads `namespace` and `originalValue` (`valueString`) from a `Parameters` resource.
-fn parameters(body: &[u8]) -> Result<(String, String), Error> {
+pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     if v.get("resourceType").and_then(Value::as_str) != Some("Parameters") {

@@ -14,6 +14,10 @@ mod fhir;
 mod rest;
 mod tokens;
 
+/// The body parsers, for the fuzzing harness.
+pub use fhir::parameters as fhir_parameters;
+pub use rest::parse_body as rest_body;
+
 /// Every HTTP route; bodies over `max_body_bytes` are refused with 413 (in
 /// the route's own error format) before they are read.
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

@@ -54,7 +54,7 @@ pub(super) fn error_response(e: &Error) -> Response {
         .into_response()
 }
 
-pub(super) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
+pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
