@@ -181,11 +181,6 @@ pub(super) async fn start_etcd(base: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Token files under the topology's directory.
-pub const LOAD_TOKEN: &str = "load.token";
-pub const EXPIRED_TOKEN: &str = "expired.token";
-pub const READ_ONLY_TOKEN: &str = "read-only.token";
-
 pub fn tokens_dir(base: &Path) -> PathBuf {
     base.join("tokens")
 }
@@ -258,36 +253,10 @@ impl Local {
     async fn create_tokens(&self) -> anyhow::Result<()> {
         let dir = tokens_dir(&self.opts.base);
         std::fs::create_dir_all(&dir)?;
-        for (file, args) in [
-            (
-                LOAD_TOKEN,
-                &[
-                    "--name",
-                    "vfps-chaos load",
-                    "--admin",
-                    "--grant",
-                    "*=read,write,reverse-lookup",
-                ][..],
-            ),
-            (
-                EXPIRED_TOKEN,
-                &[
-                    "--name",
-                    "vfps-chaos expired",
-                    "--grant",
-                    "*=write",
-                    "--expires-in",
-                    "1s",
-                ][..],
-            ),
-            (
-                READ_ONLY_TOKEN,
-                &["--name", "vfps-chaos read-only", "--grant", "*=read"][..],
-            ),
-        ] {
+        for token in crate::platform::access::ALL {
             let out = tokio::process::Command::new(&self.opts.vfps_bin)
                 .args(["tokens", "create"])
-                .args(args)
+                .args(token.args)
                 .env("ConnectionStrings__PostgreSQL", connection_string())
                 .env("RUST_LOG", "warn")
                 .stdin(std::process::Stdio::null())
@@ -299,8 +268,9 @@ impl Local {
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
-            let path = dir.join(file);
-            write_secret(&path, &out.stdout)
+            let secret = crate::platform::access::secret_of(&out.stdout)?;
+            let path = dir.join(token.file);
+            write_secret(&path, secret.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Ok(())

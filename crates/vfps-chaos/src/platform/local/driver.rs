@@ -79,12 +79,12 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, base: &std::path::Path) -
     let tokens = super::database::tokens_dir(base);
     let c = &mut cfg.credentials;
     if c.bearer_token.is_none() && c.bearer_token_file.is_none() {
-        c.bearer_token_file = Some(tokens.join(super::database::LOAD_TOKEN));
+        c.bearer_token_file = Some(tokens.join(crate::platform::access::LOAD.file));
     }
     c.expired_token_file
-        .get_or_insert_with(|| tokens.join(super::database::EXPIRED_TOKEN));
+        .get_or_insert_with(|| tokens.join(crate::platform::access::EXPIRED.file));
     c.read_only_token_file
-        .get_or_insert_with(|| tokens.join(super::database::READ_ONLY_TOKEN));
+        .get_or_insert_with(|| tokens.join(crate::platform::access::READ_ONLY.file));
     cfg
 }
 
