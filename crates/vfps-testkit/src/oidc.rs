@@ -178,31 +178,21 @@ impl OidcIssuer {
         s.published.push(key);
     }
 
+    /// The kid of the key that signs now.
+    fn current_kid(&self) -> String {
+        let s = self.state.lock().unwrap();
+        s.published.last().unwrap().kid.clone()
+    }
+
     /// Signed with a key this issuer never published, under a kid it does publish.
     pub fn forged(&self, claims: &Value) -> String {
-        let kid = self
-            .state
-            .lock()
-            .unwrap()
-            .published
-            .last()
-            .unwrap()
-            .kid
-            .clone();
+        let kid = self.current_kid();
         SigningKey::generate(&kid).sign(claims)
     }
 
     /// `alg: none`, no signature.
     pub fn unsigned(&self, claims: &Value) -> String {
-        let kid = self
-            .state
-            .lock()
-            .unwrap()
-            .published
-            .last()
-            .unwrap()
-            .kid
-            .clone();
+        let kid = self.current_kid();
         let header = json!({"alg": "none", "typ": "JWT", "kid": kid});
         format!(
             "{}.{}.",

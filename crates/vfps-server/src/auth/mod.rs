@@ -120,6 +120,8 @@ pub enum Access {
 pub struct Auth {
     inner: Option<Arc<Enabled>>,
     metrics: Metrics,
+    /// Who every caller is with authorization off.
+    anonymous: Arc<Principal>,
 }
 
 struct Enabled {
@@ -141,6 +143,12 @@ impl Auth {
         Self {
             inner: None,
             metrics,
+            anonymous: Arc::new(Principal {
+                subject: "anonymous".into(),
+                token_id: None,
+                access: Access::Everything,
+                valid_until: None,
+            }),
         }
     }
 
@@ -149,6 +157,7 @@ impl Auth {
             return Self::disabled(metrics);
         }
         Self {
+            anonymous: Self::disabled(metrics.clone()).anonymous,
             inner: Some(Arc::new(Enabled {
                 rules: rules::Rules::new(config),
                 oidc: config
@@ -175,7 +184,7 @@ impl Auth {
         operation: Operation,
         namespace: Option<&str>,
         deadline: Instant,
-    ) -> Result<Principal, Error> {
+    ) -> Result<Arc<Principal>, Error> {
         let principal = self.authenticate(authorization, deadline).await?;
         self.authorize(&principal, operation, namespace)?;
         Ok(principal)
@@ -188,14 +197,9 @@ impl Auth {
         &self,
         authorization: Option<&[u8]>,
         deadline: Instant,
-    ) -> Result<Principal, Error> {
+    ) -> Result<Arc<Principal>, Error> {
         let Some(enabled) = &self.inner else {
-            return Ok(Principal {
-                subject: "anonymous".into(),
-                token_id: None,
-                access: Access::Everything,
-                valid_until: None,
-            });
+            return Ok(self.anonymous.clone());
         };
         tokio::time::timeout_at(deadline.into(), enabled.authenticate(authorization))
             .await
@@ -248,7 +252,7 @@ impl Auth {
         audit::record(
             &self.metrics,
             &audit::Event {
-                principal: who.as_ref().ok(),
+                principal: who.as_ref().ok().map(|p| &**p),
                 operation,
                 namespace,
                 outcome: result.as_ref().map(&items).map_err(|e| e.kind),
@@ -259,13 +263,13 @@ impl Auth {
 }
 
 impl Enabled {
-    async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, Error> {
+    async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Principal>, Error> {
         let credential = bearer(authorization)?;
         let key: [u8; 32] = vfps_core::access::TokenHash::of(credential).0;
         let now = std::time::SystemTime::now();
         if let Some((p, _)) = self.verified.get(&key) {
             if p.valid_until.is_none_or(|u| now < u) {
-                return Ok((*p).clone());
+                return Ok(p);
             }
         }
         let read_at = Instant::now();
@@ -278,8 +282,8 @@ impl Enabled {
                 "the bearer token is not an access token of this service, and no identity provider is configured",
             ));
         };
-        self.verified
-            .insert(key, Arc::new(principal.clone()), read_at);
+        let principal = Arc::new(principal);
+        self.verified.insert(key, principal.clone(), read_at);
         Ok(principal)
     }
 }
