@@ -323,7 +323,7 @@ async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     );
     let third = store.migrate().await.unwrap();
     assert!(third.applied.is_empty());
-    assert_eq!(third.already_applied, vec![1, 2]);
+    assert_eq!(third.already_applied, vec![1, 2, 3]);
 }
 
 #[tokio::test]
