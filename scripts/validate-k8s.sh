@@ -64,12 +64,38 @@ mounts = [m["mountPath"] for c in pod.get("initContainers", []) + pod["container
 print(sum(p == "/etc/vfps/db-ca" for p in mounts) == len(pod.get("initContainers", []) + pod["containers"]) and any(v["name"] == "db-ca" for v in pod["volumes"]))' "$out/tls.yaml" "$kind")" = True ] \
     || { echo "the $kind does not mount the extra volume into every container" >&2; exit 1; }
 done
+# Authorization and TLS on the API ports, as a secured production release.
+cat >"$out/secure-values.yaml" <<'YAML'
+authorization:
+  enabled: true
+  authority: https://idp.example/realms/research
+  audience: vfps
+  adminRoles: [vfps-admin]
+  namespaceRules:
+    - {namespace: research, readRoles: [reader], writeRoles: [writer], reverseLookupRoles: [trustee]}
+  clientSecret: {existingSecret: vfps-oidc, key: client-secret}
+tls: {enabled: true, secretName: vfps-tls, clientCaKey: ca.crt}
+grpc: {reflection: false}
+YAML
+$helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml -f "$out/secure-values.yaml" >"$out/secure.yaml"
+[ "$($py -c 'import sys, yaml
+d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+c = d["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+probes = [c[p]["httpGet"]["scheme"] for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+ok = (env["Authorization__IsEnabled"] == "true" and env["Authorization__NamespaceRules__0__ReverseLookupRoles__0"] == "trustee"
+      and env["VFPS_TLS_CLIENT_CA_FILE"] == "/etc/vfps/tls/ca.crt" and probes == ["HTTPS"] * 3
+      and any(m["mountPath"] == "/etc/vfps/tls" for m in c["volumeMounts"]))
+print(ok)' "$out/secure.yaml")" = True ] || { echo "the secured release is not wired (authorization, TLS, HTTPS probes)" >&2; exit 1; }
+if $helm template vfps charts/vfps --set tls.enabled=true >/dev/null 2>&1; then
+  echo "the chart must refuse TLS without a certificate Secret" >&2; exit 1
+fi
 if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
   echo "the chart must refuse several replicas on SQLite" >&2; exit 1
 fi
 
 echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos

@@ -77,6 +77,7 @@ fn main() {
                 1,
                 ledger,
                 Arc::new(Calls::default()),
+                Default::default(),
             );
             let started = std::time::Instant::now();
             let totals = generator::run(&schedule, workload, timeline.clone(), None).await;

@@ -30,6 +30,70 @@ impl Service {
     }
 }
 
+/// Credentials for a vfps with authorization on; none for one with it off.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Credentials {
+    /// Bearer token sent with every call (a `vfps_sat_…` token or a JWT).
+    #[arg(long, env = "RESILIENCE_BEARER_TOKEN", hide_env_values = true)]
+    pub bearer_token: Option<String>,
+    /// File holding the bearer token (a mounted Secret); used when
+    /// RESILIENCE_BEARER_TOKEN is unset.
+    #[arg(long, env = "RESILIENCE_BEARER_TOKEN_FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// File holding an expired token: `bad` calls with it must be UNAUTHENTICATED.
+    #[arg(long, env = "RESILIENCE_EXPIRED_TOKEN_FILE")]
+    pub expired_token_file: Option<PathBuf>,
+    /// File holding a token with read permission only: `bad` Creates with it
+    /// must be PERMISSION_DENIED.
+    #[arg(long, env = "RESILIENCE_READ_ONLY_TOKEN_FILE")]
+    pub read_only_token_file: Option<PathBuf>,
+}
+
+/// Reads a token file: its first line, trimmed; errors name the file.
+fn token_file(key: &str, path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("{key}={}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_owned();
+    if token.is_empty() {
+        anyhow::bail!("{key}={} holds no token", path.display());
+    }
+    Ok(token)
+}
+
+impl Credentials {
+    /// The bearer token every call carries, if any.
+    pub fn bearer(&self) -> anyhow::Result<Option<String>> {
+        match (&self.bearer_token, &self.bearer_token_file) {
+            (Some(t), _) if !t.trim().is_empty() => Ok(Some(t.trim().to_owned())),
+            (_, Some(f)) => token_file("RESILIENCE_BEARER_TOKEN_FILE", f).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The tokens `bad` calls must see refused.
+    pub fn refused(&self) -> anyhow::Result<RefusedTokens> {
+        let read =
+            |key: &str, f: &Option<PathBuf>| f.as_deref().map(|p| token_file(key, p)).transpose();
+        Ok(RefusedTokens {
+            missing: self.bearer()?.is_some(),
+            expired: read("RESILIENCE_EXPIRED_TOKEN_FILE", &self.expired_token_file)?,
+            read_only: read(
+                "RESILIENCE_READ_ONLY_TOKEN_FILE",
+                &self.read_only_token_file,
+            )?,
+        })
+    }
+}
+
+/// Tokens whose calls the service must refuse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefusedTokens {
+    /// The service wants a token (the run has one): a call without must fail.
+    pub missing: bool,
+    pub expired: Option<String>,
+    pub read_only: Option<String>,
+}
+
 /// What the generator offers, whatever the service does.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Workload {
@@ -145,6 +209,8 @@ pub struct Output {
 pub struct LoadConfig {
     #[command(flatten)]
     pub service: Service,
+    #[command(flatten)]
+    pub credentials: Credentials,
     #[command(flatten)]
     pub workload: Workload,
     #[command(flatten)]

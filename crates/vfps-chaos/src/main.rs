@@ -49,6 +49,8 @@ enum Command {
         address: Option<String>,
         #[arg(long, env = "RESILIENCE_VERIFY_CONCURRENCY", default_value_t = 16)]
         verify_concurrency: usize,
+        #[command(flatten)]
+        credentials: vfps_chaos::config::Credentials,
     },
     /// The HA topology on this machine: network namespaces, Patroni, etcd.
     Local {
@@ -179,11 +181,16 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
             run_dir,
             address,
             verify_concurrency,
-        } => Ok(
-            run::check(&run_dir, address.as_deref(), verify_concurrency, true)
-                .await?
-                .passed,
-        ),
+            credentials,
+        } => Ok(run::check(
+            &run_dir,
+            address.as_deref(),
+            credentials.bearer()?.as_deref(),
+            verify_concurrency,
+            true,
+        )
+        .await?
+        .passed),
         Command::Local { step } => {
             let d = LocalDriver::new(step.platform());
             step.run(&d, Target::Local).await

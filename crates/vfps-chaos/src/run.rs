@@ -85,7 +85,10 @@ pub async fn init(cfg: &LoadConfig) -> anyhow::Result<Prepared> {
     let endpoints = Endpoints::parse(address)
         .await
         .with_context(|| format!("VFPS_GRPC_ADDRESS={address:?}"))?;
-    let client = Client::new(endpoints.clone(), RetryPolicy::default());
+    let bearer = cfg.credentials.bearer()?;
+    let client = Client::new(endpoints.clone(), RetryPolicy::default())
+        .with_bearer(bearer.as_deref())
+        .context("RESILIENCE_BEARER_TOKEN")?;
     let created = client
         .ensure_namespace(
             NamespaceServiceCreateRequest {
@@ -172,6 +175,7 @@ pub async fn load(
         prepared.seed,
         ledger.clone(),
         calls.clone(),
+        cfg.credentials.refused()?,
     );
     let load_start_unix = unix_now();
     markers::emit_load_start(load_start_unix);
@@ -270,6 +274,7 @@ pub async fn settle(seconds: u64, progress: bool) {
 /// verification retry policy.
 pub async fn verify(
     endpoints: &Endpoints,
+    bearer: Option<&str>,
     namespace: &str,
     ledger: &[Entry],
     leftovers: &Leftovers,
@@ -279,8 +284,8 @@ pub async fn verify(
     let replicas: Vec<Client> = endpoints
         .each()?
         .into_iter()
-        .map(|e| Client::new(e, RetryPolicy::verification()))
-        .collect();
+        .map(|e| Client::new(e, RetryPolicy::verification()).with_bearer(bearer))
+        .collect::<Result<_, _>>()?;
     let observations = verify::observe(
         &replicas,
         namespace,
@@ -290,7 +295,7 @@ pub async fn verify(
         progress,
     )
     .await;
-    let any = Client::new(endpoints.clone(), RetryPolicy::verification());
+    let any = Client::new(endpoints.clone(), RetryPolicy::verification()).with_bearer(bearer)?;
     let finals = verify::leftovers(&any, namespace, leftovers, concurrency, VERIFY_DEADLINE).await;
     Ok((observations, finals))
 }
@@ -426,8 +431,10 @@ pub async fn under_chaos(
     let endpoints = prepared.endpoints.clone();
     let loaded = load(cfg, prepared, progress, on_start).await?;
     settle(cfg.verification.settle_seconds, progress).await;
+    let bearer = cfg.credentials.bearer()?;
     let (observations, finals) = verify(
         &endpoints,
+        bearer.as_deref(),
         &cfg.service.namespace,
         &loaded.ledger,
         &loaded.leftovers,
@@ -457,6 +464,7 @@ pub async fn standalone(cfg: &LoadConfig, progress: bool) -> anyhow::Result<Summ
 pub async fn check(
     dir: &Path,
     address: Option<&str>,
+    bearer: Option<&str>,
     concurrency: usize,
     progress: bool,
 ) -> anyhow::Result<Summary> {
@@ -475,7 +483,7 @@ pub async fn check(
         .await
         .with_context(|| format!("{address:?}"))?;
     // Refuse to verify against nothing: an unreachable service would read as "unknown".
-    let probe = Client::new(endpoints.clone(), RetryPolicy::default());
+    let probe = Client::new(endpoints.clone(), RetryPolicy::default()).with_bearer(bearer)?;
     if let Outcome::Fail(code) = probe
         .get(&info.namespace, "vfps-chaos-probe", Duration::from_secs(10))
         .await
@@ -486,6 +494,7 @@ pub async fn check(
     }
     let (observations, finals) = verify(
         &endpoints,
+        bearer,
         &info.namespace,
         &ledger,
         &leftovers,

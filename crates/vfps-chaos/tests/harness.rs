@@ -30,6 +30,7 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             address,
             namespace: "resilience".into(),
         },
+        credentials: Default::default(),
         workload: Workload {
             rate_per_second: 50,
             load_seconds,
@@ -102,7 +103,7 @@ async fn a_clean_run_against_a_healthy_server_passes() {
     }
     assert!(!dir.join("failures.txt").exists());
     // A saved run can be re-checked.
-    let again = run::check(&dir, None, 8, false).await.unwrap();
+    let again = run::check(&dir, None, None, 8, false).await.unwrap();
     assert!(again.passed);
 }
 
@@ -147,7 +148,7 @@ async fn rows_deleted_during_the_load_violate_p2_and_p3_and_check_sees_it_again(
     assert!(dir.join("failures.txt").exists());
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(junit.contains("<failure"));
-    let again = run::check(&dir, None, 8, false).await.unwrap();
+    let again = run::check(&dir, None, None, 8, false).await.unwrap();
     assert!(!again.passed, "a re-check of a broken run still fails");
 }
 
@@ -256,7 +257,14 @@ async fn generate(
         mix: Mix::parse("create=100").unwrap(),
     };
     let calls = Arc::new(Calls::default());
-    let workload = Mixed::new(client, "n".into(), 1, ledger.clone(), calls.clone());
+    let workload = Mixed::new(
+        client,
+        "n".into(),
+        1,
+        ledger.clone(),
+        calls.clone(),
+        Default::default(),
+    );
     generator::run(&schedule, workload, timeline.clone(), None).await;
     ledger.flush();
     (timeline.rows(), ledger.entries(), calls.report())

@@ -24,6 +24,7 @@ fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConf
             address,
             namespace: "resilience".into(),
         },
+        credentials: Default::default(),
         workload: Workload {
             rate_per_second: 50,
             load_seconds,

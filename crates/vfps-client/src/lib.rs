@@ -139,11 +139,44 @@ impl From<Instant> for Until {
 pub struct Client {
     endpoints: Endpoints,
     policy: RetryPolicy,
+    /// `authorization: Bearer …` sent with every call, if any.
+    authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
+
+/// A bearer token that cannot be sent in a header.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the bearer token is not printable ASCII")]
+pub struct BadToken;
 
 impl Client {
     pub fn new(endpoints: Endpoints, policy: RetryPolicy) -> Self {
-        Self { endpoints, policy }
+        Self {
+            endpoints,
+            policy,
+            authorization: None,
+        }
+    }
+
+    /// The same client sending `token` as its bearer token (`None`: no
+    /// credentials at all).
+    pub fn with_bearer(&self, token: Option<&str>) -> Result<Self, BadToken> {
+        let authorization = token
+            .map(|t| format!("Bearer {}", t.trim()).parse().map_err(|_| BadToken))
+            .transpose()?;
+        Ok(Self {
+            authorization,
+            ..self.clone()
+        })
+    }
+
+    /// A request for one attempt: its deadline and the credentials set.
+    fn request<T>(&self, message: T, remaining: Duration) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(message);
+        r.set_timeout(remaining);
+        if let Some(a) = &self.authorization {
+            r.metadata_mut().insert("authorization", a.clone());
+        }
+        r
     }
 
     pub fn endpoints(&self) -> &Endpoints {
@@ -224,11 +257,13 @@ impl Client {
     ) -> Outcome<Pseudonym> {
         self.call(until, |channel, remaining| {
             let mut client = PseudonymServiceClient::new(channel);
-            let mut request = tonic::Request::new(PseudonymServiceCreateRequest {
-                namespace: namespace.to_owned(),
-                original_value: original.to_owned(),
-            });
-            request.set_timeout(remaining);
+            let request = self.request(
+                PseudonymServiceCreateRequest {
+                    namespace: namespace.to_owned(),
+                    original_value: original.to_owned(),
+                },
+                remaining,
+            );
             async move {
                 client.create(request).await.and_then(|r| {
                     r.into_inner()
@@ -249,11 +284,13 @@ impl Client {
     ) -> Outcome<Pseudonym> {
         self.call(until, |channel, remaining| {
             let mut client = PseudonymServiceClient::new(channel);
-            let mut request = tonic::Request::new(PseudonymServiceGetRequest {
-                namespace: namespace.to_owned(),
-                pseudonym_value: pseudonym.to_owned(),
-            });
-            request.set_timeout(remaining);
+            let request = self.request(
+                PseudonymServiceGetRequest {
+                    namespace: namespace.to_owned(),
+                    pseudonym_value: pseudonym.to_owned(),
+                },
+                remaining,
+            );
             async move {
                 client.get(request).await.and_then(|r| {
                     r.into_inner()
@@ -273,8 +310,7 @@ impl Client {
     ) -> Outcome<PseudonymServiceListResponse> {
         self.call(until, |channel, remaining| {
             let mut client = PseudonymServiceClient::new(channel);
-            let mut r = tonic::Request::new(request.clone());
-            r.set_timeout(remaining);
+            let r = self.request(request.clone(), remaining);
             async move { client.list(r).await.map(tonic::Response::into_inner) }
         })
         .await
@@ -284,10 +320,12 @@ impl Client {
     pub async fn get_namespace(&self, name: &str, until: impl Into<Until>) -> Outcome<Namespace> {
         self.call(until, |channel, remaining| {
             let mut client = NamespaceServiceClient::new(channel);
-            let mut r = tonic::Request::new(NamespaceServiceGetRequest {
-                name: name.to_owned(),
-            });
-            r.set_timeout(remaining);
+            let r = self.request(
+                NamespaceServiceGetRequest {
+                    name: name.to_owned(),
+                },
+                remaining,
+            );
             async move {
                 client.get(r).await.and_then(|r| {
                     r.into_inner()
@@ -308,8 +346,7 @@ impl Client {
     ) -> Outcome<()> {
         self.call(until, |channel, remaining| {
             let mut client = NamespaceServiceClient::new(channel);
-            let mut r = tonic::Request::new(request.clone());
-            r.set_timeout(remaining);
+            let r = self.request(request.clone(), remaining);
             async move { client.create(r).await.map(|_| ()) }
         })
         .await
@@ -319,10 +356,12 @@ impl Client {
     pub async fn delete_namespace(&self, name: &str, until: impl Into<Until>) -> Outcome<()> {
         self.call(until, |channel, remaining| {
             let mut client = NamespaceServiceClient::new(channel);
-            let mut r = tonic::Request::new(NamespaceServiceDeleteRequest {
-                name: name.to_owned(),
-            });
-            r.set_timeout(remaining);
+            let r = self.request(
+                NamespaceServiceDeleteRequest {
+                    name: name.to_owned(),
+                },
+                remaining,
+            );
             async move { client.delete(r).await.map(|_| ()) }
         })
         .await
@@ -336,8 +375,7 @@ impl Client {
     ) -> Outcome<()> {
         self.call(until, |channel, remaining| {
             let mut client = NamespaceServiceClient::new(channel);
-            let mut r = tonic::Request::new(request.clone());
-            r.set_timeout(remaining);
+            let r = self.request(request.clone(), remaining);
             async move {
                 match client.create(r).await {
                     Ok(_) => Ok(()),

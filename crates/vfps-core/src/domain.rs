@@ -18,6 +18,9 @@ pub const MAX_AFFIX_BYTES: usize = 64;
 pub const MAX_PSEUDONYM_VALUE_BYTES: usize = 4096;
 /// Longest namespace description, in bytes.
 pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// Longest page token accepted: one this service issued is far shorter (a
+/// timestamp and a pseudonym value), so anything longer is refused unread.
+pub const MAX_PAGE_TOKEN_BYTES: usize = 8192;
 
 /// Rejects text that not every store can keep: PostgreSQL's `text` cannot hold
 /// U+0000, SQLite's can, and the two stores must agree. Checked before a value
@@ -261,6 +264,12 @@ impl PageCursor {
     pub fn decode(token: &str) -> Result<Self, Error> {
         use base64::Engine;
         let bad = || Error::invalid_argument("page_token is not a token this service issued");
+        if token.len() > MAX_PAGE_TOKEN_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "page_token is {} bytes long, at most {MAX_PAGE_TOKEN_BYTES} are allowed",
+                token.len()
+            )));
+        }
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(token.trim_end_matches('='))
             .map_err(|_| bad())?;

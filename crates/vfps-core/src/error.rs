@@ -18,6 +18,10 @@ pub enum ErrorKind {
     ResourceExhausted,
     /// A bug or an unexpected database state; never retried.
     Internal,
+    /// No valid credentials came with a call that needs them.
+    Unauthenticated,
+    /// The caller is known but lacks the role the operation needs.
+    PermissionDenied,
 }
 
 /// An error with a message that is safe to return to the caller and to log: it never
@@ -55,6 +59,12 @@ impl Error {
     }
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unavailable, message)
+    }
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unauthenticated, message)
+    }
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::PermissionDenied, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)

@@ -6,7 +6,9 @@
 //! - [`domain`]: names, values, namespace settings and the stored records.
 //! - [`generate`]: the pseudonym generation methods of the wire contract.
 //! - [`error`]: the error type every layer maps to a gRPC status.
+//! - [`access`]: who may do what: permissions, grants and access tokens.
 
+pub mod access;
 pub mod domain;
 pub mod error;
 pub mod generate;

@@ -9,6 +9,7 @@
 //! validates its own keys and records what is wrong instead of failing fast, so
 //! [`Settings::load`] only composes them and one run names every bad key.
 
+mod authorization;
 mod env;
 mod init_namespaces;
 
@@ -17,7 +18,11 @@ use std::{net::IpAddr, path::PathBuf, time::Duration};
 use vfps_store::postgres::{npgsql, PgOptions};
 
 use self::env::{duration, parse_bool, setting, Env};
-pub use self::{env::parse_duration, init_namespaces::InitNamespace};
+pub use self::{
+    authorization::{Authorization, NamespaceRule},
+    env::parse_duration,
+    init_namespaces::InitNamespace,
+};
 
 /// Everything `vfps serve` needs, validated.
 #[derive(Debug, Clone)]
@@ -44,6 +49,64 @@ pub struct Settings {
     pub telemetry: Telemetry,
     /// Namespaces to create at start-up if missing, so a deployment can ship them.
     pub init_namespaces: Vec<InitNamespace>,
+    /// `Authorization__*`: who may call what.
+    pub authorization: Authorization,
+    /// `VFPS_GRPC_REFLECTION`: whether gRPC server reflection is served.
+    pub grpc_reflection: bool,
+    /// `VFPS_TLS_*`: TLS on the API ports; `None` (the default) is plaintext.
+    pub tls: Option<Tls>,
+}
+
+/// `VFPS_TLS_CERT_FILE` and `VFPS_TLS_KEY_FILE` (PEM, both or neither),
+/// `VFPS_TLS_CLIENT_CA_FILE` (mTLS) and `VFPS_TLS_RELOAD_INTERVAL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Clients must present a certificate signed by one of these.
+    pub client_ca_file: Option<PathBuf>,
+    /// How often the files are checked for a rotated certificate.
+    pub reload_interval: Duration,
+}
+
+impl Tls {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Option<Self> {
+        let path = |key: &str| {
+            env.get(key)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let (cert, key) = (path("VFPS_TLS_CERT_FILE"), path("VFPS_TLS_KEY_FILE"));
+        let client_ca_file = path("VFPS_TLS_CLIENT_CA_FILE");
+        let reload_interval = duration(
+            env,
+            errors,
+            "VFPS_TLS_RELOAD_INTERVAL",
+            Duration::from_secs(10),
+        );
+        match (cert, key) {
+            (Some(cert_file), Some(key_file)) => Some(Self {
+                cert_file,
+                key_file,
+                client_ca_file,
+                reload_interval: reload_interval.max(Duration::from_millis(100)),
+            }),
+            (None, None) => {
+                if client_ca_file.is_some() {
+                    errors.push(
+                        "VFPS_TLS_CLIENT_CA_FILE needs VFPS_TLS_CERT_FILE and VFPS_TLS_KEY_FILE"
+                            .into(),
+                    );
+                }
+                None
+            }
+            _ => {
+                errors.push("VFPS_TLS_CERT_FILE and VFPS_TLS_KEY_FILE must be set together".into());
+                None
+            }
+        }
+    }
 }
 
 /// Where pseudonyms are kept: PostgreSQL when `ConnectionStrings__PostgreSQL` is
@@ -120,6 +183,9 @@ pub struct Calls {
     /// Upper bound of a call's deadline, and the deadline of calls without one,
     /// so no call holds a connection or a permit forever.
     pub max_deadline: Duration,
+    /// `VFPS_MAX_REQUEST_BYTES` (64 KiB): the largest gRPC message or HTTP
+    /// body read; larger ones are refused before they are buffered.
+    pub max_request_bytes: usize,
 }
 
 /// `VFPS_SHUTDOWN_*`: the drain after SIGTERM.
@@ -223,6 +289,9 @@ impl Settings {
             readiness: Readiness::from_env(&env, &mut errors),
             telemetry: Telemetry::from_env(&env, &mut errors),
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
+            authorization: Authorization::from_env(&env, &mut errors),
+            grpc_reflection: authorization::reflection(&env, &mut errors),
+            tls: Tls::from_env(&env, &mut errors),
         };
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));
@@ -433,7 +502,23 @@ impl Calls {
         if max_deadline.is_zero() {
             errors.push("VFPS_MAX_CALL_DEADLINE must be greater than zero".into());
         }
-        Self { max_deadline }
+        let max_request_bytes = setting(
+            env,
+            errors,
+            "VFPS_MAX_REQUEST_BYTES",
+            64 * 1024,
+            |s| {
+                s.trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| (16 * 1024..=16 * 1024 * 1024).contains(n))
+            },
+            "a number of bytes from 16384 to 16777216",
+        );
+        Self {
+            max_deadline,
+            max_request_bytes,
+        }
     }
 }
 
@@ -615,6 +700,7 @@ mod tests {
             s.calls,
             Calls {
                 max_deadline: Duration::from_secs(30),
+                max_request_bytes: 65536,
             }
         );
         assert_eq!(
@@ -695,6 +781,89 @@ mod tests {
         .unwrap()
         .0;
         assert_eq!(s.listen.http_port, 9000);
+    }
+
+    #[test]
+    fn authorization_reads_upstreams_names() {
+        let s = load(&[
+            ("Authorization__IsEnabled", "true"),
+            ("Authorization__Authority", "https://idp.example/realms/x"),
+            ("Authorization__Audience", "vfps"),
+            ("Authorization__RoleClaimType", "realm_access.roles"),
+            ("Authorization__AdminRoles__0", "vfps-admin"),
+            ("Authorization__AdminRoles__1", "root"),
+            ("Authorization__NamespaceRules__0__Namespace", "research"),
+            ("Authorization__NamespaceRules__0__ReadRoles__0", "reader"),
+            ("Authorization__NamespaceRules__0__WriteRoles__0", "writer"),
+            ("Authorization__NamespaceRules__0__WriteRoles__1", "loader"),
+            (
+                "Authorization__NamespaceRules__0__ReverseLookupRoles__0",
+                "trustee",
+            ),
+            ("authorization__namespacerules__1__namespace", "*"),
+            ("Authorization__NamespaceRules__1__ReadRoles__0", "auditor"),
+            ("VFPS_GRPC_REFLECTION", "false"),
+        ])
+        .unwrap();
+        let a = &s.authorization;
+        assert!(a.enabled);
+        assert_eq!(a.authority.as_deref(), Some("https://idp.example/realms/x"));
+        assert_eq!(a.audience.as_deref(), Some("vfps"));
+        assert_eq!(a.role_claim_type, "realm_access.roles");
+        assert_eq!(a.admin_roles, ["vfps-admin", "root"]);
+        assert_eq!(
+            a.namespace_rules,
+            [
+                NamespaceRule {
+                    namespace: "research".into(),
+                    read_roles: vec!["reader".into()],
+                    write_roles: vec!["writer".into(), "loader".into()],
+                    reverse_lookup_roles: vec!["trustee".into()],
+                },
+                NamespaceRule {
+                    namespace: "*".into(),
+                    read_roles: vec!["auditor".into()],
+                    ..NamespaceRule::default()
+                },
+            ]
+        );
+        assert!(!s.grpc_reflection);
+        let off = load(&[]).unwrap();
+        assert!(!off.authorization.enabled && off.grpc_reflection);
+    }
+
+    #[test]
+    fn bad_authorization_settings_are_named() {
+        let e = load(&[
+            ("Authorization__IsEnabled", "sometimes"),
+            ("Authorization__Authority", "http://idp.local"),
+            ("Authorization__AdminRoles__x", "a"),
+            ("Authorization__NamespaceRules__0__ReadRoles__0", "r"),
+            ("Authorization__NamespaceRules__1__Namespace", "n"),
+            ("Authorization__NamespaceRules__1__OwnerRoles__0", "o"),
+            ("VFPS_TOKEN_CACHE_DURATION", "1h"),
+        ])
+        .unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "Authorization__IsEnabled=\"sometimes\"",
+            "plain http; set Authorization__RequireHttpsMetadata=false",
+            "Authorization__AdminRoles__x: the index must be a number",
+            "Authorization__NamespaceRules__0__Namespace: a namespace name or * is required",
+            "__ownerroles__0: unknown field",
+            "VFPS_TOKEN_CACHE_DURATION must be at most 5m",
+        ] {
+            assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
+        }
+        let plain = load(&[
+            ("Authorization__Authority", "http://idp.local"),
+            ("Authorization__RequireHttpsMetadata", "false"),
+        ])
+        .unwrap();
+        assert_eq!(
+            plain.authorization.authority.as_deref(),
+            Some("http://idp.local")
+        );
     }
 
     #[test]

@@ -8,11 +8,16 @@
 //!   database errors inside the call's deadline.
 //! - [`grpc`]: `vfps.api.v1` over tonic, plus health and reflection.
 //! - [`http`]: REST in proto3 JSON, FHIR `$create-pseudonym`, health endpoints.
+//! - [`auth`]: bearer tokens (OIDC JWTs, database access tokens), namespace
+//!   roles, and the audit trail of re-identification.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`cache`]: the bounded, expiring namespace and pseudonym caches.
 //! - [`state`]: what the transports share, including readiness.
-//! - [`telemetry`]: structured logging.
+//! - [`telemetry`]: structured logging, and the audit log.
+//! - [`tls`]: TLS on the API ports, certificates reloaded when their files change.
+//! - [`tokens`]: creating, showing and revoking access tokens (API and CLI).
 
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod grpc;
@@ -22,3 +27,5 @@ pub mod service;
 pub mod startup;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
+pub mod tokens;

@@ -1,4 +1,4 @@
-//! `vfps serve` (the default) and `vfps migrate`.
+//! `vfps serve` (the default), `vfps migrate` and `vfps tokens …`.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use vfps_server::{
     config::{parse_duration, Flags, Settings, StoreConfig},
     startup::{open_store, Application},
-    telemetry,
+    telemetry, tokens,
 };
 use vfps_store::postgres::PgStore;
 
@@ -39,6 +39,39 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Create, list and revoke access tokens, directly in the database.
+    Tokens {
+        #[command(subcommand)]
+        action: TokensAction,
+        #[command(flatten)]
+        flags: Flags,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokensAction {
+    /// Create a token; prints its secret on stdout, once (it is stored only as a hash).
+    Create {
+        /// service-account (vfps_sat_…) or personal (vfps_pat_…).
+        #[arg(long, default_value = "service-account")]
+        kind: String,
+        /// Whose or what the token is, for the list.
+        #[arg(long)]
+        name: String,
+        /// May create and delete namespaces and manage tokens.
+        #[arg(long)]
+        admin: bool,
+        /// A permission grant, e.g. research=write,reverse-lookup or *=read; repeatable.
+        #[arg(long = "grant", value_name = "NAMESPACE=PERMISSIONS")]
+        grants: Vec<String>,
+        /// Lifetime, e.g. 2160h (90 days); without it the token lives until revoked.
+        #[arg(long, value_parser = parse_wait)]
+        expires_in: Option<Duration>,
+    },
+    /// List tokens as JSON (never a secret or its hash).
+    List,
+    /// Revoke a token by its id; it stops working within VFPS_TOKEN_CACHE_DURATION.
+    Revoke { id: String },
 }
 
 fn parse_wait(raw: &str) -> Result<Duration, String> {
@@ -47,10 +80,15 @@ fn parse_wait(raw: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut tokens = None;
     let (flags, wait, migrate_only, check_only) = match cli.command {
         None => (cli.flags, Duration::ZERO, false, false),
         Some(Command::Serve { flags }) => (flags, Duration::ZERO, false, false),
         Some(Command::Migrate { flags, wait, check }) => (flags, wait, true, check),
+        Some(Command::Tokens { action, flags }) => {
+            tokens = Some(action);
+            (flags, Duration::ZERO, false, false)
+        }
     };
     let (settings, notes) = match Settings::load(std::env::vars(), &flags) {
         Ok(s) => s,
@@ -74,7 +112,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        if migrate_only && check_only {
+        if let Some(action) = tokens {
+            manage_tokens(&settings, action).await
+        } else if migrate_only && check_only {
             check_migrations(&settings, wait).await
         } else if migrate_only {
             migrate(&settings, wait).await
@@ -90,6 +130,54 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `vfps tokens …`: the same store `serve` would use, its schema migrated first.
+async fn manage_tokens(settings: &Settings, action: TokensAction) -> anyhow::Result<()> {
+    let store = match &settings.store {
+        StoreConfig::Postgres(options) => {
+            let store = PgStore::new(options)?;
+            store.migrate().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            std::sync::Arc::new(store) as std::sync::Arc<dyn vfps_store::Store>
+        }
+        StoreConfig::Sqlite(_) => open_store(settings).await?,
+    };
+    match action {
+        TokensAction::Create {
+            kind,
+            name,
+            admin,
+            grants,
+            expires_in,
+        } => {
+            let new = tokens::NewToken::parse(&kind, &name, admin, &grants, expires_in)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let (record, secret) = tokens::create(store.as_ref(), new)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            eprintln!("{}", tokens::to_json(&record));
+            eprintln!("the secret below is shown only now; store it safely:");
+            println!("{}", secret.expose());
+        }
+        TokensAction::List => {
+            let all = store
+                .list_tokens()
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let json: Vec<_> = all.iter().map(tokens::to_json).collect();
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        TokensAction::Revoke { id } => {
+            let found = tokens::revoke(store.as_ref(), &id)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            if !found {
+                anyhow::bail!("no access token has id {id:?}");
+            }
+            eprintln!("revoked {id}");
+        }
+    }
+    Ok(())
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

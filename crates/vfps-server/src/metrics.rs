@@ -25,6 +25,8 @@ pub fn code_name(kind: Option<ErrorKind>) -> &'static str {
         Some(ErrorKind::DeadlineExceeded) => "DEADLINE_EXCEEDED",
         Some(ErrorKind::ResourceExhausted) => "RESOURCE_EXHAUSTED",
         Some(ErrorKind::Internal) => "INTERNAL",
+        Some(ErrorKind::Unauthenticated) => "UNAUTHENTICATED",
+        Some(ErrorKind::PermissionDenied) => "PERMISSION_DENIED",
     }
 }
 
@@ -43,6 +45,7 @@ struct Inner {
     pseudonym_cache: IntCounterVec,
     pool: IntGaugeVec,
     pseudonyms: IntGaugeVec,
+    audit: IntCounterVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -101,6 +104,14 @@ impl Metrics {
             ),
             &["namespace"],
         )?;
+        let audit = IntCounterVec::new(
+            Opts::new(
+                "vfps_audit_events_total",
+                "Audited calls (reverse lookup, List, namespace delete) by operation and outcome",
+            ),
+            &["operation", "outcome"],
+        )?;
+        registry.register(Box::new(audit.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(store_duration.clone()))?;
@@ -120,6 +131,7 @@ impl Metrics {
                 pseudonym_cache,
                 pool,
                 pseudonyms,
+                audit,
             }),
         })
     }
@@ -158,6 +170,13 @@ impl Metrics {
         self.inner
             .pseudonym_cache
             .with_label_values(&[if hit { "hit" } else { "miss" }])
+            .inc();
+    }
+
+    pub fn audit(&self, operation: &str, outcome: &str) {
+        self.inner
+            .audit
+            .with_label_values(&[operation, outcome])
             .inc();
     }
 

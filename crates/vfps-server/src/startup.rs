@@ -5,7 +5,7 @@
 //! while traffic moves away, then the listeners stop accepting and in-flight calls
 //! get the shutdown timeout to finish.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{future::IntoFuture, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -23,6 +23,7 @@ use vfps_store::{
 };
 
 use crate::{
+    auth::Auth,
     config::{Settings, StoreConfig},
     grpc::{NamespaceApi, PseudonymApi},
     metrics::Metrics,
@@ -41,6 +42,8 @@ pub struct Application {
     grpc: TcpListener,
     http: TcpListener,
     metrics: TcpListener,
+    /// TLS for the API ports, loaded (and checked) at build time.
+    tls: Option<crate::tls::Acceptor>,
     state: AppState,
     settings: Settings,
 }
@@ -78,8 +81,31 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
 impl Application {
     /// Opens the store and binds every port; nothing is served yet.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let tls = settings
+            .tls
+            .as_ref()
+            .map(crate::tls::Acceptor::new)
+            .transpose()?;
         let store = open_store(&settings).await?;
         let metrics = Metrics::new()?;
+        let auth = Auth::new(&settings.authorization, store.clone(), metrics.clone());
+        if auth.enabled() {
+            tracing::info!(
+                identity_provider = settings
+                    .authorization
+                    .authority
+                    .as_deref()
+                    .unwrap_or("none"),
+                admin_roles = settings.authorization.admin_roles.len(),
+                namespace_rules = settings.authorization.namespace_rules.len(),
+                "authorization is on"
+            );
+        } else {
+            tracing::warn!(
+                "authorization is off (Authorization__IsEnabled=false): anyone who reaches the API ports \
+                 may create, reverse-look-up, list and delete pseudonyms"
+            );
+        }
         let service = Service::new(store, settings.batching, settings.caching, metrics.clone());
         let bind = |port: u16| {
             let addr = SocketAddr::new(settings.listen.address, port);
@@ -96,9 +122,11 @@ impl Application {
             grpc,
             http,
             metrics: metrics_listener,
+            tls,
             state: AppState {
                 service,
                 metrics,
+                auth,
                 health: Arc::new(Health::default()),
                 max_call_deadline: settings.calls.max_deadline,
                 readiness_database_grace: settings.readiness.database_grace,
@@ -129,6 +157,7 @@ impl Application {
             grpc,
             http,
             metrics,
+            tls,
             state,
             settings,
         } = self;
@@ -158,33 +187,77 @@ impl Application {
             reporter.clone(),
             background.clone(),
         ));
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(vfps_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(vfps_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()?;
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(vfps_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let (reflection_v1, reflection_v1alpha) = if settings.grpc_reflection {
+            (
+                Some(reflection().build_v1()?),
+                Some(reflection().build_v1alpha()?),
+            )
+        } else {
+            (None, None)
+        };
 
         // Cancelled once the pre-stop delay is over: listeners stop accepting.
         let stop = CancellationToken::new();
-        let grpc_server = tonic::transport::Server::builder()
+        let grpc_router = tonic::transport::Server::builder()
             .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(NamespaceServiceServer::new(NamespaceApi {
-                state: state.clone(),
-            }))
-            .add_service(PseudonymServiceServer::new(PseudonymApi {
-                state: state.clone(),
-            }))
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
-                stop.clone().cancelled_owned(),
+            .add_optional_service(reflection_v1)
+            .add_optional_service(reflection_v1alpha)
+            .add_service(
+                NamespaceServiceServer::new(NamespaceApi {
+                    state: state.clone(),
+                })
+                .max_decoding_message_size(settings.calls.max_request_bytes),
+            )
+            .add_service(
+                PseudonymServiceServer::new(PseudonymApi {
+                    state: state.clone(),
+                })
+                .max_decoding_message_size(settings.calls.max_request_bytes),
             );
-        let http_server = axum::serve(http, crate::http::router(state.clone()))
-            .with_graceful_shutdown(stop.clone().cancelled_owned());
+        let http_router = crate::http::router(state.clone(), settings.calls.max_request_bytes);
+        let stopped = || stop.clone().cancelled_owned();
+        type Served<E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send>>;
+        let (grpc_server, http_server): (Served<tonic::transport::Error>, Served<std::io::Error>) =
+            match &tls {
+                None => (
+                    Box::pin(grpc_router.serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                        stopped(),
+                    )),
+                    Box::pin(
+                        axum::serve(http, http_router)
+                            .with_graceful_shutdown(stopped())
+                            .into_future(),
+                    ),
+                ),
+                Some(acceptor) => {
+                    tokio::spawn(
+                        acceptor.clone().watch(
+                            settings
+                                .tls
+                                .as_ref()
+                                .map_or(Duration::from_secs(10), |t| t.reload_interval),
+                            background.clone(),
+                        ),
+                    );
+                    (
+                        Box::pin(grpc_router.serve_with_incoming_shutdown(
+                            acceptor.incoming(grpc, stop.clone()),
+                            stopped(),
+                        )),
+                        Box::pin(
+                            axum::serve(acceptor.incoming(http, stop.clone()), http_router)
+                                .with_graceful_shutdown(stopped())
+                                .into_future(),
+                        ),
+                    )
+                }
+            };
         let metrics_router = axum::Router::new().route(
             "/metrics",
             axum::routing::get({

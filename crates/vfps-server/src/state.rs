@@ -10,12 +10,14 @@ use std::{
 
 use vfps_store::health::DatabaseHealth;
 
-use crate::{metrics::Metrics, service::Service};
+use crate::{auth::Auth, metrics::Metrics, service::Service};
 
 #[derive(Clone)]
 pub struct AppState {
     pub service: Service,
     pub metrics: Metrics,
+    /// Who may call what (everyone, with authorization off).
+    pub auth: Auth,
     pub health: Arc<Health>,
     /// Cap on any call's deadline, and the deadline of calls that set none.
     pub max_call_deadline: Duration,

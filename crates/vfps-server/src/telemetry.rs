@@ -1,19 +1,46 @@
 //! Structured logging. Log lines carry namespaces, codes and counts — never an
-//! original value or a pseudonym.
+//! original value, a pseudonym or a credential.
+//!
+//! Audit events (target `vfps::audit`) are always written, one JSON object per
+//! line, whatever `RUST_LOG` and `VFPS_LOG_JSON` say, so a collector can route
+//! them apart and an operator cannot silence them by turning logs down.
 
-use tracing_subscriber::{fmt, EnvFilter};
+use tracing_subscriber::{
+    filter::{filter_fn, Targets},
+    fmt,
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
+    EnvFilter, Layer,
+};
+
+use crate::auth::audit;
 
 /// Installs the global subscriber: `RUST_LOG` filters (default `info`), JSON when asked.
 pub fn init(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().flatten_event(true).try_init()
+    let logs = if json {
+        fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .boxed()
     } else {
-        builder.try_init()
+        fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .boxed()
     };
+    let logs = logs
+        .with_filter(filter)
+        .with_filter(filter_fn(|m| m.target() != audit::TARGET));
+    let audit_trail = fmt::layer()
+        .json()
+        .flatten_event(true)
+        .with_writer(std::io::stderr)
+        .with_filter(Targets::new().with_target(audit::TARGET, tracing::Level::INFO));
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(audit_trail)
+        .try_init();
 }

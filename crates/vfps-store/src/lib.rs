@@ -21,6 +21,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use vfps_core::{
+    access::{TokenHash, TokenRecord},
     Error, Namespace, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
     PseudonymPage, PseudonymValue,
 };
@@ -31,6 +32,7 @@ pub mod health;
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
+mod tokens;
 
 /// A pseudonym to store unless its original already has one.
 #[derive(Debug, Clone)]
@@ -102,6 +104,16 @@ pub trait Store: Upsert {
     ) -> Result<PseudonymPage, Error>;
     /// Pseudonyms per namespace, for the metrics endpoint.
     async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error>;
+
+    /// Stores a new access token; `AlreadyExists` if its id or hash is taken.
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), Error>;
+    /// Every access token, revoked ones included, oldest first.
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, Error>;
+    /// Marks a token revoked at `at`; `false` if there is no such token. A
+    /// token revoked before keeps its first revocation time.
+    async fn revoke_token(&self, id: &str, at: SystemTime) -> Result<bool, Error>;
+    /// The token whose plaintext has this hash, usable or not.
+    async fn find_token(&self, hash: &TokenHash) -> Result<Option<TokenRecord>, Error>;
 
     /// Succeeds only if a writable database answers now.
     async fn check_writable(&self) -> Result<(), Error>;

@@ -31,6 +31,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "namespace_uid",
         sql: include_str!("../migrations/postgres/0002_namespace_uid.sql"),
     },
+    Migration {
+        version: 3,
+        name: "access_tokens",
+        sql: include_str!("../migrations/postgres/0003_access_tokens.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -43,6 +48,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "namespace_uid",
         sql: include_str!("../migrations/sqlite/0002_namespace_uid.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "access_tokens",
+        sql: include_str!("../migrations/sqlite/0003_access_tokens.sql"),
     },
 ];
 

@@ -19,6 +19,7 @@ use std::{
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use vfps_core::{
+    access::{TokenHash, TokenRecord},
     from_micros, to_micros, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
     NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
@@ -26,7 +27,9 @@ use vfps_core::{
 use crate::{
     coherence::Coherence,
     health::{DatabaseHealth, Reachability},
-    migrate, page_from_rows, Candidate, PoolStatus, Store, Upsert, Upserted,
+    migrate, page_from_rows,
+    tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
+    Candidate, PoolStatus, Store, Upsert, Upserted,
 };
 
 const READERS: usize = 4;
@@ -238,6 +241,31 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             settings: NamespaceSettings::parse(method, length, prefix, suffix)?,
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
+        })
+    })())
+}
+
+fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<TokenRecord, Error>> {
+    let id: String = r.get(0)?;
+    let kind: String = r.get(1)?;
+    let name: String = r.get(2)?;
+    let hash: Vec<u8> = r.get(3)?;
+    let admin: bool = r.get(4)?;
+    let grants: String = r.get(5)?;
+    let created: i64 = r.get(6)?;
+    let expires: Option<i64> = r.get(7)?;
+    let revoked: Option<i64> = r.get(8)?;
+    Ok((|| {
+        Ok(TokenRecord {
+            id,
+            kind: decode_kind(&kind)?,
+            name,
+            hash: decode_hash(&hash)?,
+            admin,
+            grants: decode_grants(&grants)?,
+            created_at: from_micros(created),
+            expires_at: expires.map(from_micros),
+            revoked_at: revoked.map(from_micros),
         })
     })())
 }
@@ -482,6 +510,78 @@ impl Store for SqliteStore {
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
                 .map_err(sql_err)?;
             rows.map(|r| r.map_err(sql_err)).collect()
+        })
+        .await
+    }
+
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), Error> {
+        let t = token.clone();
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    &format!(
+                        "INSERT INTO access_tokens ({TOKEN_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9) \
+                         ON CONFLICT DO NOTHING"
+                    ),
+                    params![
+                        t.id,
+                        t.kind.name(),
+                        t.name,
+                        t.hash.0.as_slice(),
+                        t.admin,
+                        encode_grants(&t.grants),
+                        to_micros(t.created_at),
+                        t.expires_at.map(to_micros),
+                        t.revoked_at.map(to_micros),
+                    ],
+                )
+                .map_err(sql_err)?;
+            if n == 0 {
+                return Err(Error::already_exists("an access token with this id or secret exists"));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, Error> {
+        self.with_reader(|c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM access_tokens ORDER BY created_at, id"
+                ))
+                .map_err(sql_err)?;
+            let rows = st.query_map([], token_from_row).map_err(sql_err)?;
+            rows.map(|r| r.map_err(sql_err)?).collect()
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, id: &str, at: std::time::SystemTime) -> Result<bool, Error> {
+        let id = id.to_owned();
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
+                    params![id, to_micros(at)],
+                )
+                .map_err(sql_err)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn find_token(&self, hash: &TokenHash) -> Result<Option<TokenRecord>, Error> {
+        let hash = hash.0;
+        self.with_reader(move |c| {
+            c.query_row(
+                &format!("SELECT {TOKEN_COLUMNS} FROM access_tokens WHERE token_hash = ?1"),
+                [hash.as_slice()],
+                token_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
         })
         .await
     }

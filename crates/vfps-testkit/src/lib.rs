@@ -13,10 +13,12 @@
 //!
 //! [`fake_vfps`] is a trivial in-process gRPC vfps for the harness's own tests
 //! and benchmark; [`fault_proxy`] sits in front of a real vfps and answers some
-//! of its Creates `INTERNAL`.
+//! of its Creates `INTERNAL`. [`oidc`] is a real OIDC issuer (discovery, JWKS,
+//! signed tokens good and bad).
 
 pub mod fake_vfps;
 pub mod fault_proxy;
+pub mod oidc;
 
 use std::{
     io,
@@ -421,13 +423,24 @@ pub fn test_ca(dir: &Path, name: &str) -> io::Result<PathBuf> {
 
 /// A server certificate for DNS name `localhost` signed by the CA `<ca>` in `dir`;
 /// the key is readable by its owner only (PostgreSQL insists).
-fn issue_server_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path) -> io::Result<()> {
-    let csr = dir.join("server.csr");
-    let ext = dir.join("server.ext");
+pub fn issue_server_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path) -> io::Result<()> {
+    issue_certificate(dir, ca, cert, key, "serverAuth")
+}
+
+/// A client certificate (for mTLS) signed by the CA `<ca>` in `dir`.
+pub fn issue_client_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path) -> io::Result<()> {
+    issue_certificate(dir, ca, cert, key, "clientAuth")
+}
+
+fn issue_certificate(dir: &Path, ca: &str, cert: &Path, key: &Path, usage: &str) -> io::Result<()> {
+    let csr = dir.join(format!("{usage}.csr"));
+    let ext = dir.join(format!("{usage}.ext"));
     std::fs::write(
         &ext,
-        "subjectAltName = DNS:localhost\nbasicConstraints = CA:FALSE\n\
-         keyUsage = digitalSignature\nextendedKeyUsage = serverAuth\n",
+        format!(
+            "subjectAltName = DNS:localhost\nbasicConstraints = CA:FALSE\n\
+             keyUsage = digitalSignature\nextendedKeyUsage = {usage}\n"
+        ),
     )?;
     let path = |p: &Path| p.display().to_string();
     openssl(&[

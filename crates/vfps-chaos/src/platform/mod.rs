@@ -6,9 +6,11 @@
 //!   Patroni + etcd for PostgreSQL HA, a small replica supervisor of our own.
 //! - [`kind`]: Kubernetes — kind, CloudNativePG, Chaos Mesh, the Helm chart; driven
 //!   through `kubectl`, `kind` and `helm`.
+//! - [`access`]: the run's access tokens (authorization is on everywhere).
 //! - [`net`]: commands, signals, a minimal HTTP GET and waiting, without blocking
 //!   the generator that shares the runtime.
 
+pub mod access;
 pub mod kind;
 pub mod local;
 pub mod net;

@@ -3,6 +3,8 @@
 
 use tonic::Code;
 use vfps_client::{Client, Outcome, Until};
+
+use crate::config::RefusedTokens;
 use vfps_proto::v1::{NamespaceServiceCreateRequest, PseudonymServiceListRequest};
 
 /// One kind of invalid call.
@@ -26,6 +28,12 @@ pub enum BadInput {
     MalformedPageToken,
     /// A Get of a pseudonym containing U+0000.
     NulPseudonym,
+    /// A well-formed Create without a token, to a service that wants one.
+    MissingToken,
+    /// A well-formed Create with an expired token.
+    ExpiredToken,
+    /// A well-formed Create with a token that may only read.
+    ReadOnlyToken,
 }
 
 impl BadInput {
@@ -41,6 +49,22 @@ impl BadInput {
         BadInput::NulPseudonym,
     ];
 
+    /// The kinds a run sends: every invalid input, and the refused
+    /// credentials it has.
+    pub fn kinds(refused: &RefusedTokens) -> Vec<BadInput> {
+        let mut kinds = Self::ALL.to_vec();
+        if refused.missing {
+            kinds.push(BadInput::MissingToken);
+        }
+        if refused.expired.is_some() {
+            kinds.push(BadInput::ExpiredToken);
+        }
+        if refused.read_only.is_some() {
+            kinds.push(BadInput::ReadOnlyToken);
+        }
+        kinds
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BadInput::NulOriginal => "original with U+0000",
@@ -52,6 +76,9 @@ impl BadInput {
             BadInput::WrongFixedLength => "SHA-256 namespace with length 32",
             BadInput::MalformedPageToken => "List with a malformed page token",
             BadInput::NulPseudonym => "Get of a pseudonym with U+0000",
+            BadInput::MissingToken => "Create without a token",
+            BadInput::ExpiredToken => "Create with an expired token",
+            BadInput::ReadOnlyToken => "Create with a read-only token",
         }
     }
 
@@ -60,12 +87,30 @@ impl BadInput {
         match self {
             BadInput::UnknownNamespace => Code::NotFound,
             BadInput::ZeroLength | BadInput::WrongFixedLength => Code::OutOfRange,
+            BadInput::MissingToken | BadInput::ExpiredToken => Code::Unauthenticated,
+            BadInput::ReadOnlyToken => Code::PermissionDenied,
             _ => Code::InvalidArgument,
         }
     }
 
     /// Makes the call; `unique` names what it may create (never a real namespace).
-    pub async fn call(self, client: &Client, namespace: &str, unique: &str, until: Until) -> Code {
+    pub async fn call(
+        self,
+        client: &Client,
+        refused: &RefusedTokens,
+        namespace: &str,
+        unique: &str,
+        until: Until,
+    ) -> Code {
+        let with_token = |token: Option<&str>| {
+            let other = client.with_bearer(token);
+            async move {
+                match other {
+                    Ok(c) => c.create(namespace, unique, until).await.code(),
+                    Err(_) => Code::InvalidArgument,
+                }
+            }
+        };
         let create = |original: String| async move {
             client.create(namespace, &original, until).await.code()
         };
@@ -107,6 +152,9 @@ impl BadInput {
                 Outcome::Ok(_) => Code::Ok,
                 other => other.code(),
             },
+            BadInput::MissingToken => with_token(None).await,
+            BadInput::ExpiredToken => with_token(refused.expired.as_deref()).await,
+            BadInput::ReadOnlyToken => with_token(refused.read_only.as_deref()).await,
         }
     }
 }
@@ -121,5 +169,18 @@ mod tests {
         assert!(codes.contains(&Code::NotFound));
         assert!(codes.contains(&Code::OutOfRange));
         assert!(codes.iter().all(|c| *c != Code::Ok));
+    }
+
+    #[test]
+    fn credential_kinds_come_only_with_their_tokens() {
+        assert_eq!(BadInput::kinds(&RefusedTokens::default()), BadInput::ALL);
+        let all = BadInput::kinds(&RefusedTokens {
+            missing: true,
+            expired: Some("e".into()),
+            read_only: Some("r".into()),
+        });
+        assert_eq!(all.len(), BadInput::ALL.len() + 3);
+        assert_eq!(BadInput::ReadOnlyToken.expected(), Code::PermissionDenied);
+        assert_eq!(BadInput::ExpiredToken.expected(), Code::Unauthenticated);
     }
 }

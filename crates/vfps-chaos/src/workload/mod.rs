@@ -31,6 +31,7 @@ use vfps_client::{Client, Outcome, Until};
 use vfps_proto::v1::PseudonymServiceListRequest;
 
 use crate::{
+    config::RefusedTokens,
     history::{Broken, Calls, Ledger, Leftovers, Status},
     operation::Operation,
     redact,
@@ -105,6 +106,10 @@ pub struct Mixed {
     state: Mutex<State>,
     /// Names what invalid input may create (never a real namespace).
     run: u64,
+    /// The kinds of bad call sent, in turn.
+    bad_kinds: Vec<bad::BadInput>,
+    /// Credentials the service must refuse.
+    refused: RefusedTokens,
 }
 
 /// A synthetic original: 32 hex digits from the seeded generator (no personal data).
@@ -119,8 +124,11 @@ impl Mixed {
         seed: u64,
         ledger: Arc<Ledger>,
         calls: Arc<Calls>,
+        refused: RefusedTokens,
     ) -> Arc<Self> {
         Arc::new(Self {
+            bad_kinds: bad::BadInput::kinds(&refused),
+            refused,
             client,
             namespace,
             ledger,
@@ -338,7 +346,7 @@ impl Mixed {
                 .map(|o| self.create(o, second, until)),
         );
         let (code, _) = tokio::join!(
-            kind.call(&self.client, &self.namespace, &unique, until),
+            kind.call(&self.client, &self.refused, &self.namespace, &unique, until),
             innocent
         );
         self.calls.answered(Operation::Bad, &format!("{code:?}"));
@@ -434,7 +442,7 @@ impl Mixed {
                 s.bad_turn
             })
             .unwrap_or(0);
-        let kind = bad::BadInput::ALL[turn % bad::BadInput::ALL.len()];
+        let kind = self.bad_kinds[turn % self.bad_kinds.len()];
         (kind, format!("bad-{:08x}-{turn}", self.run & 0xffff_ffff))
     }
 }

@@ -25,6 +25,8 @@ pub fn status(e: Error) -> Status {
         ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
         ErrorKind::ResourceExhausted => Code::ResourceExhausted,
         ErrorKind::Internal => Code::Internal,
+        ErrorKind::Unauthenticated => Code::Unauthenticated,
+        ErrorKind::PermissionDenied => Code::PermissionDenied,
     };
     Status::new(code, e.message)
 }
@@ -57,6 +59,11 @@ pub fn deadline<T>(state: &AppState, request: &tonic::Request<T>) -> Instant {
         .and_then(|v| v.to_str().ok())
         .and_then(parse_grpc_timeout);
     state.deadline(asked)
+}
+
+/// The `authorization` metadata's value, as sent.
+pub(crate) fn authorization(metadata: &tonic::metadata::MetadataMap) -> Option<&[u8]> {
+    metadata.get("authorization").map(|v| v.as_bytes())
 }
 
 pub(crate) fn timestamp(t: SystemTime) -> pbjson_types::Timestamp {

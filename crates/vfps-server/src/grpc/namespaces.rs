@@ -4,8 +4,8 @@ use tonic::{Request, Response, Status};
 use vfps_core::Namespace;
 use vfps_proto::v1::{self as pb, namespace_service_server::NamespaceService};
 
-use super::{deadline, meta, observed};
-use crate::{service::NewNamespace, state::AppState};
+use super::{authorization, deadline, meta, observed};
+use crate::{auth::Operation, service::NewNamespace, state::AppState};
 
 pub struct NamespaceApi {
     pub state: AppState,
@@ -41,8 +41,18 @@ impl NamespaceService for NamespaceApi {
         request: Request<pb::NamespaceServiceCreateRequest>,
     ) -> Result<Response<pb::NamespaceServiceCreateResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = new_namespace(request.into_inner());
+        let (metadata, _, req) = request.into_parts();
+        let req = new_namespace(req);
         observed(&self.state, "NamespaceService/Create", async {
+            self.state
+                .auth
+                .check(
+                    authorization(&metadata),
+                    Operation::CreateNamespace,
+                    Some(&req.name),
+                    d,
+                )
+                .await?;
             let ns = self.state.service.create_namespace(req, d).await?;
             Ok(pb::NamespaceServiceCreateResponse {
                 namespace: Some(to_proto(&ns)),
@@ -56,8 +66,17 @@ impl NamespaceService for NamespaceApi {
         request: Request<pb::NamespaceServiceGetRequest>,
     ) -> Result<Response<pb::NamespaceServiceGetResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = request.into_inner();
+        let (metadata, _, req) = request.into_parts();
         observed(&self.state, "NamespaceService/Get", async {
+            self.state
+                .auth
+                .check(
+                    authorization(&metadata),
+                    Operation::GetNamespace,
+                    Some(&req.name),
+                    d,
+                )
+                .await?;
             let ns = self.state.service.get_namespace(&req.name, d).await?;
             Ok(pb::NamespaceServiceGetResponse {
                 namespace: Some(to_proto(&ns)),
@@ -71,10 +90,19 @@ impl NamespaceService for NamespaceApi {
         request: Request<pb::NamespaceServiceGetAllRequest>,
     ) -> Result<Response<pb::NamespaceServiceGetAllResponse>, Status> {
         let d = deadline(&self.state, &request);
+        let metadata = request.metadata();
         observed(&self.state, "NamespaceService/GetAll", async {
+            let auth = &self.state.auth;
+            let who = auth
+                .check(authorization(metadata), Operation::ListNamespaces, None, d)
+                .await?;
             let all = self.state.service.list_namespaces(d).await?;
             Ok(pb::NamespaceServiceGetAllResponse {
-                namespaces: all.iter().map(to_proto).collect(),
+                namespaces: all
+                    .iter()
+                    .filter(|ns| auth.may_see(&who, ns.name.as_str()))
+                    .map(to_proto)
+                    .collect(),
             })
         })
         .await
@@ -85,11 +113,19 @@ impl NamespaceService for NamespaceApi {
         request: Request<pb::NamespaceServiceDeleteRequest>,
     ) -> Result<Response<pb::NamespaceServiceDeleteResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = request.into_inner();
-        observed(&self.state, "NamespaceService/Delete", async {
+        let (metadata, _, req) = request.into_parts();
+        let call = async {
             self.state.service.delete_namespace(&req.name, d).await?;
             Ok(pb::NamespaceServiceDeleteResponse {})
-        })
-        .await
+        };
+        let audited = self.state.auth.audited(
+            authorization(&metadata),
+            Operation::DeleteNamespace,
+            &req.name,
+            d,
+            call,
+            |_| 1,
+        );
+        observed(&self.state, "NamespaceService/Delete", audited).await
     }
 }

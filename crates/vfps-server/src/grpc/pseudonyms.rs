@@ -4,8 +4,8 @@ use tonic::{Request, Response, Status};
 use vfps_core::{Pseudonym, PseudonymPage};
 use vfps_proto::v1::{self as pb, pseudonym_service_server::PseudonymService};
 
-use super::{deadline, meta, observed};
-use crate::state::AppState;
+use super::{authorization, deadline, meta, observed};
+use crate::{auth::Operation, state::AppState};
 
 pub struct PseudonymApi {
     pub state: AppState,
@@ -40,8 +40,17 @@ impl PseudonymService for PseudonymApi {
         request: Request<pb::PseudonymServiceCreateRequest>,
     ) -> Result<Response<pb::PseudonymServiceCreateResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = request.into_inner();
+        let (metadata, _, req) = request.into_parts();
         observed(&self.state, "PseudonymService/Create", async {
+            self.state
+                .auth
+                .check(
+                    authorization(&metadata),
+                    Operation::CreatePseudonym,
+                    Some(&req.namespace),
+                    d,
+                )
+                .await?;
             let p = self
                 .state
                 .service
@@ -59,8 +68,8 @@ impl PseudonymService for PseudonymApi {
         request: Request<pb::PseudonymServiceGetRequest>,
     ) -> Result<Response<pb::PseudonymServiceGetResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = request.into_inner();
-        observed(&self.state, "PseudonymService/Get", async {
+        let (metadata, _, req) = request.into_parts();
+        let call = async {
             let p = self
                 .state
                 .service
@@ -69,8 +78,16 @@ impl PseudonymService for PseudonymApi {
             Ok(pb::PseudonymServiceGetResponse {
                 pseudonym: Some(to_proto(p, true)),
             })
-        })
-        .await
+        };
+        let audited = self.state.auth.audited(
+            authorization(&metadata),
+            Operation::GetPseudonym,
+            &req.namespace,
+            d,
+            call,
+            |_| 1,
+        );
+        observed(&self.state, "PseudonymService/Get", audited).await
     }
 
     async fn list(
@@ -78,8 +95,8 @@ impl PseudonymService for PseudonymApi {
         request: Request<pb::PseudonymServiceListRequest>,
     ) -> Result<Response<pb::PseudonymServiceListResponse>, Status> {
         let d = deadline(&self.state, &request);
-        let req = request.into_inner();
-        observed(&self.state, "PseudonymService/List", async {
+        let (metadata, _, req) = request.into_parts();
+        let call = async {
             let page = self
                 .state
                 .service
@@ -91,8 +108,16 @@ impl PseudonymService for PseudonymApi {
                     d,
                 )
                 .await?;
-            Ok(list_response(req.namespace, page))
-        })
-        .await
+            Ok(list_response(req.namespace.clone(), page))
+        };
+        let audited = self.state.auth.audited(
+            authorization(&metadata),
+            Operation::ListPseudonyms,
+            &req.namespace,
+            d,
+            call,
+            |r: &pb::PseudonymServiceListResponse| r.pseudonyms.len() as u64,
+        );
+        observed(&self.state, "PseudonymService/List", audited).await
     }
 }

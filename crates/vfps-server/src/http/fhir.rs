@@ -43,6 +43,8 @@ fn outcome(e: &Error) -> Response {
         }
         ErrorKind::ResourceExhausted => (StatusCode::TOO_MANY_REQUESTS, "throttled"),
         ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "exception"),
+        ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, "login"),
+        ErrorKind::PermissionDenied => (StatusCode::FORBIDDEN, "forbidden"),
     };
     fhir(
         status,
@@ -54,7 +56,7 @@ fn outcome(e: &Error) -> Response {
 }
 
 /// Reads `namespace` and `originalValue` (`valueString`) from a `Parameters` resource.
-fn parameters(body: &[u8]) -> Result<(String, String), Error> {
+pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     if v.get("resourceType").and_then(Value::as_str) != Some("Parameters") {
@@ -81,11 +83,24 @@ fn parameters(body: &[u8]) -> Result<(String, String), Error> {
     Ok((find("namespace")?, find("originalValue")?))
 }
 
-async fn create_pseudonym(State(state): State<AppState>, body: Bytes) -> Response {
+async fn create_pseudonym(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let d = state.deadline(None);
     let started = Instant::now();
     let result = async {
+        let who = state
+            .auth
+            .authenticate(super::rest::authorization(&headers), d)
+            .await?;
         let (namespace, original) = parameters(&body)?;
+        state.auth.authorize(
+            &who,
+            crate::auth::Operation::CreatePseudonym,
+            Some(&namespace),
+        )?;
         state
             .service
             .create_pseudonym(&namespace, &original, d)

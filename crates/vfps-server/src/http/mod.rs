@@ -12,15 +12,61 @@ use crate::state::AppState;
 
 mod fhir;
 mod rest;
+mod tokens;
 
-pub fn router(state: AppState) -> Router {
+/// The body parsers, for the fuzzing harness.
+pub use fhir::parameters as fhir_parameters;
+pub use rest::parse_body as rest_body;
+
+/// Every HTTP route; bodies over `max_body_bytes` are refused with 413 (in
+/// the route's own error format) before they are read.
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     Router::new()
         .merge(rest::routes())
         .merge(fhir::routes())
+        .merge(tokens::routes())
         .route("/livez", get(|| async { "Healthy" }))
         .route("/readyz", get(ready))
         .route("/healthz", get(healthy))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            too_large_in_kind(req, next, max_body_bytes)
+        }))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+/// Gives axum's plain-text 413 the body the route's callers expect: an
+/// OperationOutcome on FHIR routes, the JSON error elsewhere.
+async fn too_large_in_kind(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+    max_body_bytes: usize,
+) -> Response {
+    let fhir = req.uri().path().starts_with("/v1/fhir/");
+    let response = next.run(req).await;
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return response;
+    }
+    let message = format!("the request body is larger than {max_body_bytes} bytes");
+    let body = if fhir {
+        serde_json::json!({
+            "resourceType": "OperationOutcome",
+            "issue": [{"severity": "error", "code": "too-costly", "diagnostics": message}],
+        })
+    } else {
+        serde_json::json!({"code": grpc_code(ErrorKind::InvalidArgument), "message": message, "details": []})
+    };
+    let content_type = if fhir {
+        "application/fhir+json"
+    } else {
+        "application/json"
+    };
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        [(axum::http::header::CONTENT_TYPE, content_type)],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn verdict(result: Result<(), String>) -> Response {
@@ -50,6 +96,8 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
         ErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         ErrorKind::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
     }
 }
 

@@ -6,7 +6,7 @@ use std::{collections::HashMap, time::Instant};
 use axum::{
     body::Bytes,
     extract::{Path, Query, State},
-    http::StatusCode,
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
     Json, Router,
@@ -17,6 +17,7 @@ use vfps_proto::v1 as pb;
 
 use super::{grpc_code, http_status};
 use crate::{
+    auth::Operation,
     grpc::{namespaces as ns_api, pseudonyms as ps_api},
     state::AppState,
 };
@@ -38,7 +39,14 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-fn error_response(e: &Error) -> Response {
+/// The `Authorization` header's value, as sent.
+pub(super) fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| v.as_bytes())
+}
+
+pub(super) fn error_response(e: &Error) -> Response {
     (
         http_status(e.kind),
         Json(serde_json::json!({"code": grpc_code(e.kind), "message": e.message, "details": []})),
@@ -46,7 +54,7 @@ fn error_response(e: &Error) -> Response {
         .into_response()
 }
 
-fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
+pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
@@ -57,7 +65,7 @@ fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
 }
 
 /// Runs one call with metrics and renders the proto3 JSON answer or the error.
-async fn respond<T: Serialize>(
+pub(super) async fn respond<T: Serialize>(
     state: &AppState,
     method: &'static str,
     call: impl std::future::Future<Output = Result<T, Error>>,
@@ -73,10 +81,18 @@ async fn respond<T: Serialize>(
     }
 }
 
-async fn create_namespace(State(state): State<AppState>, body: Bytes) -> Response {
+async fn create_namespace(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let d = state.deadline(None);
     respond(&state, "NamespaceService/Create", async {
+        let who = state.auth.authenticate(authorization(&headers), d).await?;
         let req: pb::NamespaceServiceCreateRequest = parse_body(&body)?;
+        state
+            .auth
+            .authorize(&who, Operation::CreateNamespace, Some(&req.name))?;
         let ns = state
             .service
             .create_namespace(ns_api::new_namespace(req), d)
@@ -88,20 +104,41 @@ async fn create_namespace(State(state): State<AppState>, body: Bytes) -> Respons
     .await
 }
 
-async fn get_all(State(state): State<AppState>) -> Response {
+async fn get_all(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let d = state.deadline(None);
     respond(&state, "NamespaceService/GetAll", async {
+        let who = state
+            .auth
+            .check(authorization(&headers), Operation::ListNamespaces, None, d)
+            .await?;
         let all = state.service.list_namespaces(d).await?;
         Ok(pb::NamespaceServiceGetAllResponse {
-            namespaces: all.iter().map(ns_api::to_proto).collect(),
+            namespaces: all
+                .iter()
+                .filter(|ns| state.auth.may_see(&who, ns.name.as_str()))
+                .map(ns_api::to_proto)
+                .collect(),
         })
     })
     .await
 }
 
-async fn get_namespace(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn get_namespace(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
     let d = state.deadline(None);
     respond(&state, "NamespaceService/Get", async {
+        state
+            .auth
+            .check(
+                authorization(&headers),
+                Operation::GetNamespace,
+                Some(&name),
+                d,
+            )
+            .await?;
         let ns = state.service.get_namespace(&name, d).await?;
         Ok(pb::NamespaceServiceGetResponse {
             namespace: Some(ns_api::to_proto(&ns)),
@@ -110,22 +147,44 @@ async fn get_namespace(State(state): State<AppState>, Path(name): Path<String>) 
     .await
 }
 
-async fn delete_namespace(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn delete_namespace(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
     let d = state.deadline(None);
-    respond(&state, "NamespaceService/Delete", async {
+    let call = async {
         state.service.delete_namespace(&name, d).await?;
         Ok(pb::NamespaceServiceDeleteResponse {})
-    })
-    .await
+    };
+    let audited = state.auth.audited(
+        authorization(&headers),
+        Operation::DeleteNamespace,
+        &name,
+        d,
+        call,
+        |_| 1,
+    );
+    respond(&state, "NamespaceService/Delete", audited).await
 }
 
 async fn create_pseudonym(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(namespace): Path<String>,
     body: Bytes,
 ) -> Response {
     let d = state.deadline(None);
     respond(&state, "PseudonymService/Create", async {
+        state
+            .auth
+            .check(
+                authorization(&headers),
+                Operation::CreatePseudonym,
+                Some(&namespace),
+                d,
+            )
+            .await?;
         let req: pb::PseudonymServiceCreateRequest = parse_body(&body)?;
         let p = state
             .service
@@ -140,10 +199,11 @@ async fn create_pseudonym(
 
 async fn get_pseudonym(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path((namespace, pseudonym)): Path<(String, String)>,
 ) -> Response {
     let d = state.deadline(None);
-    respond(&state, "PseudonymService/Get", async {
+    let call = async {
         let p = state
             .service
             .get_pseudonym(&namespace, &pseudonym, d)
@@ -151,17 +211,26 @@ async fn get_pseudonym(
         Ok(pb::PseudonymServiceGetResponse {
             pseudonym: Some(ps_api::to_proto(p, true)),
         })
-    })
-    .await
+    };
+    let audited = state.auth.audited(
+        authorization(&headers),
+        Operation::GetPseudonym,
+        &namespace,
+        d,
+        call,
+        |_| 1,
+    );
+    respond(&state, "PseudonymService/Get", audited).await
 }
 
 async fn list_pseudonyms(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(namespace): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let d = state.deadline(None);
-    respond(&state, "PseudonymService/List", async {
+    let call = async {
         let param = |camel: &str, snake: &str| query.get(camel).or_else(|| query.get(snake));
         let page_size = match param("pageSize", "page_size") {
             None => 0,
@@ -187,6 +256,14 @@ async fn list_pseudonyms(
             .list_pseudonyms(&namespace, page_size, &token, include_total_size, d)
             .await?;
         Ok(ps_api::list_response(namespace.clone(), page))
-    })
-    .await
+    };
+    let audited = state.auth.audited(
+        authorization(&headers),
+        Operation::ListPseudonyms,
+        &namespace,
+        d,
+        call,
+        |r: &pb::PseudonymServiceListResponse| r.pseudonyms.len() as u64,
+    );
+    respond(&state, "PseudonymService/List", audited).await
 }

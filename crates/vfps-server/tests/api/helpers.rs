@@ -187,6 +187,11 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub async fn start(env: &[(String, String)]) -> Self {
+        Self::start_logging(env, Stdio::null()).await
+    }
+
+    /// Started with its stderr (every log line) going to `log`.
+    pub async fn start_logging(env: &[(String, String)], log: impl Into<Stdio>) -> Self {
         let http_port = vfps_testkit::free_port().unwrap();
         let grpc_port = vfps_testkit::free_port().unwrap();
         let metrics_port = vfps_testkit::free_port().unwrap();
@@ -198,7 +203,7 @@ impl ServerProcess {
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("vfps binary starts");
         let p = Self {

@@ -4,13 +4,17 @@
 
 mod helpers;
 
+mod audit;
+mod auth;
 mod fhir;
 mod grpc;
 mod interleavings;
+mod limits;
 mod operations;
 mod resilience;
 mod rest;
 mod safety;
+mod tls;
 
 /// Generates one test per backend for each `async fn(Backend)` listed.
 #[macro_export]

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use deadpool::managed::{self, PoolError};
 use tokio_postgres::Row;
 use vfps_core::{
+    access::{TokenHash, TokenRecord},
     Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, NamespaceUid, PageCursor,
     Pseudonym, PseudonymPage, PseudonymValue,
 };
@@ -35,7 +36,9 @@ use vfps_core::{
 use crate::{
     coherence::Coherence,
     health::{DatabaseHealth, Reachability},
-    migrate, page_from_rows, Candidate, PoolStatus, Store, Upsert, Upserted,
+    migrate, page_from_rows,
+    tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
+    Candidate, PoolStatus, Store, Upsert, Upserted,
 };
 
 mod monitor;
@@ -263,6 +266,24 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
     } else {
         Error::internal(format!("database client error: {e}"))
     }
+}
+
+fn token_from_row(r: &Row) -> Result<TokenRecord, Error> {
+    let get_err = |e: tokio_postgres::Error| classify(&e);
+    let kind: String = r.try_get(1).map_err(get_err)?;
+    let hash: Vec<u8> = r.try_get(3).map_err(get_err)?;
+    let grants: String = r.try_get(5).map_err(get_err)?;
+    Ok(TokenRecord {
+        id: r.try_get(0).map_err(get_err)?,
+        kind: decode_kind(&kind)?,
+        name: r.try_get(2).map_err(get_err)?,
+        hash: decode_hash(&hash)?,
+        admin: r.try_get(4).map_err(get_err)?,
+        grants: decode_grants(&grants)?,
+        created_at: r.try_get(6).map_err(get_err)?,
+        expires_at: r.try_get(7).map_err(get_err)?,
+        revoked_at: r.try_get(8).map_err(get_err)?,
+    })
 }
 
 fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
@@ -593,6 +614,79 @@ impl Store for PgStore {
                 ))
             })
             .collect()
+    }
+
+    async fn insert_token(&self, t: &TokenRecord) -> Result<(), Error> {
+        let (mut lease, steps) = self.lease().await?;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        let n = steps
+            .run(tx.execute(
+                &format!(
+                    "INSERT INTO access_tokens ({TOKEN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) \
+                     ON CONFLICT DO NOTHING"
+                ),
+                &[
+                    &t.id,
+                    &t.kind.name(),
+                    &t.name,
+                    &t.hash.0.as_slice(),
+                    &t.admin,
+                    &encode_grants(&t.grants),
+                    &t.created_at,
+                    &t.expires_at,
+                    &t.revoked_at,
+                ],
+            ))
+            .await?;
+        steps.run(tx.commit()).await?;
+        lease.finish();
+        if n == 0 {
+            return Err(Error::already_exists(
+                "an access token with this id or secret exists",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, Error> {
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                &format!("SELECT {TOKEN_COLUMNS} FROM access_tokens ORDER BY created_at, id"),
+                &[],
+            ))
+            .await?;
+        lease.finish();
+        rows.iter().map(token_from_row).collect()
+    }
+
+    async fn revoke_token(&self, id: &str, at: SystemTime) -> Result<bool, Error> {
+        let (mut lease, steps) = self.lease().await?;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        // "Revoked" and "no such token" both rest on the synchronous standby.
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        let n = steps
+            .run(tx.execute(
+                "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1",
+                &[&id, &at],
+            ))
+            .await?;
+        steps.run(tx.commit()).await?;
+        lease.finish();
+        Ok(n > 0)
+    }
+
+    async fn find_token(&self, hash: &TokenHash) -> Result<Option<TokenRecord>, Error> {
+        let (lease, steps) = self.lease().await?;
+        let row = steps
+            .run(lease.client().query_opt(
+                &format!("SELECT {TOKEN_COLUMNS} FROM access_tokens WHERE token_hash = $1"),
+                &[&hash.0.as_slice()],
+            ))
+            .await?;
+        lease.finish();
+        row.as_ref().map(token_from_row).transpose()
     }
 
     async fn check_writable(&self) -> Result<(), Error> {

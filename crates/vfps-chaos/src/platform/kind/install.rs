@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use super::{driver::KindArgs, Kube, Runner, DEPLOYMENT, NAMESPACE};
+use super::{driver::KindArgs, Kube, Runner, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE};
 
 /// The vfps image under test.
 pub const IMAGE: &str = "ghcr.io/miracum/vfps";
@@ -167,8 +167,45 @@ pub async fn up<R: Runner>(
     ])
     .await?;
     kube.wait_replicas_ready(Duration::from_secs(300)).await?;
+    create_tokens(kube).await?;
+    step("access tokens of the run made (authorization is on)");
     step("steady state: 3 ready database instances, vfps rolled out");
     Ok(())
+}
+
+/// Where the load Job finds the run's tokens.
+pub const TOKENS_SECRET: &str = "vfps-chaos-tokens";
+
+/// The run's access tokens, made by `vfps tokens create` inside a vfps pod
+/// (its database settings are the release's) and kept in a Secret that the
+/// load Job mounts. The plaintext travels only through kubectl's pipes.
+async fn create_tokens<R: Runner>(kube: &Kube<R>) -> anyhow::Result<()> {
+    let deployment = format!("deployment/{DEPLOYMENT}");
+    let mut data = String::new();
+    for token in crate::platform::access::ALL {
+        let mut args = vec![
+            "exec",
+            "-n",
+            NAMESPACE,
+            &deployment,
+            "-c",
+            "vfps",
+            "--",
+            "vfps",
+            "tokens",
+            "create",
+        ];
+        args.extend_from_slice(token.args);
+        let out = kube.kubectl(&args).await?;
+        let secret = crate::platform::access::secret_of(out.as_bytes())?;
+        data.push_str(&format!("  {}: {secret}\n", token.file));
+    }
+    kube.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {LOADGEN_NAMESPACE}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata:\n  name: {TOKENS_SECRET}\n  namespace: {LOADGEN_NAMESPACE}\n\
+         type: Opaque\nstringData:\n{data}"
+    ))
+    .await
 }
 
 /// `down`: deletes the kind cluster.

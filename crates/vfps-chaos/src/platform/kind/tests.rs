@@ -48,6 +48,8 @@ struct FakePod {
 
 #[derive(Default)]
 struct Model {
+    /// The run's tokens Secret was applied, with every token.
+    tokens_secret: bool,
     vfps: Vec<FakePod>,
     db: Vec<FakePod>,
     primary: Option<String>,
@@ -394,6 +396,16 @@ impl Model {
                 self.partition = Some(2);
             }
             "Namespace" | "Cluster" => {}
+            "Secret" if name == "vfps-chaos-tokens" => {
+                let keys = ["load.token:", "expired.token:", "read-only.token:"];
+                if !keys
+                    .iter()
+                    .all(|k| manifest.contains(&format!("  {k} vfps_sat_")))
+                {
+                    anyhow::bail!("the tokens Secret lacks a token: {manifest}");
+                }
+                self.tokens_secret = true;
+            }
             "Job" => {
                 if manifest.contains("${") {
                     anyhow::bail!("unrendered placeholder in the Job");
@@ -527,6 +539,9 @@ impl Runner for FakeKubectl {
                 None => anyhow::bail!("pods {name:?} not found"),
             },
             ["exec", "-n", "vfps", pod, "-c", "postgres", "--", rest @ ..] => m.exec(pod, rest),
+            ["exec", "-n", "vfps", "deployment/vfps", "-c", "vfps", "--", "vfps", "tokens", "create", ..] => {
+                Ok(format!("vfps_sat_{:A<43}\n", m.commands.len()))
+            }
             ["get", "networkchaos", "db-primary-isolation", "-n", "vfps", "-o", "json"] => {
                 json(Model::injected(&mut m.isolation)?)
             }
@@ -970,6 +985,18 @@ async fn up_builds_the_topology_in_order() {
         "the database is healthy before vfps"
     );
     assert!(at("helm upgrade --install vfps") < at("rollout status deployment/vfps"));
+    // The run's tokens are made by vfps itself once it runs, one per kind.
+    let made: Vec<&String> = cmds
+        .iter()
+        .filter(|c| c.contains("vfps tokens create"))
+        .collect();
+    assert_eq!(made.len(), 3, "{cmds:#?}");
+    assert!(at("rollout status deployment/vfps") < at("vfps tokens create"));
+    assert!(made.iter().any(|c| c.contains("--expires-in 1s")));
+    assert!(
+        k.runner.model().tokens_secret,
+        "the tokens Secret is applied"
+    );
 }
 
 fn kind_args() -> KindArgs {

@@ -181,6 +181,22 @@ pub(super) async fn start_etcd(base: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn tokens_dir(base: &Path) -> PathBuf {
+    base.join("tokens")
+}
+
+/// Writes a secret readable by its owner only.
+fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(contents)
+}
+
 impl Local {
     /// A Patroni member per zone, then a healthy cluster.
     pub(super) async fn start_database(&self) -> anyhow::Result<()> {
@@ -227,6 +243,35 @@ impl Local {
                 "vfps migrate failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+        self.create_tokens().await
+    }
+
+    /// The access tokens of the run (authorization is on): the load's own
+    /// service-account token, and the expired and read-only ones its `bad`
+    /// calls must see refused. Each in a file only root may read.
+    async fn create_tokens(&self) -> anyhow::Result<()> {
+        let dir = tokens_dir(&self.opts.base);
+        std::fs::create_dir_all(&dir)?;
+        for token in crate::platform::access::ALL {
+            let out = tokio::process::Command::new(&self.opts.vfps_bin)
+                .args(["tokens", "create"])
+                .args(token.args)
+                .env("ConnectionStrings__PostgreSQL", connection_string())
+                .env("RUST_LOG", "warn")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await?;
+            if !out.status.success() {
+                bail!(
+                    "vfps tokens create failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let secret = crate::platform::access::secret_of(&out.stdout)?;
+            let path = dir.join(token.file);
+            write_secret(&path, secret.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Ok(())
     }

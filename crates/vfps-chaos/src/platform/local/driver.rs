@@ -70,11 +70,21 @@ impl LocalDriver {
     }
 }
 
-/// The load settings of a local run: the local endpoints and the plan's window.
-fn load_config(load: &LoadConfig, plan: &ScenarioPlan) -> LoadConfig {
+/// The load settings of a local run: the local endpoints, the plan's window,
+/// and the tokens `up` made (unless others were given).
+fn load_config(load: &LoadConfig, plan: &ScenarioPlan, base: &std::path::Path) -> LoadConfig {
     let mut cfg = load.clone();
     cfg.service.address = grpc_endpoints();
     cfg.workload.load_seconds = plan.load_seconds();
+    let tokens = super::database::tokens_dir(base);
+    let c = &mut cfg.credentials;
+    if c.bearer_token.is_none() && c.bearer_token_file.is_none() {
+        c.bearer_token_file = Some(tokens.join(crate::platform::access::LOAD.file));
+    }
+    c.expired_token_file
+        .get_or_insert_with(|| tokens.join(crate::platform::access::EXPIRED.file));
+    c.read_only_token_file
+        .get_or_insert_with(|| tokens.join(crate::platform::access::READ_ONLY.file));
     cfg
 }
 
@@ -106,7 +116,7 @@ impl Driver for LocalDriver {
         load: &LoadConfig,
     ) -> anyhow::Result<bool> {
         let local = Local::attach(self.options.clone())?;
-        let cfg = load_config(load, plan);
+        let cfg = load_config(load, plan, &self.options.base);
         let dir = cfg.dir().to_owned();
         artifacts::write_plan(&dir, plan)?;
         if let Ok(steady) = std::fs::read_to_string(self.steady_state_file()) {
@@ -148,7 +158,7 @@ impl Driver for LocalDriver {
     }
 
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
-        let dir = load_config(load, plan).dir().to_owned();
+        let dir = load_config(load, plan, &self.options.base).dir().to_owned();
         if let Ok(local) = Local::attach(self.options.clone()) {
             local.snapshot_cluster(&dir, "after").await?;
             local.collect_logs(&dir)?;

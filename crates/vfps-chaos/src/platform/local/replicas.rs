@@ -52,6 +52,9 @@ done"#,
                 ),
             )
             .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
+            // As production should run: every call needs a token (the load's
+            // comes from `up`, see `create_tokens`).
+            .env("Authorization__IsEnabled", "true")
             .env("VFPS_LOG_JSON", "true")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())

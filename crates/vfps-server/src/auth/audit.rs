@@ -1,0 +1,61 @@
+//! The audit trail: one event per reverse lookup, List and namespace delete,
+//! allowed or denied, on the `vfps::audit` log target (always one JSON object
+//! per line; see `telemetry`) and counted in `vfps_audit_events_total`.
+//!
+//! An event names the caller (JWT `sub` or the token's id), the namespace, the
+//! operation, the outcome and the number of items — never an original value, a
+//! pseudonym or a credential.
+
+use vfps_core::ErrorKind;
+
+use super::{Operation, Principal};
+use crate::metrics::{code_name, Metrics};
+
+/// The log target of audit events.
+pub const TARGET: &str = "vfps::audit";
+
+pub struct Event<'a> {
+    /// `None` when authentication failed.
+    pub principal: Option<&'a Principal>,
+    pub operation: Operation,
+    pub namespace: &'a str,
+    /// Items returned, or the error.
+    pub outcome: Result<u64, ErrorKind>,
+}
+
+impl Event<'_> {
+    /// `allowed` (and answered), `denied` (authentication or authorization
+    /// refused) or `failed` (allowed, but the call failed).
+    pub fn outcome_name(&self) -> &'static str {
+        match self.outcome {
+            Ok(_) => "allowed",
+            Err(ErrorKind::Unauthenticated | ErrorKind::PermissionDenied) => "denied",
+            Err(_) => "failed",
+        }
+    }
+}
+
+pub fn record(metrics: &Metrics, event: &Event<'_>) {
+    let outcome = event.outcome_name();
+    metrics.audit(event.operation.name(), outcome);
+    let subject = event
+        .principal
+        .map_or("unauthenticated", |p| p.subject.as_str());
+    let token_id = event
+        .principal
+        .and_then(|p| p.token_id.as_deref())
+        .unwrap_or("");
+    let items = event.outcome.as_ref().copied().unwrap_or(0);
+    let code = code_name(event.outcome.err());
+    tracing::info!(
+        target: TARGET,
+        subject,
+        token_id,
+        namespace = event.namespace,
+        operation = event.operation.name(),
+        outcome,
+        code,
+        items,
+        "audit"
+    );
+}

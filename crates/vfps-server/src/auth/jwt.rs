@@ -1,0 +1,355 @@
+//! JWT bearer tokens from an OIDC provider: the discovery document at
+//! `<Authority>/.well-known/openid-configuration` names the issuer and the
+//! JWKS; the JWKS is fetched once, then again when a token names a key it does
+//! not have (at most once per `VFPS_JWKS_REFRESH_INTERVAL`, so a flood of
+//! made-up `kid`s cannot make the service hammer the provider).
+//!
+//! A key is trusted only for the asymmetric algorithms it declares (or its
+//! type implies): the token's header cannot pick `none` (not an algorithm
+//! here at all) or HS256 with a public key as the secret.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant, SystemTime},
+};
+
+use jsonwebtoken::{
+    jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse},
+    Algorithm, DecodingKey, Validation,
+};
+use serde_json::Value;
+use vfps_core::Error;
+
+use super::{Access, Principal};
+use crate::config::Authorization;
+
+/// Largest discovery document or JWKS read.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+/// Longest a fetch from the provider may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Verifier {
+    authority: String,
+    audience: Option<String>,
+    role_claim: Vec<String>,
+    leeway: Duration,
+    refresh_interval: Duration,
+    http: reqwest::Client,
+    keys: RwLock<Option<Arc<KeySet>>>,
+    /// Held by the one task fetching; holds when the last fetch began.
+    fetching: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// What the provider published, as fetched at one time.
+struct KeySet {
+    issuer: String,
+    keys: HashMap<String, Key>,
+}
+
+struct Key {
+    decoding: DecodingKey,
+    algorithms: Vec<Algorithm>,
+}
+
+fn unauthenticated(why: &str) -> Error {
+    Error::unauthenticated(format!("the bearer token was refused: {why}"))
+}
+
+impl Verifier {
+    pub fn new(authority: &str, config: &Authorization) -> Self {
+        Self {
+            authority: authority.trim_end_matches('/').to_owned(),
+            audience: config.audience.clone(),
+            role_claim: config
+                .role_claim_type
+                .split('.')
+                .map(str::to_owned)
+                .collect(),
+            leeway: config.clock_skew,
+            refresh_interval: config.jwks_refresh_interval,
+            http: reqwest::Client::builder()
+                .timeout(FETCH_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
+            keys: RwLock::new(None),
+            fetching: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub async fn verify(&self, token: &str) -> Result<Principal, Error> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| unauthenticated("not a JWT signed with an accepted algorithm"))?;
+        let keys = self.key_set(header.kid.as_deref()).await?;
+        let key = match header.kid.as_deref() {
+            Some(kid) => keys.keys.get(kid),
+            // Without a kid only a provider with a single key is unambiguous.
+            None if keys.keys.len() == 1 => keys.keys.values().next(),
+            None => None,
+        }
+        .ok_or_else(|| unauthenticated("signed by a key the identity provider does not publish"))?;
+        if !key.algorithms.contains(&header.alg) {
+            return Err(unauthenticated("its algorithm is not one its key is for"));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.leeway = self.leeway.as_secs();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&keys.issuer]);
+        let mut required = vec!["exp", "iss"];
+        match &self.audience {
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                required.push("aud");
+            }
+            None => validation.validate_aud = false,
+        }
+        validation.set_required_spec_claims(&required);
+        let claims = jsonwebtoken::decode::<serde_json::Map<String, Value>>(
+            token,
+            &key.decoding,
+            &validation,
+        )
+        .map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            unauthenticated(match e.kind() {
+                K::ExpiredSignature => "it has expired",
+                K::ImmatureSignature => "it is not valid yet",
+                K::InvalidIssuer => "its issuer is not the configured authority",
+                K::InvalidAudience => "its audience is not this service",
+                K::InvalidSignature => "its signature does not verify",
+                K::MissingRequiredClaim(_) => "it lacks a required claim (exp, iss or aud)",
+                _ => "it is malformed",
+            })
+        })?
+        .claims;
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        let valid_until = SystemTime::UNIX_EPOCH + Duration::from_secs(exp) + self.leeway;
+        Ok(Principal {
+            subject: claims
+                .get("sub")
+                .and_then(Value::as_str)
+                .map(|s| s.chars().take(256).collect())
+                .unwrap_or_else(|| "unknown".to_owned()),
+            token_id: None,
+            access: Access::Roles(roles(&claims, &self.role_claim)),
+            valid_until: Some(valid_until),
+        })
+    }
+
+    /// The keys, fetched if there are none yet or if `kid` is unknown and the
+    /// last fetch is older than the refresh interval.
+    async fn key_set(&self, kid: Option<&str>) -> Result<Arc<KeySet>, Error> {
+        let current = self.keys.read().ok().and_then(|k| k.clone());
+        if let Some(k) = &current {
+            if kid.is_none_or(|kid| k.keys.contains_key(kid)) {
+                return Ok(k.clone());
+            }
+        }
+        // One fetch at a time; the others wait for it and use its result.
+        let mut last = self.fetching.lock().await;
+        let now_current = self.keys.read().ok().and_then(|k| k.clone());
+        if let Some(k) = &now_current {
+            let fetched_meanwhile = !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, k));
+            let too_soon = last.is_some_and(|at| at.elapsed() < self.refresh_interval);
+            if fetched_meanwhile || too_soon {
+                return Ok(k.clone());
+            }
+        }
+        *last = Some(Instant::now());
+        let fetched = Arc::new(self.fetch().await?);
+        if let Ok(mut k) = self.keys.write() {
+            *k = Some(fetched.clone());
+        }
+        tracing::info!(
+            keys = fetched.keys.len(),
+            "fetched the identity provider's signing keys"
+        );
+        Ok(fetched)
+    }
+
+    async fn fetch(&self) -> Result<KeySet, Error> {
+        let discovery = self
+            .get_json(&format!(
+                "{}/.well-known/openid-configuration",
+                self.authority
+            ))
+            .await?;
+        let field = |name: &str| {
+            discovery
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::unavailable(format!(
+                        "the identity provider's discovery document has no {name}"
+                    ))
+                })
+        };
+        let issuer = field("issuer")?;
+        let jwks_uri = field("jwks_uri")?;
+        let jwks = self.get_json(&jwks_uri).await?;
+        let mut keys = HashMap::new();
+        for raw in jwks
+            .get("keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            // A key of a kind this service does not use is skipped, not fatal.
+            let Ok(jwk) = serde_json::from_value::<Jwk>(raw.clone()) else {
+                continue;
+            };
+            let algorithms = algorithms(&jwk);
+            let (Some(kid), false) = (jwk.common.key_id.clone(), algorithms.is_empty()) else {
+                continue;
+            };
+            if let Ok(decoding) = DecodingKey::from_jwk(&jwk) {
+                keys.insert(
+                    kid,
+                    Key {
+                        decoding,
+                        algorithms,
+                    },
+                );
+            }
+        }
+        Ok(KeySet { issuer, keys })
+    }
+
+    async fn get_json(&self, url: &str) -> Result<Value, Error> {
+        let unavailable = |why: String| {
+            Error::unavailable(format!("the identity provider cannot be read: {why}"))
+        };
+        let mut response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.without_url().to_string()))?;
+        if !response.status().is_success() {
+            return Err(unavailable(format!("HTTP {}", response.status())));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| unavailable(e.without_url().to_string()))?
+        {
+            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+                return Err(unavailable(format!(
+                    "a document is larger than {MAX_DOCUMENT_BYTES} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON: {e}")))
+    }
+}
+
+/// The signature algorithms a key may verify: its `alg`, else what its type
+/// and curve imply. Symmetric and encryption keys verify nothing.
+fn algorithms(jwk: &Jwk) -> Vec<Algorithm> {
+    if matches!(
+        jwk.common.public_key_use,
+        Some(PublicKeyUse::Encryption) | Some(PublicKeyUse::Other(_))
+    ) {
+        return Vec::new();
+    }
+    let implied: Vec<Algorithm> = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => vec![
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ],
+        AlgorithmParameters::EllipticCurve(p) => match p.curve {
+            EllipticCurve::P256 => vec![Algorithm::ES256],
+            EllipticCurve::P384 => vec![Algorithm::ES384],
+            _ => vec![],
+        },
+        AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+            vec![Algorithm::EdDSA]
+        }
+        _ => vec![],
+    };
+    let declared = match jwk.common.key_algorithm {
+        None => return implied,
+        Some(KeyAlgorithm::RS256) => Algorithm::RS256,
+        Some(KeyAlgorithm::RS384) => Algorithm::RS384,
+        Some(KeyAlgorithm::RS512) => Algorithm::RS512,
+        Some(KeyAlgorithm::PS256) => Algorithm::PS256,
+        Some(KeyAlgorithm::PS384) => Algorithm::PS384,
+        Some(KeyAlgorithm::PS512) => Algorithm::PS512,
+        Some(KeyAlgorithm::ES256) => Algorithm::ES256,
+        Some(KeyAlgorithm::ES384) => Algorithm::ES384,
+        Some(KeyAlgorithm::EdDSA) => Algorithm::EdDSA,
+        Some(_) => return Vec::new(),
+    };
+    // A declared algorithm must also fit the key's type.
+    implied.into_iter().filter(|a| *a == declared).collect()
+}
+
+/// The roles at `path` in the claims: an array of strings, or one string
+/// (space-separated roles, as some providers send).
+fn roles(claims: &serde_json::Map<String, Value>, path: &[String]) -> Vec<String> {
+    let mut at = path.first().and_then(|first| claims.get(first));
+    for step in path.iter().skip(1) {
+        at = at.and_then(|v| v.get(step));
+    }
+    match at {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn roles_are_found_flat_nested_or_as_a_string() {
+        let claims = json!({
+            "roles": ["a", "b", 3],
+            "realm_access": {"roles": ["c"]},
+            "scope": "d e",
+        });
+        let claims = claims.as_object().unwrap();
+        let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(roles(claims, &path("roles")), ["a", "b"]);
+        assert_eq!(roles(claims, &path("realm_access.roles")), ["c"]);
+        assert_eq!(roles(claims, &path("scope")), ["d", "e"]);
+        assert!(roles(claims, &path("missing.roles")).is_empty());
+    }
+
+    #[test]
+    fn keys_verify_only_asymmetric_algorithms_that_fit_them() {
+        let jwk = |v: Value| serde_json::from_value::<Jwk>(v).unwrap();
+        let ec = json!({"kty": "EC", "crv": "P-256", "kid": "k",
+            "x": "WKn-ZIGevcwGIyyrzFoZNBdaq9_TsqzGl96oc0CWuis",
+            "y": "y77t-RvAHRKTsSGdIYUfweuOvwrvDD-Q3Hv5J0fSKbE"});
+        assert_eq!(algorithms(&jwk(ec.clone())), [Algorithm::ES256]);
+        let mut declared = ec.clone();
+        declared["alg"] = json!("ES256");
+        assert_eq!(algorithms(&jwk(declared)), [Algorithm::ES256]);
+        let mut mismatched = ec.clone();
+        mismatched["alg"] = json!("RS256");
+        assert!(algorithms(&jwk(mismatched)).is_empty());
+        let mut for_encryption = ec;
+        for_encryption["use"] = json!("enc");
+        assert!(algorithms(&jwk(for_encryption)).is_empty());
+        let secret = json!({"kty": "oct", "kid": "s", "k": "c2VjcmV0", "alg": "HS256"});
+        assert!(algorithms(&jwk(secret)).is_empty());
+    }
+}

@@ -1,0 +1,347 @@
+//! Who is calling, and whether they may: authentication by bearer token (a JWT
+//! from the OIDC provider, or an access token of the database), authorization
+//! by upstream's role rules or the token's grants, and the audit trail of
+//! re-identification.
+//!
+//! # Layout
+//! - [`rules`]: roles → permissions (`Authorization__AdminRoles`, `…__NamespaceRules`).
+//! - [`jwt`]: OIDC discovery, the JWKS, and JWT verification.
+//! - [`tokens`]: `vfps_sat_…` / `vfps_pat_…` tokens looked up by hash.
+//! - [`audit`]: one JSON event per reverse lookup, List and namespace delete.
+//!
+//! Every transport asks [`Auth::check`] before it calls the service, and
+//! [`Auth::audited`] wraps the audited operations. Verified credentials are
+//! cached for `VFPS_TOKEN_CACHE_DURATION`, which is thereby the bound on how
+//! long a revoked database token keeps working on a replica.
+
+use std::{sync::Arc, time::Instant};
+
+use vfps_core::{access::Permission, Error};
+use vfps_store::Store;
+
+use crate::{cache::TtlCache, config::Authorization, metrics::Metrics};
+
+pub mod audit;
+pub mod jwt;
+pub mod rules;
+pub mod tokens;
+
+/// What a call wants to do, and to which namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    CreateNamespace,
+    DeleteNamespace,
+    /// Read one namespace's settings.
+    GetNamespace,
+    /// List namespaces: everyone authenticated, filtered to what they may see.
+    ListNamespaces,
+    CreatePseudonym,
+    /// Reverse lookup: re-identification.
+    GetPseudonym,
+    ListPseudonyms,
+    /// Create, list and revoke access tokens.
+    ManageTokens,
+}
+
+impl Operation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CreateNamespace => "NamespaceService/Create",
+            Self::DeleteNamespace => "NamespaceService/Delete",
+            Self::GetNamespace => "NamespaceService/Get",
+            Self::ListNamespaces => "NamespaceService/GetAll",
+            Self::CreatePseudonym => "PseudonymService/Create",
+            Self::GetPseudonym => "PseudonymService/Get",
+            Self::ListPseudonyms => "PseudonymService/List",
+            Self::ManageTokens => "Tokens",
+        }
+    }
+
+    /// What it needs: admin, a permission in its namespace, or any permission
+    /// in its namespace (reading a namespace's settings).
+    fn needs(self) -> Need {
+        match self {
+            Self::CreateNamespace | Self::DeleteNamespace | Self::ManageTokens => Need::Admin,
+            Self::CreatePseudonym => Need::Permission(Permission::Write),
+            Self::GetPseudonym => Need::Permission(Permission::ReverseLookup),
+            Self::ListPseudonyms => Need::Permission(Permission::Read),
+            Self::GetNamespace => Need::AnyPermission,
+            Self::ListNamespaces => Need::Authenticated,
+        }
+    }
+
+    /// Audited whatever the outcome: they expose who is behind pseudonyms, or
+    /// which pseudonyms exist, or destroy them.
+    pub fn audited(self) -> bool {
+        matches!(
+            self,
+            Self::GetPseudonym | Self::ListPseudonyms | Self::DeleteNamespace
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Admin,
+    Permission(Permission),
+    AnyPermission,
+    Authenticated,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// JWT `sub`, or `token:<id>` for a database token; `anonymous` with
+    /// authorization off. Never a credential.
+    pub subject: String,
+    /// The database token's id, if that is how the caller authenticated.
+    pub token_id: Option<String>,
+    pub access: Access,
+    /// After this the credential is no longer valid (JWT `exp` plus leeway).
+    pub valid_until: Option<std::time::SystemTime>,
+}
+
+/// What a principal may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Authorization is off: everything.
+    Everything,
+    /// A JWT's roles, judged by the configured rules.
+    Roles(Vec<String>),
+    /// A database token's own grants.
+    Grants {
+        admin: bool,
+        grants: Vec<vfps_core::access::Grant>,
+    },
+}
+
+/// Authentication and authorization for every transport. Cheap to clone.
+#[derive(Clone)]
+pub struct Auth {
+    inner: Option<Arc<Enabled>>,
+    metrics: Metrics,
+    /// Who every caller is with authorization off.
+    anonymous: Arc<Principal>,
+}
+
+struct Enabled {
+    rules: rules::Rules,
+    oidc: Option<jwt::Verifier>,
+    tokens: tokens::Verifier,
+    /// SHA-256 of a bearer credential → who it is, for `VFPS_TOKEN_CACHE_DURATION`.
+    verified: TtlCache<[u8; 32], Arc<Principal>>,
+}
+
+/// Most verified credentials remembered per replica.
+const VERIFIED_CACHE_ENTRIES: usize = 10_000;
+/// Longest bearer credential looked at; a longer one is refused unread.
+pub const MAX_CREDENTIAL_BYTES: usize = 8 * 1024;
+
+impl Auth {
+    /// Authorization off: every call is allowed, as upstream's default.
+    pub fn disabled(metrics: Metrics) -> Self {
+        Self {
+            inner: None,
+            metrics,
+            anonymous: Arc::new(Principal {
+                subject: "anonymous".into(),
+                token_id: None,
+                access: Access::Everything,
+                valid_until: None,
+            }),
+        }
+    }
+
+    pub fn new(config: &Authorization, store: Arc<dyn Store>, metrics: Metrics) -> Self {
+        if !config.enabled {
+            return Self::disabled(metrics);
+        }
+        Self {
+            anonymous: Self::disabled(metrics.clone()).anonymous,
+            inner: Some(Arc::new(Enabled {
+                rules: rules::Rules::new(config),
+                oidc: config
+                    .authority
+                    .as_ref()
+                    .map(|a| jwt::Verifier::new(a, config)),
+                tokens: tokens::Verifier::new(store),
+                verified: TtlCache::new(config.token_cache_duration, VERIFIED_CACHE_ENTRIES),
+            })),
+            metrics,
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Authenticates the `Authorization` header's value and authorizes
+    /// `operation` in `namespace`, waiting no later than `deadline` for the
+    /// identity provider or the database.
+    pub async fn check(
+        &self,
+        authorization: Option<&[u8]>,
+        operation: Operation,
+        namespace: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Arc<Principal>, Error> {
+        let principal = self.authenticate(authorization, deadline).await?;
+        self.authorize(&principal, operation, namespace)?;
+        Ok(principal)
+    }
+
+    /// Who the `Authorization` header's value says the caller is; for calls
+    /// whose namespace is known only once the body is read (authenticated
+    /// first, so an unauthenticated caller learns nothing from the body's errors).
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&[u8]>,
+        deadline: Instant,
+    ) -> Result<Arc<Principal>, Error> {
+        let Some(enabled) = &self.inner else {
+            return Ok(self.anonymous.clone());
+        };
+        tokio::time::timeout_at(deadline.into(), enabled.authenticate(authorization))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::unavailable(
+                    "the credentials could not be verified within the call's deadline",
+                ))
+            })
+    }
+
+    /// `PERMISSION_DENIED` unless `principal` may do `operation` in `namespace`.
+    pub fn authorize(
+        &self,
+        principal: &Principal,
+        operation: Operation,
+        namespace: Option<&str>,
+    ) -> Result<(), Error> {
+        match &self.inner {
+            None => Ok(()),
+            Some(e) => e.rules.authorize(principal, operation, namespace),
+        }
+    }
+
+    /// Whether `principal` may see namespace `name` in a listing.
+    pub fn may_see(&self, principal: &Principal, name: &str) -> bool {
+        self.authorize(principal, Operation::GetNamespace, Some(name))
+            .is_ok()
+    }
+
+    /// Checks, runs and audits one audited operation: the event names the
+    /// caller (when known), the outcome and `items(result)` — never a value.
+    pub async fn audited<T>(
+        &self,
+        authorization: Option<&[u8]>,
+        operation: Operation,
+        namespace: &str,
+        deadline: Instant,
+        call: impl std::future::Future<Output = Result<T, Error>>,
+        items: impl Fn(&T) -> u64,
+    ) -> Result<T, Error> {
+        let who = self.authenticate(authorization, deadline).await;
+        let allowed = who
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|p| self.authorize(p, operation, Some(namespace)));
+        let result = match allowed {
+            Ok(()) => call.await,
+            Err(e) => Err(e),
+        };
+        audit::record(
+            &self.metrics,
+            &audit::Event {
+                principal: who.as_ref().ok().map(|p| &**p),
+                operation,
+                namespace,
+                outcome: result.as_ref().map(&items).map_err(|e| e.kind),
+            },
+        );
+        result
+    }
+}
+
+impl Enabled {
+    async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Principal>, Error> {
+        let credential = bearer(authorization)?;
+        let key: [u8; 32] = vfps_core::access::TokenHash::of(credential).0;
+        let now = std::time::SystemTime::now();
+        if let Some((p, _)) = self.verified.get(&key) {
+            if p.valid_until.is_none_or(|u| now < u) {
+                return Ok(p);
+            }
+        }
+        let read_at = Instant::now();
+        let principal = if let Some(kind) = vfps_core::access::database_token_kind(credential) {
+            self.tokens.verify(credential, kind).await?
+        } else if let Some(oidc) = &self.oidc {
+            oidc.verify(credential).await?
+        } else {
+            return Err(Error::unauthenticated(
+                "the bearer token is not an access token of this service, and no identity provider is configured",
+            ));
+        };
+        let principal = Arc::new(principal);
+        self.verified.insert(key, principal.clone(), read_at);
+        Ok(principal)
+    }
+}
+
+/// The credential of an `Authorization: Bearer <credential>` header.
+pub fn bearer(header: Option<&[u8]>) -> Result<&str, Error> {
+    let raw = header.ok_or_else(|| {
+        Error::unauthenticated("this call needs an Authorization: Bearer <token> header")
+    })?;
+    if raw.len() > MAX_CREDENTIAL_BYTES + 7 {
+        return Err(Error::unauthenticated(format!(
+            "the Authorization header is longer than {MAX_CREDENTIAL_BYTES} bytes"
+        )));
+    }
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| Error::unauthenticated("the Authorization header is not text"))?;
+    let (scheme, credential) = text
+        .trim()
+        .split_once(' ')
+        .ok_or_else(|| Error::unauthenticated("the Authorization header must be Bearer <token>"))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Error::unauthenticated(
+            "the Authorization header must use the Bearer scheme",
+        ));
+    }
+    let credential = credential.trim();
+    if credential.is_empty() || credential.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(Error::unauthenticated(
+            "the bearer token is empty or not printable",
+        ));
+    }
+    Ok(credential)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_headers_are_parsed_strictly() {
+        assert_eq!(bearer(Some(b"Bearer abc.def")).unwrap(), "abc.def");
+        assert_eq!(bearer(Some(b"bearer  abc ")).unwrap(), "abc");
+        for bad in [
+            &b"Basic dXNlcg=="[..],
+            b"Bearer",
+            b"Bearer ",
+            b"abc",
+            b"Bearer a\x01b",
+            b"Bearer \xff",
+        ] {
+            let e = bearer(Some(bad)).unwrap_err();
+            assert_eq!(e.kind, vfps_core::ErrorKind::Unauthenticated, "{bad:?}");
+        }
+        let long = format!("Bearer {}", "a".repeat(MAX_CREDENTIAL_BYTES + 1));
+        assert!(bearer(Some(long.as_bytes())).is_err());
+        assert_eq!(
+            bearer(None).unwrap_err().kind,
+            vfps_core::ErrorKind::Unauthenticated
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! The admin API for access tokens (REST only; admin role needed):
+//! `POST /v1/tokens` creates one and answers its plaintext once,
+//! `GET /v1/tokens` lists them (never a plaintext or hash),
+//! `DELETE /v1/tokens/{id}` revokes one.
+
+use axum::{
+    body::Bytes,
+    extract::{Path, State},
+    http::HeaderMap,
+    response::Response,
+    routing::{delete, get},
+    Router,
+};
+use serde_json::{json, Value};
+use vfps_core::Error;
+
+use super::rest::{authorization, parse_body, respond};
+use crate::{auth::Operation, state::AppState, tokens};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/tokens", get(list).post(create))
+        .route("/v1/tokens/{id}", delete(revoke))
+}
+
+/// `{"kind": "service-account"|"personal", "name": …, "admin": false,
+/// "grants": ["<namespace>=<permission>,…"], "expiresInSeconds": …}`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CreateRequest {
+    kind: String,
+    name: String,
+    #[serde(default)]
+    admin: bool,
+    #[serde(default)]
+    grants: Vec<String>,
+    expires_in_seconds: Option<u64>,
+}
+
+async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "Tokens/Create", async {
+        state
+            .auth
+            .check(authorization(&headers), Operation::ManageTokens, None, d)
+            .await?;
+        let req: CreateRequest = parse_body(&body)?;
+        let request = tokens::NewToken::parse(
+            &req.kind,
+            &req.name,
+            req.admin,
+            &req.grants,
+            req.expires_in_seconds.map(std::time::Duration::from_secs),
+        )?;
+        let (record, secret) = tokens::create(state.service.store().as_ref(), request).await?;
+        Ok(json!({"token": tokens::to_json(&record), "secret": secret.expose()}))
+    })
+    .await
+}
+
+async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "Tokens/List", async {
+        state
+            .auth
+            .check(authorization(&headers), Operation::ManageTokens, None, d)
+            .await?;
+        let all = state.service.store().list_tokens().await?;
+        Ok(json!({"tokens": all.iter().map(tokens::to_json).collect::<Vec<Value>>()}))
+    })
+    .await
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "Tokens/Revoke", async {
+        state
+            .auth
+            .check(authorization(&headers), Operation::ManageTokens, None, d)
+            .await?;
+        if !tokens::revoke(state.service.store().as_ref(), &id).await? {
+            return Err(Error::not_found(format!("no access token has id {id:?}")));
+        }
+        Ok(json!({}))
+    })
+    .await
+}
