@@ -47,11 +47,18 @@ pub fn record(metrics: &Metrics, event: &Event<'_>) {
         .unwrap_or("");
     let items = event.outcome.as_ref().copied().unwrap_or(0);
     let code = code_name(event.outcome.err());
+    // Only a valid namespace name is written: the field is the caller's, and an
+    // invalid one may be anything (a value put there by mistake, a megabyte).
+    let namespace = if vfps_core::NamespaceName::parse(event.namespace).is_ok() {
+        event.namespace
+    } else {
+        "<invalid>"
+    };
     tracing::info!(
         target: TARGET,
         subject,
         token_id,
-        namespace = event.namespace,
+        namespace,
         operation = event.operation.name(),
         outcome,
         code,

@@ -133,6 +133,17 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
         Code::NotFound
     );
     pseudonym_values.push("PSEUDONYM-GUESS-zq".into());
+    // A value put in the namespace field is not a namespace: never written.
+    let r = pseudonyms
+        .get(authed(
+            PseudonymServiceGetRequest {
+                namespace: "ORIGINAL-AS-NAMESPACE-zq\n".into(),
+                pseudonym_value: "x".into(),
+            },
+            Some(&trustee),
+        ))
+        .await;
+    assert_eq!(r.unwrap_err().code(), Code::PermissionDenied);
     let listed = pseudonyms
         .list(authed(
             PseudonymServiceListRequest {
@@ -234,13 +245,14 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
         "PseudonymService/Get writer-person research denied 0".to_owned(),
         "PseudonymService/Get unauthenticated research denied 0".to_owned(),
         "PseudonymService/Get trustee-person research failed 0".to_owned(),
+        "PseudonymService/Get trustee-person <invalid> denied 0".to_owned(),
         "PseudonymService/List reader-person research allowed 5".to_owned(),
         format!("PseudonymService/Get {token_subject} research allowed 1"),
         "NamespaceService/Delete admin-person research allowed 1".to_owned(),
     ];
     assert_eq!(summary, expected, "{audit:#?}");
     assert!(audit.iter().all(|e| e["timestamp"].is_string()));
-    assert_eq!(audit[5]["token_id"], pat_id.as_str());
+    assert_eq!(audit[6]["token_id"], pat_id.as_str());
 }
 
 fn vfps_tokens(sqlite: &std::path::Path, args: &[&str]) -> (bool, String, String) {
