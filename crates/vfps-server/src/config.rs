@@ -140,7 +140,8 @@ pub struct Migrations {
 }
 
 /// `Pseudonymization__Caching__*`, as upstream: one absolute expiration and size
-/// limit (entries) for both caches, each cache switched on by itself.
+/// limit (entries) for both caches, each cache switched on by itself, and each
+/// limit overridable per cache (`…__Namespaces__SizeLimit`, …).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Caching {
     /// `…__Namespaces__IsEnabled`: saves a namespace read on every call.
@@ -152,6 +153,34 @@ pub struct Caching {
     pub absolute_expiration: Duration,
     /// `…__SizeLimit`: entries per cache, bounding each replica's memory.
     pub size_limit: usize,
+    /// `…__Namespaces__{AbsoluteExpiration,SizeLimit}`, over the shared ones.
+    pub namespace_limits: CacheLimits,
+    /// `…__Pseudonyms__{AbsoluteExpiration,SizeLimit}`, over the shared ones.
+    pub pseudonym_limits: CacheLimits,
+}
+
+/// One cache's own limits; unset ones are the shared ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CacheLimits {
+    pub absolute_expiration: Option<Duration>,
+    pub size_limit: Option<usize>,
+}
+
+impl Caching {
+    /// The namespace cache's expiration and size.
+    pub fn namespace_cache(&self) -> (Duration, usize) {
+        self.resolve(self.namespace_limits)
+    }
+    /// The pseudonym cache's expiration and size.
+    pub fn pseudonym_cache(&self) -> (Duration, usize) {
+        self.resolve(self.pseudonym_limits)
+    }
+    fn resolve(&self, own: CacheLimits) -> (Duration, usize) {
+        (
+            own.absolute_expiration.unwrap_or(self.absolute_expiration),
+            own.size_limit.unwrap_or(self.size_limit),
+        )
+    }
 }
 
 impl Default for Caching {
@@ -161,6 +190,8 @@ impl Default for Caching {
             pseudonyms: false,
             absolute_expiration: Duration::from_secs(3600),
             size_limit: 32,
+            namespace_limits: CacheLimits::default(),
+            pseudonym_limits: CacheLimits::default(),
         }
     }
 }
@@ -441,24 +472,66 @@ impl Caching {
                 parse_bool,
                 "true or false",
             ),
-            absolute_expiration: setting(
+            absolute_expiration: expiration(
                 env,
                 errors,
                 "Pseudonymization__Caching__AbsoluteExpiration",
-                defaults.absolute_expiration,
-                parse_duration,
-                "a duration such as 01:00:00 or 3600s",
-            ),
-            size_limit: setting(
-                env,
-                errors,
-                "Pseudonymization__Caching__SizeLimit",
-                defaults.size_limit,
-                |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
-                "a positive number of entries",
-            ),
+            )
+            .unwrap_or(defaults.absolute_expiration),
+            size_limit: size_limit(env, errors, "Pseudonymization__Caching__SizeLimit")
+                .unwrap_or(defaults.size_limit),
+            namespace_limits: CacheLimits {
+                absolute_expiration: expiration(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                ),
+                size_limit: size_limit(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Namespaces__SizeLimit",
+                ),
+            },
+            pseudonym_limits: CacheLimits {
+                absolute_expiration: expiration(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Pseudonyms__AbsoluteExpiration",
+                ),
+                size_limit: size_limit(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Pseudonyms__SizeLimit",
+                ),
+            },
         }
     }
+}
+
+/// A cache expiration, if set (and valid).
+fn expiration(env: &Env, errors: &mut Vec<String>, key: &str) -> Option<Duration> {
+    env.get(key)?;
+    Some(setting(
+        env,
+        errors,
+        key,
+        Duration::ZERO,
+        parse_duration,
+        "a duration such as 0.01:00:00, 01:00:00 or 3600s",
+    ))
+}
+
+/// A cache size limit, if set (and valid).
+fn size_limit(env: &Env, errors: &mut Vec<String>, key: &str) -> Option<usize> {
+    env.get(key)?;
+    Some(setting(
+        env,
+        errors,
+        key,
+        1,
+        |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
+        "a positive number of entries",
+    ))
 }
 
 impl Batching {
@@ -638,6 +711,7 @@ mod tests {
                 pseudonyms: true,
                 absolute_expiration: Duration::from_secs(3600),
                 size_limit: 65534,
+                ..Caching::default()
             }
         );
         assert_eq!(s.init_namespaces.len(), 2);
@@ -674,6 +748,36 @@ mod tests {
             assert!(text.contains(needle), "{needle} missing from {text}");
         }
         assert!(!text.contains("hunter2"));
+    }
+
+    #[test]
+    fn upstream_cache_settings_take_timespans_and_per_cache_limits() {
+        let s = load(&[
+            ("Pseudonymization__Caching__Namespaces__IsEnabled", "true"),
+            (
+                "Pseudonymization__Caching__AbsoluteExpiration",
+                "0.01:00:00",
+            ),
+            ("Pseudonymization__Caching__SizeLimit", "100"),
+            ("Pseudonymization__Caching__Pseudonyms__SizeLimit", "5000"),
+            (
+                "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                "00:05:00",
+            ),
+        ])
+        .unwrap();
+        let c = s.caching;
+        assert_eq!(c.namespace_cache(), (Duration::from_secs(300), 100));
+        assert_eq!(c.pseudonym_cache(), (Duration::from_secs(3600), 5000));
+        let e = load(&[
+            ("Pseudonymization__Caching__Pseudonyms__SizeLimit", "0"),
+            (
+                "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                "1.25:00:00",
+            ),
+        ])
+        .unwrap_err();
+        assert_eq!(e.0.len(), 2, "{e}");
     }
 
     #[test]
@@ -872,6 +976,38 @@ mod tests {
         assert_eq!(parse_duration("5"), Some(Duration::from_secs(5)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("00:05:00"), Some(Duration::from_secs(300)));
+        // .NET TimeSpan, as upstream's settings write it.
+        assert_eq!(
+            parse_duration("0.01:00:00"),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            parse_duration("1.00:00:00"),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            parse_duration("00:00:01.5"),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_duration("00:00:00.0000001"),
+            Some(Duration::from_nanos(100))
+        );
+        assert_eq!(
+            parse_duration("36:00:00"),
+            Some(Duration::from_secs(129_600))
+        );
+        for bad in [
+            "1.24:00:00",
+            "00:60:00",
+            "00:00:60",
+            "0.01:00",
+            "a.01:00:00",
+            "00:00:01.x",
+            "-1:00:00",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
         assert_eq!(parse_duration("5 parsecs"), None);
         assert_eq!(parse_duration("-1s"), None);
     }

@@ -505,6 +505,9 @@ impl Runner for FakeKubectl {
         let mut m = self.model();
         let line = format!("{program} {}", args.join(" "));
         m.commands.push(line.clone());
+        if program == "docker" && args.first() == Some(&"run") {
+            return Ok("vfps 0.1.0\n".into());
+        }
         if program != "kubectl" {
             return Ok(String::new());
         }
@@ -978,6 +981,10 @@ async fn up_builds_the_topology_in_order() {
     assert!(at("kind create cluster --name vfps-ha") < at("kind load docker-image"));
     assert!(cmds[at("kind load docker-image")].contains("ghcr.io/miracum/vfps/stress-test:ci"));
     assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("dashboard.create=false"));
+    // Pinned: the operators the manifests are validated against, the node image by digest.
+    assert!(cmds[at("cnpg/cloudnative-pg")].contains("--version 0.26.1"));
+    assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("--version 2.7.2"));
+    assert!(cmds[at("kind create cluster")].contains("--image kindest/node:v1.32.2@sha256:"));
     assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("/run/containerd/containerd.sock"));
     assert!(at("cnpg/cloudnative-pg") < at("get cluster vfps-db"));
     assert!(
@@ -997,6 +1004,41 @@ async fn up_builds_the_topology_in_order() {
         k.runner.model().tokens_secret,
         "the tokens Secret is applied"
     );
+}
+
+#[tokio::test]
+async fn up_refuses_an_image_that_is_not_this_vfps_before_loading_it() {
+    for answer in [
+        Ok("Unhandled exception. System.ArgumentException".to_owned()),
+        Err("exec: /usr/local/bin/vfps: not found"),
+    ] {
+        let fake = Overriding(FakeKubectl::new(), move |program: &str, _: &[&str]| {
+            (program == "docker").then(|| answer.clone().map_err(|e| anyhow::anyhow!(e)))
+        });
+        let mut k = Kube::new(fake, &assets());
+        k.poll = Duration::from_millis(5);
+        let e = install::up(&k, &kind_args(), None).await.unwrap_err();
+        assert!(
+            e.to_string().contains("is not an image of this vfps"),
+            "{e:#}"
+        );
+        let cmds = k.runner.0.model().commands.clone();
+        assert!(!cmds.iter().any(|c| c.contains("kind load")), "{cmds:#?}");
+    }
+}
+
+#[test]
+fn versions_must_pin_the_node_image_by_digest() {
+    let pinned = std::fs::read_to_string(assets().join("versions.env")).unwrap();
+    assert_eq!(
+        install::Versions::parse(&pinned).unwrap().cnpg_chart,
+        "0.26.1"
+    );
+    let floating = pinned.replace("@sha256:", ":latest-");
+    let e = install::Versions::parse(&floating).unwrap_err();
+    assert!(e.to_string().contains("not pinned by digest"), "{e}");
+    let e = install::Versions::parse("CNPG_CHART_VERSION=1").unwrap_err();
+    assert!(e.to_string().contains("is not set"), "{e}");
 }
 
 fn kind_args() -> KindArgs {
