@@ -436,6 +436,10 @@ impl Model {
             self.violations
                 .push("drained while the database was not healthy".into());
         }
+        if self.vfps.iter().any(|p| p.warming > 0 || p.terminating) {
+            self.violations
+                .push("drained while a vfps replica was not ready".into());
+        }
         self.cordoned.push(node.to_owned());
         if self.drain_times_out {
             anyhow::bail!("error: timed out waiting for the condition");
@@ -880,6 +884,19 @@ async fn a_primary_kill_without_a_labelled_primary_fails_loudly() {
         "{events:?}"
     );
     assert!(!k.runner.model().primary_chaos, "nothing was applied");
+}
+
+#[tokio::test]
+async fn a_drain_waits_until_every_replica_is_ready() {
+    let k = kube();
+    // A replica still starting (after a rollout, say): draining now would
+    // take a second one out.
+    k.runner.model().vfps[1].warming = 8;
+    let (r, _) = run_plan(&k, vec![planned(Scenario::Drain, "drain", 1)]).await;
+    r.unwrap();
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert!(m.commands.iter().any(|c| c.starts_with("kubectl drain")));
 }
 
 #[tokio::test]
