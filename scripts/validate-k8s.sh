@@ -134,6 +134,13 @@ print(c["startupProbe"]["httpGet"]["path"] == "/livez" and c["readinessProbe"]["
       and spread.get("nodeTaintsPolicy") == "Honor" and spread.get("matchLabelKeys") == ["pod-template-hash"]
       and bool(c.get("resources", {}).get("requests")))' "$out/ha.yaml")" = True ] \
   || { echo "the HA release: probes, spread or requests are not as designed" >&2; exit 1; }
+# values.schema.json refuses a misspelt key and a wrong type, naming them.
+for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld"; do
+  if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then
+    echo "the values schema accepts ${bad%%:*}" >&2; exit 1
+  fi
+  grep -q "${bad##*:}" <<<"$msg" || { echo "the schema's refusal does not name ${bad##*:}: $msg" >&2; exit 1; }
+done
 # `helm test` has a test Pod.
 [ "$($py -c 'import sys, yaml
 print(any(d and d["kind"] == "Pod" and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
