@@ -669,6 +669,7 @@ fn planned(scenario: Scenario, name: &str, seconds: u64) -> Planned {
         name: ScenarioName::new(name),
         duration_seconds: seconds,
         max_outage_seconds: 0,
+        gate: true,
         draw: Draw::undrawn(),
     }
 }
