@@ -141,6 +141,33 @@ for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authoriza
   fi
   grep -q "${bad##*:}" <<<"$msg" || { echo "the schema's refusal does not name ${bad##*:}: $msg" >&2; exit 1; }
 done
+# Upstream's chart values (miracum/charts vfps 3.2.x), written as its users write them:
+# with the bundled database the render fails and says what to do; against an
+# external database every upstream key has its meaning.
+if msg=$($helm template vfps charts/vfps -f tests/chart/upstream-bundled-database.yaml 2>&1); then
+  echo "values for upstream's bundled PostgreSQL must not render (SQLite in an emptyDir)" >&2; exit 1
+fi
+grep -q "bundled PostgreSQL subchart is not part of this chart" <<<"$msg" || { echo "unclear refusal: $msg" >&2; exit 1; }
+$helm template vfps charts/vfps -n vfps -f tests/chart/upstream-external-database.yaml >"$out/upstream.yaml"
+[ "$($py -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+by = lambda k: [d for d in docs if d["kind"] == k]
+dep = by("Deployment")[0]
+c = dep["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+checks = {
+  "selector as upstream": dep["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component") == "api",
+  "replicas left to the HPA": "replicas" not in dep["spec"] and by("HorizontalPodAutoscaler")[0]["spec"]["maxReplicas"] == 4,
+  "probe switches": "livenessProbe" not in c and "enabled" not in c["readinessProbe"] and c["startupProbe"]["httpGet"]["path"] == "/livez",
+  "resourcesPreset": c["resources"]["requests"]["memory"] == "512Mi",
+  "extraEnvDict": env.get("Pseudonymization__Caching__AbsoluteExpiration") == "0.01:00:00",
+  "serviceMonitor": by("ServiceMonitor")[0]["metadata"]["labels"].get("release") == "kube-prometheus-stack",
+  "PDB minAvailable": by("PodDisruptionBudget")[0]["spec"] .get("minAvailable") == 1,
+  "ingress": by("Ingress")[0]["spec"]["rules"][0]["host"] == "vfps.example.org",
+  "database": "Host=postgres.example.internal" in env["ConnectionStrings__PostgreSQL"],
+}
+bad = [k for k, ok in checks.items() if not ok]
+print("True" if not bad else bad)' "$out/upstream.yaml")" = True ] || { echo "upstream values are not honoured" >&2; exit 1; }
 # `helm test` has a test Pod.
 [ "$($py -c 'import sys, yaml
 print(any(d and d["kind"] == "Pod" and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
@@ -166,7 +193,7 @@ if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
 fi
 
 echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos
