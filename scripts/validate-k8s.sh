@@ -80,7 +80,7 @@ echo "== render"
 $helm template vfps charts/vfps >"$out/default.yaml"
 $helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml >"$out/ha.yaml"
 $helm template vfps charts/vfps --set metrics.serviceMonitor.enabled=false --set networkPolicy.enabled=true \
-  --set database.host=db --set database.password=secret --set replicaCount=2 >"$out/options.yaml"
+  --set networkPolicy.egress.enabled=true --set database.host=db --set database.password=secret --set replicaCount=2 >"$out/options.yaml"
 # TLS with a verified server: the CloudNativePG CA mounted into every database client.
 cat >"$out/tls-values.yaml" <<'YAML'
 database:
