@@ -164,7 +164,7 @@ checks = {
   "serviceMonitor": by("ServiceMonitor")[0]["metadata"]["labels"].get("release") == "kube-prometheus-stack",
   "PDB minAvailable": by("PodDisruptionBudget")[0]["spec"] .get("minAvailable") == 1,
   "ingress": by("Ingress")[0]["spec"]["rules"][0]["host"] == "vfps.example.org",
-  "database": "Host=postgres.example.internal" in env["ConnectionStrings__PostgreSQL"],
+  "database": "Host=postgres.example.internal" in env["ConnectionStrings__PostgreSQL"] and "Search Path=vfps;" in env["ConnectionStrings__PostgreSQL"],
 }
 bad = [k for k, ok in checks.items() if not ok]
 print("True" if not bad else bad)' "$out/upstream.yaml")" = True ] || { echo "upstream values are not honoured" >&2; exit 1; }

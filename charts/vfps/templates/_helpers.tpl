@@ -93,7 +93,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $host := include "vfps.databaseHost" . -}}
 {{- if $host }}
 - name: ConnectionStrings__PostgreSQL
-  value: {{ printf "Host=%s;Port=%v;Database=%s;Username=%s;%s" $host .Values.database.port .Values.database.database .Values.database.username .Values.database.additionalConnectionStringParameters | quote }}
+  value: {{ printf "Host=%s;Port=%v;Database=%s;Username=%s;%s%s" $host .Values.database.port .Values.database.database .Values.database.username (ternary (printf "Search Path=%s;" .Values.database.schema) "" (not (empty .Values.database.schema))) .Values.database.additionalConnectionStringParameters | quote }}
 - name: PGPASSWORD
   valueFrom:
     secretKeyRef:
