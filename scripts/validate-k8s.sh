@@ -164,6 +164,8 @@ checks = {
   "serviceMonitor": by("ServiceMonitor")[0]["metadata"]["labels"].get("release") == "kube-prometheus-stack",
   "PDB minAvailable": by("PodDisruptionBudget")[0]["spec"] .get("minAvailable") == 1,
   "ingress": by("Ingress")[0]["spec"]["rules"][0]["host"] == "vfps.example.org",
+  "appsettings": env.get("VFPS_APPSETTINGS_FILE") == "/etc/vfps/appsettings/appsettings.json"
+    and "SecureRandomBase64UrlEncoded" in by("ConfigMap")[0]["data"]["appsettings.json"],
   "database": "Host=postgres.example.internal" in env["ConnectionStrings__PostgreSQL"] and "Search Path=vfps;" in env["ConnectionStrings__PostgreSQL"],
 }
 bad = [k for k, ok in checks.items() if not ok]

@@ -9,6 +9,7 @@
 //! validates its own keys and records what is wrong instead of failing fast, so
 //! [`Settings::load`] only composes them and one run names every bad key.
 
+mod appsettings;
 mod authorization;
 mod env;
 mod init_namespaces;
@@ -303,9 +304,28 @@ impl Settings {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: &Flags,
     ) -> Result<(Self, Vec<String>), ConfigErrors> {
-        let env = Env::new(vars);
         let mut errors = Vec::new();
         let mut notes = Vec::new();
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        // `VFPS_APPSETTINGS_FILE`: an upstream appsettings.json, read first so
+        // that the environment overrides it, as ASP.NET layers them.
+        let file = vars
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("VFPS_APPSETTINGS_FILE"))
+            .map(|(_, v)| v.trim().to_owned())
+            .filter(|v| !v.is_empty());
+        let mut layered = Vec::new();
+        if let Some(path) = file {
+            match appsettings::read(std::path::Path::new(&path)) {
+                Ok(pairs) => {
+                    notes.push(format!("read {} settings from {path}", pairs.len()));
+                    layered = pairs;
+                }
+                Err(e) => errors.push(format!("VFPS_APPSETTINGS_FILE={path:?}: {e}")),
+            }
+        }
+        layered.extend(vars);
+        let env = Env::new(layered);
         // Every section is parsed even after one failed, so all problems are
         // reported together; fields are evaluated in the order written.
         let settings = Self {
@@ -778,6 +798,37 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(e.0.len(), 2, "{e}");
+    }
+
+    #[test]
+    fn an_upstream_appsettings_file_is_read_and_the_environment_overrides_it() {
+        let dir = std::env::temp_dir().join(format!("vfps-appsettings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("appsettings.json");
+        std::fs::write(
+            &file,
+            r#"{"Init": {"v1": {"Namespaces": [{"Name": "default", "PseudonymGenerationMethod": "SecureRandomBase64UrlEncoded", "PseudonymLength": 32, "PseudonymPrefix": "default-"}]}},
+                "Pseudonymization": {"Caching": {"SizeLimit": 100, "AbsoluteExpiration": "0.00:10:00"}}}"#,
+        )
+        .unwrap();
+        let path = file.display().to_string();
+        let s = load(&[
+            ("VFPS_APPSETTINGS_FILE", path.as_str()),
+            ("Pseudonymization__Caching__SizeLimit", "7"),
+        ])
+        .unwrap();
+        assert_eq!(s.init_namespaces.len(), 1);
+        assert_eq!(s.init_namespaces[0].name, "default");
+        assert_eq!(
+            s.init_namespaces[0].settings.prefix.as_deref(),
+            Some("default-")
+        );
+        assert_eq!(s.caching.size_limit, 7, "the environment wins");
+        assert_eq!(s.caching.absolute_expiration, Duration::from_secs(600));
+        std::fs::write(&file, "not json").unwrap();
+        let e = load(&[("VFPS_APPSETTINGS_FILE", path.as_str())]).unwrap_err();
+        assert!(e.0[0].contains("not JSON"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
