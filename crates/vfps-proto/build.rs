@@ -28,8 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_protos(&files, &[root.clone(), include])?;
 
     let set = std::fs::read(&descriptor)?;
+    // Unknown fields are skipped, as upstream's JSON transcoding does, so a
+    // newer client's extra field does not fail its call (a wrong type still does).
     pbjson_build::Builder::new()
         .register_descriptors(&set)?
+        .ignore_unknown_fields()
         .build(&[".vfps.api.v1"])?;
 
     for f in &files {

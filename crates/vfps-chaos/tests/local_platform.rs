@@ -407,6 +407,7 @@ fn gray_plan(scenarios: &[(Scenario, u64)]) -> ScenarioPlan {
                 name: vfps_chaos::scenario::ScenarioName::new(s.name()),
                 duration_seconds: *d,
                 max_outage_seconds: 0,
+                gate: true,
                 draw: Draw::undrawn(),
             })
             .collect(),

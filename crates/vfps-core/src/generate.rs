@@ -52,17 +52,21 @@ impl GenerationMethod {
         if let Ok(n) = t.parse::<i32>() {
             return Self::from_wire(n);
         }
+        // The proto names (`PSEUDONYM_GENERATION_METHOD_UUID4`, `UUID4`) and
+        // upstream's .NET enum names (`SecureRandomBase64UrlEncoded`, as its
+        // appsettings.json writes them), case-insensitively.
         let upper = t.to_ascii_uppercase();
         let short = upper
             .strip_prefix("PSEUDONYM_GENERATION_METHOD_")
-            .unwrap_or(&upper);
-        Some(match short {
-            "UNSPECIFIED" | "SECURE_RANDOM_BASE64URL_ENCODED" => Self::SecureRandomBase64UrlEncoded,
-            "SHA256_HEX_ENCODED" => Self::Sha256HexEncoded,
+            .unwrap_or(&upper)
+            .replace('_', "");
+        Some(match short.as_str() {
+            "UNSPECIFIED" | "SECURERANDOMBASE64URLENCODED" => Self::SecureRandomBase64UrlEncoded,
+            "SHA256HEXENCODED" => Self::Sha256HexEncoded,
             "UUID4" => Self::Uuid4,
             "UUID7" => Self::Uuid7,
-            "FULL_RANDOM_HEX_ENCODED" => Self::FullRandomHexEncoded,
-            "FULL_RANDOM_BASE62_ENCODED" => Self::FullRandomBase62Encoded,
+            "FULLRANDOMHEXENCODED" => Self::FullRandomHexEncoded,
+            "FULLRANDOMBASE62ENCODED" => Self::FullRandomBase62Encoded,
             _ => return None,
         })
     }
@@ -251,6 +255,15 @@ mod tests {
         assert_eq!(
             GenerationMethod::parse_config("0"),
             Some(GenerationMethod::SecureRandomBase64UrlEncoded)
+        );
+        // Upstream's appsettings.json writes its .NET enum names.
+        assert_eq!(
+            GenerationMethod::parse_config("SecureRandomBase64UrlEncoded"),
+            Some(GenerationMethod::SecureRandomBase64UrlEncoded)
+        );
+        assert_eq!(
+            GenerationMethod::parse_config("FullRandomBase62Encoded"),
+            Some(GenerationMethod::FullRandomBase62Encoded)
         );
         assert_eq!(GenerationMethod::parse_config("9"), None);
         assert_eq!(GenerationMethod::parse_config("md5"), None);

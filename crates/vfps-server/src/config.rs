@@ -9,6 +9,7 @@
 //! validates its own keys and records what is wrong instead of failing fast, so
 //! [`Settings::load`] only composes them and one run names every bad key.
 
+mod appsettings;
 mod authorization;
 mod env;
 mod init_namespaces;
@@ -140,7 +141,8 @@ pub struct Migrations {
 }
 
 /// `Pseudonymization__Caching__*`, as upstream: one absolute expiration and size
-/// limit (entries) for both caches, each cache switched on by itself.
+/// limit (entries) for both caches, each cache switched on by itself, and each
+/// limit overridable per cache (`…__Namespaces__SizeLimit`, …).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Caching {
     /// `…__Namespaces__IsEnabled`: saves a namespace read on every call.
@@ -152,6 +154,34 @@ pub struct Caching {
     pub absolute_expiration: Duration,
     /// `…__SizeLimit`: entries per cache, bounding each replica's memory.
     pub size_limit: usize,
+    /// `…__Namespaces__{AbsoluteExpiration,SizeLimit}`, over the shared ones.
+    pub namespace_limits: CacheLimits,
+    /// `…__Pseudonyms__{AbsoluteExpiration,SizeLimit}`, over the shared ones.
+    pub pseudonym_limits: CacheLimits,
+}
+
+/// One cache's own limits; unset ones are the shared ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CacheLimits {
+    pub absolute_expiration: Option<Duration>,
+    pub size_limit: Option<usize>,
+}
+
+impl Caching {
+    /// The namespace cache's expiration and size.
+    pub fn namespace_cache(&self) -> (Duration, usize) {
+        self.resolve(self.namespace_limits)
+    }
+    /// The pseudonym cache's expiration and size.
+    pub fn pseudonym_cache(&self) -> (Duration, usize) {
+        self.resolve(self.pseudonym_limits)
+    }
+    fn resolve(&self, own: CacheLimits) -> (Duration, usize) {
+        (
+            own.absolute_expiration.unwrap_or(self.absolute_expiration),
+            own.size_limit.unwrap_or(self.size_limit),
+        )
+    }
 }
 
 impl Default for Caching {
@@ -161,6 +191,8 @@ impl Default for Caching {
             pseudonyms: false,
             absolute_expiration: Duration::from_secs(3600),
             size_limit: 32,
+            namespace_limits: CacheLimits::default(),
+            pseudonym_limits: CacheLimits::default(),
         }
     }
 }
@@ -272,9 +304,28 @@ impl Settings {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: &Flags,
     ) -> Result<(Self, Vec<String>), ConfigErrors> {
-        let env = Env::new(vars);
         let mut errors = Vec::new();
         let mut notes = Vec::new();
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        // `VFPS_APPSETTINGS_FILE`: an upstream appsettings.json, read first so
+        // that the environment overrides it, as ASP.NET layers them.
+        let file = vars
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("VFPS_APPSETTINGS_FILE"))
+            .map(|(_, v)| v.trim().to_owned())
+            .filter(|v| !v.is_empty());
+        let mut layered = Vec::new();
+        if let Some(path) = file {
+            match appsettings::read(std::path::Path::new(&path)) {
+                Ok(pairs) => {
+                    notes.push(format!("read {} settings from {path}", pairs.len()));
+                    layered = pairs;
+                }
+                Err(e) => errors.push(format!("VFPS_APPSETTINGS_FILE={path:?}: {e}")),
+            }
+        }
+        layered.extend(vars);
+        let env = Env::new(layered);
         // Every section is parsed even after one failed, so all problems are
         // reported together; fields are evaluated in the order written.
         let settings = Self {
@@ -441,24 +492,66 @@ impl Caching {
                 parse_bool,
                 "true or false",
             ),
-            absolute_expiration: setting(
+            absolute_expiration: expiration(
                 env,
                 errors,
                 "Pseudonymization__Caching__AbsoluteExpiration",
-                defaults.absolute_expiration,
-                parse_duration,
-                "a duration such as 01:00:00 or 3600s",
-            ),
-            size_limit: setting(
-                env,
-                errors,
-                "Pseudonymization__Caching__SizeLimit",
-                defaults.size_limit,
-                |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
-                "a positive number of entries",
-            ),
+            )
+            .unwrap_or(defaults.absolute_expiration),
+            size_limit: size_limit(env, errors, "Pseudonymization__Caching__SizeLimit")
+                .unwrap_or(defaults.size_limit),
+            namespace_limits: CacheLimits {
+                absolute_expiration: expiration(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                ),
+                size_limit: size_limit(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Namespaces__SizeLimit",
+                ),
+            },
+            pseudonym_limits: CacheLimits {
+                absolute_expiration: expiration(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Pseudonyms__AbsoluteExpiration",
+                ),
+                size_limit: size_limit(
+                    env,
+                    errors,
+                    "Pseudonymization__Caching__Pseudonyms__SizeLimit",
+                ),
+            },
         }
     }
+}
+
+/// A cache expiration, if set (and valid).
+fn expiration(env: &Env, errors: &mut Vec<String>, key: &str) -> Option<Duration> {
+    env.get(key)?;
+    Some(setting(
+        env,
+        errors,
+        key,
+        Duration::ZERO,
+        parse_duration,
+        "a duration such as 0.01:00:00, 01:00:00 or 3600s",
+    ))
+}
+
+/// A cache size limit, if set (and valid).
+fn size_limit(env: &Env, errors: &mut Vec<String>, key: &str) -> Option<usize> {
+    env.get(key)?;
+    Some(setting(
+        env,
+        errors,
+        key,
+        1,
+        |v| v.trim().parse::<usize>().ok().filter(|n| *n > 0),
+        "a positive number of entries",
+    ))
 }
 
 impl Batching {
@@ -638,6 +731,7 @@ mod tests {
                 pseudonyms: true,
                 absolute_expiration: Duration::from_secs(3600),
                 size_limit: 65534,
+                ..Caching::default()
             }
         );
         assert_eq!(s.init_namespaces.len(), 2);
@@ -674,6 +768,67 @@ mod tests {
             assert!(text.contains(needle), "{needle} missing from {text}");
         }
         assert!(!text.contains("hunter2"));
+    }
+
+    #[test]
+    fn upstream_cache_settings_take_timespans_and_per_cache_limits() {
+        let s = load(&[
+            ("Pseudonymization__Caching__Namespaces__IsEnabled", "true"),
+            (
+                "Pseudonymization__Caching__AbsoluteExpiration",
+                "0.01:00:00",
+            ),
+            ("Pseudonymization__Caching__SizeLimit", "100"),
+            ("Pseudonymization__Caching__Pseudonyms__SizeLimit", "5000"),
+            (
+                "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                "00:05:00",
+            ),
+        ])
+        .unwrap();
+        let c = s.caching;
+        assert_eq!(c.namespace_cache(), (Duration::from_secs(300), 100));
+        assert_eq!(c.pseudonym_cache(), (Duration::from_secs(3600), 5000));
+        let e = load(&[
+            ("Pseudonymization__Caching__Pseudonyms__SizeLimit", "0"),
+            (
+                "Pseudonymization__Caching__Namespaces__AbsoluteExpiration",
+                "1.25:00:00",
+            ),
+        ])
+        .unwrap_err();
+        assert_eq!(e.0.len(), 2, "{e}");
+    }
+
+    #[test]
+    fn an_upstream_appsettings_file_is_read_and_the_environment_overrides_it() {
+        let dir = std::env::temp_dir().join(format!("vfps-appsettings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("appsettings.json");
+        std::fs::write(
+            &file,
+            r#"{"Init": {"v1": {"Namespaces": [{"Name": "default", "PseudonymGenerationMethod": "SecureRandomBase64UrlEncoded", "PseudonymLength": 32, "PseudonymPrefix": "default-"}]}},
+                "Pseudonymization": {"Caching": {"SizeLimit": 100, "AbsoluteExpiration": "0.00:10:00"}}}"#,
+        )
+        .unwrap();
+        let path = file.display().to_string();
+        let s = load(&[
+            ("VFPS_APPSETTINGS_FILE", path.as_str()),
+            ("Pseudonymization__Caching__SizeLimit", "7"),
+        ])
+        .unwrap();
+        assert_eq!(s.init_namespaces.len(), 1);
+        assert_eq!(s.init_namespaces[0].name, "default");
+        assert_eq!(
+            s.init_namespaces[0].settings.prefix.as_deref(),
+            Some("default-")
+        );
+        assert_eq!(s.caching.size_limit, 7, "the environment wins");
+        assert_eq!(s.caching.absolute_expiration, Duration::from_secs(600));
+        std::fs::write(&file, "not json").unwrap();
+        let e = load(&[("VFPS_APPSETTINGS_FILE", path.as_str())]).unwrap_err();
+        assert!(e.0[0].contains("not JSON"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -872,6 +1027,38 @@ mod tests {
         assert_eq!(parse_duration("5"), Some(Duration::from_secs(5)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("00:05:00"), Some(Duration::from_secs(300)));
+        // .NET TimeSpan, as upstream's settings write it.
+        assert_eq!(
+            parse_duration("0.01:00:00"),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            parse_duration("1.00:00:00"),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            parse_duration("00:00:01.5"),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_duration("00:00:00.0000001"),
+            Some(Duration::from_nanos(100))
+        );
+        assert_eq!(
+            parse_duration("36:00:00"),
+            Some(Duration::from_secs(129_600))
+        );
+        for bad in [
+            "1.24:00:00",
+            "00:60:00",
+            "00:00:60",
+            "0.01:00",
+            "a.01:00:00",
+            "00:00:01.x",
+            "-1:00:00",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
         assert_eq!(parse_duration("5 parsecs"), None);
         assert_eq!(parse_duration("-1s"), None);
     }

@@ -77,16 +77,12 @@ impl Service {
             store,
             coalescer,
             namespaces: caching.namespaces.then(|| {
-                Arc::new(TtlCache::new(
-                    caching.absolute_expiration,
-                    caching.size_limit,
-                ))
+                let (expiration, size) = caching.namespace_cache();
+                Arc::new(TtlCache::new(expiration, size))
             }),
             pseudonyms: caching.pseudonyms.then(|| {
-                Arc::new(TtlCache::new(
-                    caching.absolute_expiration,
-                    caching.size_limit,
-                ))
+                let (expiration, size) = caching.pseudonym_cache();
+                Arc::new(TtlCache::new(expiration, size))
             }),
             metrics,
         }

@@ -307,6 +307,39 @@ contract!(
     access_tokens_are_kept_by_hash_and_revoked_once,
 );
 
+/// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in
+/// that schema, which the migrations create, and every session works in it.
+#[tokio::test]
+async fn a_search_path_puts_the_tables_in_its_schema() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let cs = format!("{};Search Path=vfps_app", db.connection_string);
+    let opts = vfps_store::postgres::npgsql::parse(&cs, None, None)
+        .unwrap()
+        .options;
+    assert_eq!(opts.first_schema().as_deref(), Some("vfps_app"));
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    let tables = cluster
+        .psql(
+            &db.name,
+            "SELECT string_agg(schemaname || '.' || tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename IN ('namespaces', 'pseudonyms')",
+        )
+        .unwrap();
+    assert_eq!(tables.trim(), "vfps_app.namespaces,vfps_app.pseudonyms");
+    store
+        .create_namespace(&namespace("in-schema", 16))
+        .await
+        .unwrap();
+    assert!(store
+        .get_namespace(&NamespaceName::parse("in-schema").unwrap())
+        .await
+        .unwrap()
+        .is_some());
+    let bad = vfps_store::postgres::npgsql::parse("Host=x;Search Path= ", None, None);
+    assert!(bad.is_err());
+}
+
 #[tokio::test]
 async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     let db = vfps_testkit::shared().create_database().unwrap();

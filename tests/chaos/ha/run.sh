@@ -29,11 +29,23 @@ driver() {
   fi
   local dir=$repo/target/kind-driver image=ghcr.io/miracum/vfps/stress-test:$STRESS_TEST_TAG id
   mkdir -p "$dir"
-  if command -v docker >/dev/null && docker image inspect "$image" >/dev/null 2>&1; then
+  # The binary inside the image is Linux (of the image's architecture): it runs
+  # here only on a Linux host of the same architecture. Elsewhere (macOS, arm64
+  # with an amd64 image) the driver is built for this host.
+  local host_arch image_arch=""
+  host_arch=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
+  if command -v docker >/dev/null; then
+    image_arch=$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$image" 2>/dev/null || true)
+  fi
+  if [ "$image_arch" = "linux/$host_arch" ] && [ "$(uname -s)" = Linux ]; then
     id=$(docker create "$image")
     docker cp "$id:/usr/local/bin/vfps-chaos" "$dir/vfps-chaos" >/dev/null
     docker rm "$id" >/dev/null
   else
+    command -v cargo >/dev/null || {
+      echo "run.sh: the driver in $image is ${image_arch:-missing} and cannot run on $(uname -s)/$host_arch; install Rust (cargo) to build it here, or set VFPS_CHAOS to a vfps-chaos built for this host" >&2
+      exit 2
+    }
     cargo build --release --locked -p vfps-chaos --manifest-path "$repo/Cargo.toml" >&2
     cp "$repo/target/release/vfps-chaos" "$dir/vfps-chaos"
   fi

@@ -127,17 +127,29 @@ pub fn per_scenario(
                 .collect();
             let a = of(&inside, rate_per_second);
             let budget = planned.max_outage_seconds;
+            let within = a.longest_outage_seconds <= budget;
+            let summary = if planned.gate {
+                format!(
+                    "{}: longest outage {} s (budget {budget} s), unavailable {:.2} s",
+                    w.scenario, a.longest_outage_seconds, a.unavailable_seconds
+                )
+            } else {
+                format!(
+                    "{}: longest outage {} s (reference {budget} s{}; reported, the run's budgets decide), unavailable {:.2} s",
+                    w.scenario,
+                    a.longest_outage_seconds,
+                    if within { "" } else { ", above it" },
+                    a.unavailable_seconds
+                )
+            };
             Ok(ScenarioResult {
                 scenario: w.scenario.clone(),
                 availability: a,
                 max_outage_seconds: budget,
                 verdict: Verdict::holds(
                     Property::ScenarioOutage,
-                    a.longest_outage_seconds <= budget,
-                    format!(
-                        "{}: longest outage {} s (budget {budget} s), unavailable {:.2} s",
-                        w.scenario, a.longest_outage_seconds, a.unavailable_seconds
-                    ),
+                    within || !planned.gate,
+                    summary,
                 ),
                 findings: 0,
             })
@@ -268,6 +280,54 @@ mod tests {
             "3 s exceeds the 2 s budget"
         );
         assert!((r[1].availability.unavailable_seconds - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn on_kubernetes_a_scenario_budget_is_reported_unless_set_or_switched_on() {
+        let rows: Vec<Row> = (0..10)
+            .map(|s| timeline_row(s, if (5..8).contains(&s) { 0 } else { 10 }))
+            .collect();
+        let events = vec![
+            event(0.0, "rollout", EventKind::Start),
+            event(9.5, "rollout", EventKind::End),
+        ];
+        let windows = crate::scenario::events::windows(&events);
+        let verdict = |vars: &[(&str, &str)]| {
+            let plan = ScenarioPlan::from_env("rollout", Target::Kind, |k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            })
+            .unwrap();
+            per_scenario(&rows, &windows, &plan, 10).unwrap()[0]
+                .verdict
+                .clone()
+        };
+        // Default on kind: 3 s against a 0 s reference is reported, not failed.
+        let reported = verdict(&[]);
+        assert_eq!(reported.validity, Validity::Valid);
+        assert!(
+            reported.summary.contains("above it"),
+            "{}",
+            reported.summary
+        );
+        // Switched on for every scenario, or one budget set explicitly: a gate.
+        assert_eq!(
+            verdict(&[("SCENARIO_GATES", "on")]).validity,
+            Validity::Invalid
+        );
+        assert_eq!(
+            verdict(&[("MAX_OUTAGE_ROLLOUT", "2")]).validity,
+            Validity::Invalid
+        );
+        assert_eq!(
+            verdict(&[("MAX_OUTAGE_ROLLOUT", "5")]).validity,
+            Validity::Valid
+        );
+        assert!(ScenarioPlan::from_env("rollout", Target::Kind, |k| {
+            (k == "SCENARIO_GATES").then(|| "sometimes".into())
+        })
+        .is_err());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A node drain: a node without the database primary, on a healthy cluster
-//! only, held drained a while and always uncordoned, whatever the drain did.
+//! with every replica ready only (a drain while one is still starting takes a
+//! second one out), held drained a while and always uncordoned, whatever the
+//! drain did.
 
 use anyhow::Context;
 
@@ -13,6 +15,7 @@ pub async fn run<F: Faults>(
     rec: &Recorder,
 ) -> anyhow::Result<()> {
     f.wait_db_healthy(f.heal_timeout()).await?;
+    f.wait_replicas_ready(f.heal_timeout()).await?;
     let node = f.drain_target().await?;
     let drained = f.drain(&node).await;
     if drained.is_ok() {

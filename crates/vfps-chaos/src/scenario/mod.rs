@@ -191,6 +191,9 @@ pub struct Planned {
     pub name: ScenarioName,
     pub duration_seconds: u64,
     pub max_outage_seconds: u64,
+    /// Whether its own outage budget decides the run, or is only reported next
+    /// to the run's global budgets (`SCENARIO_GATES`, `MAX_OUTAGE_<NAME>`).
+    pub gate: bool,
     /// What the run's seed decided for it.
     pub draw: Draw,
 }
@@ -268,6 +271,15 @@ impl ScenarioPlan {
         var: impl Fn(&str) -> Option<String>,
     ) -> Result<ScenarioPlan, PlanError> {
         let err = |m: String| PlanError(m);
+        // Per-scenario budgets gate the local run (its gray faults' budgets are
+        // the point of it); on Kubernetes the run's global budgets decide, as
+        // the upstream design has it, and per-scenario figures are reported.
+        let gates_by_default = match var("SCENARIO_GATES").as_deref().map(str::trim) {
+            None | Some("") => target == Target::Local,
+            Some("on" | "true") => true,
+            Some("off" | "false") => false,
+            Some(other) => return Err(err(format!("SCENARIO_GATES={other:?} is not on or off"))),
+        };
         let mut scenarios = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let scenario = Scenario::parse(name).ok_or_else(|| {
@@ -308,15 +320,16 @@ impl ScenarioPlan {
             if duration == 0 {
                 return Err(err(format!("{duration_var} must be at least 1")));
             }
-            let budget = seconds(
-                duration_var.replace("DURATION_", "MAX_OUTAGE_"),
-                scenario.default_max_outage(),
-            )?;
+            let budget_var = duration_var.replace("DURATION_", "MAX_OUTAGE_");
+            // A budget set explicitly is meant: it gates.
+            let gate = gates_by_default || var(&budget_var).is_some();
+            let budget = seconds(budget_var, scenario.default_max_outage())?;
             scenarios.push(Planned {
                 scenario,
                 name: ScenarioName::new(name),
                 duration_seconds: duration,
                 max_outage_seconds: budget,
+                gate,
                 draw: Draw::undrawn(),
             });
         }

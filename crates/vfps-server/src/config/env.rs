@@ -4,21 +4,12 @@
 use std::{collections::BTreeMap, time::Duration};
 
 /// Parses a duration: `500ms`, `5s`, `2m`, `1h`, a bare number of seconds, or a
-/// .NET TimeSpan `hh:mm:ss`.
+/// .NET TimeSpan `[d.]hh:mm:ss[.fffffff]` (upstream's own format, e.g.
+/// `0.01:00:00` for an hour).
 pub fn parse_duration(raw: &str) -> Option<Duration> {
     let t = raw.trim();
     if t.contains(':') {
-        let parts: Vec<&str> = t.split(':').collect();
-        if parts.len() != 3 {
-            return None;
-        }
-        let h: u64 = parts[0].parse().ok()?;
-        let m: u64 = parts[1].parse().ok()?;
-        let s: f64 = parts[2].parse().ok()?;
-        if m >= 60 || !(0.0..60.0).contains(&s) {
-            return None;
-        }
-        return Some(Duration::from_secs(h * 3600 + m * 60) + Duration::from_secs_f64(s));
+        return parse_timespan(t);
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -36,6 +27,48 @@ pub fn parse_duration(raw: &str) -> Option<Duration> {
         _ => return None,
     };
     Some(Duration::from_secs_f64(secs))
+}
+
+/// `[d.]hh:mm:ss[.fffffff]`, as .NET's `TimeSpan.Parse` writes it: hours below
+/// 24 when days are given, minutes and seconds below 60.
+fn parse_timespan(t: &str) -> Option<Duration> {
+    let digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = t.split(':').collect();
+    let [first, m, s] = parts[..] else {
+        return None;
+    };
+    let (days, h) = match first.split_once('.') {
+        Some((d, h)) => (Some(d), h),
+        None => (None, first),
+    };
+    let (whole, fraction) = match s.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (s, None),
+    };
+    if !(digits(h) && digits(m) && digits(whole)) {
+        return None;
+    }
+    let days: u64 = match days {
+        Some(d) if digits(d) => d.parse().ok()?,
+        Some(_) => return None,
+        None => 0,
+    };
+    let (h, m, whole): (u64, u64, u64) = (h.parse().ok()?, m.parse().ok()?, whole.parse().ok()?);
+    if m >= 60 || whole >= 60 || (days > 0 && h >= 24) {
+        return None;
+    }
+    let nanos = match fraction {
+        None => 0,
+        Some(f) if digits(f) => {
+            let padded = format!("{f:0<9}");
+            padded.parse::<u32>().ok()?
+        }
+        Some(_) => return None,
+    };
+    Some(Duration::new(
+        (days * 24 + h) * 3600 + m * 60 + whole,
+        nanos,
+    ))
 }
 
 pub(super) fn parse_bool(raw: &str) -> Option<bool> {

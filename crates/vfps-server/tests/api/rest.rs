@@ -138,7 +138,37 @@ async fn rest_errors_carry_the_grpc_code_and_http_status(backend: Backend) {
     }
 }
 
+/// Upstream's JSON transcoding skips fields it does not know; a wrong type is
+/// still refused.
+async fn rest_bodies_skip_unknown_fields_but_not_wrong_types(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let c = &app.http_client;
+    let url = |p: &str| format!("{}{p}", app.http);
+    let r = c
+        .post(url("/v1/namespaces"))
+        .json(&json!({"name": "n", "pseudonymGenerationMethod": 5, "pseudonymLength": 8, "labels": {"team": "x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let r = c
+        .post(url("/v1/namespaces/n/pseudonyms"))
+        .json(&json!({"originalValue": "someone", "clientVersion": 7}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let r = c
+        .post(url("/v1/namespaces/n/pseudonyms"))
+        .json(&json!({"originalValue": 42}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
 crate::on_both_backends!(
     rest_routes_speak_proto3_json,
-    rest_errors_carry_the_grpc_code_and_http_status
+    rest_errors_carry_the_grpc_code_and_http_status,
+    rest_bodies_skip_unknown_fields_but_not_wrong_types
 );

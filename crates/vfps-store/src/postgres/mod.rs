@@ -202,6 +202,15 @@ impl PgStore {
         steps
             .run(c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]))
             .await?;
+        if let Some(schema) = self.options.first_schema() {
+            // `Search Path` names where the tables live; the owner creates it.
+            steps
+                .run(c.batch_execute(&format!(
+                    "CREATE SCHEMA IF NOT EXISTS \"{}\"",
+                    schema.replace('"', "\"\"")
+                )))
+                .await?;
+        }
         steps
             .run(c.batch_execute(
                 "CREATE TABLE IF NOT EXISTS vfps_schema_migrations (

@@ -40,6 +40,21 @@ pub struct PgOptions {
     pub tcp_keepalive: Duration,
     /// `SSL Mode`, `Root Certificate`, `Trust Server Certificate`.
     pub ssl: SslOptions,
+    /// Npgsql `Search Path`: the session's `search_path`; migrations create the
+    /// first schema of it if it is missing.
+    pub search_path: Option<String>,
+}
+
+impl PgOptions {
+    /// The first schema of `Search Path`, unquoted, if one is set.
+    pub fn first_schema(&self) -> Option<String> {
+        let first = self.search_path.as_deref()?.split(',').next()?.trim();
+        let unquoted = first
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .map_or_else(|| first.to_owned(), |s| s.replace("\"\"", "\""));
+        (!unquoted.is_empty()).then_some(unquoted)
+    }
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -58,6 +73,7 @@ impl std::fmt::Debug for PgOptions {
                 &self.idle_in_transaction_timeout,
             )
             .field("ssl", &self.ssl)
+            .field("search_path", &self.search_path)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +164,7 @@ pub fn parse(
         application_name: "vfps".into(),
         tcp_keepalive: Duration::from_secs(5),
         ssl: SslOptions::default(),
+        search_path: None,
     };
     let mut ignored = Vec::new();
     for (key, value) in pairs(raw)? {
@@ -211,6 +228,14 @@ pub fn parse(
                 )))
             }
             "applicationname" => o.application_name = value,
+            "searchpath" => {
+                if value.chars().any(|c| c.is_control()) || value.trim().is_empty() {
+                    return Err(ParseError(
+                        "Search Path must be a non-empty list of schemas".into(),
+                    ));
+                }
+                o.search_path = Some(value.trim().to_owned())
+            }
             "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
             _ => ignored.push(key),
         }

@@ -199,6 +199,13 @@ impl Manager {
                 WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, false)",
             o.idle_in_transaction_timeout.as_millis().max(1)
         );
+        let session = match &o.search_path {
+            Some(path) => format!(
+                "{session}; SELECT set_config('search_path', '{}', false)",
+                path.replace('\'', "''")
+            ),
+            None => session,
+        };
         Ok(Self {
             config: c,
             tls: super::tls::connector(&o.ssl)?,

@@ -53,6 +53,7 @@ pub async fn up<R: Runner>(
     }
     let started = std::time::Instant::now();
     let step = |what: &str| eprintln!("up: {what} ({:.0} s)", started.elapsed().as_secs_f64());
+    let versions = Versions::parse(&kube.asset("versions.env")?)?;
     let config = args.assets.join("kind-config.yaml").display().to_string();
     let existing = kube.run("kind", &["get", "clusters"]).await?;
     if existing.lines().any(|l| l.trim() == args.cluster_name) {
@@ -67,6 +68,8 @@ pub async fn up<R: Runner>(
                 &args.cluster_name,
                 "--config",
                 &config,
+                "--image",
+                &versions.kind_node_image,
                 "--wait",
                 "120s",
             ],
@@ -78,6 +81,7 @@ pub async fn up<R: Runner>(
         format!("{IMAGE}:{}", args.image_tag),
         format!("{STRESS_TEST_IMAGE}:{}", args.stress_test_tag()),
     ];
+    refuse_foreign_image(kube, &images[0]).await?;
     let mut load = vec!["load", "docker-image", "--name", &args.cluster_name];
     load.extend(images.iter().map(String::as_str));
     kube.run("kind", &load).await?;
@@ -96,6 +100,8 @@ pub async fn up<R: Runner>(
             "--install",
             "cnpg",
             "cnpg/cloudnative-pg",
+            "--version",
+            &versions.cnpg_chart,
             "-n",
             "cnpg-system",
             "--create-namespace",
@@ -111,6 +117,8 @@ pub async fn up<R: Runner>(
             "--install",
             "chaos-mesh",
             "chaos-mesh/chaos-mesh",
+            "--version",
+            &versions.chaos_mesh_chart,
             "-n",
             "chaos-mesh",
             "--create-namespace",
@@ -171,6 +179,65 @@ pub async fn up<R: Runner>(
     step("access tokens of the run made (authorization is on)");
     step("steady state: 3 ready database instances, vfps rolled out");
     Ok(())
+}
+
+/// Refuses an image that is not this project's vfps (e.g. upstream's .NET
+/// image, whose CLI knows neither `serve` nor `migrate --check --wait`: its
+/// pods would never leave Init) before anything is loaded or installed.
+async fn refuse_foreign_image<R: Runner>(kube: &Kube<R>, image: &str) -> anyhow::Result<()> {
+    let answer = kube
+        .run(
+            "docker",
+            &[
+                "run",
+                "--rm",
+                "--entrypoint",
+                "/usr/local/bin/vfps",
+                image,
+                "--version",
+            ],
+        )
+        .await;
+    match answer {
+        Ok(out) if out.trim_start().starts_with("vfps ") => Ok(()),
+        Ok(out) => bail!(
+            "{image} is not an image of this vfps (`vfps --version` printed {:?}); build it with `docker buildx build --load -t {image} .` or pass this project's --image-tag",
+            out.trim()
+        ),
+        Err(e) => bail!(
+            "{image} is not an image of this vfps (it has no /usr/local/bin/vfps: {e:#}); upstream's .NET image cannot run this chart — build this project's with `docker buildx build --load -t {image} .`"
+        ),
+    }
+}
+
+/// `versions.env`: the pinned chart versions and kind node image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub cnpg_chart: String,
+    pub chaos_mesh_chart: String,
+    pub kind_node_image: String,
+}
+
+impl Versions {
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let get = |key: &str| {
+            text.lines()
+                .filter_map(|l| l.trim().split_once('='))
+                .find(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("versions.env: {key} is not set"))
+        };
+        let kind_node_image = get("KIND_NODE_IMAGE")?;
+        if !kind_node_image.contains("@sha256:") {
+            bail!("versions.env: KIND_NODE_IMAGE={kind_node_image} is not pinned by digest");
+        }
+        Ok(Self {
+            cnpg_chart: get("CNPG_CHART_VERSION")?,
+            chaos_mesh_chart: get("CHAOS_MESH_CHART_VERSION")?,
+            kind_node_image,
+        })
+    }
 }
 
 /// Where the load Job finds the run's tokens.

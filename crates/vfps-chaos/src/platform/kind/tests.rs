@@ -436,6 +436,10 @@ impl Model {
             self.violations
                 .push("drained while the database was not healthy".into());
         }
+        if self.vfps.iter().any(|p| p.warming > 0 || p.terminating) {
+            self.violations
+                .push("drained while a vfps replica was not ready".into());
+        }
         self.cordoned.push(node.to_owned());
         if self.drain_times_out {
             anyhow::bail!("error: timed out waiting for the condition");
@@ -505,6 +509,9 @@ impl Runner for FakeKubectl {
         let mut m = self.model();
         let line = format!("{program} {}", args.join(" "));
         m.commands.push(line.clone());
+        if program == "docker" && args.first() == Some(&"run") {
+            return Ok("vfps 0.1.0\n".into());
+        }
         if program != "kubectl" {
             return Ok(String::new());
         }
@@ -662,6 +669,7 @@ fn planned(scenario: Scenario, name: &str, seconds: u64) -> Planned {
         name: ScenarioName::new(name),
         duration_seconds: seconds,
         max_outage_seconds: 0,
+        gate: true,
         draw: Draw::undrawn(),
     }
 }
@@ -880,6 +888,19 @@ async fn a_primary_kill_without_a_labelled_primary_fails_loudly() {
 }
 
 #[tokio::test]
+async fn a_drain_waits_until_every_replica_is_ready() {
+    let k = kube();
+    // A replica still starting (after a rollout, say): draining now would
+    // take a second one out.
+    k.runner.model().vfps[1].warming = 8;
+    let (r, _) = run_plan(&k, vec![planned(Scenario::Drain, "drain", 1)]).await;
+    r.unwrap();
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert!(m.commands.iter().any(|c| c.starts_with("kubectl drain")));
+}
+
+#[tokio::test]
 async fn a_drain_that_times_out_fails_and_the_node_is_uncordoned_anyway() {
     let k = kube();
     k.runner.model().drain_times_out = true;
@@ -978,6 +999,10 @@ async fn up_builds_the_topology_in_order() {
     assert!(at("kind create cluster --name vfps-ha") < at("kind load docker-image"));
     assert!(cmds[at("kind load docker-image")].contains("ghcr.io/miracum/vfps/stress-test:ci"));
     assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("dashboard.create=false"));
+    // Pinned: the operators the manifests are validated against, the node image by digest.
+    assert!(cmds[at("cnpg/cloudnative-pg")].contains("--version 0.26.1"));
+    assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("--version 2.7.2"));
+    assert!(cmds[at("kind create cluster")].contains("--image kindest/node:v1.32.2@sha256:"));
     assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("/run/containerd/containerd.sock"));
     assert!(at("cnpg/cloudnative-pg") < at("get cluster vfps-db"));
     assert!(
@@ -997,6 +1022,41 @@ async fn up_builds_the_topology_in_order() {
         k.runner.model().tokens_secret,
         "the tokens Secret is applied"
     );
+}
+
+#[tokio::test]
+async fn up_refuses_an_image_that_is_not_this_vfps_before_loading_it() {
+    for answer in [
+        Ok("Unhandled exception. System.ArgumentException".to_owned()),
+        Err("exec: /usr/local/bin/vfps: not found"),
+    ] {
+        let fake = Overriding(FakeKubectl::new(), move |program: &str, _: &[&str]| {
+            (program == "docker").then(|| answer.clone().map_err(|e| anyhow::anyhow!(e)))
+        });
+        let mut k = Kube::new(fake, &assets());
+        k.poll = Duration::from_millis(5);
+        let e = install::up(&k, &kind_args(), None).await.unwrap_err();
+        assert!(
+            e.to_string().contains("is not an image of this vfps"),
+            "{e:#}"
+        );
+        let cmds = k.runner.0.model().commands.clone();
+        assert!(!cmds.iter().any(|c| c.contains("kind load")), "{cmds:#?}");
+    }
+}
+
+#[test]
+fn versions_must_pin_the_node_image_by_digest() {
+    let pinned = std::fs::read_to_string(assets().join("versions.env")).unwrap();
+    assert_eq!(
+        install::Versions::parse(&pinned).unwrap().cnpg_chart,
+        "0.26.1"
+    );
+    let floating = pinned.replace("@sha256:", ":latest-");
+    let e = install::Versions::parse(&floating).unwrap_err();
+    assert!(e.to_string().contains("not pinned by digest"), "{e}");
+    let e = install::Versions::parse("CNPG_CHART_VERSION=1").unwrap_err();
+    assert!(e.to_string().contains("is not set"), "{e}");
 }
 
 fn kind_args() -> KindArgs {
