@@ -426,6 +426,33 @@ fn gray_knobs() -> nemesis::Knobs {
     k
 }
 
+/// Copies every log of a failed test's topology (Patroni, PostgreSQL, etcd,
+/// vfps) out of its directory, which `shutdown` removes, and says where.
+fn keep_logs(base: &std::path::Path, test: &str) {
+    let into = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("failed-{test}-{}", std::process::id()));
+    fn walk(dir: &std::path::Path, base: &std::path::Path, into: &std::path::Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, base, into);
+            } else if path.extension().is_some_and(|x| x == "log" || x == "csv")
+                || path.parent().is_some_and(|p| p.ends_with("log"))
+            {
+                let rel = path.strip_prefix(base).unwrap_or(&path);
+                let to = into.join(rel);
+                let _ = std::fs::create_dir_all(to.parent().unwrap_or(into));
+                let _ = std::fs::copy(&path, &to);
+            }
+        }
+    }
+    walk(base, base, &into);
+    eprintln!("the topology's logs are kept in {}", into.display());
+}
+
 /// Every gray fault on the real topology: each proves by behaviour that it
 /// applied and healed; then each made inert fails its scenario.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,6 +475,9 @@ async fn the_gray_faults_prove_themselves_and_an_inert_one_fails() {
     let writer = wal_writer(&l);
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(gray(&l))).await;
     writer.abort();
+    if outcome.is_err() {
+        keep_logs(&base, "gray");
+    }
     l.shutdown().await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);

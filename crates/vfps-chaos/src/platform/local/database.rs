@@ -66,6 +66,9 @@ bootstrap:
       use_pg_rewind: true
       use_slots: false
       parameters:
+        # Without slots, keep enough WAL for a rewound or lagging standby to
+        # catch up by streaming.
+        wal_keep_size: 512MB
         wal_retrieve_retry_interval: 500ms
         shared_buffers: 32MB
         max_connections: 200
@@ -180,6 +183,10 @@ pub(super) async fn start_etcd(base: &Path) -> anyhow::Result<()> {
     .await?;
     Ok(())
 }
+
+/// How long a standby may be "running" without streaming from the primary
+/// before a heal reinitialises it.
+pub const STUCK_STANDBY: Duration = Duration::from_secs(30);
 
 pub fn tokens_dir(base: &Path) -> PathBuf {
     base.join("tokens")
@@ -515,12 +522,108 @@ impl Local {
             .collect())
     }
 
+    /// Waits until [`Local::db_healthy`]. A standby that Patroni reports
+    /// running but that has not streamed from the primary for
+    /// [`STUCK_STANDBY`] is reinitialised (`patronictl reinit`), as an operator
+    /// would: Patroni 3.0.4 can leave a rejoined instance unable to follow.
+    /// On a timeout the error says which member is in which state.
     pub async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {
-        wait_for(
-            "a healthy database cluster (leader and two streaming standbys)",
-            timeout,
-            || self.db_healthy(),
-        )
-        .await
+        let started = tokio::time::Instant::now();
+        let mut reinitialised: Vec<String> = Vec::new();
+        loop {
+            if self.db_healthy().await {
+                return Ok(());
+            }
+            if started.elapsed() >= STUCK_STANDBY {
+                for name in self.stuck_standbys().await {
+                    if !reinitialised.contains(&name) {
+                        eprintln!(
+                            "database: {name} has not streamed from the primary for {STUCK_STANDBY:?}; reinitialising it"
+                        );
+                        if let Err(e) = self.reinit(&name).await {
+                            eprintln!("database: reinit of {name} failed: {e:#}");
+                        }
+                        reinitialised.push(name);
+                    }
+                }
+            }
+            if started.elapsed() >= timeout {
+                bail!(
+                    "timed out after {timeout:?} waiting for a healthy database cluster (leader and two streaming standbys): {}",
+                    self.db_report().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Standbys Patroni calls running that the running primary does not see
+    /// streaming.
+    async fn stuck_standbys(&self) -> Vec<String> {
+        let Ok(members) = self.members().await else {
+            return Vec::new();
+        };
+        let Some(leader) = members
+            .iter()
+            .find(|m| m.role == "leader" && m.state == "running")
+        else {
+            return Vec::new();
+        };
+        let Ok(zone) = zone_of(&leader.name) else {
+            return Vec::new();
+        };
+        let Ok(streaming) = self.streaming_standbys(zone).await else {
+            return Vec::new();
+        };
+        members
+            .iter()
+            .filter(|m| m.name != leader.name && !streaming.contains(&m.name))
+            .filter(|m| m.state == "running" || m.state == "streaming")
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
+    async fn reinit(&self, member: &str) -> anyhow::Result<()> {
+        let cfg = self
+            .opts
+            .base
+            .join("db-a/patroni.yml")
+            .display()
+            .to_string();
+        let ctl = patroni_tool("patronictl").display().to_string();
+        cmd(&ctl, &["-c", &cfg, "reinit", "vfps", member, "--force"])
+            .await
+            .map(|_| ())
+    }
+
+    /// Each member's role, state and timeline, and who streams from the primary.
+    async fn db_report(&self) -> String {
+        let members = match self.members().await {
+            Ok(m) => m,
+            Err(e) => return format!("the cluster view cannot be read: {e:#}"),
+        };
+        let mut parts: Vec<String> = members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} {} timeline {}",
+                    m.name,
+                    m.role,
+                    m.state,
+                    m.timeline.map_or("?".into(), |t| t.to_string())
+                )
+            })
+            .collect();
+        if let Some(zone) = members
+            .iter()
+            .find(|m| m.role == "leader")
+            .and_then(|l| zone_of(&l.name).ok())
+        {
+            parts.push(match self.streaming_standbys(zone).await {
+                Ok(s) => format!("streaming from the primary: [{}]", s.join(", ")),
+                Err(e) => format!("pg_stat_replication unreadable: {e:#}"),
+            });
+        }
+        parts.join("; ")
     }
 }
