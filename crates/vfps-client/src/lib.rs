@@ -87,11 +87,19 @@ fn never_sent(status: &Status) -> bool {
 }
 
 /// The status the caller sees for an attempt's failure: a request its closing
-/// connection never sent is `UNAVAILABLE` (and retried elsewhere).
+/// connection never sent is `UNAVAILABLE` (and retried elsewhere); so is a
+/// connection that broke during the call, which tonic reports as `UNKNOWN`
+/// with the transport error as its source (gRPC's convention, and grpc-go's,
+/// is `UNAVAILABLE`). An `UNKNOWN` the server sent has no such source and stays.
 fn transport_status(status: Status) -> Status {
     if status.code() == Code::Cancelled && never_sent(&status) {
         Status::unavailable(format!(
             "connection closed before the request was sent: {}",
+            status.message()
+        ))
+    } else if status.code() == Code::Unknown && std::error::Error::source(&status).is_some() {
+        Status::unavailable(format!(
+            "the connection failed during the call: {}",
             status.message()
         ))
     } else {
@@ -390,6 +398,25 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_transport_failure_tonic_calls_unknown_is_unavailable_but_a_servers_unknown_stays() {
+        // A replica killed mid-call: tonic reports the broken connection as
+        // UNKNOWN with the transport error as its source.
+        let broken = Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        )));
+        assert_eq!(broken.code(), Code::Unknown);
+        let seen = transport_status(broken);
+        assert_eq!(seen.code(), Code::Unavailable, "{seen:?}");
+        assert!(may_have_happened(&seen), "the server may have done it");
+        // An UNKNOWN the server itself sent (no transport source) is kept.
+        assert_eq!(
+            transport_status(Status::unknown("server said so")).code(),
+            Code::Unknown
+        );
+    }
     use super::*;
 
     /// Accepts connections, reads what arrives for 200 ms (the request), then
