@@ -584,6 +584,13 @@ impl Local {
     }
 
     async fn reinit(&self, member: &str) -> anyhow::Result<()> {
+        self.patronictl(&["reinit", "vfps", member, "--force"])
+            .await
+            .map(|_| ())
+    }
+
+    /// `patronictl` of the pinned installation, with the cluster's configuration.
+    pub(super) async fn patronictl(&self, args: &[&str]) -> anyhow::Result<String> {
         let cfg = self
             .opts
             .base
@@ -591,9 +598,9 @@ impl Local {
             .display()
             .to_string();
         let ctl = patroni_tool("patronictl").display().to_string();
-        cmd(&ctl, &["-c", &cfg, "reinit", "vfps", member, "--force"])
-            .await
-            .map(|_| ())
+        let mut all = vec!["-c", cfg.as_str()];
+        all.extend_from_slice(args);
+        cmd(&ctl, &all).await
     }
 
     /// Each member's role, state and timeline, and who streams from the primary.

@@ -7,23 +7,14 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::{Local, ZONES};
-use crate::platform::net::cmd;
 
 impl Local {
     /// The HA manager's view (list and history) into `dir`, with a suffix; a
     /// view that cannot be read is written as its error.
     pub async fn snapshot_cluster(&self, dir: &Path, suffix: &str) -> anyhow::Result<()> {
-        let cfg = self
-            .opts
-            .base
-            .join("db-a/patroni.yml")
-            .display()
-            .to_string();
-        for (what, args) in [("list", vec!["list"]), ("history", vec!["history"])] {
-            let mut a = vec!["-c", cfg.as_str()];
-            a.extend(args);
-            let ctl = super::database::patroni_tool("patronictl");
-            let out = cmd(&ctl.display().to_string(), &a)
+        for what in ["list", "history"] {
+            let out = self
+                .patronictl(&[what])
                 .await
                 .unwrap_or_else(|e| format!("{e:#}"));
             crate::report::write_file(dir, &format!("patroni-{what}-{suffix}.txt"), out)?;
