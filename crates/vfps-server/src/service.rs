@@ -28,6 +28,8 @@ const MAX_COLLISIONS: u32 = 16;
 /// Default and maximum page size of List.
 const DEFAULT_PAGE_SIZE: u32 = 25;
 const MAX_PAGE_SIZE: u32 = 1000;
+/// The create path's namespace cache holds at least this many namespaces.
+const MIN_NAMESPACE_ENTRIES: usize = 1024;
 
 /// A request to create a namespace, as it comes off the wire.
 #[derive(Debug, Clone, Default)]
@@ -46,10 +48,14 @@ pub struct Service {
     store: Arc<dyn Store>,
     /// Batches concurrent Creates into multi-row upserts.
     coalescer: Coalescer,
-    /// `Pseudonymization__Caching__Namespaces`; `None` when off (the default, as
-    /// upstream). Entries are served only while the store's coherence says their
-    /// namespace was not deleted since they were read.
-    namespaces: Option<Arc<TtlCache<NamespaceName, Arc<Namespace>>>>,
+    /// Namespace settings, always on for Creates: a candidate carries the
+    /// namespace's uid and the batch statement inserts nothing for another
+    /// incarnation, so a stale entry costs one re-read, never a wrong write.
+    namespaces: Arc<TtlCache<NamespaceName, Arc<Namespace>>>,
+    /// `Pseudonymization__Caching__Namespaces__IsEnabled` (off by default, as
+    /// upstream): reads (List's existence check) are served from the cache too,
+    /// while the store's coherence says the namespace was not deleted since.
+    namespaces_for_reads: bool,
     /// `Pseudonymization__Caching__Pseudonyms`: original → pseudonym, per replica,
     /// under the same rule.
     pseudonyms: Option<Arc<TtlCache<(NamespaceName, OriginalValue), Pseudonym>>>,
@@ -76,10 +82,11 @@ impl Service {
         Self {
             store,
             coalescer,
-            namespaces: caching.namespaces.then(|| {
+            namespaces: {
                 let (expiration, size) = caching.namespace_cache();
-                Arc::new(TtlCache::new(expiration, size))
-            }),
+                Arc::new(TtlCache::new(expiration, size.max(MIN_NAMESPACE_ENTRIES)))
+            },
+            namespaces_for_reads: caching.namespaces,
             pseudonyms: caching.pseudonyms.then(|| {
                 let (expiration, size) = caching.pseudonym_cache();
                 Arc::new(TtlCache::new(expiration, size))
@@ -141,37 +148,61 @@ impl Service {
         self.store.coherence().fresh(namespace.as_str(), read_at)
     }
 
+    /// Whether anything served from a cache depends on the store's coherence
+    /// (and a delete must wait its settle delay).
     fn caches(&self) -> bool {
-        self.namespaces.is_some() || self.pseudonyms.is_some()
+        self.namespaces_for_reads || self.pseudonyms.is_some()
     }
 
-    async fn namespace(
+    /// The namespace for a Create: from the cache whatever its age (the batch
+    /// statement checks its uid), else from the store.
+    async fn namespace_for_create(
         &self,
         name: &NamespaceName,
         deadline: Instant,
     ) -> Result<Arc<Namespace>, Error> {
-        if let Some((ns, read_at)) = self.namespaces.as_ref().and_then(|c| c.get(name)) {
-            if self.fresh(name, read_at) {
-                return Ok(ns);
+        match self.namespaces.get(name) {
+            Some((ns, _)) => Ok(ns),
+            None => self.read_namespace(name, deadline).await,
+        }
+    }
+
+    /// The namespace for a read: from the cache only when reads may use it and
+    /// no deletion of it can have been missed.
+    async fn namespace_for_read(
+        &self,
+        name: &NamespaceName,
+        deadline: Instant,
+    ) -> Result<Arc<Namespace>, Error> {
+        if self.namespaces_for_reads {
+            if let Some((ns, read_at)) = self.namespaces.get(name) {
+                if self.fresh(name, read_at) {
+                    return Ok(ns);
+                }
             }
         }
+        self.read_namespace(name, deadline).await
+    }
+
+    /// Reads a namespace from the store and caches it.
+    async fn read_namespace(
+        &self,
+        name: &NamespaceName,
+        deadline: Instant,
+    ) -> Result<Arc<Namespace>, Error> {
         let read_at = Instant::now();
         let found = self
             .retry("get_namespace", deadline, || self.store.get_namespace(name))
             .await?
             .ok_or_else(|| Error::not_found(format!("namespace {name} not found")))?;
         let found = Arc::new(found);
-        if let Some(cache) = &self.namespaces {
-            cache.insert(name.clone(), found.clone(), read_at);
-        }
+        self.namespaces.insert(name.clone(), found.clone(), read_at);
         Ok(found)
     }
 
     /// Forgets a cached namespace (it may have vanished).
     fn forget_namespace(&self, name: &NamespaceName) {
-        if let Some(cache) = &self.namespaces {
-            cache.remove(name);
-        }
+        self.namespaces.remove(name);
     }
 
     /// Forgets a deleted namespace and, with it, its cached pseudonyms (to free
@@ -267,7 +298,7 @@ impl Service {
     ) -> Result<Pseudonym, Error> {
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
-        let mut ns = self.namespace(&name, deadline).await?;
+        let mut ns = self.namespace_for_create(&name, deadline).await?;
         if let Some(cache) = &self.pseudonyms {
             let hit = cache
                 .get(&(name.clone(), original.clone()))
@@ -303,7 +334,7 @@ impl Service {
                     // The namespace vanished or is another incarnation now
                     // (perhaps while cached), or the pseudonym collided.
                     self.forget_namespace(&name);
-                    let current = self.namespace(&name, deadline).await?;
+                    let current = self.read_namespace(&name, deadline).await?;
                     if current.uid != ns.uid {
                         ns = current;
                         continue;
@@ -355,7 +386,7 @@ impl Service {
         } else {
             Some(PageCursor::decode(page_token)?)
         };
-        self.namespace(&name, deadline).await?;
+        self.namespace_for_read(&name, deadline).await?;
         self.retry("list_pseudonyms", deadline, || {
             self.store
                 .list_pseudonyms(&name, size, cursor.as_ref(), include_total_size)

@@ -339,17 +339,20 @@ async fn a_multi_host_string_writes_to_the_primary_even_when_a_standby_is_listed
     assert!(p.is_ok(), "{p:?}");
 }
 
-/// Two replicas on one database, both caching namespaces and pseudonyms.
-async fn two_caching_replicas() -> (TestApp, TestApp) {
+/// Two replicas on one database, both caching namespaces and pseudonyms, or
+/// with the default caching (namespace settings on the create path only).
+async fn two_replicas(upstream_caches: bool) -> (TestApp, TestApp) {
     let (mut env, _) = backend_env(Backend::Postgres);
-    env.push((
-        "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
-        "true".into(),
-    ));
-    env.push((
-        "Pseudonymization__Caching__Pseudonyms__IsEnabled".into(),
-        "true".into(),
-    ));
+    if upstream_caches {
+        env.push((
+            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+            "true".into(),
+        ));
+        env.push((
+            "Pseudonymization__Caching__Pseudonyms__IsEnabled".into(),
+            "true".into(),
+        ));
+    }
     let a = spawn_app_with(env.clone()).await;
     env.retain(|(k, _)| k != "ForceRunDatabaseMigrations");
     let b = spawn_app_with(env).await;
@@ -374,7 +377,20 @@ async fn create_namespace(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_deleted_and_recreated_elsewhere_is_never_served_from_a_stale_cache() {
-    let (a, b) = two_caching_replicas().await;
+    let (a, b) = two_replicas(true).await;
+    a_namespace_deleted_and_recreated_elsewhere_is_never_used_by(a, b).await;
+}
+
+/// Namespace settings are cached on the create path by default; the batch
+/// statement checks the namespace's uid, so a recreated namespace is never
+/// written with the settings of the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_default_caching_a_recreated_namespace_is_never_used_with_its_old_settings() {
+    let (a, b) = two_replicas(false).await;
+    a_namespace_deleted_and_recreated_elsewhere_is_never_used_by(a, b).await;
+}
+
+async fn a_namespace_deleted_and_recreated_elsewhere_is_never_used_by(a: TestApp, b: TestApp) {
     create_namespace(&mut a.namespaces.clone(), "old-").await;
     let old = a.create("c", "o").await.unwrap();
     assert!(old.pseudonym_value.starts_with("old-"));
@@ -383,16 +399,18 @@ async fn a_namespace_deleted_and_recreated_elsewhere_is_never_served_from_a_stal
         old,
         "served again (cached)"
     );
-
-    b.namespaces
-        .clone()
-        .delete(NamespaceServiceDeleteRequest { name: "c".into() })
-        .await
-        .unwrap();
-    // Deleted: replica A must not resurrect the pseudonym from its cache.
-    let gone = a.create("c", "o").await.unwrap_err();
-    assert_eq!(gone.code(), Code::NotFound, "{gone:?}");
-
+    // Replica A has the namespace's settings cached; B deletes it and creates
+    // it again with other settings.
+    let delete = |app: &TestApp| {
+        let mut client = app.namespaces.clone();
+        async move {
+            client
+                .delete(NamespaceServiceDeleteRequest { name: "c".into() })
+                .await
+                .unwrap();
+        }
+    };
+    delete(&b).await;
     create_namespace(&mut b.namespaces.clone(), "new-").await;
     let mut by_replica = HashMap::new();
     for (name, app) in [("a", &a), ("b", &b)] {
@@ -408,6 +426,13 @@ async fn a_namespace_deleted_and_recreated_elsewhere_is_never_served_from_a_stal
                 .or_insert_with(|| p.pseudonym_value.clone());
             assert_eq!(*first, p.pseudonym_value, "the replicas disagree");
         }
+    }
+    // A has the new namespace cached now; B deletes it: A must not write into
+    // it (nor resurrect a pseudonym from a cache).
+    delete(&b).await;
+    for original in ["o", "q"] {
+        let gone = a.create("c", original).await.unwrap_err();
+        assert_eq!(gone.code(), Code::NotFound, "{gone:?}");
     }
 }
 

@@ -45,11 +45,13 @@ mod monitor;
 pub mod npgsql;
 mod pool;
 pub mod sqlstate;
+mod statements;
 pub mod tls;
 
 pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};
 pub use npgsql::{PgOptions, TargetSession};
 use pool::{Lease, Manager, Pool, Steps};
+use statements::Prepared;
 
 /// Arbitrary but fixed: the advisory lock every `vfps migrate` takes.
 const MIGRATION_LOCK_ID: i64 = 0x0076_6670_736d_6967; // "vfpsmig"
@@ -327,41 +329,6 @@ fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
     })
 }
 
-/// One statement, one commit: insert what is new. The namespaces of the batch
-/// are locked `FOR KEY SHARE` first (what a foreign key would do, once per
-/// statement instead of once per row): a concurrent delete of one of them waits
-/// for this commit and then deletes these rows too, or this statement waits for
-/// the delete and then finds the namespace gone. Only that namespace's row is
-/// locked, so deleting one namespace never stops writes to the others. A row
-/// whose namespace is gone, or is another incarnation than the one its pseudonym
-/// was generated for, is skipped; a taken original or pseudonym is skipped by ON
-/// CONFLICT; the inserted rows come back. Rows sorted by key, so concurrent
-/// batches lock index entries in the same order.
-const INSERT_SQL: &str = "WITH live AS MATERIALIZED (
-        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
-    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
-    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
-        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
-    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
-    ORDER BY i.namespace, i.original_value
-    ON CONFLICT DO NOTHING
-    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at";
-
-/// The existing rows of originals that were not inserted (a fresh snapshot, so
-/// rows committed concurrently are seen). A row found may be a commit the
-/// synchronous standby does not have yet (another session's commit still
-/// waiting, or one whose wait was cancelled): for every row found the statement
-/// writes a WAL record ([`DURABLE`]), so its commit waits for the standby to have
-/// everything up to it, those rows included, before anything is acknowledged.
-const EXISTING_SQL: &str =
-    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
-        pg_logical_emit_message(true, 'vfps', 'durable read')
-    FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
-    CROSS JOIN LATERAL (
-        SELECT * FROM pseudonyms p
-        WHERE p.namespace = i.namespace AND p.original_value = i.original_value) p";
-
 /// Makes a transaction write WAL, so that its COMMIT waits for the synchronous
 /// standby even if it changed nothing (see the module docs).
 const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable read')";
@@ -381,10 +348,13 @@ impl Upsert for PgStore {
         let created: Vec<SystemTime> = batch.iter().map(|c| c.created_at).collect();
         let uids: Vec<i64> = batch.iter().map(|c| c.namespace_uid.0).collect();
         let (mut lease, steps) = self.lease().await?;
-        let insert = steps.run(lease.conn_mut().prepared(INSERT_SQL)).await?;
+        let upsert = steps
+            .run(lease.conn_mut().prepared(Prepared::Upsert))
+            .await?;
+        // Inserted rows and rows that existed: one round trip.
         let rows = steps
             .run(lease.client().query(
-                &insert,
+                &upsert,
                 &[&namespaces, &originals, &pseudonyms, &created, &uids],
             ))
             .await?;
@@ -414,7 +384,11 @@ impl Upsert for PgStore {
         if !missing.is_empty() {
             let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
             let orig: Vec<&str> = missing.iter().map(|c| c.original.as_str()).collect();
-            let existing = steps.run(lease.conn_mut().prepared(EXISTING_SQL)).await?;
+            // Committed by a concurrent batch after the upsert's snapshot, or
+            // not there at all (namespace gone or replaced, pseudonym taken).
+            let existing = steps
+                .run(lease.conn_mut().prepared(Prepared::Existing))
+                .await?;
             let rows = steps
                 .run(lease.client().query(&existing, &[&ns, &orig]))
                 .await?;
@@ -464,12 +438,12 @@ impl Store for PgStore {
     }
 
     async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error> {
-        let (lease, steps) = self.lease().await?;
+        let (mut lease, steps) = self.lease().await?;
+        let statement = steps
+            .run(lease.conn_mut().prepared(Prepared::GetNamespace))
+            .await?;
         let row = steps
-            .run(lease.client().query_opt(
-                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = $1"),
-                &[&name.as_str()],
-            ))
+            .run(lease.client().query_opt(&statement, &[&name.as_str()]))
             .await?;
         lease.finish();
         row.as_ref().map(namespace_from_row).transpose()
@@ -528,10 +502,7 @@ impl Store for PgStore {
     ) -> Result<Option<Pseudonym>, Error> {
         let (mut lease, steps) = self.lease().await?;
         let statement = steps
-            .run(lease.conn_mut().prepared(
-                "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
-                 FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2",
-            ))
+            .run(lease.conn_mut().prepared(Prepared::GetPseudonym))
             .await?;
         let row = steps
             .run(lease.client().query_opt(
@@ -687,12 +658,12 @@ impl Store for PgStore {
     }
 
     async fn find_token(&self, hash: &TokenHash) -> Result<Option<TokenRecord>, Error> {
-        let (lease, steps) = self.lease().await?;
+        let (mut lease, steps) = self.lease().await?;
+        let statement = steps
+            .run(lease.conn_mut().prepared(Prepared::FindToken))
+            .await?;
         let row = steps
-            .run(lease.client().query_opt(
-                &format!("SELECT {TOKEN_COLUMNS} FROM access_tokens WHERE token_hash = $1"),
-                &[&hash.0.as_slice()],
-            ))
+            .run(lease.client().query_opt(&statement, &[&hash.0.as_slice()]))
             .await?;
         lease.finish();
         row.as_ref().map(token_from_row).transpose()
@@ -778,15 +749,74 @@ mod tests {
         standby.stop_server().unwrap();
         // The same read without its WAL record answers at once: the standby's
         // absence is invisible to a plain read, which is what the record is for.
-        let plain =
-            EXISTING_SQL.replace("pg_logical_emit_message(true, 'vfps', 'durable read')", "1");
+        let plain = statements::EXISTING
+            .replace("pg_logical_emit_message(true, 'vfps', 'durable read')", "1");
         assert_eq!(read_within_2s(&store, &plain).await, Some(1));
         assert_eq!(
-            read_within_2s(&store, EXISTING_SQL).await,
+            read_within_2s(&store, statements::EXISTING).await,
             None,
             "the durable re-read answered while the standby was down"
         );
         standby.start_server().unwrap();
-        assert_eq!(read_within_2s(&store, EXISTING_SQL).await, Some(1));
+        assert_eq!(read_within_2s(&store, statements::EXISTING).await, Some(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upsert_answering_an_existing_row_waits_for_the_synchronous_standby() {
+        let (primary, standby) = vfps_testkit::PgCluster::start_replicated_pair().unwrap();
+        let db = primary.create_database().unwrap();
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        let store = PgStore::new(&options).unwrap();
+        store.migrate().await.unwrap();
+        let now = vfps_core::now_micros();
+        let ns = Namespace {
+            name: NamespaceName::parse("n").unwrap(),
+            uid: NamespaceUid(7),
+            description: String::new(),
+            settings: NamespaceSettings::parse(
+                GenerationMethod::from_wire(5).unwrap(),
+                32,
+                None,
+                None,
+            )
+            .unwrap(),
+            created_at: now,
+            last_updated_at: now,
+        };
+        store.create_namespace(&ns).await.unwrap();
+        primary
+            .psql(
+                &db.name,
+                "INSERT INTO pseudonyms VALUES ('n', 'o', 'p', now(), now())",
+            )
+            .unwrap();
+        let candidate = Candidate {
+            namespace: ns.name.clone(),
+            namespace_uid: ns.uid,
+            original: vfps_core::OriginalValue::parse("o").unwrap(),
+            pseudonym: "fresh".into(),
+            created_at: now,
+        };
+        standby.stop_server().unwrap();
+        let upsert = tokio::time::timeout(
+            Duration::from_secs(2),
+            store.upsert_pseudonyms(std::slice::from_ref(&candidate)),
+        )
+        .await;
+        assert!(
+            upsert.is_err(),
+            "an existing row was answered while the standby was down: {upsert:?}"
+        );
+        standby.start_server().unwrap();
+        let answer = store
+            .upsert_pseudonyms(std::slice::from_ref(&candidate))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&answer[..], [Upserted::Stored(p)] if p.pseudonym_value == "p"),
+            "{answer:?}"
+        );
     }
 }

@@ -16,7 +16,6 @@
 //! means the commit exists on the primary alone.
 
 use std::{
-    collections::HashMap,
     future::{poll_fn, Future},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -30,7 +29,10 @@ use tokio_postgres::{error::Severity, AsyncMessage, Client, Notification, Statem
 use tokio_postgres_rustls::MakeRustlsConnect;
 use vfps_core::Error;
 
-use super::npgsql::{PgOptions, TargetSession};
+use super::{
+    npgsql::{PgOptions, TargetSession},
+    statements::Prepared,
+};
 use crate::health::Reachability;
 
 /// A pooled connection and what its background task observed.
@@ -40,22 +42,21 @@ pub struct PgConnection {
     closed: Arc<AtomicBool>,
     /// Server notices of severity WARNING seen so far on this connection.
     warnings: Arc<AtomicU64>,
-    /// Statements prepared on this connection, by their SQL text: the hot
-    /// statements skip a parse round trip and planning after first use.
-    statements: HashMap<&'static str, Statement>,
+    /// Statements prepared on this connection, indexed by [`Prepared`]: after
+    /// first use a statement costs no parse round trip, no planning and no
+    /// lookup by its SQL text.
+    statements: [Option<Statement>; Prepared::COUNT],
 }
 
 impl PgConnection {
-    /// The prepared statement for `sql`, preparing it on first use.
-    pub async fn prepared(
-        &mut self,
-        sql: &'static str,
-    ) -> Result<Statement, tokio_postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
+    /// The prepared statement `which`, preparing it on first use.
+    pub async fn prepared(&mut self, which: Prepared) -> Result<Statement, tokio_postgres::Error> {
+        let slot = which as usize;
+        if let Some(s) = &self.statements[slot] {
             return Ok(s.clone());
         }
-        let s = self.client.prepare(sql).await?;
-        self.statements.insert(sql, s.clone());
+        let s = self.client.prepare(which.sql()).await?;
+        self.statements[slot] = Some(s.clone());
         Ok(s)
     }
 }
@@ -252,7 +253,7 @@ impl Manager {
             client,
             closed,
             warnings,
-            statements: HashMap::new(),
+            statements: Default::default(),
         })
     }
 }

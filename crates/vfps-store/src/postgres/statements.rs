@@ -1,0 +1,131 @@
+//! The statements every connection prepares once, on first use, and finds again
+//! by index ([`Prepared`] is a slot in the connection's array): the hot path
+//! never parses, plans or hashes SQL text after a connection's first call.
+
+/// One create-path round trip: lock the batch's namespaces, insert what is new,
+/// and return, in the same statement, both the inserted rows and the rows that
+/// already existed in the statement's snapshot.
+///
+/// - The namespaces are locked `FOR KEY SHARE` first (what a foreign key would
+///   do, once per statement instead of once per row): a concurrent delete of one
+///   of them waits for this commit and then deletes these rows too, or this
+///   statement waits for the delete and then finds the namespace gone. Only that
+///   namespace's row is locked, so deleting one namespace never stops writes to
+///   the others.
+/// - A row whose namespace is gone, or is another incarnation (uid) than the one
+///   its pseudonym was generated for, is skipped: this is what lets the service
+///   cache namespace settings on the create path without any coherence protocol.
+///   A stale entry only ever costs a skipped row, which the caller notices and
+///   answers from the database.
+/// - A taken original or pseudonym is skipped by `ON CONFLICT`. An original that
+///   existed already comes back from the second branch, with a WAL record per
+///   row (see the module docs of `postgres`): the commit then waits for the
+///   synchronous standby even when nothing was inserted, so an existing row that
+///   may be a single-copy commit is never acknowledged before the standby has it.
+/// - Rows are inserted sorted by key, so concurrent batches lock index entries in
+///   the same order.
+///
+/// An original that is neither inserted nor in the snapshot (committed by a
+/// concurrent batch after this statement's snapshot) is read again with
+/// [`Prepared::Existing`].
+const UPSERT: &str = "WITH live AS MATERIALIZED (
+        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE),
+    input AS MATERIALIZED (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
+        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)),
+    inserted AS (
+        INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+        SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
+        FROM input i JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
+        ORDER BY i.namespace, i.original_value
+        ON CONFLICT DO NOTHING
+        RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at)
+    SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at, NULL::pg_lsn
+    FROM inserted
+    UNION ALL
+    SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
+        pg_logical_emit_message(true, 'vfps', 'durable read')
+    FROM input i JOIN live ON live.name = i.namespace
+    JOIN pseudonyms p ON p.namespace = i.namespace AND p.original_value = i.original_value";
+
+/// The existing rows of originals (a fresh snapshot, so rows committed
+/// concurrently are seen), each with a WAL record so the commit waits for the
+/// synchronous standby to have everything up to it, those rows included.
+pub(super) const EXISTING: &str =
+    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
+        pg_logical_emit_message(true, 'vfps', 'durable read')
+    FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
+    CROSS JOIN LATERAL (
+        SELECT * FROM pseudonyms p
+        WHERE p.namespace = i.namespace AND p.original_value = i.original_value) p";
+
+/// Statements prepared per connection; the discriminant is the slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prepared {
+    Upsert,
+    Existing,
+    GetPseudonym,
+    GetNamespace,
+    FindToken,
+}
+
+impl Prepared {
+    pub const COUNT: usize = 5;
+
+    pub fn sql(self) -> &'static str {
+        match self {
+            Self::Upsert => UPSERT,
+            Self::Existing => EXISTING,
+            Self::GetPseudonym => {
+                "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+                 FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2"
+            }
+            Self::GetNamespace => {
+                "SELECT name, description, pseudonym_generation_method, pseudonym_length,
+                    pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid
+                 FROM namespaces WHERE name = $1"
+            }
+            Self::FindToken => {
+                "SELECT id, kind, name, token_hash, is_admin, grants, created_at, expires_at, revoked_at
+                 FROM access_tokens WHERE token_hash = $1"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_slot_is_in_range_and_distinct() {
+        let all = [
+            Prepared::Upsert,
+            Prepared::Existing,
+            Prepared::GetPseudonym,
+            Prepared::GetNamespace,
+            Prepared::FindToken,
+        ];
+        assert_eq!(all.len(), Prepared::COUNT);
+        for (i, p) in all.iter().enumerate() {
+            assert_eq!(*p as usize, i);
+        }
+    }
+
+    fn words(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn the_namespace_and_token_columns_match_the_row_readers() {
+        let select = |columns: &str, table: &str| format!("SELECT {columns} FROM {table}");
+        assert!(words(Prepared::GetNamespace.sql()).contains(&words(&select(
+            super::super::NAMESPACE_COLUMNS,
+            "namespaces"
+        ))));
+        assert!(words(Prepared::FindToken.sql()).contains(&words(&select(
+            crate::tokens::TOKEN_COLUMNS,
+            "access_tokens"
+        ))));
+    }
+}
