@@ -22,7 +22,7 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::RwLock,
     time::{Duration, Instant},
 };
 
@@ -44,7 +44,9 @@ struct State {
 pub struct Coherence {
     /// `None`: one process, always trusted. `Some(lease)`: renewed by a monitor.
     lease: Option<Duration>,
-    state: Mutex<State>,
+    /// Read by every cache hit, written on renewals and deletions: readers
+    /// never wait for each other.
+    state: RwLock<State>,
 }
 
 impl Coherence {
@@ -61,7 +63,7 @@ impl Coherence {
     fn new(lease: Option<Duration>) -> Self {
         Self {
             lease,
-            state: Mutex::new(State {
+            state: RwLock::new(State {
                 trusted_until: None,
                 deleted: HashMap::new(),
                 floor: Instant::now(),
@@ -77,7 +79,7 @@ impl Coherence {
     /// May an entry of `namespace`, read from the store no earlier than
     /// `read_started`, be served now?
     pub fn fresh(&self, namespace: &str, read_started: Instant) -> bool {
-        let Ok(s) = self.state.lock() else {
+        let Ok(s) = self.state.read() else {
             return false;
         };
         let trusted = match self.lease {
@@ -91,7 +93,7 @@ impl Coherence {
 
     /// `namespace` was deleted (by this process, or seen through a notification).
     pub fn deleted(&self, namespace: &str) {
-        if let Ok(mut s) = self.state.lock() {
+        if let Ok(mut s) = self.state.write() {
             let now = Instant::now();
             if s.deleted.len() >= MAX_REMEMBERED_DELETIONS {
                 s.deleted.clear();
@@ -104,7 +106,7 @@ impl Coherence {
     /// A monitor round trip that started at `started` completed: every deletion
     /// committed before then has been seen.
     pub fn renew(&self, started: Instant) {
-        if let (Some(lease), Ok(mut s)) = (self.lease, self.state.lock()) {
+        if let (Some(lease), Ok(mut s)) = (self.lease, self.state.write()) {
             let until = started + lease;
             if s.trusted_until.is_none_or(|t| t < until) {
                 s.trusted_until = Some(until);
@@ -114,7 +116,7 @@ impl Coherence {
 
     /// The monitor lost its connection: deletions may go unseen from now on.
     pub fn revoke(&self) {
-        if let Ok(mut s) = self.state.lock() {
+        if let Ok(mut s) = self.state.write() {
             s.trusted_until = None;
         }
     }
@@ -122,7 +124,7 @@ impl Coherence {
     /// The monitor listens again from `listening_since`: deletions before it may
     /// have been missed, so everything read earlier is stale.
     pub fn relisten(&self, listening_since: Instant) {
-        if let Ok(mut s) = self.state.lock() {
+        if let Ok(mut s) = self.state.write() {
             s.floor = s.floor.max(listening_since);
             s.deleted.retain(|_, at| *at >= listening_since);
         }
@@ -174,6 +176,6 @@ mod tests {
             c.deleted(&format!("n{i}"));
         }
         assert!(!c.fresh("unrelated", read));
-        assert!(c.state.lock().unwrap().deleted.len() <= MAX_REMEMBERED_DELETIONS);
+        assert!(c.state.read().unwrap().deleted.len() <= MAX_REMEMBERED_DELETIONS);
     }
 }

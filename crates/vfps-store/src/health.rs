@@ -7,7 +7,10 @@
 //! probes), and readiness reads the result.
 
 use std::{
-    sync::Mutex,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -33,12 +36,16 @@ enum State {
 #[derive(Debug)]
 pub struct Reachability {
     state: Mutex<State>,
+    /// `state` is `Reachable`: every statement reports a success, and in steady
+    /// state that costs one atomic load instead of a lock shared by all calls.
+    reachable: AtomicBool,
 }
 
 impl Default for Reachability {
     fn default() -> Self {
         Self {
             state: Mutex::new(State::NotYetReached),
+            reachable: AtomicBool::new(false),
         }
     }
 }
@@ -46,8 +53,12 @@ impl Default for Reachability {
 impl Reachability {
     /// A database answered.
     pub fn reached(&self) {
+        if self.reachable.load(Ordering::Acquire) {
+            return;
+        }
         if let Ok(mut s) = self.state.lock() {
             *s = State::Reachable;
+            self.reachable.store(true, Ordering::Release);
         }
     }
 
@@ -56,6 +67,7 @@ impl Reachability {
     /// failure after a success.
     pub fn failed(&self, why: &str) {
         if let Ok(mut s) = self.state.lock() {
+            self.reachable.store(false, Ordering::Release);
             match &mut *s {
                 State::Unreachable { why: last, .. } => *last = why.to_owned(),
                 // Never reached: the outage counts from the first failure too.
