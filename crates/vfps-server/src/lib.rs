@@ -20,6 +20,7 @@
 pub mod auth;
 pub mod cache;
 pub mod config;
+pub mod counts;
 pub mod grpc;
 pub mod http;
 pub mod metrics;

@@ -1,17 +1,21 @@
 //! Prometheus metrics, served as text on the metrics port.
 //!
 //! Pool occupancy is read at scrape time; pseudonym counts per namespace are
-//! refreshed by a background task (a count per namespace is a scan, far too
-//! expensive to run on every scrape).
+//! refreshed by a background task, incrementally (see `counts`), and labelled
+//! for the largest [`MAX_NAMESPACE_LABELS`] namespaces only.
 
 use std::{sync::Arc, time::Duration};
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use vfps_core::{Error, ErrorKind};
 use vfps_store::Store;
+
+/// Namespaces with a `vfps_pseudonyms` series of their own; the others are
+/// summed in `vfps_pseudonyms_other_namespaces` (bounded label cardinality).
+pub const MAX_NAMESPACE_LABELS: usize = 100;
 
 /// gRPC status names, as the `code` label.
 pub fn code_name(kind: Option<ErrorKind>) -> &'static str {
@@ -45,6 +49,9 @@ struct Inner {
     pseudonym_cache: IntCounterVec,
     pool: IntGaugeVec,
     pseudonyms: IntGaugeVec,
+    pseudonyms_other: IntGauge,
+    namespaces: IntGauge,
+    refused_commits: IntCounter,
     audit: IntCounterVec,
 }
 
@@ -104,6 +111,16 @@ impl Metrics {
             ),
             &["namespace"],
         )?;
+        let pseudonyms_other = IntGauge::new(
+            "vfps_pseudonyms_other_namespaces",
+            "Stored pseudonyms in the namespaces without a vfps_pseudonyms series",
+        )?;
+        let namespaces = IntGauge::new("vfps_namespaces", "Namespaces (periodically refreshed)")?;
+        let refused_commits = IntCounter::new(
+            "vfps_db_refused_commits_total",
+            "Commits refused because the database warned while committing (the synchronous \
+             standby's confirmation was cancelled): the callers were told UNAVAILABLE",
+        )?;
         let audit = IntCounterVec::new(
             Opts::new(
                 "vfps_audit_events_total",
@@ -120,6 +137,9 @@ impl Metrics {
         registry.register(Box::new(pseudonym_cache.clone()))?;
         registry.register(Box::new(pool.clone()))?;
         registry.register(Box::new(pseudonyms.clone()))?;
+        registry.register(Box::new(pseudonyms_other.clone()))?;
+        registry.register(Box::new(namespaces.clone()))?;
+        registry.register(Box::new(refused_commits.clone()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 registry,
@@ -130,6 +150,9 @@ impl Metrics {
                 collisions,
                 pseudonym_cache,
                 pool,
+                pseudonyms_other,
+                namespaces,
+                refused_commits,
                 pseudonyms,
                 audit,
             }),
@@ -184,15 +207,26 @@ impl Metrics {
         self.inner.collisions.inc();
     }
 
-    /// Replaces the per-namespace pseudonym counts.
+    /// Replaces the per-namespace pseudonym counts: the largest namespaces
+    /// labelled, the rest summed.
     pub fn set_pseudonym_counts(&self, counts: &[(String, i64)]) {
+        let mut by_size: Vec<&(String, i64)> = counts.iter().collect();
+        by_size.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         self.inner.pseudonyms.reset();
-        for (ns, n) in counts {
+        for (ns, n) in by_size.iter().take(MAX_NAMESPACE_LABELS) {
             self.inner
                 .pseudonyms
                 .with_label_values(&[ns.as_str()])
                 .set(*n);
         }
+        self.inner.pseudonyms_other.set(
+            by_size
+                .iter()
+                .skip(MAX_NAMESPACE_LABELS)
+                .map(|(_, n)| *n)
+                .sum(),
+        );
+        self.inner.namespaces.set(counts.len() as i64);
     }
 
     /// The text exposition, with pool gauges read now.
@@ -210,6 +244,17 @@ impl Metrics {
             .pool
             .with_label_values(&["max"])
             .set(s.max_size as i64);
+        self.inner
+            .pool
+            .with_label_values(&["waiting"])
+            .set(s.waiting as i64);
+        // Only this adds to the counter: it equals the store's count as of the
+        // previous scrape.
+        let refused = store.refused_commits();
+        let seen = self.inner.refused_commits.get();
+        if refused > seen {
+            self.inner.refused_commits.inc_by(refused - seen);
+        }
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.inner.registry.gather(), &mut out) {
             tracing::error!(error = %e, "cannot encode metrics");
@@ -225,8 +270,9 @@ pub async fn refresh_counts(
     interval: Duration,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
+    let mut counts = crate::counts::PseudonymCounts::default();
     loop {
-        match store.count_pseudonyms().await {
+        match counts.refresh(&store).await {
             Ok(counts) => metrics.set_pseudonym_counts(&counts),
             Err(e) => tracing::debug!(error = %e, "cannot refresh pseudonym counts"),
         }
@@ -234,5 +280,30 @@ pub async fn refresh_counts(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn only_the_largest_namespaces_get_a_series_and_the_rest_are_summed() {
+        let m = Metrics::new().unwrap();
+        let counts: Vec<(String, i64)> = (0..MAX_NAMESPACE_LABELS as i64 + 5)
+            .map(|i| (format!("ns{i:03}"), i + 1))
+            .collect();
+        m.set_pseudonym_counts(&counts);
+        let series = prometheus::core::Collector::collect(&m.inner.pseudonyms)[0]
+            .get_metric()
+            .len();
+        assert_eq!(series, MAX_NAMESPACE_LABELS);
+        // The five smallest (1..=5) are summed.
+        assert_eq!(m.inner.pseudonyms_other.get(), 15);
+        assert_eq!(m.inner.namespaces.get(), MAX_NAMESPACE_LABELS as i64 + 5);
+        let largest = m.inner.pseudonyms.with_label_values(&["ns104"]).get();
+        assert_eq!(largest, 105);
     }
 }

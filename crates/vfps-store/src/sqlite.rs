@@ -29,7 +29,7 @@ use crate::{
     health::{DatabaseHealth, Reachability},
     migrate, page_from_rows,
     tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
-    Candidate, PoolStatus, Store, Upsert, Upserted,
+    Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
 };
 
 const READERS: usize = 4;
@@ -498,16 +498,31 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error> {
-        self.with_reader(|c| {
+    async fn count_created(
+        &self,
+        namespace: Option<&NamespaceName>,
+        after: Option<std::time::SystemTime>,
+        until: Option<std::time::SystemTime>,
+    ) -> Result<Vec<CreatedCount>, Error> {
+        let namespace = namespace.map(|n| n.as_str().to_owned());
+        let after = after.map_or(i64::MIN, to_micros);
+        let until = until.map_or(i64::MAX, to_micros);
+        self.with_reader(move |c| {
             let mut st = c
                 .prepare_cached(
-                    "SELECT n.name, (SELECT count(*) FROM pseudonyms p WHERE p.namespace = n.name)
-                     FROM namespaces n ORDER BY n.name",
+                    "SELECT n.name, n.uid, (SELECT count(*) FROM pseudonyms p
+                         WHERE p.namespace = n.name AND p.created_at > ?2 AND p.created_at <= ?3)
+                     FROM namespaces n WHERE ?1 IS NULL OR n.name = ?1 ORDER BY n.name",
                 )
                 .map_err(sql_err)?;
             let rows = st
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .query_map(rusqlite::params![namespace, after, until], |r| {
+                    Ok(CreatedCount {
+                        namespace: r.get(0)?,
+                        uid: NamespaceUid(r.get(1)?),
+                        count: r.get(2)?,
+                    })
+                })
                 .map_err(sql_err)?;
             rows.map(|r| r.map_err(sql_err)).collect()
         })
@@ -605,6 +620,7 @@ impl Store for SqliteStore {
             in_use,
             idle: (READERS + 1).saturating_sub(in_use),
             max_size: READERS + 1,
+            waiting: 0,
         }
     }
 

@@ -280,6 +280,44 @@ async fn access_tokens_are_kept_by_hash_and_revoked_once(store: Arc<dyn Store>) 
     assert!(!listed.contains(&secret.expose()[9..]), "{listed}");
 }
 
+async fn created_counts_cover_exactly_their_window(store: Arc<dyn Store>) {
+    let a = namespace("a", 16);
+    store.create_namespace(&a).await.unwrap();
+    store.create_namespace(&namespace("b", 16)).await.unwrap();
+    let t0 = now_micros();
+    let at = |i: u64| t0 + Duration::from_secs(i);
+    let batch: Vec<Candidate> = (0..5)
+        .map(|i| Candidate {
+            created_at: at(i),
+            ..candidate("a", &format!("o{i}"), &format!("p-{i}"))
+        })
+        .collect();
+    store.upsert_pseudonyms(&batch).await.unwrap();
+    let counts = |v: Vec<vfps_store::CreatedCount>| -> Vec<(String, i64)> {
+        v.into_iter().map(|c| (c.namespace, c.count)).collect()
+    };
+    // (t0+1, t0+3]: o2 and o3; b has none but is listed.
+    assert_eq!(
+        counts(
+            store
+                .count_created(None, Some(at(1)), Some(at(3)))
+                .await
+                .unwrap()
+        ),
+        vec![("a".to_owned(), 2), ("b".to_owned(), 0)]
+    );
+    let only_a = store
+        .count_created(Some(&a.name), None, Some(at(3)))
+        .await
+        .unwrap();
+    assert_eq!(only_a.len(), 1);
+    assert_eq!((only_a[0].count, only_a[0].uid), (4, a.uid));
+    assert_eq!(
+        store.count_pseudonyms().await.unwrap(),
+        vec![("a".to_owned(), 5), ("b".to_owned(), 0)]
+    );
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -305,6 +343,7 @@ contract!(
     a_healthy_store_is_writable,
     deleting_a_namespace_during_creates_leaves_no_orphans,
     access_tokens_are_kept_by_hash_and_revoked_once,
+    created_counts_cover_exactly_their_window,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

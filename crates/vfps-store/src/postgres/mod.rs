@@ -38,7 +38,7 @@ use crate::{
     health::{DatabaseHealth, Reachability},
     migrate, page_from_rows,
     tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
-    Candidate, PoolStatus, Store, Upsert, Upserted,
+    Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
 };
 
 mod monitor;
@@ -65,6 +65,8 @@ pub struct PgStore {
     coherence: Arc<Coherence>,
     /// The monitor runs while this exists.
     alive: Arc<()>,
+    /// Commits refused for a WARNING (see `pool::Steps`), since start.
+    refused_commits: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An error and its chain of causes, `outer: inner: …`.
@@ -99,6 +101,7 @@ impl PgStore {
             reachability: Arc::default(),
             coherence: Arc::new(Coherence::leased(CACHE_LEASE)),
             alive: Arc::new(()),
+            refused_commits: Arc::default(),
         })
     }
 
@@ -136,6 +139,7 @@ impl PgStore {
                     &lease,
                     self.options.command_timeout,
                     self.reachability.clone(),
+                    self.refused_commits.clone(),
                 );
                 Ok((lease, steps))
             }
@@ -576,22 +580,34 @@ impl Store for PgStore {
         Ok(page_from_rows(items, page_size, total))
     }
 
-    async fn count_pseudonyms(&self) -> Result<Vec<(String, i64)>, Error> {
+    async fn count_created(
+        &self,
+        namespace: Option<&NamespaceName>,
+        after: Option<SystemTime>,
+        until: Option<SystemTime>,
+    ) -> Result<Vec<CreatedCount>, Error> {
         let (lease, steps) = self.lease().await?;
+        // Bounds as timestamps (never NULL), so each namespace's count is a
+        // range of the (namespace, created_at) index.
         let rows = steps
             .run(lease.client().query(
-                "SELECT n.name, (SELECT count(*) FROM pseudonyms p WHERE p.namespace = n.name)
-                 FROM namespaces n ORDER BY n.name",
-                &[],
+                "SELECT n.name, n.uid, (SELECT count(*) FROM pseudonyms p
+                     WHERE p.namespace = n.name
+                     AND p.created_at > coalesce($2, '-infinity'::timestamptz)
+                     AND p.created_at <= coalesce($3, 'infinity'::timestamptz))
+                 FROM namespaces n WHERE $1::text IS NULL OR n.name = $1 ORDER BY n.name",
+                &[&namespace.map(NamespaceName::as_str), &after, &until],
             ))
             .await?;
         lease.finish();
         rows.iter()
             .map(|r| {
-                Ok((
-                    r.try_get(0).map_err(|e| classify(&e))?,
-                    r.try_get(1).map_err(|e| classify(&e))?,
-                ))
+                let get_err = |e: tokio_postgres::Error| classify(&e);
+                Ok(CreatedCount {
+                    namespace: r.try_get(0).map_err(get_err)?,
+                    uid: NamespaceUid(r.try_get(1).map_err(get_err)?),
+                    count: r.try_get(2).map_err(get_err)?,
+                })
             })
             .collect()
     }
@@ -699,7 +715,13 @@ impl Store for PgStore {
             in_use: s.size.saturating_sub(s.available),
             idle: s.available,
             max_size: s.max_size,
+            waiting: s.waiting,
         }
+    }
+
+    fn refused_commits(&self) -> u64 {
+        self.refused_commits
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn write_parallelism(&self) -> usize {

@@ -110,14 +110,22 @@ pub struct Steps {
     warnings: Arc<AtomicU64>,
     timeout: Duration,
     reachability: Arc<Reachability>,
+    /// Counts the statements refused for a WARNING.
+    refused: Arc<AtomicU64>,
 }
 
 impl Steps {
-    pub fn new(lease: &Lease, timeout: Duration, reachability: Arc<Reachability>) -> Self {
+    pub fn new(
+        lease: &Lease,
+        timeout: Duration,
+        reachability: Arc<Reachability>,
+        refused: Arc<AtomicU64>,
+    ) -> Self {
         Self {
             warnings: lease.conn().warnings.clone(),
             timeout,
             reachability,
+            refused,
         }
     }
 
@@ -132,9 +140,12 @@ impl Steps {
                 self.reachability.reached();
                 return Ok(v);
             }
-            Ok(Ok(_)) => Error::unavailable(
-                "the database warned while committing; the write is not confirmed as replicated",
-            ),
+            Ok(Ok(_)) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Error::unavailable(
+                    "the database warned while committing; the write is not confirmed as replicated",
+                )
+            }
             Ok(Err(e)) => super::classify(&e),
             Err(_) => Error::unavailable(format!(
                 "the database did not answer within {:?}",
