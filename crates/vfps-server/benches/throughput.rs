@@ -1,7 +1,10 @@
 //! Throughput benchmark: vfps Create/s over gRPC against PostgreSQL, side by side
 //! with `pgbench` running the same single-row upsert with the same number of
-//! clients against the same server, in the same run. Also Get/s with p50/p99 and
-//! Create/s on SQLite.
+//! clients against the same server, in the same run; vfps Get/s against pgbench
+//! running the same lookup SELECT; the server's CPU-seconds per 1,000 Creates;
+//! Create/s on SQLite; cold start to ready and resident memory under load.
+//! The server is the real `vfps` binary in its own process (so its CPU time and
+//! memory are its own); pgbench uses prepared statements (its fastest mode).
 //!
 //! Then, once, at the first concurrency: Creates while a namespace of 500,000
 //! pseudonyms is deleted (the other namespace's Create/s during the delete
@@ -9,7 +12,7 @@
 //! input (no valid Create may fail).
 //!
 //! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, a
-//! comma-separated list of concurrencies, default `32,128`; `BENCH_SECONDS`,
+//! comma-separated list of concurrencies, default `1,32,64`; `BENCH_SECONDS`,
 //! default 10; `BENCH_BIG_NAMESPACE`, rows of the deleted namespace, default
 //! 500000). The PostgreSQL cluster is durable (fsync on, synchronous_commit on),
 //! as in production; each phase gets a fresh database and server.
@@ -24,18 +27,30 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use vfps_proto::v1::{
     namespace_service_client::NamespaceServiceClient,
     pseudonym_service_client::PseudonymServiceClient, NamespaceServiceCreateRequest,
     PseudonymServiceCreateRequest, PseudonymServiceGetRequest,
 };
-use vfps_server::config::Flags;
 
 const UPSERT: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
   VALUES ('bench', gen_random_uuid()::text, md5(random()::text), now(), now())
   ON CONFLICT DO NOTHING;";
+
+/// Rows `lookup-1` … `lookup-N` that Get and pgbench's SELECT look up, with the
+/// pseudonym value `sha256(k)` in hex, computable on both sides.
+const LOOKUP_ROWS: u64 = 100_000;
+
+/// The lookup SELECT of a Get, as pgbench runs it.
+const LOOKUP: &str = "\\set k random(1, 100000)
+SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+  FROM pseudonyms WHERE namespace = 'bench' AND pseudonym_value = encode(sha256(:k::text::bytea), 'hex');";
+
+/// Targets of the performance issue, printed next to each ratio.
+const CREATE_TARGET_ONE: f64 = 0.85;
+const CREATE_TARGET_MANY: f64 = 2.0;
+const GET_TARGET: f64 = 1.5;
 
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -44,17 +59,62 @@ fn env_or(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A `vfps` process; killed when dropped.
 struct Server {
     grpc: String,
-    shutdown: CancellationToken,
+    child: std::process::Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// Spawns the `vfps` binary on free loopback ports; answers it and the time
+/// from spawn until `/readyz` answered 200.
+async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
+    let port = || vfps_testkit::free_port().unwrap().to_string();
+    let (http, grpc, metrics) = (port(), port(), port());
+    let started = Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(["serve", "--listen-address", "127.0.0.1"])
+        .args(["--http-port", &http, "--grpc-port", &grpc])
+        .args(["--metrics-port", &metrics])
+        .envs(env.iter().cloned())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the vfps binary starts");
+    let server = Server {
+        grpc: format!("http://127.0.0.1:{grpc}"),
+        child,
+    };
+    let client = reqwest::Client::new();
+    let ready = format!("http://127.0.0.1:{http}/readyz");
+    loop {
+        if let Ok(r) = client.get(&ready).send().await {
+            if r.status().is_success() {
+                return (server, started.elapsed());
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "vfps never became ready");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 async fn start(env: Vec<(String, String)>) -> Server {
-    let running = vfps_server::startup::spawn(env, Flags::default())
-        .await
-        .unwrap();
-    let grpc = format!("http://{}", running.grpc_addr);
-    let shutdown = running.shutdown;
+    let (server, _) = spawn_ready(&env).await;
+    let grpc = server.grpc.clone();
     let mut ns = loop {
         if let Ok(c) = NamespaceServiceClient::connect(grpc.clone()).await {
             break c;
@@ -76,7 +136,37 @@ async fn start(env: Vec<(String, String)>) -> Server {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Server { grpc, shutdown }
+    server
+}
+
+/// User plus system CPU time of process `pid` so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces): state is field 3,
+    // utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// A `/proc/<pid>/status` memory line (`VmRSS`, `VmHWM`) in MiB.
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 /// Runs `clients` closed-loop workers for `seconds`; returns (ops, latencies in µs).
@@ -171,14 +261,16 @@ async fn creates(
     .await
 }
 
+/// pgbench's tps for `sql` with `clients` clients, prepared statements.
 fn pgbench(
     cluster: &vfps_testkit::PgCluster,
     db: &vfps_testkit::TestDatabase,
+    sql: &str,
     clients: usize,
     seconds: u64,
 ) -> f64 {
     let script = std::env::temp_dir().join(format!("vfps-bench-{}.sql", std::process::id()));
-    std::fs::write(&script, UPSERT).unwrap();
+    std::fs::write(&script, sql).unwrap();
     let out = std::process::Command::new(cluster.bindir().join("pgbench"))
         .args([
             "-n",
@@ -193,7 +285,9 @@ fn pgbench(
             "-c",
             &clients.to_string(),
             "-j",
-            "2",
+            if clients > 1 { "2" } else { "1" },
+            "-M",
+            "prepared",
             "-T",
             &seconds.to_string(),
             "-f",
@@ -223,8 +317,13 @@ struct Row {
     vfps_create: f64,
     create_latency: (f64, f64),
     pgbench_tps: f64,
+    /// Server CPU-seconds per 1,000 Creates.
+    cpu_per_1000: f64,
+    /// Server resident memory after the Create phase, and its peak, MiB.
+    rss: (f64, f64),
     vfps_get: f64,
     get_latency: (f64, f64),
+    pgbench_select_tps: f64,
     sqlite_create: f64,
     sqlite_latency: (f64, f64),
 }
@@ -349,7 +448,7 @@ async fn delete_under_load(
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let (done, failed) = load.await.unwrap();
-    server.shutdown.cancel();
+    drop(server);
     let left = cluster
         .psql(
             &db.name,
@@ -467,7 +566,7 @@ async fn mixed(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) 
     let (done, failed_valid) = load.await.unwrap();
     let churn_cycles = churn.await.unwrap();
     let (bad_calls, bad_misanswered) = bad.await.unwrap();
-    server.shutdown.cancel();
+    drop(server);
     Mixed {
         creates: done.len() as f64 / seconds as f64,
         failed_valid,
@@ -478,23 +577,38 @@ async fn mixed(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) 
 }
 
 async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Row {
-    let (db, server) = postgres_server(cluster, clients, true).await;
+    let (db, server) = postgres_server(cluster, clients, false).await;
 
     eprintln!("[{clients} clients] warming up ...");
     creates(&server.grpc, clients, 2, None).await;
     eprintln!("[{clients} clients] vfps Create (PostgreSQL) ...");
-    let kept = Arc::new(Mutex::new(Vec::new()));
-    let (n, lat) = creates(&server.grpc, clients, seconds, Some(kept.clone())).await;
+    let cpu = cpu_seconds(server.pid());
+    let (n, lat) = creates(&server.grpc, clients, seconds, None).await;
+    let cpu_per_1000 = (cpu_seconds(server.pid()) - cpu) / (n.max(1) as f64 / 1000.0);
+    let rss = (
+        memory_mib(server.pid(), "VmRSS"),
+        memory_mib(server.pid(), "VmHWM"),
+    );
 
     eprintln!("[{clients} clients] pgbench, same upsert, same clients ...");
-    let pgbench_tps = pgbench(cluster, &db, clients, seconds);
+    let pgbench_tps = pgbench(cluster, &db, UPSERT, clients, seconds);
 
     eprintln!("[{clients} clients] vfps Get (PostgreSQL) ...");
-    let kept = Arc::new(std::mem::take(&mut *kept.lock().unwrap()));
+    cluster
+        .psql(
+            &db.name,
+            &format!(
+                "INSERT INTO pseudonyms SELECT 'bench', 'lookup-' || k, \
+                 encode(sha256(k::text::bytea), 'hex'), now(), now() \
+                 FROM generate_series(1, {LOOKUP_ROWS}) k ON CONFLICT DO NOTHING; ANALYZE pseudonyms"
+            ),
+        )
+        .unwrap();
     let chans = Arc::new(channels(&server.grpc, 4));
     let (g, glat) = drive(clients, seconds, move |c, i| {
         let mut client = chans[c % chans.len()].clone();
-        let value = kept[((c as u64 * 7919 + i * 104_729) % kept.len() as u64) as usize].clone();
+        let k = (c as u64 * 7919 + i * 104_729) % LOOKUP_ROWS + 1;
+        let value = hex_sha256(&k.to_string());
         async move {
             client
                 .get(PseudonymServiceGetRequest {
@@ -506,26 +620,22 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         }
     })
     .await;
-    server.shutdown.cancel();
+    drop(server);
+    eprintln!("[{clients} clients] pgbench, same lookup SELECT, same clients ...");
+    let pgbench_select_tps = pgbench(cluster, &db, LOOKUP, clients, seconds);
 
     eprintln!("[{clients} clients] vfps Create (SQLite) ...");
     let dir = std::env::temp_dir().join(format!(
         "vfps-bench-sqlite-{}-{clients}",
         std::process::id()
     ));
-    let sqlite = start(vec![
-        (
-            "VFPS_SQLITE_PATH".into(),
-            dir.join("bench.sqlite").display().to_string(),
-        ),
-        (
-            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
-            "true".into(),
-        ),
-    ])
+    let sqlite = start(vec![(
+        "VFPS_SQLITE_PATH".into(),
+        dir.join("bench.sqlite").display().to_string(),
+    )])
     .await;
     let (s, slat) = creates(&sqlite.grpc, clients, seconds, None).await;
-    sqlite.shutdown.cancel();
+    drop(sqlite);
     let _ = std::fs::remove_dir_all(&dir);
 
     let per_second = |n: u64| n as f64 / seconds as f64;
@@ -534,17 +644,49 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         vfps_create: per_second(n),
         create_latency: (percentile(&lat, 0.5), percentile(&lat, 0.99)),
         pgbench_tps,
+        cpu_per_1000,
+        rss,
         vfps_get: per_second(g),
         get_latency: (percentile(&glat, 0.5), percentile(&glat, 0.99)),
+        pgbench_select_tps,
         sqlite_create: per_second(s),
         sqlite_latency: (percentile(&slat, 0.5), percentile(&slat, 0.99)),
     }
 }
 
+/// The pseudonym value of lookup row `k`: `encode(sha256(k), 'hex')`.
+fn hex_sha256(k: &str) -> String {
+    use std::fmt::Write;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(k.as_bytes());
+    digest.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Cold start to ready on a fresh SQLite file, `runs` times: the median and
+/// the slowest.
+async fn cold_start(runs: usize) -> (Duration, Duration) {
+    let mut times = Vec::new();
+    for i in 0..runs {
+        let dir = std::env::temp_dir().join(format!("vfps-bench-cold-{}-{i}", std::process::id()));
+        let (server, took) = spawn_ready(&[(
+            "VFPS_SQLITE_PATH".into(),
+            dir.join("cold.sqlite").display().to_string(),
+        )])
+        .await;
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+        times.push(took);
+    }
+    times.sort_unstable();
+    (times[times.len() / 2], times[times.len() - 1])
+}
+
 #[tokio::main]
 async fn main() {
     let levels: Vec<usize> = std::env::var("BENCH_CLIENTS")
-        .unwrap_or_else(|_| "32,128".into())
+        .unwrap_or_else(|_| "1,32,64".into())
         .split(',')
         .map(|c| {
             c.trim()
@@ -554,6 +696,8 @@ async fn main() {
         .collect();
     let seconds = env_or("BENCH_SECONDS", 10);
     eprintln!("benchmark: concurrency {levels:?}, {seconds} s per phase; PostgreSQL with fsync and synchronous_commit on");
+    eprintln!("cold start to ready (SQLite, fresh file) ...");
+    let (cold_median, cold_max) = cold_start(7).await;
     let cluster = vfps_testkit::PgCluster::start_with(
         "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\n",
     )
@@ -562,26 +706,48 @@ async fn main() {
     for clients in &levels {
         rows.push(measure(&cluster, *clients, seconds).await);
     }
-    let first = levels.first().copied().unwrap_or(32);
+    let first = levels.iter().copied().find(|c| *c > 1).unwrap_or(32);
     let big = delete_under_load(&cluster, first, env_or("BENCH_BIG_NAMESPACE", 500_000)).await;
     let mix = mixed(&cluster, first, seconds).await;
-    println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **ratio** | vfps Get/s (p50 / p99 ms) | vfps Create/s (SQLite) |");
-    println!("|---|---|---|---|---|---|");
-    for r in rows {
+    println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps Create/s (SQLite) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let target = if r.clients == 1 {
+            CREATE_TARGET_ONE
+        } else {
+            CREATE_TARGET_MANY
+        };
         println!(
-            "| {} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | **{:.2}** | {:.0} ({:.2} / {:.2}) | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
+            "| {} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | **{:.2}** ({target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | **{:.2}** | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
             r.clients,
             r.vfps_create,
             r.create_latency.0,
             r.create_latency.1,
             r.pgbench_tps,
             r.vfps_create / r.pgbench_tps,
+            r.cpu_per_1000,
             r.vfps_get,
             r.get_latency.0,
             r.get_latency.1,
+            r.pgbench_select_tps,
+            r.vfps_get / r.pgbench_select_tps,
             r.sqlite_create,
             r.sqlite_latency.0,
             r.sqlite_latency.1,
+        );
+    }
+    println!();
+    println!("| footprint | figure | target |");
+    println!("|---|---|---|");
+    println!(
+        "| cold start to ready (SQLite, median / slowest of 7) | {:.1} / {:.1} ms | < 100 ms |",
+        cold_median.as_secs_f64() * 1000.0,
+        cold_max.as_secs_f64() * 1000.0
+    );
+    for r in rows.iter().filter(|r| r.clients == 32) {
+        println!(
+            "| server RSS after 32-client Creates (now / peak) | {:.1} / {:.1} MiB | < 32 MiB |",
+            r.rss.0, r.rss.1
         );
     }
     println!();
