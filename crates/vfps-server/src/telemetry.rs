@@ -6,7 +6,7 @@
 //! them apart and an operator cannot silence them by turning logs down.
 
 use tracing_subscriber::{
-    filter::{filter_fn, Targets},
+    filter::{LevelFilter, Targets},
     fmt,
     layer::SubscriberExt,
     util::SubscriberInitExt,
@@ -16,8 +16,21 @@ use tracing_subscriber::{
 use crate::auth::audit;
 
 /// Installs the global subscriber: `RUST_LOG` filters (default `info`), JSON when asked.
+///
+/// Every filter here is static (levels and targets), so each callsite's interest
+/// is decided once and cached: a span or event no layer wants costs nothing per
+/// call. (A dynamic filter, such as a closure over the metadata, makes every
+/// callsite "sometimes" interesting, and the registry then creates every
+/// trace-level span of the HTTP/2 stack on every request.)
 pub fn init(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        // The audit trail is the layer below's; never twice.
+        .add_directive(
+            format!("{}=off", audit::TARGET)
+                .parse()
+                .unwrap_or_else(|_| LevelFilter::OFF.into()),
+        );
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let logs = if json {
         fmt::layer()
@@ -31,9 +44,7 @@ pub fn init(json: bool) {
             .with_writer(std::io::stderr)
             .boxed()
     };
-    let logs = logs
-        .with_filter(filter)
-        .with_filter(filter_fn(|m| m.target() != audit::TARGET));
+    let logs = logs.with_filter(filter);
     let audit_trail = fmt::layer()
         .json()
         .flatten_event(true)
