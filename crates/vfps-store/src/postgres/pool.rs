@@ -138,7 +138,8 @@ impl Steps {
             Err(_) => Error::unavailable(format!(
                 "the database did not answer within {:?}",
                 self.timeout
-            )),
+            ))
+            .because(vfps_core::TransientCause::Timeout),
         };
         if err.is_transient() {
             self.reachability.failed(&err.message);
