@@ -62,7 +62,7 @@ impl Telemetry {
 /// JSON when asked, the audit trail, and the OpenTelemetry layer when tracing is
 /// on. With tracing on, call it inside the Tokio runtime that will serve: the
 /// exporter's gRPC channel runs on it. Only the first call in a process installs
-/// anything (a second returns a `Telemetry` without traces).
+/// anything: a later one is a no-op, or an error if it asks for tracing.
 pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Result<Telemetry> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -112,8 +112,10 @@ pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Resu
             Some(p)
         }
         Some(p) => {
-            p.shutdown(Duration::ZERO);
-            None
+            p.discard();
+            anyhow::bail!(
+                "tracing needs the process's global tracing subscriber, and another one is installed"
+            );
         }
         None => None,
     };

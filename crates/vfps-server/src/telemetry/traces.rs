@@ -78,9 +78,14 @@ impl Pipeline {
         }
     }
 
+    /// Stops a pipeline that never got a span.
+    pub(super) fn discard(self) {
+        let _ = self.provider.shutdown_with_timeout(Duration::from_secs(1));
+    }
+
     pub(super) fn shutdown(self, timeout: Duration) {
         match self.provider.shutdown_with_timeout(timeout) {
-            Ok(()) => tracing::info!("spans exported; tracing stopped"),
+            Ok(()) => tracing::info!("tracing stopped"),
             Err(e) => tracing::warn!(
                 error = %e,
                 ?timeout,
