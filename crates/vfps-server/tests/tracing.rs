@@ -125,7 +125,7 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
         .to_owned();
 
     // Health checks on both ports, and the metrics port: none of them is traced.
-    let health = tonic_health::pb::health_client::HealthClient::new(channel)
+    let health = tonic_health::pb::health_client::HealthClient::new(channel.clone())
         .check(tonic_health::pb::HealthCheckRequest::default())
         .await
         .unwrap();
@@ -229,6 +229,81 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
                 span.name
             );
         }
+    }
+
+    // Concurrent Creates share batches: every caller's trace holds its batch's
+    // span, or its wait links to the batch span, which links back to the caller.
+    let callers: Vec<String> = (0..24u64)
+        .map(|i| format!("{:032x}", 0xc0ffee00 + i))
+        .collect();
+    let calls: Vec<_> = callers
+        .iter()
+        .enumerate()
+        .map(|(i, trace)| {
+            let mut client = PseudonymServiceClient::new(channel.clone());
+            let mut request = Request::new(PseudonymServiceCreateRequest {
+                namespace: "traced".into(),
+                original_value: format!("{original}-{i}"),
+            });
+            request.metadata_mut().insert(
+                "traceparent",
+                MetadataValue::try_from(format!("00-{trace}-{GRPC_PARENT}-01")).unwrap(),
+            );
+            tokio::spawn(async move { client.create(request).await.map(|_| ()) })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    tokio::task::block_in_place(|| telemetry.flush());
+    let spans = collector
+        .wait_for(Duration::from_secs(10), |spans| {
+            callers.iter().all(|t| {
+                spans
+                    .iter()
+                    .any(|s| s.trace_id == *t && s.name == "upsert_pseudonyms")
+            })
+        })
+        .await;
+    let batches: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.name == "coalescer.batch")
+        .collect();
+    let mut shared = 0;
+    for trace in &callers {
+        let mine = in_trace(&spans, trace);
+        let upsert = named(&mine, "upsert_pseudonyms");
+        let wait = named(&mine, "coalescer.wait");
+        if mine.iter().any(|s| s.name == "coalescer.batch") {
+            continue;
+        }
+        shared += 1;
+        let batch = batches
+            .iter()
+            .find(|b| {
+                wait.links
+                    .contains(&(b.trace_id.clone(), b.span_id.clone()))
+            })
+            .unwrap_or_else(|| panic!("the wait links to no batch: {wait:#?}"));
+        assert!(
+            batch
+                .links
+                .contains(&(upsert.trace_id.clone(), upsert.span_id.clone())),
+            "the batch links back to its caller: {batch:#?}"
+        );
+    }
+    eprintln!(
+        "{} concurrent Creates, {shared} of them in another caller's batch",
+        callers.len()
+    );
+    for (i, _) in callers.iter().enumerate() {
+        let secret = format!("{original}-{i}");
+        assert!(
+            !spans
+                .iter()
+                .any(|s| s.texts().iter().any(|t| t.contains(&secret))),
+            "a span carries an original value"
+        );
     }
 
     app.shutdown.cancel();

@@ -283,43 +283,41 @@ async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer
     }
     span.record("vfps.batch.size", candidates.len());
     observer.batch_started(candidates.len());
-    async {
-        match upsert(store, &candidates, observer).await {
-            Ok(results) => answer(results.into_iter().map(Ok), replies),
-            Err(e) if e.is_transient() || candidates.len() == 1 => {
-                record_error(&e);
-                answer(std::iter::repeat(Err(e)), replies)
+    match upsert(store, &candidates, observer)
+        .instrument(span.clone())
+        .await
+    {
+        Ok(results) => answer(results.into_iter().map(Ok), replies),
+        Err(e) if e.is_transient() || candidates.len() == 1 => {
+            record_error(&span, &e);
+            answer(std::iter::repeat(Err(e)), replies)
+        }
+        Err(e) => {
+            // Some row the database would not take: find out whose, row by row.
+            tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
+            span.in_scope(|| {
+                tracing::info!(target: SPANS_TARGET, rows = candidates.len(), error.type = ?e.kind, "split row by row")
+            });
+            let mut results = Vec::with_capacity(candidates.len());
+            for candidate in &candidates {
+                results.push(
+                    upsert(store, std::slice::from_ref(candidate), observer)
+                        .instrument(span.clone())
+                        .await
+                        .map(|mut r| r.remove(0)),
+                );
             }
-            Err(e) => {
-                // Some row the database would not take: find out whose, row by row.
-                tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
-                tracing::info!(target: SPANS_TARGET, rows = candidates.len(), error.type = ?e.kind, "split row by row");
-                let mut results = Vec::with_capacity(candidates.len());
-                for candidate in &candidates {
-                    results.push(
-                        upsert(store, std::slice::from_ref(candidate), observer)
-                            .await
-                            .map(|mut r| r.remove(0)),
-                    );
-                }
-                answer(results.into_iter(), replies)
-            }
+            answer(results.into_iter(), replies)
         }
     }
-    .instrument(span)
-    .await;
 }
 
-/// Marks the current (batch) span failed, by error kind and cause only.
-fn record_error(e: &Error) {
-    let span = Span::current();
-    if !span.is_disabled() {
-        let kind = match e.transient_cause() {
-            Some(cause) => cause.as_str(),
-            None => "error",
-        };
-        span.record("error.type", kind);
-    }
+/// Marks the batch span failed, by the error's kind or cause only.
+fn record_error(span: &Span, e: &Error) {
+    match e.transient_cause() {
+        Some(cause) => span.record("error.type", cause.as_str()),
+        None => span.record("error.type", tracing::field::debug(&e.kind)),
+    };
 }
 
 /// One upsert that answers exactly one result per candidate, or an error.
