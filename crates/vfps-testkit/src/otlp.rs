@@ -78,7 +78,9 @@ pub struct Collector {
     /// `http://127.0.0.1:<port>`, for `Tracing__Otlp__Endpoint`.
     pub endpoint: String,
     pub addr: SocketAddr,
+    /// Filled by the server task, read by the test.
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// Dropped with the collector, which stops the server.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -133,6 +135,7 @@ impl Collector {
 }
 
 struct Receiver {
+    /// Shared with the [`Collector`].
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
 }
 

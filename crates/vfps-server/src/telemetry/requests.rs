@@ -70,6 +70,7 @@ enum Transport {
 /// Wraps a service in [`Traced`].
 #[derive(Debug, Clone, Copy)]
 pub struct TraceLayer {
+    /// Decides which calls are traced and how their spans are named.
     transport: Transport,
 }
 
@@ -103,6 +104,7 @@ impl<S> tower::Layer<S> for TraceLayer {
 #[derive(Debug, Clone)]
 pub struct Traced<S> {
     inner: S,
+    /// Decides which calls are traced and how their spans are named.
     transport: Transport,
 }
 

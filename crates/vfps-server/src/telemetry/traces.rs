@@ -19,6 +19,8 @@ const SCOPE: &str = "vfps";
 
 /// The exporter and what makes its tracer; flushed and stopped on shutdown.
 pub(super) struct Pipeline {
+    /// Owns the batch processor and its exporter: the tracer comes from it, and
+    /// shutting it down exports what is still queued.
     provider: SdkTracerProvider,
 }
 
