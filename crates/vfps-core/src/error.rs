@@ -24,12 +24,51 @@ pub enum ErrorKind {
     PermissionDenied,
 }
 
+/// Why a transient (`Unavailable`) error happened, as far as the layer that saw it
+/// knows: a small fixed set, so that retries can be counted and traced by cause
+/// without reading (or exporting) their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransientCause {
+    /// The database cannot be reached, lost the connection, is read-only after a
+    /// failover or is shutting down; also any transient error without a finer cause.
+    Unavailable,
+    /// The database, or a connection from the pool, did not come in time.
+    Timeout,
+    /// The transaction conflicted with another: serialisation failure, deadlock,
+    /// lock not available.
+    Serialization,
+    /// Out of capacity: too many connections, memory or disk, or too many Creates
+    /// already waiting for the database.
+    Overloaded,
+}
+
+impl TransientCause {
+    pub const ALL: [TransientCause; 4] = [
+        Self::Unavailable,
+        Self::Timeout,
+        Self::Serialization,
+        Self::Overloaded,
+    ];
+
+    /// The lower-case name, as a metric label and a trace attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::Timeout => "timeout",
+            Self::Serialization => "serialization",
+            Self::Overloaded => "overloaded",
+        }
+    }
+}
+
 /// An error with a message that is safe to return to the caller and to log: it never
 /// contains an original value or a pseudonym.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    /// Set by [`Error::because`] where the finer cause of a transient error is known.
+    cause: Option<TransientCause>,
 }
 
 impl fmt::Display for Error {
@@ -43,7 +82,21 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            cause: None,
         }
+    }
+    /// The same error, with the finer cause of its transience.
+    pub fn because(self, cause: TransientCause) -> Self {
+        Self {
+            cause: Some(cause),
+            ..self
+        }
+    }
+    /// Why a transient error happened (`Unavailable` when nobody said); `None`
+    /// for an error that is not transient.
+    pub fn transient_cause(&self) -> Option<TransientCause> {
+        self.is_transient()
+            .then(|| self.cause.unwrap_or(TransientCause::Unavailable))
     }
     pub fn invalid_argument(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArgument, message)
@@ -71,5 +124,30 @@ impl Error {
     }
     pub fn is_transient(&self) -> bool {
         self.kind == ErrorKind::Unavailable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transient_errors_have_a_cause_and_unavailable_is_the_default() {
+        assert_eq!(
+            Error::unavailable("x").transient_cause(),
+            Some(TransientCause::Unavailable)
+        );
+        assert_eq!(
+            Error::unavailable("x")
+                .because(TransientCause::Serialization)
+                .transient_cause(),
+            Some(TransientCause::Serialization)
+        );
+        assert_eq!(
+            Error::internal("x")
+                .because(TransientCause::Timeout)
+                .transient_cause(),
+            None
+        );
     }
 }

@@ -14,5 +14,5 @@ pub mod error;
 pub mod generate;
 
 pub use domain::*;
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, TransientCause};
 pub use generate::GenerationMethod;

@@ -107,7 +107,10 @@ async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
                 return (server, started.elapsed());
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "vfps never became ready");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "vfps never became ready"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

@@ -13,6 +13,7 @@ mod appsettings;
 mod authorization;
 mod env;
 mod init_namespaces;
+mod traces;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
 
@@ -23,6 +24,7 @@ pub use self::{
     authorization::{Authorization, NamespaceRule},
     env::parse_duration,
     init_namespaces::InitNamespace,
+    traces::{RootSampler, Tracing, DEFAULT_OTLP_ENDPOINT},
 };
 
 /// Everything `vfps serve` needs, validated.
@@ -48,6 +50,8 @@ pub struct Settings {
     pub metrics: MetricsConfig,
     /// How logs are written.
     pub telemetry: Telemetry,
+    /// `Tracing__*`: OpenTelemetry traces, off by default.
+    pub tracing: Tracing,
     /// Namespaces to create at start-up if missing, so a deployment can ship them.
     pub init_namespaces: Vec<InitNamespace>,
     /// `Authorization__*`: who may call what.
@@ -339,6 +343,7 @@ impl Settings {
             batching: Batching::from_env(&env, &mut errors),
             readiness: Readiness::from_env(&env, &mut errors),
             telemetry: Telemetry::from_env(&env, &mut errors),
+            tracing: Tracing::from_env(&env, &mut errors, &mut notes),
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
             authorization: Authorization::from_env(&env, &mut errors),
             grpc_reflection: authorization::reflection(&env, &mut errors),
@@ -1018,6 +1023,74 @@ mod tests {
         assert_eq!(
             plain.authorization.authority.as_deref(),
             Some("http://idp.local")
+        );
+    }
+
+    #[test]
+    fn tracing_is_off_by_default_and_reads_upstreams_names() {
+        let off = load(&[]).unwrap().tracing;
+        assert_eq!(off, Tracing::default());
+        assert!(!off.enabled);
+        assert_eq!(off.root_sampler, RootSampler::AlwaysOn);
+        assert_eq!(off.sampling_probability, 0.1);
+        assert_eq!(off.otlp_endpoint, DEFAULT_OTLP_ENDPOINT);
+        let s = load(&[
+            ("Tracing__IsEnabled", "true"),
+            ("Tracing__ServiceName", "vfps-eu"),
+            ("Tracing__RootSampler", "TraceIdRatioBasedSampler"),
+            ("Tracing__SamplingProbability", "0.25"),
+            ("Tracing__Otlp__Endpoint", "http://collector:4317"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://elsewhere:4317"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.tracing,
+            Tracing {
+                enabled: true,
+                service_name: "vfps-eu".into(),
+                root_sampler: RootSampler::TraceIdRatioBased,
+                sampling_probability: 0.25,
+                otlp_endpoint: "http://collector:4317".into(),
+            }
+        );
+        // The short names, and the standard variable when upstream's is empty
+        // (as upstream's appsettings.json ships it).
+        let s = load(&[
+            ("Tracing__RootSampler", "alwaysoff"),
+            ("Tracing__Otlp__Endpoint", ""),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4317"),
+        ])
+        .unwrap();
+        assert_eq!(s.tracing.root_sampler, RootSampler::AlwaysOff);
+        assert_eq!(s.tracing.otlp_endpoint, "https://otel.example:4317");
+    }
+
+    #[test]
+    fn bad_tracing_settings_are_named_with_their_values() {
+        let e = load(&[
+            ("Tracing__IsEnabled", "yes please"),
+            ("Tracing__RootSampler", "SometimesSampler"),
+            ("Tracing__SamplingProbability", "1.5"),
+            ("Tracing__Otlp__Endpoint", "collector:4317"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            e.0,
+            [
+                "Tracing__IsEnabled=\"yes please\" is not valid: expected true or false",
+                "Tracing__RootSampler=\"SometimesSampler\" is not valid: expected AlwaysOnSampler, AlwaysOffSampler or TraceIdRatioBasedSampler",
+                "Tracing__SamplingProbability=\"1.5\" is not valid: expected a probability from 0 to 1, such as 0.1",
+                "Tracing__Otlp__Endpoint=\"collector:4317\" is not valid: expected an http:// or https:// URL such as http://localhost:4317",
+            ]
+        );
+        for bad in ["-0.1", "NaN", "ten percent"] {
+            let e = load(&[("Tracing__SamplingProbability", bad)]).unwrap_err();
+            assert!(e.0[0].starts_with("Tracing__SamplingProbability="), "{e}");
+        }
+        let e = load(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://")]).unwrap_err();
+        assert!(
+            e.0[0].starts_with("OTEL_EXPORTER_OTLP_ENDPOINT=\"http://\""),
+            "{e}"
         );
     }
 

@@ -13,7 +13,8 @@
 //! - [`metrics`]: Prometheus metrics.
 //! - [`cache`]: the bounded, expiring namespace and pseudonym caches.
 //! - [`state`]: what the transports share, including readiness.
-//! - [`telemetry`]: structured logging, and the audit log.
+//! - [`telemetry`]: structured logging, the audit log, and OpenTelemetry traces
+//!   (one span per API call, the coalescer's wait and batch, store retries).
 //! - [`tls`]: TLS on the API ports, certificates reloaded when their files change.
 //! - [`tokens`]: creating, showing and revoking access tokens (API and CLI).
 

@@ -5,11 +5,14 @@ use std::{process::ExitCode, time::Duration};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use vfps_server::{
-    config::{parse_duration, Flags, Settings, StoreConfig},
+    config::{parse_duration, Flags, Settings, StoreConfig, Tracing},
     startup::{open_store, Application},
     telemetry, tokens,
 };
 use vfps_store::postgres::PgStore;
+
+/// How long exiting waits for the last spans to reach the collector.
+const TRACING_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Parser)]
 #[command(name = "vfps", version, about = "The vfps pseudonymization service")]
@@ -97,10 +100,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(settings.telemetry.log_json);
-    for note in notes {
-        tracing::info!("{note}");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,6 +110,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Only `serve` answers calls worth tracing.
+    let serving = tokens.is_none() && !migrate_only;
+    let tracing_settings = if serving {
+        settings.tracing.clone()
+    } else {
+        Tracing::default()
+    };
+    // Inside the runtime: the trace exporter's channel runs on it.
+    let telemetry =
+        match runtime.block_on(async { telemetry::init(&settings.telemetry, &tracing_settings) }) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("vfps: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+    for note in notes {
+        tracing::info!("{note}");
+    }
     let result = runtime.block_on(async move {
         if let Some(action) = tokens {
             manage_tokens(&settings, action).await
@@ -122,6 +140,8 @@ fn main() -> ExitCode {
             serve(settings).await
         }
     });
+    // The runtime still runs the exporter's channel; this thread is not one of its workers.
+    telemetry.shutdown(TRACING_SHUTDOWN_TIMEOUT);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -2,7 +2,9 @@
 //!
 //! Pool occupancy is read at scrape time; pseudonym counts per namespace are
 //! refreshed by a background task, incrementally (see `counts`), and labelled
-//! for the largest [`MAX_NAMESPACE_LABELS`] namespaces only.
+//! for the largest [`MAX_NAMESPACE_LABELS`] namespaces only. The coalescer
+//! reports its queue, waits, batches and statements through [`Observer`];
+//! `docs/observability.md` lists every metric.
 
 use std::{sync::Arc, time::Duration};
 
@@ -10,8 +12,8 @@ use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
-use vfps_core::{Error, ErrorKind};
-use vfps_store::Store;
+use vfps_core::{Error, ErrorKind, TransientCause};
+use vfps_store::{coalesce::Observer, Store};
 
 /// Namespaces with a `vfps_pseudonyms` series of their own; the others are
 /// summed in `vfps_pseudonyms_other_namespaces` (bounded label cardinality).
@@ -45,6 +47,14 @@ struct Inner {
     request_duration: HistogramVec,
     store_duration: HistogramVec,
     batch_size: Histogram,
+    /// From a Create joining the coalescer's queue until its batch starts.
+    queue_wait: Histogram,
+    /// One batch statement, sent until answered.
+    batch_round_trip: Histogram,
+    /// Creates waiting for a batch now.
+    queue_depth: IntGauge,
+    /// Transient store errors retried, by cause.
+    retries: IntCounterVec,
     collisions: IntCounter,
     pseudonym_cache: IntCounterVec,
     pool: IntGaugeVec,
@@ -57,6 +67,17 @@ struct Inner {
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Waits in the coalescer's queue: zero when idle, so finer at the low end.
+const WAIT_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+];
+
+/// Rows per batch, up to the largest `VFPS_MAX_CREATE_BATCH` worth telling apart.
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
 ];
 
 impl Metrics {
@@ -85,10 +106,38 @@ impl Metrics {
         let batch_size = Histogram::with_opts(
             HistogramOpts::new(
                 "vfps_create_batch_size",
-                "Creates coalesced into one upsert",
+                "Distinct rows per coalesced upsert (Creates of one original count once)",
             )
-            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+            .buckets(BATCH_BUCKETS.to_vec()),
         )?;
+        let queue_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "vfps_create_queue_wait_seconds",
+                "Time a Create waited in the coalescer's queue until its batch started",
+            )
+            .buckets(WAIT_BUCKETS.to_vec()),
+        )?;
+        let batch_round_trip = Histogram::with_opts(
+            HistogramOpts::new(
+                "vfps_create_batch_round_trip_seconds",
+                "Database round trip of one batch upsert statement (including taking a connection), answered or failed",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+        )?;
+        let queue_depth = IntGauge::new(
+            "vfps_create_queue_depth",
+            "Creates waiting in the coalescer's queue for a batch",
+        )?;
+        let retries = IntCounterVec::new(
+            Opts::new(
+                "vfps_store_retries_total",
+                "Store operations retried after a transient error, by cause",
+            ),
+            &["reason"],
+        )?;
+        for cause in TransientCause::ALL {
+            retries.with_label_values(&[cause.as_str()]);
+        }
         let collisions = IntCounter::new(
             "vfps_pseudonym_collisions_total",
             "Generated pseudonyms that collided and were regenerated",
@@ -133,6 +182,10 @@ impl Metrics {
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(store_duration.clone()))?;
         registry.register(Box::new(batch_size.clone()))?;
+        registry.register(Box::new(queue_wait.clone()))?;
+        registry.register(Box::new(batch_round_trip.clone()))?;
+        registry.register(Box::new(queue_depth.clone()))?;
+        registry.register(Box::new(retries.clone()))?;
         registry.register(Box::new(collisions.clone()))?;
         registry.register(Box::new(pseudonym_cache.clone()))?;
         registry.register(Box::new(pool.clone()))?;
@@ -147,6 +200,10 @@ impl Metrics {
                 request_duration,
                 store_duration,
                 batch_size,
+                queue_wait,
+                batch_round_trip,
+                queue_depth,
+                retries,
                 collisions,
                 pseudonym_cache,
                 pool,
@@ -185,8 +242,12 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    pub fn observe_batch(&self, size: usize) {
-        self.inner.batch_size.observe(size as f64);
+    /// One transient store error that is retried.
+    pub fn retry(&self, cause: TransientCause) {
+        self.inner
+            .retries
+            .with_label_values(&[cause.as_str()])
+            .inc();
     }
 
     pub fn pseudonym_cache(&self, hit: bool) {
@@ -260,6 +321,24 @@ impl Metrics {
             tracing::error!(error = %e, "cannot encode metrics");
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Observer for Metrics {
+    fn enqueued(&self) {
+        self.inner.queue_depth.inc();
+    }
+    fn left_queue(&self, n: usize) {
+        self.inner.queue_depth.sub(n as i64);
+    }
+    fn batch_started(&self, rows: usize) {
+        self.inner.batch_size.observe(rows as f64);
+    }
+    fn waited(&self, wait: Duration) {
+        self.inner.queue_wait.observe(wait.as_secs_f64());
+    }
+    fn statement(&self, elapsed: Duration) {
+        self.inner.batch_round_trip.observe(elapsed.as_secs_f64());
     }
 }
 

@@ -7,13 +7,14 @@ use std::{
 };
 
 use tokio::time::timeout_at;
+use tracing::Instrument;
 use vfps_core::{
     generate::generate, now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace,
     NamespaceName, NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
-    PseudonymPage, PseudonymValue, MAX_DESCRIPTION_BYTES,
+    PseudonymPage, PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
 };
 use vfps_store::{
-    coalesce::{Coalescer, Limits},
+    coalesce::{Coalescer, Limits, SPANS_TARGET},
     Candidate, Store, Upserted,
 };
 
@@ -69,7 +70,6 @@ impl Service {
         caching: Caching,
         metrics: Metrics,
     ) -> Self {
-        let m = metrics.clone();
         let coalescer = Coalescer::spawn(
             store.clone(),
             Limits {
@@ -77,7 +77,7 @@ impl Service {
                 max_batch: batching.max_batch,
                 max_queue: batching.max_queue,
             },
-            Arc::new(move |n| m.observe_batch(n)),
+            Arc::new(metrics.clone()),
         );
         Self {
             store,
@@ -101,6 +101,8 @@ impl Service {
 
     /// Runs a store operation, retrying transient failures with capped exponential
     /// backoff until `deadline`; then answers `Unavailable` with the last cause.
+    /// Traced as one span named after the operation, with a `retry` event (and a
+    /// count in `vfps_store_retries_total`) per retry, by cause.
     async fn retry<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -111,36 +113,66 @@ impl Service {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
-        let mut backoff = Duration::from_millis(25);
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let started = Instant::now();
-            let result = timeout_at(deadline.into(), op()).await;
-            self.metrics.observe_store(operation, started.elapsed());
-            let last = match result {
-                Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if e.is_transient() => e,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => {
-                    return Err(Error::unavailable(format!(
-                        "{operation}: the database did not answer within the call's deadline ({attempt} attempts)"
-                    )))
-                }
+        let span = tracing::info_span!(
+            target: SPANS_TARGET,
+            "store",
+            otel.name = operation,
+            vfps.attempts = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        async move {
+            let span = tracing::Span::current();
+            let mut backoff = Duration::from_millis(25);
+            let mut attempt = 0u32;
+            let give_up = |cause: TransientCause, e: Error| {
+                span.record("error.type", cause.as_str());
+                Err(e.because(cause))
             };
-            let jitter =
-                Duration::from_millis(rand::random_range(0..=backoff.as_millis() as u64 / 2));
-            let wait = backoff + jitter;
-            if Instant::now() + wait >= deadline {
-                return Err(Error::unavailable(format!(
-                    "{operation}: {} (gave up after {attempt} attempts within the call's deadline)",
-                    last.message
-                )));
+            loop {
+                attempt += 1;
+                span.record("vfps.attempts", attempt);
+                let started = Instant::now();
+                let result = timeout_at(deadline.into(), op()).await;
+                self.metrics.observe_store(operation, started.elapsed());
+                let (last, cause) = match result {
+                    Ok(Ok(v)) => return Ok(v),
+                    Ok(Err(e)) => match e.transient_cause() {
+                        Some(cause) => (e, cause),
+                        None => {
+                            span.record("error.type", crate::metrics::code_name(Some(e.kind)));
+                            return Err(e);
+                        }
+                    },
+                    Err(_) => {
+                        return give_up(TransientCause::Timeout, Error::unavailable(format!(
+                            "{operation}: the database did not answer within the call's deadline ({attempt} attempts)"
+                        )))
+                    }
+                };
+                let jitter =
+                    Duration::from_millis(rand::random_range(0..=backoff.as_millis() as u64 / 2));
+                let wait = backoff + jitter;
+                if Instant::now() + wait >= deadline {
+                    return give_up(cause, Error::unavailable(format!(
+                        "{operation}: {} (gave up after {attempt} attempts within the call's deadline)",
+                        last.message
+                    )));
+                }
+                self.metrics.retry(cause);
+                tracing::info!(
+                    target: SPANS_TARGET,
+                    reason = cause.as_str(),
+                    attempt,
+                    backoff_ms = wait.as_millis() as u64,
+                    "retry"
+                );
+                tracing::debug!(operation, attempt, error = %last, "transient database error, retrying");
+                tokio::time::sleep(wait).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
             }
-            tracing::debug!(operation, attempt, error = %last, "transient database error, retrying");
-            tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
         }
+        .instrument(span)
+        .await
     }
 
     /// Whether a cache entry of `namespace` read at `read_at` may be served.

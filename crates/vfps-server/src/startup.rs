@@ -203,7 +203,11 @@ impl Application {
 
         // Cancelled once the pre-stop delay is over: listeners stop accepting.
         let stop = CancellationToken::new();
+        let traced = settings.tracing.enabled;
         let grpc_router = tonic::transport::Server::builder()
+            .layer(tower::util::option_layer(
+                traced.then(crate::telemetry::requests::TraceLayer::grpc),
+            ))
             .add_service(health_service)
             .add_optional_service(reflection_v1)
             .add_optional_service(reflection_v1alpha)
@@ -219,7 +223,8 @@ impl Application {
                 })
                 .max_decoding_message_size(settings.calls.max_request_bytes),
             );
-        let http_router = crate::http::router(state.clone(), settings.calls.max_request_bytes);
+        let http_router =
+            crate::http::router(state.clone(), settings.calls.max_request_bytes, traced);
         let stopped = || stop.clone().cancelled_owned();
         type Served<E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send>>;
         let (grpc_server, http_server): (Served<tonic::transport::Error>, Served<std::io::Error>) =

@@ -1,9 +1,20 @@
-//! Structured logging. Log lines carry namespaces, codes and counts — never an
-//! original value, a pseudonym or a credential.
+//! Structured logging, the audit log and, when `Tracing__IsEnabled`, OpenTelemetry
+//! traces. Log lines and spans carry namespaces, codes, counts and causes —
+//! never an original value, a pseudonym or a credential.
 //!
 //! Audit events (target `vfps::audit`) are always written, one JSON object per
 //! line, whatever `RUST_LOG` and `VFPS_LOG_JSON` say, so a collector can route
 //! them apart and an operator cannot silence them by turning logs down.
+//!
+//! Spans for traces use their own target, [`SPANS_TARGET`]: only the
+//! OpenTelemetry layer takes them (and it takes nothing else, so no log event's
+//! text reaches an exporter), and with tracing off no layer wants them, so they
+//! are never built. See `docs/observability.md` for every span and attribute.
+
+pub mod requests;
+mod traces;
+
+use std::time::Duration;
 
 use tracing_subscriber::{
     filter::{LevelFilter, Targets},
@@ -12,27 +23,65 @@ use tracing_subscriber::{
     util::SubscriberInitExt,
     EnvFilter, Layer,
 };
+pub use vfps_store::coalesce::SPANS_TARGET;
 
-use crate::auth::audit;
+use crate::{auth::audit, config};
 
-/// Installs the global subscriber: `RUST_LOG` filters (default `info`), JSON when asked.
+/// What logging and tracing hold on to while the process serves: the trace
+/// exporter, to be flushed before the process exits.
+#[must_use = "dropping Telemetry without shutdown loses the spans not yet exported"]
+pub struct Telemetry {
+    /// `None` when tracing is off.
+    traces: Option<traces::Pipeline>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn tracing(&self) -> bool {
+        self.traces.is_some()
+    }
+
+    /// Exports every span finished so far, waiting for the collector (tests).
+    pub fn flush(&self) {
+        if let Some(t) = &self.traces {
+            t.flush();
+        }
+    }
+
+    /// Exports what is left, waiting at most `timeout`, and stops the exporter.
+    /// Blocks the calling thread: call it outside the runtime's worker threads
+    /// (after `block_on`, or in `spawn_blocking`), while the runtime still exists.
+    pub fn shutdown(self, timeout: Duration) {
+        if let Some(t) = self.traces {
+            t.shutdown(timeout);
+        }
+    }
+}
+
+/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`),
+/// JSON when asked, the audit trail, and the OpenTelemetry layer when tracing is
+/// on.
 ///
 /// Every filter here is static (levels and targets), so each callsite's interest
 /// is decided once and cached: a span or event no layer wants costs nothing per
 /// call. (A dynamic filter, such as a closure over the metadata, makes every
 /// callsite "sometimes" interesting, and the registry then creates every
-/// trace-level span of the HTTP/2 stack on every request.)
-pub fn init(json: bool) {
+/// trace-level span of the HTTP/2 stack on every request.) With tracing on, call it inside the Tokio runtime that will serve: the
+/// exporter's gRPC channel runs on it. Only the first call in a process installs
+/// anything: a later one is a no-op, or an error if it asks for tracing.
+pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Result<Telemetry> {
+    let off = |target: &str| {
+        format!("{target}=off")
+            .parse()
+            .unwrap_or_else(|_| LevelFilter::OFF.into())
+    };
+    // The audit trail and the spans are other layers'; never in the log lines.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info"))
-        // The audit trail is the layer below's; never twice.
-        .add_directive(
-            format!("{}=off", audit::TARGET)
-                .parse()
-                .unwrap_or_else(|_| LevelFilter::OFF.into()),
-        );
+        .add_directive(off(audit::TARGET))
+        .add_directive(off(SPANS_TARGET));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let logs = if json {
+    let lines = if logs.log_json {
         fmt::layer()
             .json()
             .flatten_event(true)
@@ -44,14 +93,44 @@ pub fn init(json: bool) {
             .with_writer(std::io::stderr)
             .boxed()
     };
-    let logs = logs.with_filter(filter);
+    let lines = lines.with_filter(filter);
     let audit_trail = fmt::layer()
         .json()
         .flatten_event(true)
         .with_writer(std::io::stderr)
         .with_filter(Targets::new().with_target(audit::TARGET, tracing::Level::INFO));
-    let _ = tracing_subscriber::registry()
-        .with(logs)
+    let pipeline = tracing
+        .enabled
+        .then(|| traces::Pipeline::new(tracing))
+        .transpose()?;
+    let spans = pipeline.as_ref().map(|p| {
+        p.layer()
+            .with_filter(Targets::new().with_target(SPANS_TARGET, tracing::Level::TRACE))
+    });
+    let installed = tracing_subscriber::registry()
+        .with(lines)
         .with(audit_trail)
-        .try_init();
+        .with(spans)
+        .try_init()
+        .is_ok();
+    let traces = match pipeline {
+        Some(p) if installed => {
+            tracing::info!(
+                endpoint = %tracing.otlp_endpoint,
+                service_name = %tracing.service_name,
+                root_sampler = ?tracing.root_sampler,
+                sampling_probability = tracing.sampling_probability,
+                "tracing is on: spans are exported over OTLP/gRPC"
+            );
+            Some(p)
+        }
+        Some(p) => {
+            p.discard();
+            anyhow::bail!(
+                "tracing needs the process's global tracing subscriber, and another one is installed"
+            );
+        }
+        None => None,
+    };
+    Ok(Telemetry { traces })
 }

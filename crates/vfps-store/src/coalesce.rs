@@ -13,19 +13,76 @@
 //! run again row by row, so each caller gets its own answer. The queue is bounded:
 //! when it is full a Create is answered `Unavailable` at once instead of waiting
 //! behind work the database cannot keep up with.
+//!
+//! An [`Observer`] is told how long each caller waited for its batch, how large
+//! each batch is and how long its statement took (for metrics). Traces: each
+//! caller's wait is a `coalescer.wait` span (target [`SPANS_TARGET`]); the batch
+//! is one `coalescer.batch` span, a child of its first caller's span, linked to
+//! the spans of every other caller, whose waits link back to it. Spans carry
+//! sizes and causes, never a value.
 
-use std::sync::{
-    atomic::{AtomicUsize, Ordering},
-    Arc,
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
 };
 
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
-use vfps_core::Error;
+use tracing::{Instrument, Span};
+use vfps_core::{Error, TransientCause};
 
 use crate::{Candidate, Upsert, Upserted};
 
+/// The target of the coalescer's trace spans: only a tracing layer that asks for
+/// it sees them, so they cost nothing when tracing is off.
+pub const SPANS_TARGET: &str = "vfps::spans";
+
 type Reply = oneshot::Sender<Result<Upserted, Error>>;
-type Item = (Candidate, Reply);
+
+/// One caller's Create, waiting for a batch.
+struct Item {
+    candidate: Candidate,
+    reply: Reply,
+    /// When it joined the queue, for the wait metric.
+    enqueued_at: Instant,
+    /// The caller's span: the batch span's parent or one of its links.
+    caller: Span,
+    /// The caller's wait, closed when its batch starts.
+    wait: Span,
+}
+
+/// What the coalescer reports, for metrics. Called on the hot path (the caller's
+/// task or a batch worker): keep it to counters and histograms.
+pub trait Observer: Send + Sync + 'static {
+    /// A Create is about to join the queue.
+    fn enqueued(&self) {}
+    /// `n` Creates left the queue: taken into a batch, or refused because it was full.
+    fn left_queue(&self, n: usize) {
+        let _ = n;
+    }
+    /// A batch starts with `rows` distinct rows.
+    fn batch_started(&self, rows: usize) {
+        let _ = rows;
+    }
+    /// How long one caller of a starting batch waited since it joined the queue.
+    fn waited(&self, wait: Duration) {
+        let _ = wait;
+    }
+    /// One statement of a batch (the batch, or one row of a failed batch that is
+    /// split) took `elapsed` to answer, successfully or not.
+    fn statement(&self, elapsed: Duration) {
+        let _ = elapsed;
+    }
+}
+
+/// A closure observes batch sizes only.
+impl<F: Fn(usize) + Send + Sync + 'static> Observer for F {
+    fn batch_started(&self, rows: usize) {
+        self(rows)
+    }
+}
 
 /// What the workers share.
 struct Shared {
@@ -81,6 +138,8 @@ pub struct Coalescer {
     queue: mpsc::Sender<Item>,
     /// The queue's bound, for the error message.
     capacity: usize,
+    /// Told when a Create joins the queue or is refused.
+    observer: Arc<dyn Observer>,
 }
 
 /// How the coalescer batches.
@@ -96,12 +155,11 @@ pub struct Limits {
 
 impl Coalescer {
     /// Spawns the batch workers on the current runtime. They stop when every
-    /// handle is dropped. `on_batch` is told each batch's size (after
-    /// deduplication), for metrics.
+    /// handle is dropped. `observer` is told about waits, batches and statements.
     pub fn spawn<S: Upsert + ?Sized>(
         store: Arc<S>,
         limits: Limits,
-        on_batch: Arc<dyn Fn(usize) + Send + Sync>,
+        observer: Arc<dyn Observer>,
     ) -> Self {
         let capacity = limits.max_queue.max(1);
         let (tx, rx) = mpsc::channel(capacity);
@@ -115,15 +173,16 @@ impl Coalescer {
         for _ in 0..limits.workers.max(1) {
             let shared = shared.clone();
             let store = store.clone();
-            let on_batch = on_batch.clone();
+            let observer = observer.clone();
             tokio::spawn(async move {
                 loop {
                     let Some(batch) = shared.collect(max_batch).await else {
                         return;
                     };
+                    observer.left_queue(batch.len());
                     shared.in_flight.fetch_add(1, Ordering::SeqCst);
                     shared.last_size.store(batch.len(), Ordering::Relaxed);
-                    run_batch(store.as_ref(), batch, on_batch.as_ref()).await;
+                    run_batch(store.as_ref(), batch, observer.as_ref()).await;
                     shared.in_flight.fetch_sub(1, Ordering::SeqCst);
                     shared.finished.notify_waiters();
                 }
@@ -132,6 +191,7 @@ impl Coalescer {
         Self {
             queue: tx,
             capacity,
+            observer,
         }
     }
 
@@ -140,13 +200,25 @@ impl Coalescer {
     /// started.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Upserted, Error> {
         let (tx, rx) = oneshot::channel();
-        self.queue.try_send((candidate, tx)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => Error::unavailable(format!(
-                "overloaded: {} Creates are already waiting for the database",
-                self.capacity
-            )),
-            mpsc::error::TrySendError::Closed(_) => {
-                Error::unavailable("the server is shutting down")
+        let item = Item {
+            candidate,
+            reply: tx,
+            enqueued_at: Instant::now(),
+            caller: Span::current(),
+            wait: tracing::info_span!(target: SPANS_TARGET, "coalescer.wait"),
+        };
+        self.observer.enqueued();
+        self.queue.try_send(item).map_err(|e| {
+            self.observer.left_queue(1);
+            match e {
+                mpsc::error::TrySendError::Full(_) => Error::unavailable(format!(
+                    "overloaded: {} Creates are already waiting for the database",
+                    self.capacity
+                ))
+                .because(TransientCause::Overloaded),
+                mpsc::error::TrySendError::Closed(_) => {
+                    Error::unavailable("the server is shutting down")
+                }
             }
         })?;
         rx.await
@@ -154,25 +226,47 @@ impl Coalescer {
     }
 }
 
-async fn run_batch<S: Upsert + ?Sized>(
-    store: &S,
-    mut batch: Vec<(Candidate, Reply)>,
-    on_batch: &(dyn Fn(usize) + Send + Sync),
-) {
+async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer: &dyn Observer) {
     // Nobody waits for these any more.
-    batch.retain(|(_, reply)| !reply.is_closed());
+    batch.retain(|item| !item.reply.is_closed());
     if batch.is_empty() {
         return;
     }
+    // The batch belongs to the trace of its first caller (in queue order) and
+    // links every other caller's.
+    let callers = batch.len();
+    let span = tracing::info_span!(
+        target: SPANS_TARGET,
+        parent: &batch[0].caller,
+        "coalescer.batch",
+        otel.kind = "client",
+        vfps.batch.size = tracing::field::Empty,
+        vfps.batch.callers = callers,
+        error.type = tracing::field::Empty,
+    );
+    let first_caller = batch[0].caller.id();
     // Deduplicate: one row per (namespace, original); every caller of a key gets
     // it. Sorted by key, so concurrent batches lock index entries in one order.
     batch.sort_by(|a, b| {
-        (a.0.namespace.as_str(), a.0.original.as_str())
-            .cmp(&(b.0.namespace.as_str(), b.0.original.as_str()))
+        (
+            a.candidate.namespace.as_str(),
+            a.candidate.original.as_str(),
+        )
+            .cmp(&(
+                b.candidate.namespace.as_str(),
+                b.candidate.original.as_str(),
+            ))
     });
+    let started = Instant::now();
     let mut candidates: Vec<Candidate> = Vec::with_capacity(batch.len());
     let mut replies: Vec<Vec<Reply>> = Vec::with_capacity(batch.len());
-    for (candidate, reply) in batch {
+    for item in batch {
+        observer.waited(started.saturating_duration_since(item.enqueued_at));
+        if !span.is_disabled() && item.caller.id() != first_caller {
+            span.follows_from(&item.caller);
+            item.wait.follows_from(&span);
+        }
+        let (candidate, reply) = (item.candidate, item.reply);
         match candidates.last() {
             Some(last)
                 if last.namespace == candidate.namespace && last.original == candidate.original =>
@@ -187,19 +281,28 @@ async fn run_batch<S: Upsert + ?Sized>(
             }
         }
     }
-    on_batch(candidates.len());
-    match upsert(store, &candidates).await {
+    span.record("vfps.batch.size", candidates.len());
+    observer.batch_started(candidates.len());
+    match upsert(store, &candidates, observer)
+        .instrument(span.clone())
+        .await
+    {
         Ok(results) => answer(results.into_iter().map(Ok), replies),
         Err(e) if e.is_transient() || candidates.len() == 1 => {
+            record_error(&span, &e);
             answer(std::iter::repeat(Err(e)), replies)
         }
         Err(e) => {
             // Some row the database would not take: find out whose, row by row.
             tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
+            span.in_scope(|| {
+                tracing::info!(target: SPANS_TARGET, rows = candidates.len(), error.type = ?e.kind, "split row by row")
+            });
             let mut results = Vec::with_capacity(candidates.len());
             for candidate in &candidates {
                 results.push(
-                    upsert(store, std::slice::from_ref(candidate))
+                    upsert(store, std::slice::from_ref(candidate), observer)
+                        .instrument(span.clone())
                         .await
                         .map(|mut r| r.remove(0)),
                 );
@@ -209,12 +312,24 @@ async fn run_batch<S: Upsert + ?Sized>(
     }
 }
 
+/// Marks the batch span failed, by the error's kind or cause only.
+fn record_error(span: &Span, e: &Error) {
+    match e.transient_cause() {
+        Some(cause) => span.record("error.type", cause.as_str()),
+        None => span.record("error.type", tracing::field::debug(&e.kind)),
+    };
+}
+
 /// One upsert that answers exactly one result per candidate, or an error.
 async fn upsert<S: Upsert + ?Sized>(
     store: &S,
     candidates: &[Candidate],
+    observer: &dyn Observer,
 ) -> Result<Vec<Upserted>, Error> {
-    let results = store.upsert_pseudonyms(candidates).await?;
+    let started = Instant::now();
+    let results = store.upsert_pseudonyms(candidates).await;
+    observer.statement(started.elapsed());
+    let results = results?;
     if results.len() != candidates.len() {
         return Err(Error::internal(format!(
             "store answered {} of {} rows of a batch",

@@ -14,11 +14,13 @@
 //! [`fake_vfps`] is a trivial in-process gRPC vfps for the harness's own tests
 //! and benchmark; [`fault_proxy`] sits in front of a real vfps and answers some
 //! of its Creates `INTERNAL`. [`oidc`] is a real OIDC issuer (discovery, JWKS,
-//! signed tokens good and bad).
+//! signed tokens good and bad). [`otlp`] is an OpenTelemetry collector that
+//! keeps the spans exported to it.
 
 pub mod fake_vfps;
 pub mod fault_proxy;
 pub mod oidc;
+pub mod otlp;
 
 use std::{
     io,

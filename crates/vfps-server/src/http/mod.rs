@@ -19,13 +19,20 @@ pub use fhir::parameters as fhir_parameters;
 pub use rest::parse_body as rest_body;
 
 /// Every HTTP route; bodies over `max_body_bytes` are refused with 413 (in
-/// the route's own error format) before they are read.
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
-    Router::new()
+/// the route's own error format) before they are read. With `traced`, each
+/// API call (not a health check) is a span.
+pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
+    let api = Router::new()
         .merge(rest::routes())
         .merge(fhir::routes())
-        .merge(tokens::routes())
-        .route("/livez", get(|| async { "Healthy" }))
+        .merge(tokens::routes());
+    // Only the routes added so far get the layer.
+    let api = if traced {
+        api.layer(crate::telemetry::requests::TraceLayer::http())
+    } else {
+        api
+    };
+    api.route("/livez", get(|| async { "Healthy" }))
         .route("/readyz", get(ready))
         .route("/healthz", get(healthy))
         .layer(axum::middleware::from_fn(move |req, next| {

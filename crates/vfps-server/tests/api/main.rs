@@ -10,6 +10,7 @@ mod fhir;
 mod grpc;
 mod interleavings;
 mod limits;
+mod observability;
 mod operations;
 mod resilience;
 mod rest;

@@ -74,6 +74,14 @@ async fn a_stopped_database_is_unavailable_then_calls_succeed_after_restart() {
         !metrics.contains(r#"code="INTERNAL""#),
         "a database outage is never INTERNAL"
     );
+    // The Create during the outage was retried until its deadline, each retry
+    // counted by its cause (refused connections; timeouts while it restarts).
+    let retries: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("vfps_store_retries_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(retries >= 1.0, "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

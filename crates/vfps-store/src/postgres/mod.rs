@@ -154,6 +154,7 @@ impl PgStore {
                     }
                     PoolError::Timeout(_) => {
                         Error::unavailable("timed out waiting for a database connection")
+                            .because(vfps_core::TransientCause::Timeout)
                     }
                     PoolError::Closed => Error::unavailable("the connection pool is closed"),
                     other => Error::internal(format!("connection pool: {other}")),
@@ -265,6 +266,7 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
         return match sqlstate::kind_of(code) {
             vfps_core::ErrorKind::Unavailable => {
                 Error::unavailable(format!("database unavailable ({code})"))
+                    .because(sqlstate::transient_cause(code))
             }
             // The message names the problem, never the value (that would be in
             // the detail, which is not used).

@@ -150,7 +150,8 @@ impl Steps {
             Err(_) => Error::unavailable(format!(
                 "the database did not answer within {:?}",
                 self.timeout
-            )),
+            ))
+            .because(vfps_core::TransientCause::Timeout),
         };
         if err.is_transient() {
             self.reachability.failed(&err.message);

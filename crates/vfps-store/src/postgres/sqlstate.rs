@@ -21,7 +21,7 @@
 //! only the call whose value it was (a batch that fails so is split, see
 //! `coalesce`).
 
-use vfps_core::ErrorKind;
+use vfps_core::{ErrorKind, TransientCause};
 
 /// The answer for one SQLSTATE (five characters).
 pub fn kind_of(code: &str) -> ErrorKind {
@@ -36,9 +36,41 @@ pub fn kind_of(code: &str) -> ErrorKind {
     }
 }
 
+/// The finer cause of a transient SQLSTATE, for counting and tracing retries.
+pub fn transient_cause(code: &str) -> TransientCause {
+    match code {
+        "55P03" => return TransientCause::Serialization,
+        "57014" => return TransientCause::Timeout,
+        _ => {}
+    }
+    match code.get(..2) {
+        Some("40") => TransientCause::Serialization,
+        Some("53") => TransientCause::Overloaded,
+        _ => TransientCause::Unavailable,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transient_causes_follow_the_class() {
+        use TransientCause::*;
+        for (code, cause) in [
+            ("40001", Serialization), // serialisation failure
+            ("40P01", Serialization), // deadlock
+            ("55P03", Serialization), // lock not available
+            ("53300", Overloaded),    // too many connections
+            ("53100", Overloaded),    // disk full
+            ("57014", Timeout),       // statement timeout / cancelled
+            ("57P01", Unavailable),   // admin shutdown
+            ("25006", Unavailable),   // read-only after a failover
+            ("08006", Unavailable),   // connection failure
+        ] {
+            assert_eq!(transient_cause(code), cause, "{code}");
+        }
+    }
 
     #[test]
     fn every_class_has_a_deliberate_answer() {

@@ -1,0 +1,231 @@
+//! An in-process OpenTelemetry collector for tests: a real tonic server of
+//! OTLP/gRPC `TraceService/Export` that keeps every span it receives, flattened
+//! into [`ReceivedSpan`]s that are easy to assert on (ids in hex, every value as
+//! text).
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+pub use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::{
+        trace_service_server::{TraceService, TraceServiceServer},
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    },
+    common::v1::{any_value::Value, AnyValue, KeyValue},
+};
+use tonic::{Request, Response, Status};
+
+/// One exported span, as the collector received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedSpan {
+    /// 32 lower-case hex digits.
+    pub trace_id: String,
+    /// 16 lower-case hex digits.
+    pub span_id: String,
+    /// Empty for a root span.
+    pub parent_span_id: String,
+    pub name: String,
+    pub kind: SpanKind,
+    /// The W3C `tracestate` the span was exported with.
+    pub trace_state: String,
+    pub attributes: BTreeMap<String, String>,
+    /// Each event's name and attributes.
+    pub events: Vec<(String, BTreeMap<String, String>)>,
+    /// `(trace_id, span_id)` of each linked span.
+    pub links: Vec<(String, String)>,
+    /// 0 unset, 1 ok, 2 error.
+    pub status_code: i32,
+    pub status_message: String,
+    /// The exporting process's resource (`service.name`, …).
+    pub resource: BTreeMap<String, String>,
+}
+
+impl ReceivedSpan {
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+
+    /// Every piece of text the exporter sent for this span: its name, trace
+    /// state, status message, resource, and every key and value of its
+    /// attributes and events. For checks that something never leaves the process.
+    pub fn texts(&self) -> Vec<&str> {
+        let mut out = vec![
+            self.name.as_str(),
+            self.trace_state.as_str(),
+            self.status_message.as_str(),
+        ];
+        out.extend(pairs(&self.attributes));
+        out.extend(pairs(&self.resource));
+        for (name, attributes) in &self.events {
+            out.push(name);
+            out.extend(pairs(attributes));
+        }
+        out
+    }
+}
+
+fn pairs(m: &BTreeMap<String, String>) -> impl Iterator<Item = &str> {
+    m.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()])
+}
+
+/// A running collector; dropping it stops the server.
+pub struct Collector {
+    /// `http://127.0.0.1:<port>`, for `Tracing__Otlp__Endpoint`.
+    pub endpoint: String,
+    pub addr: SocketAddr,
+    /// Filled by the server task, read by the test.
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// Dropped with the collector, which stops the server.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Collector {
+    /// Starts the collector on a free port of 127.0.0.1.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(Receiver {
+                    spans: spans.clone(),
+                }))
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listener),
+                    async {
+                        let _ = rx.await;
+                    },
+                ),
+        );
+        Ok(Self {
+            endpoint: format!("http://{addr}"),
+            addr,
+            spans,
+            _stop: tx,
+        })
+    }
+
+    /// Every span received so far.
+    pub fn spans(&self) -> Vec<ReceivedSpan> {
+        self.spans.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits up to `timeout` until `done` holds for the spans received; answers
+    /// them either way, so the caller's assertion can show what did arrive.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&[ReceivedSpan]) -> bool,
+    ) -> Vec<ReceivedSpan> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let spans = self.spans();
+            if done(&spans) || tokio::time::Instant::now() >= deadline {
+                return spans;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+struct Receiver {
+    /// Shared with the [`Collector`].
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let mut received = Vec::new();
+        for resource_spans in request.into_inner().resource_spans {
+            let resource = resource_spans
+                .resource
+                .map(|r| attributes(&r.attributes))
+                .unwrap_or_default();
+            for scope_spans in resource_spans.scope_spans {
+                for span in scope_spans.spans {
+                    let status = span.status.unwrap_or_default();
+                    received.push(ReceivedSpan {
+                        trace_id: hex(&span.trace_id),
+                        span_id: hex(&span.span_id),
+                        parent_span_id: hex(&span.parent_span_id),
+                        name: span.name,
+                        kind: SpanKind::try_from(span.kind).unwrap_or(SpanKind::Unspecified),
+                        trace_state: span.trace_state,
+                        attributes: attributes(&span.attributes),
+                        events: span
+                            .events
+                            .iter()
+                            .map(|e| (e.name.clone(), attributes(&e.attributes)))
+                            .collect(),
+                        links: span
+                            .links
+                            .iter()
+                            .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                            .collect(),
+                        status_code: status.code,
+                        status_message: status.message,
+                        resource: resource.clone(),
+                    });
+                }
+            }
+        }
+        self.spans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(received);
+        Ok(Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| {
+            (
+                kv.key.clone(),
+                kv.value.as_ref().map(text).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Any value as text: scalars as written, arrays and maps as their items
+/// joined, bytes in hex.
+fn text(value: &AnyValue) -> String {
+    match &value.value {
+        None => String::new(),
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::IntValue(i)) => i.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        Some(Value::BytesValue(b)) => hex(b),
+        Some(Value::ArrayValue(a)) => a.values.iter().map(text).collect::<Vec<_>>().join(","),
+        Some(Value::KvlistValue(l)) => l
+            .values
+            .iter()
+            .map(|kv| {
+                format!(
+                    "{}={}",
+                    kv.key,
+                    kv.value.as_ref().map(text).unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        #[allow(unreachable_patterns)]
+        Some(other) => format!("{other:?}"),
+    }
+}
