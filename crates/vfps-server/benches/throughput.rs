@@ -12,7 +12,8 @@
 //! input (no valid Create may fail).
 //!
 //! `cargo bench -p vfps-server --bench throughput` (env: `BENCH_CLIENTS`, a
-//! comma-separated list of concurrencies, default `1,32,64`; `BENCH_SECONDS`,
+//! comma-separated list of concurrencies, default `1,32,64`; `BENCH_RUNS`,
+//! measurements per concurrency, default 3, printed as median and spread; `BENCH_SECONDS`,
 //! default 10; `BENCH_BIG_NAMESPACE`, rows of the deleted namespace, default
 //! 500000). The PostgreSQL cluster is durable (fsync on, synchronous_commit on),
 //! as in production; each phase gets a fresh database and server.
@@ -657,6 +658,50 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     }
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Create/s at `clients` with tracing off, then on (the default sampler, every
+/// span exported to a collector in this process), each on a fresh database.
+async fn tracing_overhead(
+    cluster: &vfps_testkit::PgCluster,
+    clients: usize,
+    seconds: u64,
+) -> (f64, f64) {
+    let collector = vfps_testkit::otlp::Collector::start().await.unwrap();
+    let mut rates = Vec::new();
+    for on in [false, true] {
+        eprintln!(
+            "[{clients} clients] Create/s with tracing {} ...",
+            if on { "on" } else { "off" }
+        );
+        let db = cluster.create_database().unwrap();
+        let mut env = vec![
+            (
+                "ConnectionStrings__PostgreSQL".to_owned(),
+                format!(
+                    "{};Maximum Pool Size={}",
+                    db.connection_string,
+                    clients.clamp(4, 64)
+                ),
+            ),
+            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ];
+        if on {
+            env.push(("Tracing__IsEnabled".into(), "true".into()));
+            env.push(("Tracing__Otlp__Endpoint".into(), collector.endpoint.clone()));
+        }
+        let server = start(env).await;
+        creates(&server.grpc, clients, 2, None).await;
+        let (n, _) = creates(&server.grpc, clients, seconds, None).await;
+        rates.push(n as f64 / seconds as f64);
+    }
+    eprintln!("  the collector received {} spans", collector.spans().len());
+    (rates[0], rates[1])
+}
+
 /// The pseudonym value of lookup row `k`: `encode(sha256(k), 'hex')`.
 fn hex_sha256(k: &str) -> String {
     use std::fmt::Write;
@@ -705,40 +750,66 @@ async fn main() {
         "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\n",
     )
     .unwrap();
-    let mut rows = Vec::new();
+    let runs = env_or("BENCH_RUNS", 3).max(1) as usize;
+    let mut by_level: Vec<Vec<Row>> = Vec::new();
     for clients in &levels {
-        rows.push(measure(&cluster, *clients, seconds).await);
+        let mut rows = Vec::new();
+        for run in 1..=runs {
+            eprintln!("[{clients} clients] run {run} of {runs}");
+            rows.push(measure(&cluster, *clients, seconds).await);
+        }
+        by_level.push(rows);
     }
     let first = levels.iter().copied().find(|c| *c > 1).unwrap_or(32);
+    let traced = tracing_overhead(&cluster, first, seconds).await;
     let big = delete_under_load(&cluster, first, env_or("BENCH_BIG_NAMESPACE", 500_000)).await;
     let mix = mixed(&cluster, first, seconds).await;
+    println!("Medians of {runs} runs; ratios as median (min–max).");
+    println!();
     println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps Create/s (SQLite) |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for r in &rows {
-        let target = if r.clients == 1 {
+    for rows in &by_level {
+        let clients = rows[0].clients;
+        let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+        let spread = |f: fn(&Row) -> f64| {
+            let v: Vec<f64> = rows.iter().map(f).collect();
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+            format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
+        };
+        let target = if clients == 1 {
             CREATE_TARGET_ONE
         } else {
             CREATE_TARGET_MANY
         };
         println!(
-            "| {} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | **{:.2}** ({target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | **{:.2}** | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
-            r.clients,
-            r.vfps_create,
-            r.create_latency.0,
-            r.create_latency.1,
-            r.pgbench_tps,
-            r.vfps_create / r.pgbench_tps,
-            r.cpu_per_1000,
-            r.vfps_get,
-            r.get_latency.0,
-            r.get_latency.1,
-            r.pgbench_select_tps,
-            r.vfps_get / r.pgbench_select_tps,
-            r.sqlite_create,
-            r.sqlite_latency.0,
-            r.sqlite_latency.1,
+            "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
+            m(|r| r.vfps_create),
+            m(|r| r.create_latency.0),
+            m(|r| r.create_latency.1),
+            m(|r| r.pgbench_tps),
+            spread(|r| r.vfps_create / r.pgbench_tps),
+            m(|r| r.cpu_per_1000),
+            m(|r| r.vfps_get),
+            m(|r| r.get_latency.0),
+            m(|r| r.get_latency.1),
+            m(|r| r.pgbench_select_tps),
+            spread(|r| r.vfps_get / r.pgbench_select_tps),
+            m(|r| r.sqlite_create),
+            m(|r| r.sqlite_latency.0),
+            m(|r| r.sqlite_latency.1),
         );
     }
+    println!();
+    println!("| clients | Create/s, tracing off | tracing on (default sampler, every span exported) | **on / off** (target ≥ 0.90) |");
+    println!("|---|---|---|---|");
+    println!(
+        "| {first} | {:.0} | {:.0} | **{:.2}** |",
+        traced.0,
+        traced.1,
+        traced.1 / traced.0
+    );
     println!();
     println!("| footprint | figure | target |");
     println!("|---|---|---|");
@@ -747,7 +818,12 @@ async fn main() {
         cold_median.as_secs_f64() * 1000.0,
         cold_max.as_secs_f64() * 1000.0
     );
-    for r in rows.iter().filter(|r| r.clients == 32) {
+    for r in by_level
+        .iter()
+        .flatten()
+        .filter(|r| r.clients == 32)
+        .take(1)
+    {
         println!(
             "| server RSS after 32-client Creates (now / peak) | {:.1} / {:.1} MiB | < 32 MiB |",
             r.rss.0, r.rss.1
