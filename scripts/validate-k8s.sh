@@ -138,6 +138,20 @@ print(c["startupProbe"]["httpGet"]["path"] == "/livez" and c["readinessProbe"]["
       and spread.get("nodeTaintsPolicy") == "Honor" and spread.get("matchLabelKeys") == ["pod-template-hash"]
       and bool(c.get("resources", {}).get("requests")))' "$out/ha.yaml")" = True ] \
   || { echo "the HA release: probes, spread or requests are not as designed" >&2; exit 1; }
+# The opt-in Grafana dashboard: a ConfigMap the sidecar picks up, holding valid
+# dashboard JSON with the panels the chart promises.
+$helm template vfps charts/vfps -n vfps --set metrics.grafanaDashboard.enabled=true \
+  --show-only templates/grafana-dashboard.yaml >"$out/dashboard.yaml"
+[ "$($py -c 'import sys, json, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+j = json.loads(d["data"]["vfps.json"])
+exprs = " ".join(t["expr"] for p in j["panels"] for t in p["targets"])
+need = ["vfps_requests_total", "code!=", "histogram_quantile(0.99", "vfps_create_batch_size", "vfps_db_pool_connections"]
+print(d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("grafana_dashboard") == "1"
+      and all(n in exprs for n in need))' "$out/dashboard.yaml")" = True ] \
+  || { echo "the Grafana dashboard ConfigMap is missing or lacks a promised panel" >&2; exit 1; }
+[ -z "$($helm template vfps charts/vfps --show-only templates/grafana-dashboard.yaml 2>/dev/null)" ] \
+  || { echo "the Grafana dashboard renders although it is opt-in" >&2; exit 1; }
 # values.schema.json refuses a misspelt key and a wrong type, naming them.
 for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld"; do
   if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then

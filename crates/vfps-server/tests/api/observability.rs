@@ -2,7 +2,7 @@
 //! waits, statement round trips and queue depth, and retries by cause.
 
 use crate::{
-    helpers::{spawn_app, Backend},
+    helpers::{backend_env, spawn_app, spawn_app_with, Backend},
     on_both_backends,
 };
 
@@ -63,3 +63,57 @@ async fn creates_show_in_the_latency_metrics(backend: Backend) {
 }
 
 on_both_backends!(creates_show_in_the_latency_metrics);
+
+/// Every metric the chart's Grafana dashboard queries is one the server
+/// exports (a renamed metric would leave a panel silently empty).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_queries_only_exported_metrics() {
+    let (mut env, _) = backend_env(Backend::Sqlite);
+    env.push(("VFPS_METRICS_COUNT_INTERVAL".into(), "100ms".into()));
+    let app = spawn_app_with(env).await;
+    app.namespace("m", 5, 16).await;
+    app.create("m", "one").await.unwrap();
+    // The per-namespace gauge appears with the first count after a namespace.
+    let mut text = app.metrics_text().await;
+    for _ in 0..50 {
+        if text.contains("vfps_pseudonyms{") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        text = app.metrics_text().await;
+    }
+    let exported: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next())
+        .collect();
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../charts/vfps/dashboards/vfps.json"
+    ))
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut queried = Vec::new();
+    for panel in json["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("vfps_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                queried.push(name);
+            }
+        }
+    }
+    assert!(queried.len() >= 8, "{queried:?}");
+    for name in queried {
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name);
+        assert!(
+            exported.contains(family),
+            "the dashboard queries {name}, which the server does not export"
+        );
+    }
+}
