@@ -357,7 +357,6 @@ impl Upsert for PgStore {
         let upsert = steps
             .run(lease.conn_mut().prepared(Prepared::Upsert))
             .await?;
-        // Inserted rows and rows that existed: one round trip.
         let rows = steps
             .run(lease.client().query(
                 &upsert,
@@ -390,8 +389,8 @@ impl Upsert for PgStore {
         if !missing.is_empty() {
             let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
             let orig: Vec<&str> = missing.iter().map(|c| c.original.as_str()).collect();
-            // Committed by a concurrent batch after the upsert's snapshot, or
-            // not there at all (namespace gone or replaced, pseudonym taken).
+            // Existing originals (or none: namespace gone or replaced,
+            // pseudonym taken).
             let existing = steps
                 .run(lease.conn_mut().prepared(Prepared::Existing))
                 .await?;

@@ -205,13 +205,8 @@ impl Manager {
         // sessions that sit in a transaction (a backstop: leases never return
         // one); and wait for the synchronous standby on every commit whatever the
         // database's default says (keeping remote_apply, which waits longer).
-        // Prepared statements keep one generic plan: left to choose, PostgreSQL
-        // plans the batch statement afresh at every execution (its estimate for
-        // `unnest` of an array parameter makes the generic plan look dearer),
-        // and planning it costs more than running it.
         let session = format!(
-            "SET statement_timeout = 0; SET plan_cache_mode = force_generic_plan; \
-             SET idle_in_transaction_session_timeout = {}; \
+            "SET statement_timeout = 0; SET idle_in_transaction_session_timeout = {}; \
              SELECT set_config('synchronous_commit', \
                 CASE current_setting('synchronous_commit') \
                 WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, false)",
