@@ -663,20 +663,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Create/s at `clients` with tracing off, then on (the default sampler, every
-/// span exported to a collector in this process), each on a fresh database.
+/// Create/s at `clients` with tracing off, on with the default sampler (every
+/// span exported to a collector in this process), and on with 10 % of root
+/// traces sampled, each on a fresh database.
 async fn tracing_overhead(
     cluster: &vfps_testkit::PgCluster,
     clients: usize,
     seconds: u64,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let collector = vfps_testkit::otlp::Collector::start().await.unwrap();
     let mut rates = Vec::new();
-    for on in [false, true] {
-        eprintln!(
-            "[{clients} clients] Create/s with tracing {} ...",
-            if on { "on" } else { "off" }
-        );
+    for sampler in [
+        None,
+        Some("AlwaysOnSampler"),
+        Some("TraceIdRatioBasedSampler"),
+    ] {
+        eprintln!("[{clients} clients] Create/s with tracing {sampler:?} ...");
         let db = cluster.create_database().unwrap();
         let mut env = vec![
             (
