@@ -32,6 +32,10 @@ pub struct StepResult {
     /// The generator's own lag behind its schedule (p99): above a millisecond
     /// the step measured the generator as much as the service.
     pub dispatch_lag_p99_ms: f64,
+    /// The machine's 1-minute load average at the end of the step (Linux),
+    /// to tell a noisy measurement when the generator shares the machine.
+    #[serde(default)]
+    pub load_average_1m: Option<f64>,
     /// Failures by status code (`NOT_ISSUED` for the cap).
     pub failures_by_code: BTreeMap<String, u64>,
     /// Per operation (create, get).
@@ -144,6 +148,7 @@ pub(crate) mod tests {
             p99_ms: Some(p99_ms),
             max_ms: p99_ms * 1.5,
             dispatch_lag_p99_ms: 0.0,
+            load_average_1m: None,
             failures_by_code: BTreeMap::new(),
             operations: BTreeMap::new(),
         }

@@ -184,9 +184,20 @@ async fn step(rate: u32, cfg: &CapacityConfig, mix: &Mix, workload: &Arc<CreateG
         p99_ms: percentiles.map(|p| p.p99_ms),
         max_ms: rows.iter().map(|r| r.max_ms).fold(0.0, f64::max),
         dispatch_lag_p99_ms: totals.p99_dispatch_lag_micros as f64 / 1000.0,
+        load_average_1m: load_average(),
         failures_by_code,
         operations,
     }
+}
+
+/// The 1-minute load average, where the system tells it.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The progress line of one step (stderr).

@@ -57,13 +57,13 @@ pub struct Chart<'a> {
 
 pub(super) const OK: RGBColor = RGBColor(42, 125, 42);
 pub(super) const FAILED: RGBColor = RGBColor(198, 40, 40);
-pub(super) const SHED: RGBColor = RGBColor(239, 108, 0);
+const SHED: RGBColor = RGBColor(239, 108, 0);
 pub(super) const OFFERED: RGBColor = RGBColor(120, 120, 120);
 pub(super) const P50: RGBColor = RGBColor(21, 101, 192);
 pub(super) const P99: RGBColor = RGBColor(106, 27, 154);
-pub(super) const MAX: RGBColor = RGBColor(160, 160, 200);
+const MAX: RGBColor = RGBColor(160, 160, 200);
 pub(super) const FAULT: RGBColor = RGBColor(183, 28, 28);
-pub(super) const HEAL: RGBColor = RGBColor(27, 94, 32);
+const HEAL: RGBColor = RGBColor(27, 94, 32);
 const SHADES: [RGBColor; 4] = [
     RGBColor(232, 238, 249),
     RGBColor(249, 241, 232),
@@ -328,14 +328,26 @@ where
     Ok(())
 }
 
-pub(super) fn legend<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>) -> DrawResult<DB::ErrorType>
+fn legend<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    legend_at(chart, SeriesLabelPosition::UpperRight)
+}
+
+/// The legend where it hides the least (a sweep's last points are on the right).
+pub(super) fn legend_at<'a, DB, Y>(
+    chart: &mut Panel<'a, DB, Y>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB::ErrorType>
 where
     DB: DrawingBackend + 'a,
     Y: Ranged<ValueType = f64>,
 {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK.mix(0.4))
         .label_font(("sans-serif", 14))

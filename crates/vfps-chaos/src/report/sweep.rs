@@ -7,8 +7,8 @@
 use plotters::{coord::Shift, prelude::*};
 
 use super::chart::{
-    self, legend, line, mesh, DrawResult, Drawing, Panel, FAILED, FAULT, HEIGHT, OFFERED, OK, P50,
-    P99,
+    self, legend_at, line, mesh, DrawResult, Drawing, Panel, FAILED, FAULT, HEIGHT, OFFERED, OK,
+    P50, P99,
 };
 
 /// One step of a sweep, as drawn.
@@ -81,7 +81,7 @@ impl SweepChart<'_> {
         line(&mut chart, achieved.clone(), OK, 2, "achieved (ok/s)")?;
         self.dots(&mut chart, achieved)?;
         self.knee(&mut chart, y_max, true)?;
-        legend(&mut chart)
+        legend_at(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 
     fn latency<DB: DrawingBackend>(
@@ -120,7 +120,7 @@ impl SweepChart<'_> {
         line(&mut chart, of(|p| p.p50_ms), P50, 2, "p50")?;
         self.dots(&mut chart, of(|p| p.p99_ms))?;
         self.knee(&mut chart, highest, false)?;
-        legend(&mut chart)
+        legend_at(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 
     /// A dot per step: green where it held, red where it broke.
