@@ -105,6 +105,12 @@ async fn the_knee_of_a_server_with_a_known_ceiling_lands_below_it() {
         .unwrap()
         .contains(&format!("knee {knee}/s")));
     assert!(dir.join("capacity.png").exists());
+    // Every step's seconds, one row each (1 s steps), the step in front.
+    let timeline = std::fs::read_to_string(dir.join("capacity-timeline.csv")).unwrap();
+    let lines: Vec<&str> = timeline.lines().collect();
+    assert!(lines[0].starts_with("step,offered_per_second,second,offered,ok"));
+    assert_eq!(lines.len(), 1 + report.steps.len(), "{timeline}");
+    assert!(lines[1].starts_with("1,60,0,60,60,"), "{timeline}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

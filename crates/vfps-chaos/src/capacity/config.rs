@@ -25,7 +25,8 @@ const DEFAULT_FACTOR: f64 = 1.5;
 
 /// The most steps a sweep may plan, whatever the flags: a sweep must end.
 pub const MOST_STEPS: u32 = 100;
-/// The longest step.
+/// The longest step, and the longest call deadline (a step ends when its
+/// last call has ended).
 pub const LONGEST_STEP_SECONDS: u64 = 600;
 
 /// `vfps-chaos capacity`: every setting.
@@ -181,9 +182,11 @@ impl CapacityConfig {
                 self.p99_target_ms
             ));
         }
-        if !(self.call_deadline_seconds.is_finite() && self.call_deadline_seconds > 0.0) {
+        let deadline_ok = self.call_deadline_seconds > 0.0
+            && self.call_deadline_seconds <= LONGEST_STEP_SECONDS as f64;
+        if !deadline_ok {
             problems.push(format!(
-                "--call-deadline-seconds (RESILIENCE_CAPACITY_CALL_DEADLINE_SECONDS) must be a positive number of seconds, got {}",
+                "--call-deadline-seconds (RESILIENCE_CAPACITY_CALL_DEADLINE_SECONDS) must be above 0 and at most {LONGEST_STEP_SECONDS} seconds, got {}",
                 self.call_deadline_seconds
             ));
         } else if target_ok && self.call_deadline_seconds * 1000.0 <= self.p99_target_ms {

@@ -12,8 +12,9 @@
 //! behind shows in p99 rather than in a generator that waited.
 //!
 //! # Layout
-//! - this file: the sweep, its progress lines, `capacity.json`, the chart and
-//!   the summary line.
+//! - this file: the sweep, its progress lines, `capacity.json`,
+//!   `capacity-timeline.csv` (every step's seconds), the chart and the summary
+//!   line.
 //! - [`config`]: the flags, validated at once; the plan of rates.
 //! - [`knee`]: what a step measured, whether it held, the knee and why the
 //!   sweep stopped (pure, so a saved result can be judged again).
@@ -26,7 +27,7 @@ use tokio::time::Instant;
 use vfps_client::RetryPolicy;
 
 use crate::{
-    history::{latency, OpCounts, Timeline},
+    history::{self, latency, OpCounts, Row, Timeline},
     operation::Operation,
     report::{
         self,
@@ -131,7 +132,12 @@ fn ms(v: Option<f64>) -> String {
 
 /// Runs one step at `rate`: a fresh timeline, the shared workload, the
 /// generator's own schedule.
-async fn step(rate: u32, cfg: &CapacityConfig, mix: &Mix, workload: &Arc<CreateGet>) -> StepResult {
+async fn step(
+    rate: u32,
+    cfg: &CapacityConfig,
+    mix: &Mix,
+    workload: &Arc<CreateGet>,
+) -> (StepResult, Vec<Row>) {
     let seconds = cfg.step_seconds;
     let timeline = Arc::new(Timeline::new(seconds));
     let schedule = Schedule {
@@ -148,7 +154,7 @@ async fn step(rate: u32, cfg: &CapacityConfig, mix: &Mix, workload: &Arc<CreateG
     let rows = timeline.rows();
     let buckets = timeline.latency_buckets();
     let percentiles = latency::percentiles(&buckets, 0.0..seconds as f64);
-    let sum = |f: fn(&crate::history::Row) -> u64| rows.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
     let ok = sum(|r| r.ok);
     let span = workload
         .last_ok()
@@ -172,7 +178,7 @@ async fn step(rate: u32, cfg: &CapacityConfig, mix: &Mix, workload: &Arc<CreateG
             operations.insert(op.name().to_owned(), total);
         }
     }
-    StepResult {
+    let result = StepResult {
         offered_per_second: rate,
         seconds,
         offered: sum(|r| r.offered),
@@ -187,7 +193,18 @@ async fn step(rate: u32, cfg: &CapacityConfig, mix: &Mix, workload: &Arc<CreateG
         load_average_1m: load_average(),
         failures_by_code,
         operations,
-    }
+    };
+    (result, rows)
+}
+
+/// Every step's seconds, as the load run's timeline with the step in front:
+/// where in a step its latency went.
+const TIMELINE: &str = "capacity-timeline.csv";
+
+fn timeline_rows(step: usize, rate: u32, rows: &[Row]) -> String {
+    rows.iter()
+        .map(|r| format!("{step},{rate},{}\n", r.to_csv()))
+        .collect()
 }
 
 /// The 1-minute load average, where the system tells it.
@@ -311,8 +328,10 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
             cfg.p99_target_ms
         );
     }
+    let mut timeline = format!("step,offered_per_second,{}\n", history::csv_header());
     for (i, rate) in rates.iter().copied().enumerate() {
-        let result = step(rate, cfg, &mix, &workload).await;
+        let (result, rows) = step(rate, cfg, &mix, &workload).await;
+        timeline.push_str(&timeline_rows(i + 1, rate, &rows));
         let held = result.held(cfg.p99_target_ms);
         if progress {
             eprintln!(
@@ -329,6 +348,7 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
         report.steps.push(result);
         report.judge();
         write(dir, &report, false)?;
+        report::write_file(dir, TIMELINE, &timeline)?;
         if !held {
             break;
         }
@@ -339,7 +359,7 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
     println!("{}", report.summary());
     if progress {
         eprintln!(
-            "capacity sweep written to {} (capacity.json, capacity.svg, capacity.png)",
+            "capacity sweep written to {} (capacity.json, capacity.svg, capacity.png, {TIMELINE})",
             dir.display()
         );
     }
