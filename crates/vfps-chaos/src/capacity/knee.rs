@@ -24,8 +24,8 @@ pub struct StepResult {
     /// intended send until its last successful answer, at least the step's
     /// length): what the service sustained.
     pub achieved_per_second: f64,
-    /// Latency from each call's intended send time, every call of the step
-    /// (log buckets: at most 9 % above the true value); `None` without calls.
+    /// Latency from each call's intended send time, over every call of the
+    /// step (three significant digits); `None` without calls.
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: f64,

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use vfps_client::RetryPolicy;
 
 use crate::{
-    history::{self, latency, OpCounts, Row, Timeline},
+    history::{self, OpCounts, Row, Timeline},
     operation::Operation,
     report::{
         self,
@@ -152,8 +152,7 @@ async fn step(
     let start = Instant::now();
     let totals = generator::run(&schedule, workload.clone(), timeline.clone(), None).await;
     let rows = timeline.rows();
-    let buckets = timeline.latency_buckets();
-    let percentiles = latency::percentiles(&buckets, 0.0..seconds as f64);
+    let percentiles = timeline.percentiles();
     let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
     let ok = sum(|r| r.ok);
     let span = workload
