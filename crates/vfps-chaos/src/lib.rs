@@ -3,9 +3,11 @@
 //!
 //! # Layout
 //! From the command down; a module imports only modules below it.
-//! - `main.rs`: the command line — `load`, `check`, and the `local …` / `kind …`
-//!   steps — and the exit codes (0 passed, 1 a property failed, 2 the harness
-//!   failed), mapped in one place.
+//! - `main.rs`: the command line — `load`, `check`, `capacity`, and the
+//!   `local …` / `kind …` steps — and the exit codes (0 passed, 1 a property
+//!   failed, 2 the harness failed), mapped in one place.
+//! - [`capacity`]: the capacity sweep — the offered rate raised step by step
+//!   until p99 or failures break, the knee, its JSON and chart.
 //! - [`platform`]: where the topology lives — [`platform::local`],
 //!   [`platform::kind`] — each implementing the driver and the faults.
 //! - [`driver`]: a platform run as steps (up, scenarios, collect, down) and the
@@ -24,6 +26,7 @@
 //! - [`operation`], [`target`]: the kinds of call, and which platform a run
 //!   targets.
 
+pub mod capacity;
 pub mod checker;
 pub mod config;
 pub mod driver;

@@ -1,15 +1,18 @@
-//! `vfps-chaos`: a thin dispatcher. `load` and `check` act on any vfps;
-//! `local …` and `kind …` are the platform steps, each platform with its own
-//! flags.
+//! `vfps-chaos`: a thin dispatcher. `load`, `check` and `capacity` act on any
+//! vfps; `local …` and `kind …` are the platform steps, each platform with its
+//! own flags.
 //!
 //! Exit codes, mapped here and nowhere else: 0 every property held, 1 a property
 //! failed (or could not be decided), 2 the harness itself failed (bad
-//! configuration, nothing reachable, a step that could not run).
+//! configuration, nothing reachable, a step that could not run). For
+//! `capacity`: 0 a knee was found (or every planned step held), 1 even the
+//! first step broke (no knee), 2 as above.
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand};
 use vfps_chaos::{
+    capacity::{self, CapacityConfig},
     config::LoadConfig,
     driver::{self, DriveArgs, Driver},
     platform::{
@@ -38,6 +41,16 @@ enum Command {
         #[command(flatten)]
         config: LoadConfig,
         /// No live progress lines on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Ramp the offered rate against a running vfps in steps until p99
+    /// exceeds its target or calls fail; report the knee (the highest rate
+    /// that held).
+    Capacity {
+        #[command(flatten)]
+        config: CapacityConfig,
+        /// No progress lines on stderr.
         #[arg(long)]
         quiet: bool,
     },
@@ -177,6 +190,10 @@ fn kind_driver(args: &KindArgs) -> KindDriver<Shell> {
 async fn dispatch(command: Command) -> anyhow::Result<bool> {
     match command {
         Command::Load { config, quiet } => Ok(run::standalone(&config, !quiet).await?.passed),
+        Command::Capacity { config, quiet } => Ok(capacity::sweep(&config, !quiet)
+            .await?
+            .knee_per_second
+            .is_some()),
         Command::Check {
             run_dir,
             address,

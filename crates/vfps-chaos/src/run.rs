@@ -13,7 +13,7 @@ use vfps_proto::v1::NamespaceServiceCreateRequest;
 
 use crate::{
     checker::{self, Answer, Budgets, FinalChecks, History, Observation},
-    config::LoadConfig,
+    config::{Credentials, LoadConfig, Service},
     history::{self, Calls, CallsReport, Entry, Ledger, Leftovers, Row, Status, Timeline},
     operation::Operation,
     report::{self, markers, Summary},
@@ -81,33 +81,13 @@ pub async fn init(cfg: &LoadConfig) -> anyhow::Result<Prepared> {
         seconds = cfg.workload.load_seconds,
         "load run starting"
     );
-    let address = &cfg.service.address;
-    let endpoints = Endpoints::parse(address)
-        .await
-        .with_context(|| format!("VFPS_GRPC_ADDRESS={address:?}"))?;
-    let bearer = cfg.credentials.bearer()?;
-    let client = Client::new(endpoints.clone(), RetryPolicy::default())
-        .with_bearer(bearer.as_deref())
-        .context("RESILIENCE_BEARER_TOKEN")?;
-    let created = client
-        .ensure_namespace(
-            NamespaceServiceCreateRequest {
-                name: cfg.service.namespace.clone(),
-                pseudonym_generation_method: 1,
-                pseudonym_length: 32,
-                description: "created by vfps-chaos".into(),
-                ..Default::default()
-            },
-            cfg.workload.call_deadline().max(Duration::from_secs(10)),
-        )
-        .await;
-    if !created.is_ok() {
-        bail!(
-            "cannot create namespace {:?} at {address}: {:?} — nothing to test against",
-            cfg.service.namespace,
-            created.code()
-        );
-    }
+    let (endpoints, client) = reach(
+        &cfg.service,
+        &cfg.credentials,
+        RetryPolicy::default(),
+        cfg.workload.call_deadline(),
+    )
+    .await?;
     let mut warnings = Vec::new();
     if f64::from(cfg.workload.max_in_flight) <= cfg.workload.in_flight_needed() {
         let w = format!(
@@ -126,6 +106,45 @@ pub async fn init(cfg: &LoadConfig) -> anyhow::Result<Prepared> {
     })
 }
 
+/// The service reached with the run's credentials and `policy`, and the
+/// namespace to write in created if missing (within `deadline`, at least
+/// 10 s): nothing to test against is a harness failure.
+pub async fn reach(
+    service: &Service,
+    credentials: &Credentials,
+    policy: RetryPolicy,
+    deadline: Duration,
+) -> anyhow::Result<(Endpoints, Client)> {
+    let address = &service.address;
+    let endpoints = Endpoints::parse(address)
+        .await
+        .with_context(|| format!("VFPS_GRPC_ADDRESS={address:?}"))?;
+    let bearer = credentials.bearer()?;
+    let client = Client::new(endpoints.clone(), policy)
+        .with_bearer(bearer.as_deref())
+        .context("RESILIENCE_BEARER_TOKEN")?;
+    let created = client
+        .ensure_namespace(
+            NamespaceServiceCreateRequest {
+                name: service.namespace.clone(),
+                pseudonym_generation_method: 1,
+                pseudonym_length: 32,
+                description: "created by vfps-chaos".into(),
+                ..Default::default()
+            },
+            deadline.max(Duration::from_secs(10)),
+        )
+        .await;
+    if !created.is_ok() {
+        bail!(
+            "cannot create namespace {:?} at {address}: {:?} — nothing to test against",
+            service.namespace,
+            created.code()
+        );
+    }
+    Ok((endpoints, client))
+}
+
 /// What the load window left.
 pub struct Loaded {
     pub info: RunInfo,
@@ -136,9 +155,9 @@ pub struct Loaded {
 }
 
 /// Dispatch lag beyond which the schedule was not kept and the summary says so.
-const MAX_P99_DISPATCH_LAG: Duration = Duration::from_millis(1);
+pub(crate) const MAX_P99_DISPATCH_LAG: Duration = Duration::from_millis(1);
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

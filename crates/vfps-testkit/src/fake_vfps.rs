@@ -2,6 +2,10 @@
 //! answers Create with a configurable behaviour and counts attempts. Not a
 //! pseudonymization service: it stores nothing durable. A test double: it lives
 //! here, in the test kit, and never ships in a release binary.
+//!
+//! [`Behaviour::Capacity`] gives it a known throughput ceiling (a fixed service
+//! time on a few slots, calls queued in arrival order), so that a capacity
+//! sweep has a knee to find.
 
 use std::{
     collections::HashMap,
@@ -12,6 +16,8 @@ use std::{
     },
     time::Duration,
 };
+
+use tokio::time::Instant;
 
 use tonic::{Request, Response, Status};
 use vfps_proto::v1::{
@@ -29,6 +35,45 @@ pub enum Behaviour {
     Slow(Duration),
     /// Always `INTERNAL`.
     Internal,
+    /// Create and Get each occupy one of `slots` for `service_time`; calls
+    /// wait for a slot in arrival order, without bound. Throughput ceiling:
+    /// `slots / service_time` calls per second (10 ms × 2 slots = 200/s).
+    Capacity { service_time: Duration, slots: u32 },
+}
+
+/// The queue of [`Behaviour::Capacity`], kept in virtual time: each slot's
+/// next free instant advances by exactly the service time per call, so the
+/// ceiling is exact whatever the timer's granularity (a sleep that wakes
+/// late delays one answer, not every later one).
+struct Slots {
+    service_time: Duration,
+    free_at: Mutex<Vec<Instant>>,
+}
+
+impl Slots {
+    fn new(service_time: Duration, slots: u32) -> Self {
+        let now = Instant::now();
+        Self {
+            service_time,
+            free_at: Mutex::new(vec![now; slots.max(1) as usize]),
+        }
+    }
+
+    /// Waits until this call's service is over: on the slot that frees first,
+    /// from when it frees (or now).
+    async fn serve(&self) {
+        let done = {
+            let mut free = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let Some(slot) = free.iter_mut().min() else {
+                return;
+            };
+            let done = (*slot).max(now) + self.service_time;
+            *slot = done;
+            done
+        };
+        tokio::time::sleep_until(done).await;
+    }
 }
 
 #[derive(Default)]
@@ -41,6 +86,8 @@ struct Fake {
     behaviour: Behaviour,
     counters: Arc<Counters>,
     mappings: Mutex<HashMap<String, String>>,
+    /// The queue when the behaviour is [`Behaviour::Capacity`].
+    slots: Option<Slots>,
 }
 
 /// A running fake; dropping the shutdown sender stops it.
@@ -58,6 +105,13 @@ pub async fn start(behaviour: Behaviour) -> std::io::Result<FakeServer> {
         behaviour,
         counters: counters.clone(),
         mappings: Mutex::new(HashMap::new()),
+        slots: match behaviour {
+            Behaviour::Capacity {
+                service_time,
+                slots,
+            } => Some(Slots::new(service_time, slots)),
+            _ => None,
+        },
     });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(
@@ -99,7 +153,10 @@ impl PseudonymService for Fake {
         match self.behaviour {
             Behaviour::Internal => return Err(Status::internal("injected failure")),
             Behaviour::Slow(d) => tokio::time::sleep(d).await,
-            Behaviour::Healthy => {}
+            Behaviour::Healthy | Behaviour::Capacity { .. } => {}
+        }
+        if let Some(slots) = &self.slots {
+            slots.serve().await;
         }
         let pseudonym_value = self.mapping(&r.original_value);
         Ok(Response::new(pb::PseudonymServiceCreateResponse {
@@ -117,6 +174,9 @@ impl PseudonymService for Fake {
         request: Request<pb::PseudonymServiceGetRequest>,
     ) -> Result<Response<pb::PseudonymServiceGetResponse>, Status> {
         let r = request.into_inner();
+        if let Some(slots) = &self.slots {
+            slots.serve().await;
+        }
         let m = self.mappings.lock().unwrap_or_else(|e| e.into_inner());
         let original = m
             .iter()

@@ -255,6 +255,25 @@ impl Timeline {
         ))
     }
 
+    /// Latency percentiles over every second, to the histograms' three
+    /// significant digits (not the log buckets' 9 %); `None` without calls.
+    pub fn percentiles(&self) -> Option<super::latency::Percentiles> {
+        let s = self.seconds.lock().ok()?;
+        let mut all = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).ok()?;
+        for sec in s.iter() {
+            all.add(&sec.latency).ok()?;
+        }
+        if all.is_empty() {
+            return None;
+        }
+        let ms = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
+        Some(super::latency::Percentiles {
+            calls: all.len(),
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+        })
+    }
+
     /// Every second's latencies in log buckets (`latency.csv`).
     pub fn latency_buckets(&self) -> Vec<super::latency::Buckets> {
         let Ok(s) = self.seconds.lock() else {
@@ -334,6 +353,10 @@ mod tests {
         assert_eq!(back[0].ops[Operation::Create.index()].ok, 1);
         assert_eq!(back[1].ops[Operation::Get.index()].offered, 1);
         assert!((back[0].p50_ms - 3.0).abs() < 0.1);
+        let all = t.percentiles().unwrap();
+        assert_eq!(all.calls, 1);
+        assert!((all.p99_ms - 3.0).abs() < 0.01, "{all:?}");
+        assert!(Timeline::new(3).percentiles().is_none());
         assert!(parse_timeline("nonsense\n1,2").is_err());
         assert!(parse_timeline(&format!("{BASE_HEADER}\n1,2,3")).is_err());
     }

@@ -55,14 +55,14 @@ pub struct Chart<'a> {
     pub events: &'a [ChaosEvent],
 }
 
-const OK: RGBColor = RGBColor(42, 125, 42);
-const FAILED: RGBColor = RGBColor(198, 40, 40);
+pub(super) const OK: RGBColor = RGBColor(42, 125, 42);
+pub(super) const FAILED: RGBColor = RGBColor(198, 40, 40);
 const SHED: RGBColor = RGBColor(239, 108, 0);
-const OFFERED: RGBColor = RGBColor(120, 120, 120);
-const P50: RGBColor = RGBColor(21, 101, 192);
-const P99: RGBColor = RGBColor(106, 27, 154);
+pub(super) const OFFERED: RGBColor = RGBColor(120, 120, 120);
+pub(super) const P50: RGBColor = RGBColor(21, 101, 192);
+pub(super) const P99: RGBColor = RGBColor(106, 27, 154);
 const MAX: RGBColor = RGBColor(160, 160, 200);
-const FAULT: RGBColor = RGBColor(183, 28, 28);
+pub(super) const FAULT: RGBColor = RGBColor(183, 28, 28);
 const HEAL: RGBColor = RGBColor(27, 94, 32);
 const SHADES: [RGBColor; 4] = [
     RGBColor(232, 238, 249),
@@ -71,42 +71,72 @@ const SHADES: [RGBColor; 4] = [
     RGBColor(245, 234, 248),
 ];
 
-type DrawResult<E> = Result<(), DrawingAreaErrorKind<E>>;
+pub(super) type DrawResult<E> = Result<(), DrawingAreaErrorKind<E>>;
+
+/// A picture drawn with plotters, rendered as SVG or PNG (`WIDTH` × `HEIGHT`).
+pub(super) trait Drawing {
+    /// What it is, for errors: "the timeline".
+    const WHAT: &'static str;
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB::ErrorType>;
+}
+
+/// `d` as an SVG document.
+pub(super) fn svg<D: Drawing>(d: &D) -> anyhow::Result<String> {
+    font()?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        d.draw(&root)
+            .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
+    }
+    Ok(out)
+}
+
+/// `d` as a PNG.
+pub(super) fn png<D: Drawing>(d: &D) -> anyhow::Result<Vec<u8>> {
+    font()?;
+    let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        d.draw(&root)
+            .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.write_header()?.write_image_data(&rgb)?;
+    }
+    Ok(out)
+}
+
+impl Drawing for Chart<'_> {
+    const WHAT: &'static str = "the timeline";
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB::ErrorType> {
+        root.fill(&WHITE)?;
+        let root = root.titled(self.title, ("sans-serif", 24))?;
+        let (top, bottom) = root.split_vertically((HEIGHT as f64 * 0.58) as u32);
+        self.calls(&top)?;
+        self.latency(&bottom)
+    }
+}
 
 impl Chart<'_> {
     /// The chart as an SVG document.
     pub fn svg(&self) -> anyhow::Result<String> {
-        font()?;
-        let mut out = String::new();
-        {
-            let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
-            self.draw(&root)
-                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
-            root.present()
-                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
-        }
-        Ok(out)
+        svg(self)
     }
 
     /// The chart as a PNG.
     pub fn png(&self) -> anyhow::Result<Vec<u8>> {
-        font()?;
-        let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
-        {
-            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
-            self.draw(&root)
-                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
-            root.present()
-                .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))?;
-        }
-        let mut out = Vec::new();
-        {
-            let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
-            enc.set_color(png::ColorType::Rgb);
-            enc.set_depth(png::BitDepth::Eight);
-            enc.write_header()?.write_image_data(&rgb)?;
-        }
-        Ok(out)
+        png(self)
     }
 
     fn seconds(&self) -> f64 {
@@ -117,14 +147,6 @@ impl Chart<'_> {
             .map(|w| w.end_seconds)
             .fold(0.0, f64::max);
         last_row.max(last_window).max(1.0)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB::ErrorType> {
-        root.fill(&WHITE)?;
-        let root = root.titled(self.title, ("sans-serif", 24))?;
-        let (top, bottom) = root.split_vertically((HEIGHT as f64 * 0.58) as u32);
-        self.calls(&top)?;
-        self.latency(&bottom)
     }
 
     fn calls<DB: DrawingBackend>(
@@ -145,7 +167,7 @@ impl Chart<'_> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..n, 0f64..most)?;
-        mesh(&mut chart, "calls per second")?;
+        mesh(&mut chart, X_SECONDS, "calls per second")?;
         self.shade(&mut chart, most, true)?;
         let series = |f: fn(&Row) -> u64| -> Vec<(f64, f64)> {
             self.rows
@@ -172,7 +194,7 @@ impl Chart<'_> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..n, (0.1f64..highest).log_scale())?;
-        mesh(&mut chart, "latency (ms, log)")?;
+        mesh(&mut chart, X_SECONDS, "latency (ms, log)")?;
         self.shade(&mut chart, highest, false)?;
         let answered = |f: fn(&Row) -> f64| -> Vec<(f64, f64)> {
             self.rows
@@ -262,17 +284,25 @@ impl Chart<'_> {
     }
 }
 
-/// A panel: time below, seconds and the quantity labelled, light gridlines.
-type Panel<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
+/// The timeline's horizontal axis.
+const X_SECONDS: &str = "seconds into the load window";
 
-fn mesh<'a, DB, Y>(chart: &mut Panel<'a, DB, Y>, y_desc: &str) -> DrawResult<DB::ErrorType>
+/// A panel: a linear quantity below (time, a rate), both axes labelled,
+/// light gridlines.
+pub(super) type Panel<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
+
+pub(super) fn mesh<'a, DB, Y>(
+    chart: &mut Panel<'a, DB, Y>,
+    x_desc: &str,
+    y_desc: &str,
+) -> DrawResult<DB::ErrorType>
 where
     DB: DrawingBackend + 'a,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     chart
         .configure_mesh()
-        .x_desc("seconds into the load window")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
@@ -280,7 +310,7 @@ where
         .draw()
 }
 
-fn line<'a, DB, Y>(
+pub(super) fn line<'a, DB, Y>(
     chart: &mut Panel<'a, DB, Y>,
     points: Vec<(f64, f64)>,
     color: RGBColor,
@@ -303,9 +333,21 @@ where
     DB: DrawingBackend + 'a,
     Y: Ranged<ValueType = f64>,
 {
+    legend_at(chart, SeriesLabelPosition::UpperRight)
+}
+
+/// The legend where it hides the least (a sweep's last points are on the right).
+pub(super) fn legend_at<'a, DB, Y>(
+    chart: &mut Panel<'a, DB, Y>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB::ErrorType>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK.mix(0.4))
         .label_font(("sans-serif", 14))

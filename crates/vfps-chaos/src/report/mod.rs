@@ -5,6 +5,8 @@
 //! - [`markers`]: results on stdout between markers, for a driver that reads
 //!   the load generator's log.
 //! - [`html`]: `report.html` and `timeline.png`.
+//! - [`chart`]: the timeline chart, and the SVG/PNG rendering every chart uses.
+//! - [`sweep`]: the capacity sweep's chart.
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -19,6 +21,7 @@ use crate::{
 pub mod chart;
 pub mod html;
 pub mod markers;
+pub mod sweep;
 
 pub fn timeline_csv(rows: &[Row]) -> String {
     let mut s = csv_header();

@@ -10,6 +10,8 @@
 //!   schedule whatever the service does, shed past an in-flight cap.
 //! - [`churn`]: side namespaces created, filled, read and deleted (P6).
 //! - [`bad`]: invalid input and the code documented for each kind.
+//! - [`capacity`]: the capacity sweep's Creates and Gets, judged only by
+//!   speed (every answer other than OK a failure).
 //!
 //! What each operation may be answered, and which property judges it:
 //!
@@ -38,6 +40,7 @@ use crate::{
 };
 
 pub mod bad;
+pub mod capacity;
 pub mod churn;
 pub mod generator;
 pub mod mix;
