@@ -337,10 +337,10 @@ struct Row {
 async fn postgres_server(
     cluster: &vfps_testkit::PgCluster,
     clients: usize,
-    cached: bool,
+    extra_env: Vec<(String, String)>,
 ) -> (vfps_testkit::TestDatabase, Server) {
     let db = cluster.create_database().unwrap();
-    let server = start(vec![
+    let mut env = vec![
         (
             "ConnectionStrings__PostgreSQL".into(),
             format!(
@@ -350,13 +350,18 @@ async fn postgres_server(
             ),
         ),
         ("ForceRunDatabaseMigrations".into(), "true".into()),
-        (
-            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
-            cached.to_string(),
-        ),
-    ])
-    .await;
+    ];
+    env.extend(extra_env);
+    let server = start(env).await;
     (db, server)
+}
+
+/// The upstream namespace cache switched on for reads too.
+fn cached_reads() -> Vec<(String, String)> {
+    vec![(
+        "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+        "true".into(),
+    )]
 }
 
 /// Creates of fresh originals into `bench` by `clients` workers until `stop`;
@@ -414,7 +419,7 @@ async fn delete_under_load(
 ) -> DeleteUnderLoad {
     // Without caches: with them the delete's answer also waits the cache lease,
     // which would stretch the window measured.
-    let (db, server) = postgres_server(cluster, clients, false).await;
+    let (db, server) = postgres_server(cluster, clients, Vec::new()).await;
     let mut ns = NamespaceServiceClient::connect(server.grpc.clone())
         .await
         .unwrap();
@@ -482,7 +487,7 @@ struct Mixed {
 }
 
 async fn mixed(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Mixed {
-    let (_db, server) = postgres_server(cluster, clients, true).await;
+    let (_db, server) = postgres_server(cluster, clients, cached_reads()).await;
     creates(&server.grpc, clients, 2, None).await;
     eprintln!("[{clients} clients] Creates with namespace churn and invalid input ...");
     let stop = Arc::new(AtomicBool::new(false));
@@ -581,7 +586,7 @@ async fn mixed(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) 
 }
 
 async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64) -> Row {
-    let (db, server) = postgres_server(cluster, clients, false).await;
+    let (db, server) = postgres_server(cluster, clients, Vec::new()).await;
 
     eprintln!("[{clients} clients] warming up ...");
     creates(&server.grpc, clients, 2, None).await;
@@ -679,25 +684,14 @@ async fn tracing_overhead(
         Some("TraceIdRatioBasedSampler"),
     ] {
         eprintln!("[{clients} clients] Create/s with tracing {sampler:?} ...");
-        let db = cluster.create_database().unwrap();
-        let mut env = vec![
-            (
-                "ConnectionStrings__PostgreSQL".to_owned(),
-                format!(
-                    "{};Maximum Pool Size={}",
-                    db.connection_string,
-                    clients.clamp(4, 64)
-                ),
-            ),
-            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
-        ];
+        let mut env = Vec::new();
         if let Some(sampler) = sampler {
             env.push(("Tracing__IsEnabled".into(), "true".into()));
             env.push(("Tracing__RootSampler".into(), sampler.into()));
             env.push(("Tracing__SamplingProbability".into(), "0.1".into()));
             env.push(("Tracing__Otlp__Endpoint".into(), collector.endpoint.clone()));
         }
-        let server = start(env).await;
+        let (_db, server) = postgres_server(cluster, clients, env).await;
         creates(&server.grpc, clients, 2, None).await;
         let (n, _) = creates(&server.grpc, clients, seconds, None).await;
         rates.push(n as f64 / seconds as f64);

@@ -754,8 +754,13 @@ mod tests {
             .map(Result::unwrap)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_re_read_of_an_existing_row_waits_for_the_synchronous_standby() {
+    /// A primary with a synchronous standby, a database on it, a migrated store.
+    async fn migrated_on_replicated_pair() -> (
+        vfps_testkit::PgCluster,
+        vfps_testkit::PgCluster,
+        vfps_testkit::TestDatabase,
+        PgStore,
+    ) {
         let (primary, standby) = vfps_testkit::PgCluster::start_replicated_pair().unwrap();
         let db = primary.create_database().unwrap();
         let options = npgsql::parse(&db.connection_string, None, None)
@@ -763,6 +768,12 @@ mod tests {
             .options;
         let store = PgStore::new(&options).unwrap();
         store.migrate().await.unwrap();
+        (primary, standby, db, store)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_re_read_of_an_existing_row_waits_for_the_synchronous_standby() {
+        let (primary, standby, db, store) = migrated_on_replicated_pair().await;
         primary
             .psql(
                 &db.name,
@@ -786,13 +797,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_upsert_answering_an_existing_row_waits_for_the_synchronous_standby() {
-        let (primary, standby) = vfps_testkit::PgCluster::start_replicated_pair().unwrap();
-        let db = primary.create_database().unwrap();
-        let options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        let store = PgStore::new(&options).unwrap();
-        store.migrate().await.unwrap();
+        let (primary, standby, db, store) = migrated_on_replicated_pair().await;
         let now = vfps_core::now_micros();
         let ns = Namespace {
             name: NamespaceName::parse("n").unwrap(),
