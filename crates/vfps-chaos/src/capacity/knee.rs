@@ -58,10 +58,19 @@ impl Breach {
     pub fn describe(self, step: &StepResult, target_ms: f64) -> String {
         match self {
             Breach::Failures => format!("{} failed, {} not issued", step.failed, step.not_issued),
-            Breach::Latency => format!(
-                "p99 {:.1} ms > {target_ms} ms",
-                step.p99_ms.unwrap_or(f64::INFINITY)
-            ),
+            Breach::Latency => {
+                let p99 = step.p99_ms.unwrap_or(f64::INFINITY);
+                // Enough digits that "p99 50.0 ms > 50 ms" cannot be printed.
+                let digits = if format!("{p99:.1}")
+                    .parse::<f64>()
+                    .is_ok_and(|r| r <= target_ms)
+                {
+                    3
+                } else {
+                    1
+                };
+                format!("p99 {p99:.digits$} ms > {target_ms} ms")
+            }
             Breach::NoAnswers => "no call was answered".into(),
         }
     }
@@ -185,6 +194,19 @@ pub(crate) mod tests {
         shed.not_issued = 3;
         assert!(!shed.held(100.0), "a call not issued is a failure");
         assert_eq!(knee(&[shed], 100.0), None);
+    }
+
+    #[test]
+    fn a_breach_never_reads_as_within_its_target() {
+        let just_above = step(300, 50.03, 0);
+        assert_eq!(
+            Breach::Latency.describe(&just_above, 50.0),
+            "p99 50.030 ms > 50 ms"
+        );
+        assert_eq!(
+            Breach::Latency.describe(&step(200, 5.0, 1), 4.0),
+            "p99 5.0 ms > 4 ms"
+        );
     }
 
     #[test]
