@@ -16,6 +16,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use tokio::time::Instant;
 use vfps_client::{Client, Outcome, Until};
 
+use super::Acked;
 use super::{Served, Workload};
 use crate::operation::Operation;
 
@@ -28,8 +29,7 @@ pub const WRONG_ORIGINAL: &str = "WRONG_ORIGINAL";
 struct State {
     rng: StdRng,
     /// Acknowledged (original, pseudonym) pairs, a uniform sample.
-    acked: Vec<(String, String)>,
-    acked_seen: u64,
+    acked: Acked,
 }
 
 /// Creates and Gets against one namespace.
@@ -53,8 +53,7 @@ impl CreateGet {
             namespace,
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed),
-                acked: Vec::new(),
-                acked_seen: 0,
+                acked: Acked::new(SAMPLE),
             }),
             failures: Mutex::new(BTreeMap::new()),
             epoch: Instant::now(),
@@ -100,26 +99,14 @@ impl CreateGet {
 
     fn acked_pair(&self) -> Option<(String, String)> {
         let mut s = self.state.lock().ok()?;
-        if s.acked.is_empty() {
-            return None;
-        }
-        let n = s.acked.len();
-        let i = s.rng.random_range(0..n);
-        Some(s.acked[i].clone())
+        let State { rng, acked, .. } = &mut *s;
+        acked.pick(rng)
     }
 
     fn remember(&self, original: String, pseudonym: String) {
         if let Ok(mut s) = self.state.lock() {
-            s.acked_seen += 1;
-            if s.acked.len() < SAMPLE {
-                s.acked.push((original, pseudonym));
-            } else {
-                let seen = s.acked_seen;
-                let j = s.rng.random_range(0..seen) as usize;
-                if j < SAMPLE {
-                    s.acked[j] = (original, pseudonym);
-                }
-            }
+            let State { rng, acked, .. } = &mut *s;
+            acked.remember(rng, original, pseudonym);
         }
     }
 

@@ -87,11 +87,49 @@ const LISTED: usize = 2_000;
 /// Well-formed Creates sent together with an original containing U+0000.
 const COMPANIONS: usize = 8;
 
+/// A uniform sample of acknowledged (original, pseudonym) pairs (Algorithm R),
+/// for the operations that read back what was written.
+pub(crate) struct Acked {
+    pairs: Vec<(String, String)>,
+    seen: u64,
+    size: usize,
+}
+
+impl Acked {
+    pub(crate) fn new(size: usize) -> Self {
+        Self {
+            pairs: Vec::new(),
+            seen: 0,
+            size,
+        }
+    }
+
+    /// One pair of the sample, chosen at random.
+    pub(crate) fn pick(&self, rng: &mut StdRng) -> Option<(String, String)> {
+        if self.pairs.is_empty() {
+            return None;
+        }
+        Some(self.pairs[rng.random_range(0..self.pairs.len())].clone())
+    }
+
+    /// Keeps the pair with the probability that leaves the sample uniform.
+    pub(crate) fn remember(&mut self, rng: &mut StdRng, original: String, pseudonym: String) {
+        self.seen += 1;
+        if self.pairs.len() < self.size {
+            self.pairs.push((original, pseudonym));
+        } else {
+            let j = rng.random_range(0..self.seen) as usize;
+            if j < self.size {
+                self.pairs[j] = (original, pseudonym);
+            }
+        }
+    }
+}
+
 struct State {
     rng: StdRng,
     /// Acknowledged (original, pseudonym) pairs, a uniform sample.
-    acked: Vec<(String, String)>,
-    acked_seen: u64,
+    acked: Acked,
     /// The next page of List; empty starts over.
     page_token: String,
     listed: Vec<String>,
@@ -139,8 +177,7 @@ impl Mixed {
             churn: churn::Churn::new(seed),
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed),
-                acked: Vec::new(),
-                acked_seen: 0,
+                acked: Acked::new(SAMPLE),
                 page_token: String::new(),
                 listed: Vec::new(),
                 bad_turn: 0,
@@ -181,26 +218,14 @@ impl Mixed {
 
     fn acked_pair(&self) -> Option<(String, String)> {
         let mut s = self.state.lock().ok()?;
-        if s.acked.is_empty() {
-            return None;
-        }
-        let n = s.acked.len();
-        let i = s.rng.random_range(0..n);
-        Some(s.acked[i].clone())
+        let State { rng, acked, .. } = &mut *s;
+        acked.pick(rng)
     }
 
     fn remember(&self, original: String, pseudonym: String) {
         if let Ok(mut s) = self.state.lock() {
-            s.acked_seen += 1;
-            if s.acked.len() < SAMPLE {
-                s.acked.push((original, pseudonym));
-            } else {
-                let seen = s.acked_seen;
-                let j = s.rng.random_range(0..seen) as usize;
-                if j < SAMPLE {
-                    s.acked[j] = (original, pseudonym);
-                }
-            }
+            let State { rng, acked, .. } = &mut *s;
+            acked.remember(rng, original, pseudonym);
         }
     }
 
@@ -447,5 +472,32 @@ impl Mixed {
             .unwrap_or(0);
         let kind = self.bad_kinds[turn % self.bad_kinds.len()];
         (kind, format!("bad-{:08x}-{turn}", self.run & 0xffff_ffff))
+    }
+}
+
+#[cfg(test)]
+mod acked_tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_stays_bounded_and_keeps_late_pairs_too() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut acked = Acked::new(100);
+        assert_eq!(acked.pick(&mut rng), None);
+        for i in 0..10_000 {
+            acked.remember(&mut rng, format!("o{i}"), format!("p{i}"));
+        }
+        assert_eq!(acked.pairs.len(), 100);
+        // Uniform over 10,000: about half the kept pairs come from the second half.
+        let late = acked
+            .pairs
+            .iter()
+            .filter(|(o, _)| o[1..].parse::<u32>().is_ok_and(|n| n >= 5_000))
+            .count();
+        assert!(
+            (30..=70).contains(&late),
+            "{late} of 100 from the second half"
+        );
+        assert!(acked.pick(&mut rng).is_some());
     }
 }
