@@ -152,8 +152,18 @@ print(d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("grafana_dashboar
   || { echo "the Grafana dashboard ConfigMap is missing or lacks a promised panel" >&2; exit 1; }
 [ -z "$($helm template vfps charts/vfps --show-only templates/grafana-dashboard.yaml 2>/dev/null)" ] \
   || { echo "the Grafana dashboard renders although it is opt-in" >&2; exit 1; }
+# Tracing values become upstream's Tracing__* settings.
+$helm template vfps charts/vfps -n vfps --set tracing.enabled=true --set tracing.otlp.endpoint=http://otel:4317 \
+  --show-only templates/deployment.yaml >"$out/tracing.yaml"
+[ "$($py -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+env = {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+print(env.get("Tracing__IsEnabled") == "true" and env.get("Tracing__Otlp__Endpoint") == "http://otel:4317"
+      and env.get("Tracing__RootSampler") == "AlwaysOnSampler")' "$out/tracing.yaml")" = True ] \
+  || { echo "the tracing values do not reach the Tracing__* settings" >&2; exit 1; }
 # values.schema.json refuses a misspelt key and a wrong type, naming them.
-for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld"; do
+for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld" \
+  "tracing.rootSampler=Bogus:rootSampler"; do
   if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then
     echo "the values schema accepts ${bad%%:*}" >&2; exit 1
   fi
