@@ -76,12 +76,7 @@ pub struct Tls {
 
 impl Tls {
     fn from_env(env: &Env, errors: &mut Vec<String>) -> Option<Self> {
-        let path = |key: &str| {
-            env.get(key)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+        let path = |key: &str| env.text(key).map(PathBuf::from);
         let (cert, key) = (path("VFPS_TLS_CERT_FILE"), path("VFPS_TLS_KEY_FILE"));
         let client_ca_file = path("VFPS_TLS_CLIENT_CA_FILE");
         let reload_interval = duration(

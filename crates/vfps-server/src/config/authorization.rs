@@ -77,12 +77,7 @@ pub(super) fn reflection(env: &Env, errors: &mut Vec<String>) -> bool {
 impl Authorization {
     pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
         let d = Self::default();
-        let text = |key: &str| {
-            env.get(key)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-        };
+        let text = |key: &str| env.text(key);
         let authority = text("Authorization__Authority");
         if let Some(a) = &authority {
             if !(a.starts_with("https://") || a.starts_with("http://")) {

@@ -95,6 +95,13 @@ impl Env {
             .get(&key.to_ascii_lowercase())
             .map(|(_, v)| v.as_str())
     }
+    /// The value trimmed, `None` when unset or blank.
+    pub(super) fn text(&self, key: &str) -> Option<String> {
+        self.get(key)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    }
     pub(super) fn with_prefix<'a>(
         &'a self,
         prefix: &'a str,

@@ -65,12 +65,7 @@ impl Tracing {
     /// accepted; spans always go over OTLP (Jaeger takes OTLP too).
     pub(super) fn from_env(env: &Env, errors: &mut Vec<String>, notes: &mut Vec<String>) -> Self {
         let d = Self::default();
-        let text = |key: &str| {
-            env.get(key)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-        };
+        let text = |key: &str| env.text(key);
         let enabled = setting(
             env,
             errors,
