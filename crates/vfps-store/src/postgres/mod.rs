@@ -847,4 +847,65 @@ mod tests {
             "{answer:?}"
         );
     }
+
+    /// Every await can be the last: a count dropped while its statement waits
+    /// for a lock never returns its connection (statement still in flight) to
+    /// the pool; the next operation gets a fresh connection and works.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_count_dropped_mid_statement_discards_its_connection() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        let store = PgStore::new(&options).unwrap();
+        store.migrate().await.unwrap();
+        assert_eq!(store.pool_status().idle, 1, "one warm connection");
+        // Another session locks the table the count reads, for 2 s.
+        let blocker = {
+            let name = db.name.clone();
+            std::thread::spawn(move || {
+                vfps_testkit::shared().psql(
+                    &name,
+                    "BEGIN; LOCK TABLE namespaces IN ACCESS EXCLUSIVE MODE; \
+                     SELECT pg_sleep(2) AS holds_namespaces; COMMIT;",
+                )
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let active = cluster
+                .psql(
+                    "postgres",
+                    &format!(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' \
+                         AND query LIKE '%holds_namespaces%' AND state = 'active'",
+                        db.name
+                    ),
+                )
+                .unwrap();
+            if active.trim() != "0" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the blocker never ran"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(300),
+            store.count_created(None, None, None),
+        )
+        .await;
+        assert!(dropped.is_err(), "the count did not wait for the lock");
+        let s = store.pool_status();
+        assert_eq!(
+            (s.idle, s.in_use),
+            (0, 0),
+            "the dropped count's connection went back to the pool"
+        );
+        blocker.join().unwrap().unwrap();
+        assert_eq!(store.count_created(None, None, None).await.unwrap(), vec![]);
+    }
 }
