@@ -53,6 +53,39 @@ const CREATE_TARGET_ONE: f64 = 0.85;
 const CREATE_TARGET_MANY: f64 = 2.0;
 const GET_TARGET: f64 = 1.5;
 
+/// Which parts of the benchmark run (`BENCH_PHASES`, comma-separated, default
+/// all): `throughput` (Create and Get against pgbench, SQLite, footprint under
+/// load), `tracing`, `delete`, `mixed`.
+struct Phases {
+    throughput: bool,
+    tracing: bool,
+    delete: bool,
+    mixed: bool,
+}
+
+impl Phases {
+    const ALL: [&str; 4] = ["throughput", "tracing", "delete", "mixed"];
+
+    fn from_env() -> Self {
+        let listed = std::env::var("BENCH_PHASES").unwrap_or_else(|_| Self::ALL.join(","));
+        let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
+        for p in &listed {
+            assert!(
+                Self::ALL.contains(p),
+                "BENCH_PHASES: unknown phase {p:?} (known: {})",
+                Self::ALL.join(", ")
+            );
+        }
+        let on = |p: &str| listed.contains(&p);
+        Self {
+            throughput: on("throughput"),
+            tracing: on("tracing"),
+            delete: on("delete"),
+            mixed: on("mixed"),
+        }
+    }
+}
+
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
         .ok()
@@ -668,36 +701,57 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Create/s at `clients` with tracing off, on with the default sampler (every
-/// span exported to a collector in this process), and on with 10 % of root
-/// traces sampled, each on a fresh database.
+/// The tracing settings of the overhead phase: off, on with upstream's
+/// default sampler (every span exported), on with 10 % of root traces.
+const SAMPLERS: [Option<&str>; 3] = [
+    None,
+    Some("AlwaysOnSampler"),
+    Some("TraceIdRatioBasedSampler"),
+];
+
+/// One round of the tracing phase: Create/s and server CPU-seconds per 1,000
+/// Creates for each of [`SAMPLERS`].
+struct Traced {
+    rates: [f64; 3],
+    cpu_per_1000: [f64; 3],
+}
+
+/// Create/s at `clients` for each of [`SAMPLERS`], each on a fresh database,
+/// `rounds` times with the settings interleaved (so a slow minute of the
+/// machine hits all three alike). Spans go to a collector in this process.
 async fn tracing_overhead(
     cluster: &vfps_testkit::PgCluster,
     clients: usize,
     seconds: u64,
-) -> (f64, f64, f64) {
+    rounds: usize,
+) -> Vec<Traced> {
     let collector = vfps_testkit::otlp::Collector::start().await.unwrap();
-    let mut rates = Vec::new();
-    for sampler in [
-        None,
-        Some("AlwaysOnSampler"),
-        Some("TraceIdRatioBasedSampler"),
-    ] {
-        eprintln!("[{clients} clients] Create/s with tracing {sampler:?} ...");
-        let mut env = Vec::new();
-        if let Some(sampler) = sampler {
-            env.push(("Tracing__IsEnabled".into(), "true".into()));
-            env.push(("Tracing__RootSampler".into(), sampler.into()));
-            env.push(("Tracing__SamplingProbability".into(), "0.1".into()));
-            env.push(("Tracing__Otlp__Endpoint".into(), collector.endpoint.clone()));
+    let mut out = Vec::new();
+    for round in 1..=rounds {
+        let mut traced = Traced {
+            rates: [0.0; 3],
+            cpu_per_1000: [0.0; 3],
+        };
+        for (i, sampler) in SAMPLERS.iter().enumerate() {
+            eprintln!("[{clients} clients] round {round} of {rounds}: Create/s with tracing {sampler:?} ...");
+            let mut env = Vec::new();
+            if let Some(sampler) = sampler {
+                env.push(("Tracing__IsEnabled".into(), "true".into()));
+                env.push(("Tracing__RootSampler".into(), (*sampler).into()));
+                env.push(("Tracing__SamplingProbability".into(), "0.1".into()));
+                env.push(("Tracing__Otlp__Endpoint".into(), collector.endpoint.clone()));
+            }
+            let (_db, server) = postgres_server(cluster, clients, env).await;
+            creates(&server.grpc, clients, 2, None).await;
+            let cpu = cpu_seconds(server.pid());
+            let (n, _) = creates(&server.grpc, clients, seconds, None).await;
+            traced.rates[i] = n as f64 / seconds as f64;
+            traced.cpu_per_1000[i] = (cpu_seconds(server.pid()) - cpu) / (n.max(1) as f64 / 1000.0);
         }
-        let (_db, server) = postgres_server(cluster, clients, env).await;
-        creates(&server.grpc, clients, 2, None).await;
-        let (n, _) = creates(&server.grpc, clients, seconds, None).await;
-        rates.push(n as f64 / seconds as f64);
+        out.push(traced);
     }
     eprintln!("  the collector received {} spans", collector.spans().len());
-    (rates[0], rates[1], rates[2])
+    out
 }
 
 /// The pseudonym value of lookup row `k`: `encode(sha256(k), 'hex')`.
@@ -741,6 +795,7 @@ async fn main() {
         })
         .collect();
     let seconds = env_or("BENCH_SECONDS", 10);
+    let phases = Phases::from_env();
     eprintln!("benchmark: concurrency {levels:?}, {seconds} s per phase; PostgreSQL with fsync and synchronous_commit on");
     eprintln!("cold start to ready (SQLite, fresh file) ...");
     let (cold_median, cold_max) = cold_start(7).await;
@@ -750,7 +805,7 @@ async fn main() {
     .unwrap();
     let runs = env_or("BENCH_RUNS", 3).max(1) as usize;
     let mut by_level: Vec<Vec<Row>> = Vec::new();
-    for clients in &levels {
+    for clients in levels.iter().filter(|_| phases.throughput) {
         let mut rows = Vec::new();
         for run in 1..=runs {
             eprintln!("[{clients} clients] run {run} of {runs}");
@@ -759,29 +814,42 @@ async fn main() {
         by_level.push(rows);
     }
     let first = levels.iter().copied().find(|c| *c > 1).unwrap_or(32);
-    let traced = tracing_overhead(&cluster, first, seconds).await;
-    let big = delete_under_load(&cluster, first, env_or("BENCH_BIG_NAMESPACE", 500_000)).await;
-    let mix = mixed(&cluster, first, seconds).await;
-    println!("Medians of {runs} runs; ratios as median (min–max).");
-    println!();
-    println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps Create/s (SQLite) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for rows in &by_level {
-        let clients = rows[0].clients;
-        let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
-        let spread = |f: fn(&Row) -> f64| {
-            let v: Vec<f64> = rows.iter().map(f).collect();
-            let (lo, hi) = v
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-            format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
-        };
-        let target = if clients == 1 {
-            CREATE_TARGET_ONE
-        } else {
-            CREATE_TARGET_MANY
-        };
-        println!(
+    let traced = if phases.tracing {
+        tracing_overhead(&cluster, first, seconds, runs).await
+    } else {
+        Vec::new()
+    };
+    let big = if phases.delete {
+        Some(delete_under_load(&cluster, first, env_or("BENCH_BIG_NAMESPACE", 500_000)).await)
+    } else {
+        None
+    };
+    let mix = if phases.mixed {
+        Some(mixed(&cluster, first, seconds).await)
+    } else {
+        None
+    };
+    if !by_level.is_empty() {
+        println!("Medians of {runs} runs; ratios as median (min–max).");
+        println!();
+        println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps Create/s (SQLite) |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for rows in &by_level {
+            let clients = rows[0].clients;
+            let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+            let spread = |f: fn(&Row) -> f64| {
+                let v: Vec<f64> = rows.iter().map(f).collect();
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+                format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
+            };
+            let target = if clients == 1 {
+                CREATE_TARGET_ONE
+            } else {
+                CREATE_TARGET_MANY
+            };
+            println!(
             "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
             m(|r| r.vfps_create),
             m(|r| r.create_latency.0),
@@ -798,19 +866,38 @@ async fn main() {
             m(|r| r.sqlite_latency.0),
             m(|r| r.sqlite_latency.1),
         );
+        }
+        println!();
     }
-    println!();
-    println!("| clients | Create/s, tracing off | tracing on, default sampler (every trace exported) | **on / off** (target ≥ 0.90) | tracing on, 10 % of traces | **on / off** |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| {first} | {:.0} | {:.0} | **{:.2}** | {:.0} | **{:.2}** |",
-        traced.0,
-        traced.1,
-        traced.1 / traced.0,
-        traced.2,
-        traced.2 / traced.0
-    );
-    println!();
+    if !traced.is_empty() {
+        let rate = |i: usize| median(traced.iter().map(|t| t.rates[i]).collect());
+        let cpu = |i: usize| median(traced.iter().map(|t| t.cpu_per_1000[i]).collect());
+        let ratio = |i: usize| {
+            let v: Vec<f64> = traced.iter().map(|t| t.rates[i] / t.rates[0]).collect();
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+            format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
+        };
+        println!("| clients | tracing | Create/s | **on / off** | server CPU-s / 1000 Creates |");
+        println!("|---|---|---|---|---|");
+        for (i, what) in [
+            "off",
+            "on, default sampler (every trace exported) (target ≥ 0.90)",
+            "on, 10 % of traces",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let r = if i == 0 { "—".to_owned() } else { ratio(i) };
+            println!(
+                "| {first} | {what} | {:.0} | {r} | {:.3} |",
+                rate(i),
+                cpu(i)
+            );
+        }
+        println!();
+    }
     println!("| footprint | figure | target |");
     println!("|---|---|---|");
     println!(
@@ -830,22 +917,26 @@ async fn main() {
         );
     }
     println!();
-    println!("| clients | deleted namespace | delete took | other namespace's Create/s before | during | **during / before** | failed Creates |");
-    println!("|---|---|---|---|---|---|---|");
-    println!(
-        "| {first} | {} pseudonyms | {:.2} s | {:.0} | {:.0} | **{:.2}** | {} |",
-        big.rows,
-        big.delete.as_secs_f64(),
-        big.before,
-        big.during,
-        big.during / big.before,
-        big.failed
-    );
-    println!();
-    println!("| clients | Create/s with churn and invalid input | valid Creates failed | churn cycles (create, 50 Creates, delete) | invalid calls | answered with the wrong code |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| {first} | {:.0} | {} | {} | {} | {} |",
-        mix.creates, mix.failed_valid, mix.churn_cycles, mix.bad_calls, mix.bad_misanswered
-    );
+    if let Some(big) = big {
+        println!("| clients | deleted namespace | delete took | other namespace's Create/s before | during | **during / before** | failed Creates |");
+        println!("|---|---|---|---|---|---|---|");
+        println!(
+            "| {first} | {} pseudonyms | {:.2} s | {:.0} | {:.0} | **{:.2}** | {} |",
+            big.rows,
+            big.delete.as_secs_f64(),
+            big.before,
+            big.during,
+            big.during / big.before,
+            big.failed
+        );
+        println!();
+    }
+    if let Some(mix) = mix {
+        println!("| clients | Create/s with churn and invalid input | valid Creates failed | churn cycles (create, 50 Creates, delete) | invalid calls | answered with the wrong code |");
+        println!("|---|---|---|---|---|---|");
+        println!(
+            "| {first} | {:.0} | {} | {} | {} | {} |",
+            mix.creates, mix.failed_valid, mix.churn_cycles, mix.bad_calls, mix.bad_misanswered
+        );
+    }
 }
