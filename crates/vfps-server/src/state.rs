@@ -59,13 +59,17 @@ impl AppState {
         Instant::now() + d.saturating_sub(margin)
     }
 
-    /// Ready = initialised, not draining, and the database not unreachable from
-    /// this replica for longer than the grace period. A failover (every replica
+    /// Ready = initialised, not draining, the database's schema migrated for
+    /// this binary, and the database not unreachable from this replica for
+    /// longer than the grace period. A failover (every replica
     /// loses the database for seconds) therefore leaves every replica in rotation
     /// to hold its callers' calls; a replica cut off on its own leaves it. Asks
     /// nothing of the database: the store reports what its own attempts found.
     pub fn readiness(&self) -> Result<(), String> {
         self.serving()?;
+        if let Some(why) = self.service.store().schema_problem() {
+            return Err(why);
+        }
         match self.service.store().database_health() {
             DatabaseHealth::Reachable => Ok(()),
             DatabaseHealth::NotYetReached => Err("the database has not been reached yet".into()),

@@ -3,6 +3,7 @@
 use std::{process::Command, time::Duration};
 
 use crate::helpers::{backend_env, spawn_app, spawn_app_with, Backend, ServerProcess};
+use vfps_server::config::Flags;
 
 async fn metrics_are_prometheus_text_with_real_histograms(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -316,4 +317,68 @@ async fn the_pseudonym_cache_answers_repeated_creates_without_the_database() {
         assert_ne!(third, first, "a re-created namespace starts empty");
         app.shutdown.cancel();
     }
+}
+
+/// A server started on a PostgreSQL database nobody migrated (no
+/// `ForceRunDatabaseMigrations`, no `vfps migrate`) is not ready and says what
+/// to run, and a call's error names it too; once migrated, it becomes ready
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmigrated_database_keeps_the_server_unready_and_says_how_to_migrate() {
+    let db = vfps_testkit::shared()
+        .create_database()
+        .expect("test database");
+    let env = vec![(
+        "ConnectionStrings__PostgreSQL".to_owned(),
+        db.connection_string.clone(),
+    )];
+    let running = vfps_server::startup::spawn(env, Flags::default())
+        .await
+        .expect("starts without the schema");
+    let http = format!("http://{}", running.http_addr);
+    let client = reqwest::Client::new();
+    let readyz = || async {
+        let r = client.get(format!("{http}/readyz")).send().await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    };
+    // Long enough for the monitor's first round trips.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, body) = readyz().await;
+    assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("vfps migrate"), "{body}");
+
+    let created = client
+        .post(format!("{http}/v1/namespaces"))
+        .json(&serde_json::json!({
+            "name": "unmigrated",
+            "pseudonymGenerationMethod": "PSEUDONYM_GENERATION_METHOD_SECURE_RANDOM_BASE64URL_ENCODED",
+            "pseudonymLength": 16
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert!(!created.status().is_success());
+    let body = created.text().await.unwrap();
+    assert!(body.contains("vfps migrate"), "{body}");
+
+    let migrated = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(["migrate", "--wait", "10s"])
+        .env("ConnectionStrings__PostgreSQL", &db.connection_string)
+        .output()
+        .unwrap();
+    assert!(migrated.status.success());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = readyz().await;
+        if status.is_success() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still not ready after the migration: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.shutdown.cancel();
+    let _ = running.handle.await;
 }

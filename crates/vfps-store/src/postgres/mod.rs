@@ -67,6 +67,8 @@ pub struct PgStore {
     alive: Arc<()>,
     /// Commits refused for a WARNING (see `pool::Steps`), since start.
     refused_commits: Arc<std::sync::atomic::AtomicU64>,
+    /// What is wrong with the schema, as the monitor last found it.
+    schema: Arc<monitor::SchemaState>,
 }
 
 /// An error and its chain of causes, `outer: inner: …`.
@@ -102,6 +104,7 @@ impl PgStore {
             coherence: Arc::new(Coherence::leased(CACHE_LEASE)),
             alive: Arc::new(()),
             refused_commits: Arc::default(),
+            schema: Arc::default(),
         })
     }
 
@@ -124,6 +127,7 @@ impl PgStore {
             connect_budget: Self::connect_budget(&self.options),
             reachability: self.reachability.clone(),
             coherence: self.coherence.clone(),
+            schema: self.schema.clone(),
             alive: Arc::downgrade(&self.alive),
         };
         tokio::spawn(monitor.run());
@@ -274,6 +278,15 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
                 "the database cannot store this value ({code}): {}",
                 db.message()
             )),
+            // An undefined table in our own statements: the schema is missing.
+            kind if code == "42P01" => Error::new(
+                kind,
+                format!(
+                    "database error {code}: {} (the schema is not migrated: run `vfps migrate` \
+                     or set ForceRunDatabaseMigrations=true)",
+                    db.message()
+                ),
+            ),
             kind => Error::new(kind, format!("database error {code}: {}", db.message())),
         };
     }
@@ -704,6 +717,10 @@ impl Store for PgStore {
 
     fn database_health(&self) -> DatabaseHealth {
         self.reachability.snapshot()
+    }
+
+    fn schema_problem(&self) -> Option<String> {
+        self.schema.problem()
     }
 
     fn coherence(&self) -> &Coherence {

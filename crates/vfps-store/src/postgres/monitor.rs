@@ -5,7 +5,11 @@
 //!   borrowing from the pool that serves requests;
 //! - it `LISTEN`s for namespace deletions and renews the cache lease of
 //!   [`Coherence`] after each round trip (see `coherence.rs` for why that keeps
-//!   every replica's caches correct).
+//!   every replica's caches correct);
+//! - after each (re)connect, until it finds them, it checks that this binary's
+//!   migrations are applied ([`SchemaState`]): a replica started on a database
+//!   nobody migrated says so in its readiness and its log, instead of being
+//!   ready and failing every call.
 //!
 //! It runs until its store is dropped.
 
@@ -15,7 +19,70 @@ use std::{
 };
 
 use super::{pool::Manager, with_sources};
-use crate::{coherence::Coherence, health::Reachability};
+use crate::{coherence::Coherence, health::Reachability, migrate};
+
+/// Whether the database's schema has this binary's migrations, as the monitor
+/// last found it.
+#[derive(Debug, Default)]
+pub struct SchemaState {
+    problem: std::sync::Mutex<Option<String>>,
+}
+
+impl SchemaState {
+    pub fn problem(&self) -> Option<String> {
+        self.problem.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Records a finding; logs when it changes.
+    fn set(&self, problem: Option<String>) {
+        let Ok(mut current) = self.problem.lock() else {
+            return;
+        };
+        match (&*current, &problem) {
+            (None, Some(why)) => tracing::error!(reason = %why, "this replica is not ready"),
+            (Some(_), None) => tracing::info!("the database schema is migrated; ready"),
+            _ => {}
+        }
+        *current = problem;
+    }
+}
+
+/// What is missing for this binary, or `None`: every migration it has is
+/// applied (newer ones from a newer binary are fine, as in a rolling upgrade).
+async fn check_schema(client: &tokio_postgres::Client) -> Result<Option<String>, String> {
+    let fail = |e: tokio_postgres::Error| super::classify(&e).message;
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(fail)?;
+    let applied: Vec<i64> = if exists {
+        client
+            .query("SELECT version FROM vfps_schema_migrations", &[])
+            .await
+            .map_err(fail)?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(fail)?
+    } else {
+        Vec::new()
+    };
+    let pending: Vec<i64> = migrate::POSTGRES
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    Ok((!pending.is_empty()).then(|| {
+        format!(
+            "the database schema is not migrated (migrations {pending:?} are not applied): \
+             run `vfps migrate` or set ForceRunDatabaseMigrations=true"
+        )
+    }))
+}
 
 /// The channel a namespace deletion is announced on; the payload is its name.
 pub const CHANNEL: &str = "vfps_namespace_deleted";
@@ -33,6 +100,7 @@ pub(super) struct Monitor {
     pub connect_budget: Duration,
     pub reachability: Arc<Reachability>,
     pub coherence: Arc<Coherence>,
+    pub schema: Arc<SchemaState>,
     /// Gone once the store is dropped: the monitor stops.
     pub alive: Weak<()>,
 }
@@ -79,7 +147,20 @@ impl Monitor {
             Ok(Err(e)) => return Err(super::classify(&e).message),
             Err(_) => return Err("the database did not answer LISTEN in time".into()),
         }
+        let mut schema_checked = false;
         while self.alive.strong_count() > 0 {
+            if !schema_checked {
+                match tokio::time::timeout(PROBE_TIMEOUT, check_schema(&conn.client)).await {
+                    Ok(Ok(problem)) => {
+                        schema_checked = problem.is_none();
+                        self.schema.set(problem);
+                    }
+                    Ok(Err(why)) => return Err(why),
+                    Err(_) => {
+                        return Err("the database did not answer the schema check in time".into())
+                    }
+                }
+            }
             let started = Instant::now();
             let probe = conn.client.query_one("SELECT pg_is_in_recovery()", &[]);
             match tokio::time::timeout(PROBE_TIMEOUT, probe).await {

@@ -15,7 +15,7 @@
 //! | 55P03, 55006 | lock not available, object in use | `Unavailable` |
 //! | 57 | operator intervention (cancel, shutdown, crash restart) | `Unavailable` |
 //! | 58 | system error (I/O) | `Unavailable` |
-//! | everything else (0A, 23, 25, 42, XX, …) | a bug or a broken schema | `Internal` |
+//! | everything else (0A, 23, 25, 42, XX, …) | a bug or a broken schema | `Internal` (42P01, an undefined table, says to run the migrations) |
 //!
 //! `Unavailable` is retried inside the call's deadline; `InvalidArgument` fails
 //! only the call whose value it was (a batch that fails so is split, see
