@@ -714,6 +714,9 @@ const SAMPLERS: [Option<&str>; 3] = [
 struct Traced {
     rates: [f64; 3],
     cpu_per_1000: [f64; 3],
+    /// This process's (the gRPC clients' and the collector's) CPU-seconds per
+    /// 1,000 Creates: what the collector costs shows here, not in the server.
+    bench_cpu_per_1000: [f64; 3],
 }
 
 /// Create/s at `clients` for each of [`SAMPLERS`], each on a fresh database,
@@ -731,6 +734,7 @@ async fn tracing_overhead(
         let mut traced = Traced {
             rates: [0.0; 3],
             cpu_per_1000: [0.0; 3],
+            bench_cpu_per_1000: [0.0; 3],
         };
         for (i, sampler) in SAMPLERS.iter().enumerate() {
             eprintln!("[{clients} clients] round {round} of {rounds}: Create/s with tracing {sampler:?} ...");
@@ -743,10 +747,13 @@ async fn tracing_overhead(
             }
             let (_db, server) = postgres_server(cluster, clients, env).await;
             creates(&server.grpc, clients, 2, None).await;
-            let cpu = cpu_seconds(server.pid());
+            let (cpu, bench_cpu) = (cpu_seconds(server.pid()), cpu_seconds(std::process::id()));
             let (n, _) = creates(&server.grpc, clients, seconds, None).await;
+            let thousands = n.max(1) as f64 / 1000.0;
             traced.rates[i] = n as f64 / seconds as f64;
-            traced.cpu_per_1000[i] = (cpu_seconds(server.pid()) - cpu) / (n.max(1) as f64 / 1000.0);
+            traced.cpu_per_1000[i] = (cpu_seconds(server.pid()) - cpu) / thousands;
+            traced.bench_cpu_per_1000[i] =
+                (cpu_seconds(std::process::id()) - bench_cpu) / thousands;
         }
         out.push(traced);
     }
@@ -872,6 +879,7 @@ async fn main() {
     if !traced.is_empty() {
         let rate = |i: usize| median(traced.iter().map(|t| t.rates[i]).collect());
         let cpu = |i: usize| median(traced.iter().map(|t| t.cpu_per_1000[i]).collect());
+        let bench_cpu = |i: usize| median(traced.iter().map(|t| t.bench_cpu_per_1000[i]).collect());
         let ratio = |i: usize| {
             let v: Vec<f64> = traced.iter().map(|t| t.rates[i] / t.rates[0]).collect();
             let (lo, hi) = v
@@ -879,8 +887,8 @@ async fn main() {
                 .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
             format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
         };
-        println!("| clients | tracing | Create/s | **on / off** | server CPU-s / 1000 Creates |");
-        println!("|---|---|---|---|---|");
+        println!("| clients | tracing | Create/s | **on / off** | server CPU-s / 1000 Creates | benchmark process (clients, collector) CPU-s / 1000 Creates |");
+        println!("|---|---|---|---|---|---|");
         for (i, what) in [
             "off",
             "on, default sampler (every trace exported) (target ≥ 0.90)",
@@ -891,9 +899,10 @@ async fn main() {
         {
             let r = if i == 0 { "—".to_owned() } else { ratio(i) };
             println!(
-                "| {first} | {what} | {:.0} | {r} | {:.3} |",
+                "| {first} | {what} | {:.0} | {r} | {:.3} | {:.3} |",
                 rate(i),
-                cpu(i)
+                cpu(i),
+                bench_cpu(i)
             );
         }
         println!();
