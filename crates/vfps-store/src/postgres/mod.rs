@@ -175,34 +175,9 @@ impl PgStore {
     /// changing anything); a changed checksum is an error.
     pub async fn pending_migrations(&self) -> Result<Vec<i64>, Error> {
         let (lease, steps) = self.lease().await?;
-        let c = lease.client();
-        let exists: bool = steps
-            .run(c.query_one(
-                "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
-                &[],
-            ))
-            .await?
-            .try_get(0)
-            .map_err(|e| classify(&e))?;
-        let applied: std::collections::HashMap<i64, String> = if exists {
-            steps
-                .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect()
-        } else {
-            Default::default()
-        };
+        let applied = steps.run(applied_migrations(lease.client())).await?;
         lease.finish();
-        let mut pending = Vec::new();
-        for m in migrate::POSTGRES {
-            match applied.get(&m.version) {
-                Some(sum) => migrate::verify_checksum(m, sum)?,
-                None => pending.push(m.version),
-            }
-        }
-        Ok(pending)
+        pending_migrations(&applied)
     }
 
     /// Applies pending migrations under an advisory lock (concurrent runs wait).
@@ -260,6 +235,41 @@ impl PgStore {
         lease.finish();
         Ok(report)
     }
+}
+
+/// The migrations applied to the database: version → checksum (none before
+/// the first migration created the table).
+async fn applied_migrations(
+    c: &tokio_postgres::Client,
+) -> Result<std::collections::HashMap<i64, String>, tokio_postgres::Error> {
+    let exists: bool = c
+        .query_one(
+            "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(Default::default());
+    }
+    c.query("SELECT version, checksum FROM vfps_schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+/// This binary's migrations missing from `applied`; a changed checksum is an
+/// error.
+fn pending_migrations(applied: &std::collections::HashMap<i64, String>) -> Result<Vec<i64>, Error> {
+    let mut pending = Vec::new();
+    for m in migrate::POSTGRES {
+        match applied.get(&m.version) {
+            Some(sum) => migrate::verify_checksum(m, sum)?,
+            None => pending.push(m.version),
+        }
+    }
+    Ok(pending)
 }
 
 /// Classifies a driver error by its SQLSTATE (see [`sqlstate`]) or, without

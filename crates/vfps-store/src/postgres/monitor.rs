@@ -19,7 +19,7 @@ use std::{
 };
 
 use super::{pool::Manager, with_sources};
-use crate::{coherence::Coherence, health::Reachability, migrate};
+use crate::{coherence::Coherence, health::Reachability};
 
 /// Whether the database's schema has this binary's migrations, as the monitor
 /// last found it.
@@ -50,38 +50,20 @@ impl SchemaState {
 /// What is missing for this binary, or `None`: every migration it has is
 /// applied (newer ones from a newer binary are fine, as in a rolling upgrade).
 async fn check_schema(client: &tokio_postgres::Client) -> Result<Option<String>, String> {
-    let fail = |e: tokio_postgres::Error| super::classify(&e).message;
-    let exists: bool = client
-        .query_one(
-            "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
-            &[],
-        )
+    let applied = super::applied_migrations(client)
         .await
-        .and_then(|r| r.try_get(0))
-        .map_err(fail)?;
-    let applied: Vec<i64> = if exists {
-        client
-            .query("SELECT version FROM vfps_schema_migrations", &[])
-            .await
-            .map_err(fail)?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<_, _>>()
-            .map_err(fail)?
-    } else {
-        Vec::new()
-    };
-    let pending: Vec<i64> = migrate::POSTGRES
-        .iter()
-        .map(|m| m.version)
-        .filter(|v| !applied.contains(v))
-        .collect();
-    Ok((!pending.is_empty()).then(|| {
-        format!(
+        .map_err(|e| super::classify(&e).message)?;
+    Ok(match super::pending_migrations(&applied) {
+        Ok(pending) if pending.is_empty() => None,
+        Ok(pending) => Some(format!(
             "the database schema is not migrated (migrations {pending:?} are not applied): \
              run `vfps migrate` or set ForceRunDatabaseMigrations=true"
-        )
-    }))
+        )),
+        Err(e) => Some(format!(
+            "the database schema does not match this binary: {}",
+            e.message
+        )),
+    })
 }
 
 /// The channel a namespace deletion is announced on; the payload is its name.
