@@ -113,6 +113,61 @@ async fn the_knee_of_a_server_with_a_known_ceiling_lands_below_it() {
     assert!(lines[1].starts_with("1,60,0,60,60,"), "{timeline}");
 }
 
+/// A service whose first 30 calls take 300 ms more (a cold start) breaks a
+/// first step that starts cold; after the default warm-up (2 s at the first
+/// step's rate, 120 calls) the same step holds, and the warm-up is reported
+/// apart from the steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_up_keeps_a_cold_start_out_of_the_first_step() {
+    let cold = || {
+        fake::start(Behaviour::ColdCapacity {
+            service_time: Duration::from_millis(10),
+            slots: 2,
+            cold_calls: 30,
+            cold_time: Duration::from_millis(300),
+        })
+    };
+    let args = [
+        "--start-rate-per-second",
+        "60",
+        "--step-rate-per-second",
+        "60",
+        "--max-rate-per-second",
+        "120",
+        "--p99-target-ms",
+        "100",
+        "--call-deadline-seconds",
+        "2",
+    ];
+
+    let server = cold().await.unwrap();
+    let dir = vfps_testkit::scratch_dir("capacity-cold");
+    let mut without = args.to_vec();
+    without.extend(["--warm-up-seconds", "0"]);
+    let report = capacity::sweep(&config(server.addr, &dir, &without), false)
+        .await
+        .unwrap();
+    assert_eq!(report.knee_per_second, None, "{:?}", report.steps);
+    assert!(report.warm_up.is_none());
+    assert!(
+        report.steps[0].p99_ms.unwrap() > 100.0,
+        "{:?}",
+        report.steps
+    );
+
+    let server = cold().await.unwrap();
+    let dir = vfps_testkit::scratch_dir("capacity-warm");
+    let report = capacity::sweep(&config(server.addr, &dir, &args), false)
+        .await
+        .unwrap();
+    let warm_up = report.warm_up.as_ref().expect("the warm-up is reported");
+    assert_eq!((warm_up.offered_per_second, warm_up.seconds), (60, 2));
+    assert!(warm_up.p99_ms.unwrap() > 100.0, "{warm_up:?}");
+    assert_eq!(report.knee_per_second, Some(120), "{:?}", report.steps);
+    assert_eq!(report.steps.len(), 2, "the warm-up is no step");
+    assert_eq!(saved(&dir).warm_up_seconds, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_whose_first_step_is_past_the_ceiling_has_no_knee() {
     // One slot × 10 ms: 100 calls/s, and the sweep starts at 300.
@@ -133,6 +188,8 @@ async fn a_sweep_whose_first_step_is_past_the_ceiling_has_no_knee() {
             "50",
             "--call-deadline-seconds",
             "1",
+            "--warm-up-seconds",
+            "0",
         ],
     );
     let report = capacity::sweep(&cfg, false).await.unwrap();
@@ -208,6 +265,8 @@ async fn the_command_exits_1_without_a_knee_and_2_for_a_bad_value_or_nothing_rea
         "300",
         "--p99-target-ms",
         "50",
+        "--warm-up-seconds",
+        "0",
     ])
     .await
     .unwrap();

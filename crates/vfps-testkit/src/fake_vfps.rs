@@ -39,6 +39,15 @@ pub enum Behaviour {
     /// wait for a slot in arrival order, without bound. Throughput ceiling:
     /// `slots / service_time` calls per second (10 ms × 2 slots = 200/s).
     Capacity { service_time: Duration, slots: u32 },
+    /// Like `Capacity`, but the first `cold_calls` calls each wait
+    /// `cold_time` more before their slot, all at once (a cold start:
+    /// connections being opened, caches empty); later calls do not.
+    ColdCapacity {
+        service_time: Duration,
+        slots: u32,
+        cold_calls: u64,
+        cold_time: Duration,
+    },
 }
 
 /// The queue of [`Behaviour::Capacity`], kept in virtual time: each slot's
@@ -48,20 +57,31 @@ pub enum Behaviour {
 struct Slots {
     service_time: Duration,
     free_at: Mutex<Vec<Instant>>,
+    /// Calls served so far, and how many of the first ones wait how long more.
+    served: AtomicU64,
+    cold_calls: u64,
+    cold_time: Duration,
 }
 
 impl Slots {
-    fn new(service_time: Duration, slots: u32) -> Self {
+    fn new(service_time: Duration, slots: u32, cold_calls: u64, cold_time: Duration) -> Self {
         let now = Instant::now();
         Self {
             service_time,
             free_at: Mutex::new(vec![now; slots.max(1) as usize]),
+            served: AtomicU64::new(0),
+            cold_calls,
+            cold_time,
         }
     }
 
     /// Waits until this call's service is over: on the slot that frees first,
-    /// from when it frees (or now).
+    /// from when it frees (or now), after the cold start's wait if this is
+    /// one of the first calls.
     async fn serve(&self) {
+        if self.served.fetch_add(1, Ordering::Relaxed) < self.cold_calls {
+            tokio::time::sleep(self.cold_time).await;
+        }
         let done = {
             let mut free = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
@@ -86,7 +106,8 @@ struct Fake {
     behaviour: Behaviour,
     counters: Arc<Counters>,
     mappings: Mutex<HashMap<String, String>>,
-    /// The queue when the behaviour is [`Behaviour::Capacity`].
+    /// The queue when the behaviour is [`Behaviour::Capacity`] or
+    /// [`Behaviour::ColdCapacity`].
     slots: Option<Slots>,
 }
 
@@ -109,7 +130,13 @@ pub async fn start(behaviour: Behaviour) -> std::io::Result<FakeServer> {
             Behaviour::Capacity {
                 service_time,
                 slots,
-            } => Some(Slots::new(service_time, slots)),
+            } => Some(Slots::new(service_time, slots, 0, Duration::ZERO)),
+            Behaviour::ColdCapacity {
+                service_time,
+                slots,
+                cold_calls,
+                cold_time,
+            } => Some(Slots::new(service_time, slots, cold_calls, cold_time)),
             _ => None,
         },
     });
@@ -153,7 +180,7 @@ impl PseudonymService for Fake {
         match self.behaviour {
             Behaviour::Internal => return Err(Status::internal("injected failure")),
             Behaviour::Slow(d) => tokio::time::sleep(d).await,
-            Behaviour::Healthy | Behaviour::Capacity { .. } => {}
+            Behaviour::Healthy | Behaviour::Capacity { .. } | Behaviour::ColdCapacity { .. } => {}
         }
         if let Some(slots) = &self.slots {
             slots.serve().await;

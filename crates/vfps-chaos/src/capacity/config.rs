@@ -57,6 +57,11 @@ pub struct CapacityConfig {
     /// Length of each step (whole seconds).
     #[arg(long, env = "RESILIENCE_CAPACITY_STEP_SECONDS", default_value_t = 10)]
     pub step_seconds: u64,
+    /// Seconds of calls at the first step's rate before the first step, not
+    /// measured: the service fills its connection pools and caches, so the
+    /// first step does not break on a cold start (0: none).
+    #[arg(long, env = "RESILIENCE_CAPACITY_WARM_UP_SECONDS", default_value_t = 2)]
+    pub warm_up_seconds: u64,
     /// At most this many steps (at most 100).
     #[arg(long, env = "RESILIENCE_CAPACITY_MAX_STEPS", default_value_t = 20)]
     pub max_steps: u32,
@@ -167,6 +172,12 @@ impl CapacityConfig {
             problems.push(format!(
                 "--step-seconds (RESILIENCE_CAPACITY_STEP_SECONDS) must be 1 to {LONGEST_STEP_SECONDS}, got {}",
                 self.step_seconds
+            ));
+        }
+        if self.warm_up_seconds > LONGEST_STEP_SECONDS {
+            problems.push(format!(
+                "--warm-up-seconds (RESILIENCE_CAPACITY_WARM_UP_SECONDS) must be 0 to {LONGEST_STEP_SECONDS}, got {}",
+                self.warm_up_seconds
             ));
         }
         if !(1..=MOST_STEPS).contains(&self.max_steps) {
@@ -295,15 +306,18 @@ mod tests {
             "--p99-target-ms=-3",
             "--mix",
             "create=1,list=1",
+            "--warm-up-seconds",
+            "601",
         ]);
         let e = c.validate().unwrap_err();
-        assert_eq!(e.0.len(), 5, "{e}");
+        assert_eq!(e.0.len(), 6, "{e}");
         for needle in [
             "--max-rate-per-second (RESILIENCE_CAPACITY_MAX_RATE) 50",
             "--step-factor (RESILIENCE_CAPACITY_STEP_FACTOR) must be a number above 1, got 0.9",
             "--step-seconds (RESILIENCE_CAPACITY_STEP_SECONDS) must be 1 to 600, got 0",
             "got -3",
             "not list",
+            "--warm-up-seconds (RESILIENCE_CAPACITY_WARM_UP_SECONDS) must be 0 to 600, got 601",
         ] {
             assert!(
                 e.to_string().contains(needle),

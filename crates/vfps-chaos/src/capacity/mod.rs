@@ -63,6 +63,12 @@ pub struct SweepReport {
     pub call_deadline_seconds: f64,
     pub max_in_flight: u32,
     pub seed: u64,
+    /// `--warm-up-seconds`: calls at the first step's rate before the first
+    /// step, measured like a step but never judged (and not in the timeline).
+    #[serde(default)]
+    pub warm_up_seconds: u64,
+    #[serde(default)]
+    pub warm_up: Option<StepResult>,
     /// The planned rates; the sweep stops at the first step that breaks.
     pub planned_per_second: Vec<u32>,
     /// Wall-clock start (Unix seconds).
@@ -134,11 +140,11 @@ fn ms(v: Option<f64>) -> String {
 /// generator's own schedule.
 async fn step(
     rate: u32,
+    seconds: u64,
     cfg: &CapacityConfig,
     mix: &Mix,
     workload: &Arc<CreateGet>,
 ) -> (StepResult, Vec<Row>) {
-    let seconds = cfg.step_seconds;
     let timeline = Arc::new(Timeline::new(seconds));
     let schedule = Schedule {
         rate_per_second: rate,
@@ -243,6 +249,19 @@ fn progress_line(i: usize, of: usize, s: &StepResult, target_ms: f64) -> String 
     )
 }
 
+/// The progress line of the warm-up (stderr): what it saw, judged by nobody.
+fn warm_up_line(s: &StepResult) -> String {
+    format!(
+        "capacity warm-up: {} s at {}/s achieved {:.1}/s p50 {} p99 {} failures {} (not judged)",
+        s.seconds,
+        s.offered_per_second,
+        s.achieved_per_second,
+        ms(s.p50_ms),
+        ms(s.p99_ms),
+        s.failures(),
+    )
+}
+
 /// `capacity.json`, `capacity.svg` and `capacity.png`.
 fn write(dir: &Path, report: &SweepReport, with_chart: bool) -> anyhow::Result<()> {
     report::write_file(dir, "capacity.json", serde_json::to_string_pretty(report)?)?;
@@ -309,6 +328,8 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
         call_deadline_seconds: cfg.call_deadline_seconds,
         max_in_flight: cfg.max_in_flight,
         seed,
+        warm_up_seconds: cfg.warm_up_seconds,
+        warm_up: None,
         planned_per_second: rates.clone(),
         started_unix: run::unix_now(),
         steps: Vec::new(),
@@ -327,9 +348,24 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
             cfg.p99_target_ms
         );
     }
+    if let (Some(&rate), 1..) = (rates.first(), cfg.warm_up_seconds) {
+        let (result, _) = step(rate, cfg.warm_up_seconds, cfg, &mix, &workload).await;
+        if progress {
+            eprintln!("{}", warm_up_line(&result));
+        }
+        if result.failures() > 0 {
+            report.warnings.push(format!(
+                "the warm-up at {rate} calls/s had {} failures: {:?}",
+                result.failures(),
+                result.failures_by_code
+            ));
+        }
+        report.warm_up = Some(result);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let mut timeline = format!("step,offered_per_second,{}\n", history::csv_header());
     for (i, rate) in rates.iter().copied().enumerate() {
-        let (result, rows) = step(rate, cfg, &mix, &workload).await;
+        let (result, rows) = step(rate, cfg.step_seconds, cfg, &mix, &workload).await;
         timeline.push_str(&timeline_rows(i + 1, rate, &rows));
         let held = result.held(cfg.p99_target_ms);
         if progress {
@@ -379,6 +415,8 @@ mod tests {
             call_deadline_seconds: 5.0,
             max_in_flight: 10,
             seed: 1,
+            warm_up_seconds: 0,
+            warm_up: None,
             planned_per_second: vec![],
             started_unix: 0.0,
             steps,
