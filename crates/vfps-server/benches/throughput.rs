@@ -361,6 +361,9 @@ struct Row {
     vfps_get: f64,
     get_latency: (f64, f64),
     pgbench_select_tps: f64,
+    /// Creates of originals that already have a pseudonym (the lookup rows).
+    vfps_recreate: f64,
+    recreate_latency: (f64, f64),
     sqlite_create: f64,
     sqlite_latency: (f64, f64),
 }
@@ -662,6 +665,22 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         }
     })
     .await;
+    eprintln!("[{clients} clients] vfps re-Create of existing originals (PostgreSQL) ...");
+    let chans = Arc::new(channels(&server.grpc, 4));
+    let (r, rlat) = drive(clients, seconds, move |c, i| {
+        let mut client = chans[c % chans.len()].clone();
+        let k = (c as u64 * 7919 + i * 104_729) % LOOKUP_ROWS + 1;
+        async move {
+            client
+                .create(PseudonymServiceCreateRequest {
+                    namespace: "bench".into(),
+                    original_value: format!("lookup-{k}"),
+                })
+                .await
+                .is_ok()
+        }
+    })
+    .await;
     drop(server);
     eprintln!("[{clients} clients] pgbench, same lookup SELECT, same clients ...");
     let pgbench_select_tps = pgbench(cluster, &db, LOOKUP, clients, seconds);
@@ -691,6 +710,8 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         vfps_get: per_second(g),
         get_latency: (percentile(&glat, 0.5), percentile(&glat, 0.99)),
         pgbench_select_tps,
+        vfps_recreate: per_second(r),
+        recreate_latency: (percentile(&rlat, 0.5), percentile(&rlat, 0.99)),
         sqlite_create: per_second(s),
         sqlite_latency: (percentile(&slat, 0.5), percentile(&slat, 0.99)),
     }
@@ -839,8 +860,8 @@ async fn main() {
     if !by_level.is_empty() {
         println!("Medians of {runs} runs; ratios as median (min–max).");
         println!();
-        println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps Create/s (SQLite) |");
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("| clients | vfps Create/s (PostgreSQL, gRPC) | pgbench upsert tps | **Create ratio** (target) | server CPU-s / 1000 Creates | vfps Get/s (p50 / p99 ms) | pgbench SELECT tps | **Get ratio** (target {GET_TARGET}) | vfps re-Create/s of existing originals (p50 / p99 ms) | vfps Create/s (SQLite) |");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
         for rows in &by_level {
             let clients = rows[0].clients;
             let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
@@ -857,7 +878,7 @@ async fn main() {
                 CREATE_TARGET_MANY
             };
             println!(
-            "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
+            "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} ({:.2} / {:.2}) | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
             m(|r| r.vfps_create),
             m(|r| r.create_latency.0),
             m(|r| r.create_latency.1),
@@ -869,6 +890,9 @@ async fn main() {
             m(|r| r.get_latency.1),
             m(|r| r.pgbench_select_tps),
             spread(|r| r.vfps_get / r.pgbench_select_tps),
+            m(|r| r.vfps_recreate),
+            m(|r| r.recreate_latency.0),
+            m(|r| r.recreate_latency.1),
             m(|r| r.sqlite_create),
             m(|r| r.sqlite_latency.0),
             m(|r| r.sqlite_latency.1),
