@@ -129,6 +129,20 @@ impl Monitor {
             Ok(Err(e)) => return Err(super::classify(&e).message),
             Err(_) => return Err("the database did not answer LISTEN in time".into()),
         }
+        // Prepared once: each probe is then one round trip (a query by text
+        // would parse, describe and close a statement every time: three).
+        let probe = match tokio::time::timeout(
+            PROBE_TIMEOUT,
+            conn.client.prepare("SELECT pg_is_in_recovery()"),
+        )
+        .await
+        {
+            Ok(Ok(statement)) => statement,
+            Ok(Err(e)) => return Err(super::classify(&e).message),
+            Err(_) => {
+                return Err("the database did not answer the probe's preparation in time".into())
+            }
+        };
         let mut schema_checked = false;
         while self.alive.strong_count() > 0 {
             if !schema_checked {
@@ -144,8 +158,7 @@ impl Monitor {
                 }
             }
             let started = Instant::now();
-            let probe = conn.client.query_one("SELECT pg_is_in_recovery()", &[]);
-            match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+            match tokio::time::timeout(PROBE_TIMEOUT, conn.client.query_one(&probe, &[])).await {
                 Ok(Ok(row)) => match row.try_get::<_, bool>(0) {
                     Ok(false) => {
                         self.reachability.reached();
