@@ -798,6 +798,42 @@ mod tests {
         (primary, standby, db, store)
     }
 
+    /// A migration whose recorded checksum differs from this binary's is a
+    /// schema problem the monitor reports (the replica is not ready), like a
+    /// missing one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_monitor_reports_a_changed_migration_checksum() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        let store = PgStore::new(&options).unwrap();
+        store.migrate().await.unwrap();
+        cluster
+            .psql(
+                &db.name,
+                "UPDATE vfps_schema_migrations SET checksum = 'x' WHERE version = 1",
+            )
+            .unwrap();
+        store.spawn_monitor().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let problem = loop {
+            if let Some(p) = store.schema_problem() {
+                break p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the monitor never reported the changed checksum"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            problem.contains("does not match this binary") && problem.contains("checksum"),
+            "{problem}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_re_read_of_an_existing_row_waits_for_the_synchronous_standby() {
         let (primary, standby, db, store) = migrated_on_replicated_pair().await;
