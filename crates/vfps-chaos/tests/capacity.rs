@@ -165,7 +165,7 @@ async fn the_warm_up_keeps_a_cold_start_out_of_the_first_step() {
     assert!(warm_up.p99_ms.unwrap() > 100.0, "{warm_up:?}");
     assert_eq!(report.knee_per_second, Some(120), "{:?}", report.steps);
     assert_eq!(report.steps.len(), 2, "the warm-up is no step");
-    assert_eq!(saved(&dir).warm_up_seconds, 2);
+    assert_eq!(saved(&dir).warm_up.map(|w| w.seconds), Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

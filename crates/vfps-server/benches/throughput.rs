@@ -43,6 +43,12 @@ const UPSERT: &str = "INSERT INTO pseudonyms (namespace, original_value, pseudon
 /// pseudonym value `sha256(k)` in hex, computable on both sides.
 const LOOKUP_ROWS: u64 = 100_000;
 
+/// The lookup row (`1..=LOOKUP_ROWS`) client `c` reads on its `i`-th call:
+/// spread over the rows, different per client.
+fn lookup_key(c: usize, i: u64) -> u64 {
+    (c as u64 * 7919 + i * 104_729) % LOOKUP_ROWS + 1
+}
+
 /// The lookup SELECT of a Get, as pgbench runs it.
 const LOOKUP: &str = "\\set k random(1, 100000)
 SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
@@ -652,8 +658,7 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     let chans = Arc::new(channels(&server.grpc, 4));
     let (g, glat) = drive(clients, seconds, move |c, i| {
         let mut client = chans[c % chans.len()].clone();
-        let k = (c as u64 * 7919 + i * 104_729) % LOOKUP_ROWS + 1;
-        let value = hex_sha256(&k.to_string());
+        let value = hex_sha256(&lookup_key(c, i).to_string());
         async move {
             client
                 .get(PseudonymServiceGetRequest {
@@ -669,7 +674,7 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     let chans = Arc::new(channels(&server.grpc, 4));
     let (r, rlat) = drive(clients, seconds, move |c, i| {
         let mut client = chans[c % chans.len()].clone();
-        let k = (c as u64 * 7919 + i * 104_729) % LOOKUP_ROWS + 1;
+        let k = lookup_key(c, i);
         async move {
             client
                 .create(PseudonymServiceCreateRequest {

@@ -63,10 +63,9 @@ pub struct SweepReport {
     pub call_deadline_seconds: f64,
     pub max_in_flight: u32,
     pub seed: u64,
-    /// `--warm-up-seconds`: calls at the first step's rate before the first
-    /// step, measured like a step but never judged (and not in the timeline).
-    #[serde(default)]
-    pub warm_up_seconds: u64,
+    /// The warm-up (`--warm-up-seconds`, `None` for 0): calls at the first
+    /// step's rate before the first step, measured like a step but never
+    /// judged (and not in the timeline).
     #[serde(default)]
     pub warm_up: Option<StepResult>,
     /// The planned rates; the sweep stops at the first step that breaks.
@@ -328,7 +327,6 @@ pub async fn sweep(cfg: &CapacityConfig, progress: bool) -> anyhow::Result<Sweep
         call_deadline_seconds: cfg.call_deadline_seconds,
         max_in_flight: cfg.max_in_flight,
         seed,
-        warm_up_seconds: cfg.warm_up_seconds,
         warm_up: None,
         planned_per_second: rates.clone(),
         started_unix: run::unix_now(),
@@ -415,7 +413,6 @@ mod tests {
             call_deadline_seconds: 5.0,
             max_in_flight: 10,
             seed: 1,
-            warm_up_seconds: 0,
             warm_up: None,
             planned_per_second: vec![],
             started_unix: 0.0,
