@@ -362,6 +362,10 @@ struct Row {
     pgbench_tps: f64,
     /// Server CPU-seconds per 1,000 Creates.
     cpu_per_1000: f64,
+    /// gRPC health Checks/s with the same clients and channels: a call that
+    /// touches no database, the most calls/s this client and server pair can
+    /// make on this machine whatever the database does.
+    grpc_ceiling: f64,
     /// Server resident memory after the Create phase, and its peak, MiB.
     rss: (f64, f64),
     vfps_get: f64,
@@ -641,6 +645,9 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         memory_mib(server.pid(), "VmHWM"),
     );
 
+    eprintln!("[{clients} clients] gRPC health Check, no database (the call's own ceiling) ...");
+    let (h, _) = health_checks(&server.grpc, clients, seconds).await;
+
     eprintln!("[{clients} clients] pgbench, same upsert, same clients ...");
     let pgbench_tps = pgbench(cluster, &db, UPSERT, clients, seconds);
 
@@ -711,6 +718,7 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         create_latency: (percentile(&lat, 0.5), percentile(&lat, 0.99)),
         pgbench_tps,
         cpu_per_1000,
+        grpc_ceiling: per_second(h),
         rss,
         vfps_get: per_second(g),
         get_latency: (percentile(&glat, 0.5), percentile(&glat, 0.99)),
@@ -720,6 +728,35 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         sqlite_create: per_second(s),
         sqlite_latency: (percentile(&slat, 0.5), percentile(&slat, 0.99)),
     }
+}
+
+/// `grpc.health.v1.Health/Check` calls, closed loop, over the same four
+/// channels as the Creates.
+async fn health_checks(grpc: &str, clients: usize, seconds: u64) -> (u64, Vec<u32>) {
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let chans: Arc<Vec<_>> = Arc::new(
+        (0..4)
+            .map(|_| {
+                HealthClient::new(
+                    Channel::from_shared(grpc.to_owned())
+                        .unwrap()
+                        .connect_lazy(),
+                )
+            })
+            .collect(),
+    );
+    drive(clients, seconds, move |c, _| {
+        let mut client = chans[c % chans.len()].clone();
+        async move {
+            client
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .is_ok()
+        }
+    })
+    .await
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -902,6 +939,28 @@ async fn main() {
             m(|r| r.sqlite_latency.0),
             m(|r| r.sqlite_latency.1),
         );
+        }
+        println!();
+        println!("The call's own ceiling: gRPC health Checks/s with the same clients and channels (no database), and the ratio it would give in place of vfps. A Create or Get cannot beat it, so a ceiling ratio under a target means the target is out of reach for this client and server pair on this machine, whatever the database work costs.");
+        println!();
+        println!("| clients | health Check/s (no database) | **ceiling / pgbench upsert** (Create target) | **ceiling / pgbench SELECT** (Get target {GET_TARGET}) | vfps Create / ceiling | vfps Get / ceiling |");
+        println!("|---|---|---|---|---|---|");
+        for rows in &by_level {
+            let clients = rows[0].clients;
+            let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+            let target = if clients == 1 {
+                CREATE_TARGET_ONE
+            } else {
+                CREATE_TARGET_MANY
+            };
+            println!(
+                "| {clients} | {:.0} | **{:.2}** (≥ {target}) | **{:.2}** | {:.2} | {:.2} |",
+                m(|r| r.grpc_ceiling),
+                m(|r| r.grpc_ceiling / r.pgbench_tps),
+                m(|r| r.grpc_ceiling / r.pgbench_select_tps),
+                m(|r| r.vfps_create / r.grpc_ceiling),
+                m(|r| r.vfps_get / r.grpc_ceiling),
+            );
         }
         println!();
     }
