@@ -206,6 +206,10 @@ pub struct Batching {
     /// `VFPS_MAX_CREATE_QUEUE`: most Creates waiting for a batch; more are
     /// answered `UNAVAILABLE` at once rather than queued past their deadlines.
     pub max_queue: usize,
+    /// `VFPS_CREATE_BATCH_WORKERS`: batches executing at once, each on its own
+    /// connection; `None`: the store's default (see `Store::write_parallelism`).
+    /// Fewer make larger batches (fewer commits), more overlap more round trips.
+    pub workers: Option<usize>,
 }
 
 /// `VFPS_MAX_CALL_DEADLINE`.
@@ -577,9 +581,20 @@ impl Batching {
             },
             "an integer from 1 to 1000000",
         );
+        let workers = env.get("VFPS_CREATE_BATCH_WORKERS").map(|_| {
+            setting(
+                env,
+                errors,
+                "VFPS_CREATE_BATCH_WORKERS",
+                1usize,
+                |s| s.trim().parse().ok().filter(|n| (1..=256).contains(n)),
+                "an integer from 1 to 256",
+            )
+        });
         Self {
             max_batch,
             max_queue,
+            workers,
         }
     }
 }
@@ -849,6 +864,7 @@ mod tests {
             Batching {
                 max_batch: 256,
                 max_queue: 4096,
+                workers: None,
             }
         );
         assert_eq!(
@@ -888,6 +904,18 @@ mod tests {
     }
 
     #[test]
+    fn the_create_batch_workers_default_to_the_store_and_can_be_set() {
+        assert_eq!(load(&[]).unwrap().batching.workers, None);
+        let s = load(&[("VFPS_CREATE_BATCH_WORKERS", " 3 ")]).unwrap();
+        assert_eq!(s.batching.workers, Some(3));
+        let e = load(&[("VFPS_CREATE_BATCH_WORKERS", "257")]).unwrap_err();
+        assert_eq!(
+            e.0,
+            ["VFPS_CREATE_BATCH_WORKERS=\"257\" is not valid: expected an integer from 1 to 256"]
+        );
+    }
+
+    #[test]
     fn the_idle_in_transaction_timeout_is_applied_to_postgres() {
         let s = load(&[
             ("ConnectionStrings__PostgreSQL", "Host=db;Username=u"),
@@ -907,6 +935,7 @@ mod tests {
             ("VFPS_GRPC_PORT", "8080"),
             ("VFPS_SHUTDOWN_TIMEOUT", "forever"),
             ("VFPS_MAX_CREATE_BATCH", "0"),
+            ("VFPS_CREATE_BATCH_WORKERS", "0"),
             ("VFPS_READINESS_DATABASE_GRACE", "-1s"),
             ("VFPS_LOG_JSON", "maybe"),
         ])
@@ -918,6 +947,7 @@ mod tests {
                 "VFPS_HTTP_PORT, VFPS_GRPC_PORT and VFPS_METRICS_PORT must differ (got 8080, 8080, 8082)",
                 "VFPS_SHUTDOWN_TIMEOUT=\"forever\" is not valid: expected a duration such as 500ms, 5s or 2m",
                 "VFPS_MAX_CREATE_BATCH=\"0\" is not valid: expected an integer from 1 to 10000",
+                "VFPS_CREATE_BATCH_WORKERS=\"0\" is not valid: expected an integer from 1 to 256",
                 "VFPS_READINESS_DATABASE_GRACE=\"-1s\" is not valid: expected a duration such as 500ms, 5s or 2m",
                 "VFPS_LOG_JSON=\"maybe\" is not valid: expected true or false",
             ]

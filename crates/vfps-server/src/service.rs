@@ -73,7 +73,9 @@ impl Service {
         let coalescer = Coalescer::spawn(
             store.clone(),
             Limits {
-                workers: store.write_parallelism(),
+                workers: batching
+                    .workers
+                    .unwrap_or_else(|| store.write_parallelism()),
                 max_batch: batching.max_batch,
                 max_queue: batching.max_queue,
             },

@@ -362,6 +362,7 @@ async fn run(store: Arc<dyn Store>, caching: Caching, seed: u64) {
         Batching {
             max_batch: 16,
             max_queue: 1024,
+            workers: None,
         },
         caching,
         Metrics::new().unwrap(),
