@@ -75,6 +75,15 @@ const CREATE_TARGET_ONE: f64 = 0.85;
 const CREATE_TARGET_MANY: f64 = 2.0;
 const GET_TARGET: f64 = 1.5;
 
+/// The Create target at `clients`.
+fn create_target(clients: usize) -> f64 {
+    if clients == 1 {
+        CREATE_TARGET_ONE
+    } else {
+        CREATE_TARGET_MANY
+    }
+}
+
 /// Which parts of the benchmark run (`BENCH_PHASES`, comma-separated, default
 /// all): `throughput` (Create and Get against pgbench, SQLite, footprint under
 /// load), `tracing`, `delete`, `mixed`.
@@ -969,11 +978,7 @@ async fn main() {
                     .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
                 format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
             };
-            let target = if clients == 1 {
-                CREATE_TARGET_ONE
-            } else {
-                CREATE_TARGET_MANY
-            };
+            let target = create_target(clients);
             println!(
             "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} ({:.2} / {:.2}) | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
             m(|r| r.vfps_create),
@@ -1003,11 +1008,7 @@ async fn main() {
         for rows in &by_level {
             let clients = rows[0].clients;
             let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
-            let target = if clients == 1 {
-                CREATE_TARGET_ONE
-            } else {
-                CREATE_TARGET_MANY
-            };
+            let target = create_target(clients);
             let database = if clients == 1 {
                 format!("{:.0} upserts/s, one row each", m(|r| r.pgbench_tps))
             } else {
