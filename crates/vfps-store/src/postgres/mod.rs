@@ -790,12 +790,18 @@ mod tests {
     ) {
         let (primary, standby) = vfps_testkit::PgCluster::start_replicated_pair().unwrap();
         let db = primary.create_database().unwrap();
+        let store = migrated_store(&db).await;
+        (primary, standby, db, store)
+    }
+
+    /// A store on `db` with the schema migrated.
+    async fn migrated_store(db: &vfps_testkit::TestDatabase) -> PgStore {
         let options = npgsql::parse(&db.connection_string, None, None)
             .unwrap()
             .options;
         let store = PgStore::new(&options).unwrap();
         store.migrate().await.unwrap();
-        (primary, standby, db, store)
+        store
     }
 
     /// A migration whose recorded checksum differs from this binary's is a
@@ -805,11 +811,7 @@ mod tests {
     async fn the_monitor_reports_a_changed_migration_checksum() {
         let cluster = vfps_testkit::shared();
         let db = cluster.create_database().unwrap();
-        let options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        let store = PgStore::new(&options).unwrap();
-        store.migrate().await.unwrap();
+        let store = migrated_store(&db).await;
         cluster
             .psql(
                 &db.name,
@@ -918,11 +920,7 @@ mod tests {
     async fn a_count_dropped_mid_statement_discards_its_connection() {
         let cluster = vfps_testkit::shared();
         let db = cluster.create_database().unwrap();
-        let options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        let store = PgStore::new(&options).unwrap();
-        store.migrate().await.unwrap();
+        let store = migrated_store(&db).await;
         assert_eq!(store.pool_status().idle, 1, "one warm connection");
         // Another session locks the table the count reads, for 2 s.
         let blocker = {
