@@ -47,6 +47,7 @@ struct Inner {
     request_duration: HistogramVec,
     store_duration: HistogramVec,
     batch_size: Histogram,
+    lookup_batch_size: Histogram,
     /// From a Create joining the coalescer's queue until its batch starts.
     queue_wait: Histogram,
     /// One batch statement, sent until answered.
@@ -107,6 +108,13 @@ impl Metrics {
             HistogramOpts::new(
                 "vfps_create_batch_size",
                 "Distinct rows per coalesced upsert (Creates of one original count once)",
+            )
+            .buckets(BATCH_BUCKETS.to_vec()),
+        )?;
+        let lookup_batch_size = Histogram::with_opts(
+            HistogramOpts::new(
+                "vfps_get_batch_size",
+                "Distinct pseudonyms per coalesced lookup of Gets (PostgreSQL only)",
             )
             .buckets(BATCH_BUCKETS.to_vec()),
         )?;
@@ -182,6 +190,7 @@ impl Metrics {
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(store_duration.clone()))?;
         registry.register(Box::new(batch_size.clone()))?;
+        registry.register(Box::new(lookup_batch_size.clone()))?;
         registry.register(Box::new(queue_wait.clone()))?;
         registry.register(Box::new(batch_round_trip.clone()))?;
         registry.register(Box::new(queue_depth.clone()))?;
@@ -200,6 +209,7 @@ impl Metrics {
                 request_duration,
                 store_duration,
                 batch_size,
+                lookup_batch_size,
                 queue_wait,
                 batch_round_trip,
                 queue_depth,
@@ -214,6 +224,11 @@ impl Metrics {
                 audit,
             }),
         })
+    }
+
+    /// What the Get coalescer reports to.
+    pub fn lookup_batches(&self) -> Arc<dyn Observer> {
+        Arc::new(LookupBatches(self.inner.lookup_batch_size.clone()))
     }
 
     /// Records one finished request.
@@ -321,6 +336,16 @@ impl Metrics {
             tracing::error!(error = %e, "cannot encode metrics");
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Observes the Get coalescer: its batch sizes. (A Get's time is in
+/// `vfps_store_operation_duration_seconds{operation="get_pseudonym"}`.)
+struct LookupBatches(Histogram);
+
+impl Observer for LookupBatches {
+    fn batch_started(&self, rows: usize) {
+        self.0.observe(rows as f64);
     }
 }
 

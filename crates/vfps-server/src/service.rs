@@ -15,7 +15,7 @@ use vfps_core::{
 };
 use vfps_store::{
     coalesce::{Coalescer, Limits, SPANS_TARGET},
-    Candidate, Store, Upserted,
+    Candidate, Lookup, Store, Upserted,
 };
 
 use crate::{
@@ -48,7 +48,10 @@ pub struct NewNamespace {
 pub struct Service {
     store: Arc<dyn Store>,
     /// Batches concurrent Creates into multi-row upserts.
-    coalescer: Coalescer,
+    coalescer: Coalescer<Candidate>,
+    /// Batches concurrent Gets into multi-row lookups, where the store says
+    /// that is worth it (a database in another process).
+    lookups: Option<Coalescer<Lookup>>,
     /// Namespace settings, always on for Creates: a candidate carries the
     /// namespace's uid and the batch statement inserts nothing for another
     /// incarnation, so a stale entry costs one re-read, never a wrong write.
@@ -70,20 +73,21 @@ impl Service {
         caching: Caching,
         metrics: Metrics,
     ) -> Self {
-        let coalescer = Coalescer::spawn(
-            store.clone(),
-            Limits {
-                workers: batching
-                    .workers
-                    .unwrap_or_else(|| store.write_parallelism()),
-                max_batch: batching.max_batch,
-                max_queue: batching.max_queue,
-            },
-            Arc::new(metrics.clone()),
-        );
+        let limits = Limits {
+            workers: batching
+                .workers
+                .unwrap_or_else(|| store.write_parallelism()),
+            max_batch: batching.max_batch,
+            max_queue: batching.max_queue,
+        };
+        let coalescer = Coalescer::spawn(store.clone(), limits, Arc::new(metrics.clone()));
+        let lookups = store
+            .batches_reads()
+            .then(|| Coalescer::spawn(store.clone(), limits, metrics.lookup_batches()));
         Self {
             store,
             coalescer,
+            lookups,
             namespaces: {
                 let (expiration, size) = caching.namespace_cache();
                 Arc::new(TtlCache::new(expiration, size.max(MIN_NAMESPACE_ENTRIES)))
@@ -354,7 +358,7 @@ impl Service {
             };
             let result = self
                 .retry("upsert_pseudonyms", deadline, || {
-                    self.coalescer.upsert(candidate.clone())
+                    self.coalescer.call(candidate.clone())
                 })
                 .await?;
             match result {
@@ -395,8 +399,19 @@ impl Service {
     ) -> Result<Pseudonym, Error> {
         let name = NamespaceName::parse(namespace)?;
         let pseudonym_value = PseudonymValue::parse(pseudonym_value)?;
-        self.retry("get_pseudonym", deadline, || {
-            self.store.get_pseudonym(&name, &pseudonym_value)
+        let lookup = Lookup {
+            namespace: name.clone(),
+            pseudonym_value,
+        };
+        self.retry("get_pseudonym", deadline, || async {
+            match &self.lookups {
+                Some(lookups) => lookups.call(lookup.clone()).await,
+                None => {
+                    self.store
+                        .get_pseudonym(&lookup.namespace, &lookup.pseudonym_value)
+                        .await
+                }
+            }
         })
         .await?
         .ok_or_else(|| Error::not_found(format!("pseudonym not found in namespace {name}")))

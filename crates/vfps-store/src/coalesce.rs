@@ -1,17 +1,20 @@
-//! Coalesces concurrent Creates into multi-row upserts.
+//! Coalesces concurrent Creates into multi-row upserts, and concurrent Gets into
+//! multi-row lookups.
 //!
-//! Callers enqueue a [`Candidate`] and await its answer. A fixed set of workers each
-//! take whatever is queued (up to `max_batch`), drop the candidates whose callers
-//! have gone, deduplicate the rest by `(namespace, original)`, sort them (so
+//! Callers enqueue a [`Request`] (a [`Candidate`] to upsert, a [`Lookup`]) and
+//! await its answer. A fixed set of workers each take whatever is queued (up to
+//! `max_batch`), drop the requests whose callers have gone, deduplicate the rest
+//! by key (`(namespace, original)`, `(namespace, pseudonym)`), sort them (so
 //! concurrent batches lock rows in the same order and cannot deadlock each other)
-//! and run one upsert. Under light load a batch is one row and adds no latency;
-//! under heavy load batches grow and one commit serves many callers.
+//! and run one statement. Under light load a batch is one row and adds no latency;
+//! under heavy load batches grow and one round trip (and, for upserts, one commit)
+//! serves many callers.
 //!
 //! Nobody is told "ok" for a row that is not committed, and one caller's row never
 //! fails another caller: a batch that fails for a transient reason fails every
 //! caller with `Unavailable` (they retry), one that fails for any other reason is
 //! run again row by row, so each caller gets its own answer. The queue is bounded:
-//! when it is full a Create is answered `Unavailable` at once instead of waiting
+//! when it is full a call is answered `Unavailable` at once instead of waiting
 //! behind work the database cannot keep up with.
 //!
 //! An [`Observer`] is told how long each caller waited for its batch, how large
@@ -29,22 +32,74 @@ use std::{
     time::{Duration, Instant},
 };
 
+use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 use tracing::{Instrument, Span};
-use vfps_core::{Error, TransientCause};
+use vfps_core::{Error, Pseudonym, TransientCause};
 
-use crate::{Candidate, Upsert, Upserted};
+use crate::{Candidate, Lookup, Store, Upsert, Upserted};
 
 /// The target of the coalescer's trace spans: only a tracing layer that asks for
 /// it sees them, so they cost nothing when tracing is off.
 pub const SPANS_TARGET: &str = "vfps::spans";
 
-type Reply = oneshot::Sender<Result<Upserted, Error>>;
+/// A call the coalescer batches.
+pub trait Request: Clone + Send + Sync + 'static {
+    /// What its caller is answered.
+    type Answer: Clone + Send + 'static;
+    /// The calls, for messages ("Creates").
+    const CALLS: &'static str;
+    /// The batch's statement, for traces ("upsert").
+    const STATEMENT: &'static str;
+    /// Requests with equal keys are one row of a batch; a batch is sorted by key.
+    fn key(&self) -> (&str, &str);
+}
 
-/// One caller's Create, waiting for a batch.
-struct Item {
-    candidate: Candidate,
-    reply: Reply,
+impl Request for Candidate {
+    type Answer = Upserted;
+    const CALLS: &'static str = "Creates";
+    const STATEMENT: &'static str = "upsert";
+    fn key(&self) -> (&str, &str) {
+        (self.namespace.as_str(), self.original.as_str())
+    }
+}
+
+impl Request for Lookup {
+    type Answer = Option<Pseudonym>;
+    const CALLS: &'static str = "Gets";
+    const STATEMENT: &'static str = "lookup";
+    fn key(&self) -> (&str, &str) {
+        (self.namespace.as_str(), self.pseudonym_value.as_str())
+    }
+}
+
+/// Runs one batch of `R`: one answer per request, in input order, or one error
+/// for the whole batch.
+#[async_trait]
+pub trait Execute<R: Request>: Send + Sync + 'static {
+    async fn execute(&self, batch: &[R]) -> Result<Vec<R::Answer>, Error>;
+}
+
+#[async_trait]
+impl<S: Upsert + ?Sized> Execute<Candidate> for S {
+    async fn execute(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
+        self.upsert_pseudonyms(batch).await
+    }
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Execute<Lookup> for S {
+    async fn execute(&self, batch: &[Lookup]) -> Result<Vec<Option<Pseudonym>>, Error> {
+        self.get_pseudonyms(batch).await
+    }
+}
+
+type Reply<R> = oneshot::Sender<Result<<R as Request>::Answer, Error>>;
+
+/// One caller's request, waiting for a batch.
+struct Item<R: Request> {
+    request: R,
+    reply: Reply<R>,
     /// When it joined the queue, for the wait metric.
     enqueued_at: Instant,
     /// The caller's span: the batch span's parent or one of its links.
@@ -56,9 +111,9 @@ struct Item {
 /// What the coalescer reports, for metrics. Called on the hot path (the caller's
 /// task or a batch worker): keep it to counters and histograms.
 pub trait Observer: Send + Sync + 'static {
-    /// A Create is about to join the queue.
+    /// A call is about to join the queue.
     fn enqueued(&self) {}
-    /// `n` Creates left the queue: taken into a batch, or refused because it was full.
+    /// `n` calls left the queue: taken into a batch, or refused because it was full.
     fn left_queue(&self, n: usize) {
         let _ = n;
     }
@@ -85,9 +140,9 @@ impl<F: Fn(usize) + Send + Sync + 'static> Observer for F {
 }
 
 /// What the workers share.
-struct Shared {
+struct Shared<R: Request> {
     /// Only the worker holding this lock collects; the others wait their turn.
-    rx: Mutex<mpsc::Receiver<Item>>,
+    rx: Mutex<mpsc::Receiver<Item<R>>>,
     /// Batches executing now.
     in_flight: AtomicUsize,
     /// Size of the batch started last: a new batch waits to be about as large
@@ -97,12 +152,12 @@ struct Shared {
     finished: Notify,
 }
 
-impl Shared {
+impl<R: Request> Shared<R> {
     /// Takes the next batch: at least one item; while another batch is executing,
     /// keeps collecting until the batch is as large as the one executing or that
     /// one finishes. Idle: one request goes out at once. Busy: batches grow and
     /// overlap, one executing while the next fills. `None` once the queue is closed.
-    async fn collect(&self, max_batch: usize) -> Option<Vec<Item>> {
+    async fn collect(&self, max_batch: usize) -> Option<Vec<Item<R>>> {
         let mut rx = self.rx.lock().await;
         let mut batch = vec![rx.recv().await?];
         loop {
@@ -132,14 +187,23 @@ impl Shared {
     }
 }
 
-/// Handle to the coalescing workers; cheap to clone.
-#[derive(Clone)]
-pub struct Coalescer {
-    queue: mpsc::Sender<Item>,
+/// Handle to the coalescing workers of one kind of request; cheap to clone.
+pub struct Coalescer<R: Request> {
+    queue: mpsc::Sender<Item<R>>,
     /// The queue's bound, for the error message.
     capacity: usize,
     /// Told when a Create joins the queue or is refused.
     observer: Arc<dyn Observer>,
+}
+
+impl<R: Request> Clone for Coalescer<R> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            capacity: self.capacity,
+            observer: self.observer.clone(),
+        }
+    }
 }
 
 /// How the coalescer batches.
@@ -153,10 +217,10 @@ pub struct Limits {
     pub max_queue: usize,
 }
 
-impl Coalescer {
+impl<R: Request> Coalescer<R> {
     /// Spawns the batch workers on the current runtime. They stop when every
     /// handle is dropped. `observer` is told about waits, batches and statements.
-    pub fn spawn<S: Upsert + ?Sized>(
+    pub fn spawn<S: Execute<R> + ?Sized>(
         store: Arc<S>,
         limits: Limits,
         observer: Arc<dyn Observer>,
@@ -195,25 +259,30 @@ impl Coalescer {
         }
     }
 
-    /// Upserts one candidate as part of whatever batch it lands in. Dropping the
-    /// future before the answer takes the candidate out of any batch not yet
+    /// Runs one request as part of whatever batch it lands in. Dropping the
+    /// future before the answer takes the request out of any batch not yet
     /// started.
-    pub async fn upsert(&self, candidate: Candidate) -> Result<Upserted, Error> {
+    pub async fn call(&self, request: R) -> Result<R::Answer, Error> {
         let (tx, rx) = oneshot::channel();
         let item = Item {
-            candidate,
+            request,
             reply: tx,
             enqueued_at: Instant::now(),
             caller: Span::current(),
-            wait: tracing::info_span!(target: SPANS_TARGET, "coalescer.wait"),
+            wait: tracing::info_span!(
+                target: SPANS_TARGET,
+                "coalescer.wait",
+                vfps.batch.statement = R::STATEMENT
+            ),
         };
         self.observer.enqueued();
         self.queue.try_send(item).map_err(|e| {
             self.observer.left_queue(1);
             match e {
                 mpsc::error::TrySendError::Full(_) => Error::unavailable(format!(
-                    "overloaded: {} Creates are already waiting for the database",
-                    self.capacity
+                    "overloaded: {} {} are already waiting for the database",
+                    self.capacity,
+                    R::CALLS
                 ))
                 .because(TransientCause::Overloaded),
                 mpsc::error::TrySendError::Closed(_) => {
@@ -222,11 +291,15 @@ impl Coalescer {
             }
         })?;
         rx.await
-            .map_err(|_| Error::internal("create batch worker stopped without answering"))?
+            .map_err(|_| Error::internal("batch worker stopped without answering"))?
     }
 }
 
-async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer: &dyn Observer) {
+async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
+    store: &S,
+    mut batch: Vec<Item<R>>,
+    observer: &dyn Observer,
+) {
     // Nobody waits for these any more.
     batch.retain(|item| !item.reply.is_closed());
     if batch.is_empty() {
@@ -240,37 +313,27 @@ async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer
         parent: &batch[0].caller,
         "coalescer.batch",
         otel.kind = "client",
+        vfps.batch.statement = R::STATEMENT,
         vfps.batch.size = tracing::field::Empty,
         vfps.batch.callers = callers,
         error.type = tracing::field::Empty,
     );
     let first_caller = batch[0].caller.id();
-    // Deduplicate: one row per (namespace, original); every caller of a key gets
-    // it. Sorted by key, so concurrent batches lock index entries in one order.
-    batch.sort_by(|a, b| {
-        (
-            a.candidate.namespace.as_str(),
-            a.candidate.original.as_str(),
-        )
-            .cmp(&(
-                b.candidate.namespace.as_str(),
-                b.candidate.original.as_str(),
-            ))
-    });
+    // Deduplicate: one row per key; every caller of a key gets its answer.
+    // Sorted by key, so concurrent batches lock index entries in one order.
+    batch.sort_by(|a, b| a.request.key().cmp(&b.request.key()));
     let started = Instant::now();
-    let mut candidates: Vec<Candidate> = Vec::with_capacity(batch.len());
-    let mut replies: Vec<Vec<Reply>> = Vec::with_capacity(batch.len());
+    let mut candidates: Vec<R> = Vec::with_capacity(batch.len());
+    let mut replies: Vec<Vec<Reply<R>>> = Vec::with_capacity(batch.len());
     for item in batch {
         observer.waited(started.saturating_duration_since(item.enqueued_at));
         if !span.is_disabled() && item.caller.id() != first_caller {
             span.follows_from(&item.caller);
             item.wait.follows_from(&span);
         }
-        let (candidate, reply) = (item.candidate, item.reply);
+        let (candidate, reply) = (item.request, item.reply);
         match candidates.last() {
-            Some(last)
-                if last.namespace == candidate.namespace && last.original == candidate.original =>
-            {
+            Some(last) if last.key() == candidate.key() => {
                 if let Some(r) = replies.last_mut() {
                     r.push(reply);
                 }
@@ -283,14 +346,14 @@ async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer
     }
     span.record("vfps.batch.size", candidates.len());
     observer.batch_started(candidates.len());
-    match upsert(store, &candidates, observer)
+    match execute(store, &candidates, observer)
         .instrument(span.clone())
         .await
     {
-        Ok(results) => answer(results.into_iter().map(Ok), replies),
+        Ok(results) => answer::<R>(results.into_iter().map(Ok), replies),
         Err(e) if e.is_transient() || candidates.len() == 1 => {
             record_error(&span, &e);
-            answer(std::iter::repeat(Err(e)), replies)
+            answer::<R>(std::iter::repeat(Err(e)), replies)
         }
         Err(e) => {
             // Some row the database would not take: find out whose, row by row.
@@ -301,13 +364,13 @@ async fn run_batch<S: Upsert + ?Sized>(store: &S, mut batch: Vec<Item>, observer
             let mut results = Vec::with_capacity(candidates.len());
             for candidate in &candidates {
                 results.push(
-                    upsert(store, std::slice::from_ref(candidate), observer)
+                    execute(store, std::slice::from_ref(candidate), observer)
                         .instrument(span.clone())
                         .await
                         .map(|mut r| r.remove(0)),
                 );
             }
-            answer(results.into_iter(), replies)
+            answer::<R>(results.into_iter(), replies)
         }
     }
 }
@@ -320,14 +383,14 @@ fn record_error(span: &Span, e: &Error) {
     };
 }
 
-/// One upsert that answers exactly one result per candidate, or an error.
-async fn upsert<S: Upsert + ?Sized>(
+/// One statement that answers exactly one result per request, or an error.
+async fn execute<R: Request, S: Execute<R> + ?Sized>(
     store: &S,
-    candidates: &[Candidate],
+    candidates: &[R],
     observer: &dyn Observer,
-) -> Result<Vec<Upserted>, Error> {
+) -> Result<Vec<R::Answer>, Error> {
     let started = Instant::now();
-    let results = store.upsert_pseudonyms(candidates).await;
+    let results = store.execute(candidates).await;
     observer.statement(started.elapsed());
     let results = results?;
     if results.len() != candidates.len() {
@@ -341,7 +404,10 @@ async fn upsert<S: Upsert + ?Sized>(
 }
 
 /// Sends each deduplicated row's result to every caller of that row.
-fn answer(results: impl Iterator<Item = Result<Upserted, Error>>, replies: Vec<Vec<Reply>>) {
+fn answer<R: Request>(
+    results: impl Iterator<Item = Result<R::Answer, Error>>,
+    replies: Vec<Vec<Reply<R>>>,
+) {
     for (result, replies) in results.zip(replies) {
         for reply in replies {
             let _ = reply.send(result.clone());
@@ -417,7 +483,7 @@ mod tests {
         }
     }
 
-    fn spawn(store: Arc<Recording>, max_queue: usize) -> Coalescer {
+    fn spawn(store: Arc<Recording>, max_queue: usize) -> Coalescer<Candidate> {
         Coalescer::spawn(
             store,
             Limits {
@@ -445,17 +511,17 @@ mod tests {
         // One batch executes (held at the gate), two wait in the queue.
         let first = tokio::spawn({
             let c = c.clone();
-            async move { c.upsert(candidate("first")).await }
+            async move { c.call(candidate("first")).await }
         });
         batches_seen(&store, 1).await;
         let queued: Vec<_> = (0..2)
             .map(|i| {
                 let c = c.clone();
-                tokio::spawn(async move { c.upsert(candidate(&format!("q{i}"))).await })
+                tokio::spawn(async move { c.call(candidate(&format!("q{i}"))).await })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let e = tokio::time::timeout(Duration::from_millis(100), c.upsert(candidate("over")))
+        let e = tokio::time::timeout(Duration::from_millis(100), c.call(candidate("over")))
             .await
             .expect("refused at once, not queued")
             .unwrap_err();
@@ -473,16 +539,15 @@ mod tests {
         let c = spawn(store.clone(), 16);
         let first = tokio::spawn({
             let c = c.clone();
-            async move { c.upsert(candidate("first")).await }
+            async move { c.call(candidate("first")).await }
         });
         batches_seen(&store, 1).await;
         // These wait behind the first batch; their callers give up.
-        let gone =
-            tokio::time::timeout(Duration::from_millis(20), c.upsert(candidate("gone"))).await;
+        let gone = tokio::time::timeout(Duration::from_millis(20), c.call(candidate("gone"))).await;
         assert!(gone.is_err(), "the caller timed out");
         let kept = tokio::spawn({
             let c = c.clone();
-            async move { c.upsert(candidate("kept")).await }
+            async move { c.call(candidate("kept")).await }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
         store.gate.add_permits(100);
@@ -498,7 +563,7 @@ mod tests {
         let c = spawn(store.clone(), 64);
         let first = tokio::spawn({
             let c = c.clone();
-            async move { c.upsert(candidate("first")).await }
+            async move { c.call(candidate("first")).await }
         });
         batches_seen(&store, 1).await;
         // Queued together behind the first batch: they become one batch.
@@ -506,7 +571,7 @@ mod tests {
             .into_iter()
             .map(|o| {
                 let c = c.clone();
-                tokio::spawn(async move { c.upsert(candidate(o)).await })
+                tokio::spawn(async move { c.call(candidate(o)).await })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -5,7 +5,8 @@
 //!   to a writable primary, multi-host failover, error classification.
 //! - [`sqlite`]: the embedded default — one WAL file, one writer, parallel readers.
 //! - [`migrate`]: versioned, checksummed migrations for both.
-//! - [`coalesce`]: turns concurrent Creates into multi-row upserts.
+//! - [`coalesce`]: turns concurrent Creates into multi-row upserts, Gets into
+//!   multi-row lookups.
 //! - [`health`]: whether this process reaches its database, from its own attempts.
 //! - [`coherence`]: when cached namespaces and pseudonyms may be served.
 //!
@@ -45,6 +46,13 @@ pub struct Candidate {
     /// Freshly generated; used only if the original has no pseudonym yet.
     pub pseudonym: String,
     pub created_at: SystemTime,
+}
+
+/// A reverse lookup: the pseudonym's row, if there is one.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    pub namespace: NamespaceName,
+    pub pseudonym_value: PseudonymValue,
 }
 
 /// What happened to one [`Candidate`] of a batch.
@@ -104,6 +112,15 @@ pub trait Store: Upsert {
         namespace: &NamespaceName,
         pseudonym_value: &PseudonymValue,
     ) -> Result<Option<Pseudonym>, Error>;
+    /// The rows of many pseudonyms, answered in input order (`None` where there
+    /// is none); one statement where the store batches reads.
+    async fn get_pseudonyms(&self, lookups: &[Lookup]) -> Result<Vec<Option<Pseudonym>>, Error> {
+        let mut rows = Vec::with_capacity(lookups.len());
+        for l in lookups {
+            rows.push(self.get_pseudonym(&l.namespace, &l.pseudonym_value).await?);
+        }
+        Ok(rows)
+    }
     /// Newest first; `after` continues from the last item of the previous page.
     async fn list_pseudonyms(
         &self,
@@ -161,6 +178,11 @@ pub trait Store: Upsert {
     }
     /// How many upsert batches may usefully run at once.
     fn write_parallelism(&self) -> usize;
+    /// Whether concurrent Gets are worth batching: a lookup is a round trip to
+    /// another process (`false`: an in-process read is cheaper than a queue).
+    fn batches_reads(&self) -> bool {
+        false
+    }
 }
 
 /// Builds the next page cursor from a page fetched with one extra row.

@@ -13,7 +13,7 @@ use vfps_store::{
     coalesce::{Coalescer, Limits},
     postgres::PgStore,
     sqlite::SqliteStore,
-    Candidate, Store, Upsert, Upserted,
+    Candidate, Lookup, Store, Upsert, Upserted,
 };
 
 async fn postgres() -> Arc<dyn Store> {
@@ -216,7 +216,7 @@ async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
         tasks.push(tokio::spawn(async move {
             let original = format!("o{}", i % 40);
             let p = c
-                .upsert(candidate("n", &original, &format!("p-{i}")))
+                .call(candidate("n", &original, &format!("p-{i}")))
                 .await
                 .unwrap();
             (original, stored(&p).pseudonym_value.clone())
@@ -233,6 +233,73 @@ async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
         store.count_pseudonyms().await.unwrap(),
         vec![("n".to_owned(), 40)]
     );
+}
+
+/// Batched lookups answer in input order, each as `get_pseudonym` would: the row
+/// of its own namespace, `None` for an unknown pseudonym or namespace, the same
+/// row to every duplicate; also through the coalescer, many callers at once.
+async fn batched_lookups_answer_each_caller_its_own_row(store: Arc<dyn Store>) {
+    for ns in ["a", "bb"] {
+        store.create_namespace(&namespace(ns, 8)).await.unwrap();
+    }
+    store
+        .upsert_pseudonyms(&[
+            candidate("a", "o1", "p-1"),
+            candidate("a", "o2", "p-2"),
+            candidate("bb", "o1", "p-1"),
+        ])
+        .await
+        .unwrap();
+    let lookup = |ns: &str, p: &str| Lookup {
+        namespace: NamespaceName::parse(ns).unwrap(),
+        pseudonym_value: pv(p),
+    };
+    let batch = [
+        lookup("bb", "p-1"),
+        lookup("a", "p-9"),
+        lookup("a", "p-2"),
+        lookup("zz", "p-1"),
+        lookup("a", "p-1"),
+        lookup("a", "p-2"),
+    ];
+    let rows = store.get_pseudonyms(&batch).await.unwrap();
+    let seen: Vec<Option<(&str, &str, &str)>> = rows
+        .iter()
+        .map(|r| {
+            r.as_ref().map(|p| {
+                (
+                    p.namespace.as_str(),
+                    p.original_value.as_str(),
+                    p.pseudonym_value.as_str(),
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            Some(("bb", "o1", "p-1")),
+            None,
+            Some(("a", "o2", "p-2")),
+            None,
+            Some(("a", "o1", "p-1")),
+            Some(("a", "o2", "p-2")),
+        ]
+    );
+    assert!(store.get_pseudonyms(&[]).await.unwrap().is_empty());
+
+    let coalescer: Coalescer<Lookup> =
+        Coalescer::spawn(store.clone(), limits(store.as_ref(), 16), Arc::new(|_| {}));
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let c = coalescer.clone();
+        let l = batch[i % batch.len()].clone();
+        tasks.push(tokio::spawn(async move { (i, c.call(l).await.unwrap()) }));
+    }
+    for t in tasks {
+        let (i, got) = t.await.unwrap();
+        assert_eq!(got, rows[i % batch.len()], "caller {i}");
+    }
 }
 
 async fn a_healthy_store_is_writable(store: Arc<dyn Store>) {
@@ -340,6 +407,7 @@ contract!(
     delete_cascades_to_pseudonyms,
     list_pages_newest_first_without_gaps,
     concurrent_creates_through_the_coalescer_agree,
+    batched_lookups_answer_each_caller_its_own_row,
     a_healthy_store_is_writable,
     deleting_a_namespace_during_creates_leaves_no_orphans,
     access_tokens_are_kept_by_hash_and_revoked_once,
@@ -496,7 +564,7 @@ async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn St
         let c = coalescer.clone();
         tasks.push(tokio::spawn(async move {
             let _ = c
-                .upsert(candidate("n", &format!("o{i}"), &format!("p-{i}")))
+                .call(candidate("n", &format!("o{i}"), &format!("p-{i}")))
                 .await;
         }));
         if i == 200 {

@@ -38,7 +38,7 @@ use crate::{
     health::{DatabaseHealth, Reachability},
     migrate, page_from_rows,
     tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
-    Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
+    Candidate, CreatedCount, Lookup, PoolStatus, Store, Upsert, Upserted,
 };
 
 mod monitor;
@@ -542,6 +542,37 @@ impl Store for PgStore {
         row.as_ref().map(pseudonym_from_row).transpose()
     }
 
+    async fn get_pseudonyms(&self, lookups: &[Lookup]) -> Result<Vec<Option<Pseudonym>>, Error> {
+        let namespaces: Vec<&str> = lookups.iter().map(|l| l.namespace.as_str()).collect();
+        let values: Vec<&str> = lookups.iter().map(|l| l.pseudonym_value.as_str()).collect();
+        let (mut lease, steps) = self.lease().await?;
+        let statement = steps
+            .run(lease.conn_mut().prepared(Prepared::GetPseudonyms))
+            .await?;
+        let rows = steps
+            .run(lease.client().query(&statement, &[&namespaces, &values]))
+            .await?;
+        lease.finish();
+        // Answers in input order (a pseudonym asked for twice, twice).
+        let rows: Vec<Pseudonym> = rows
+            .iter()
+            .map(pseudonym_from_row)
+            .collect::<Result<_, _>>()?;
+        let found: std::collections::HashMap<(&str, &str), &Pseudonym> = rows
+            .iter()
+            .map(|p| ((p.namespace.as_str(), p.pseudonym_value.as_str()), p))
+            .collect();
+        let answers = lookups
+            .iter()
+            .map(|l| {
+                found
+                    .get(&(l.namespace.as_str(), l.pseudonym_value.as_str()))
+                    .map(|p| (*p).clone())
+            })
+            .collect();
+        Ok(answers)
+    }
+
     async fn list_pseudonyms(
         &self,
         namespace: &NamespaceName,
@@ -757,6 +788,10 @@ impl Store for PgStore {
         // lets batches grow (see coalesce.rs); more only makes them smaller.
         (self.options.max_pool_size / 4).clamp(1, 4)
     }
+
+    fn batches_reads(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -802,6 +837,46 @@ mod tests {
         let store = PgStore::new(&options).unwrap();
         store.migrate().await.unwrap();
         store
+    }
+
+    /// The generic plan (what a statement runs on after five executions) of
+    /// every lookup of pseudonyms by key, on a table of 2,000 analyzed rows:
+    /// an index probe per key, never a scan of the whole table.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_cached_plans_of_key_lookups_probe_the_indexes() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let _store = migrated_store(&db).await;
+        cluster
+            .psql(
+                &db.name,
+                "INSERT INTO namespaces (name, pseudonym_generation_method, pseudonym_length, \
+                     created_at, last_updated_at) VALUES ('n', 0, 8, now(), now()); \
+                 INSERT INTO pseudonyms SELECT 'n', 'o' || g, 'p' || g, now(), now() \
+                     FROM generate_series(1, 2000) g; \
+                 ANALYZE pseudonyms",
+            )
+            .unwrap();
+        for (statement, arguments) in [
+            (Prepared::GetPseudonym, "'n', 'p1'"),
+            (Prepared::GetPseudonyms, "'{n}', '{p1}'"),
+            (Prepared::Existing, "'{n}', '{o1}'"),
+        ] {
+            let plan = cluster
+                .psql(
+                    &db.name,
+                    &format!(
+                        "SET plan_cache_mode = force_generic_plan; \
+                         PREPARE s AS {}; EXPLAIN EXECUTE s({arguments})",
+                        statement.sql()
+                    ),
+                )
+                .unwrap();
+            assert!(
+                plan.contains("Index") && !plan.contains("Seq Scan on pseudonyms"),
+                "{statement:?} scans the table:\n{plan}"
+            );
+        }
     }
 
     /// A migration whose recorded checksum differs from this binary's is a

@@ -40,14 +40,33 @@ const UPSERT: &str = "WITH live AS MATERIALIZED (
 
 /// The existing rows of originals (a fresh snapshot, so rows committed
 /// concurrently are seen), each with a WAL record so the commit waits for the
-/// synchronous standby to have everything up to it, those rows included.
+/// synchronous standby to have everything up to it, those rows included. The
+/// `LIMIT 1` (the key is unique) keeps it an index probe per original on its
+/// cached plan (see [`GET_PSEUDONYMS`]).
 pub(super) const EXISTING: &str =
     "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
         pg_logical_emit_message(true, 'vfps', 'durable read')
     FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
     CROSS JOIN LATERAL (
         SELECT * FROM pseudonyms p
-        WHERE p.namespace = i.namespace AND p.original_value = i.original_value) p";
+        WHERE p.namespace = i.namespace AND p.original_value = i.original_value LIMIT 1) p";
+
+/// The rows of many pseudonyms, for Gets batched by the coalescer: the unique
+/// `(namespace, pseudonym_value)` index, probed once per pair.
+///
+/// Like every statement here it runs on a cached generic plan after five
+/// executions, planned for an array of unknown length. The `LIMIT 1` (the pair
+/// is unique) keeps the lookup a subquery per pair: without it PostgreSQL 15
+/// joins the array with the table, and its generic plan hashes a sequential
+/// scan of `pseudonyms` while the table is a few thousand rows, a plan kept
+/// until the next analyze of the table (a test checks the plan). A table of a
+/// page or two is scanned, as by [`Prepared::GetPseudonym`].
+const GET_PSEUDONYMS: &str =
+    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
+    FROM unnest($1::text[], $2::text[]) AS i(namespace, pseudonym_value)
+    CROSS JOIN LATERAL (
+        SELECT * FROM pseudonyms p
+        WHERE p.namespace = i.namespace AND p.pseudonym_value = i.pseudonym_value LIMIT 1) p";
 
 /// Statements prepared per connection; the discriminant is the slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,15 +76,17 @@ pub enum Prepared {
     GetPseudonym,
     GetNamespace,
     FindToken,
+    GetPseudonyms,
 }
 
 impl Prepared {
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
 
     pub fn sql(self) -> &'static str {
         match self {
             Self::Upsert => UPSERT,
             Self::Existing => EXISTING,
+            Self::GetPseudonyms => GET_PSEUDONYMS,
             Self::GetPseudonym => {
                 "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
                  FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2"
@@ -95,6 +116,7 @@ mod tests {
             Prepared::GetPseudonym,
             Prepared::GetNamespace,
             Prepared::FindToken,
+            Prepared::GetPseudonyms,
         ];
         assert_eq!(all.len(), Prepared::COUNT);
         for (i, p) in all.iter().enumerate() {
