@@ -1,5 +1,6 @@
 //! What the metrics port says about Creates: the coalescer's batch sizes, queue
-//! waits, statement round trips and queue depth, and retries by cause.
+//! waits, statement round trips and queue depth, and retries by cause; and
+//! about Gets: their lookup batches.
 
 use crate::{
     helpers::{backend_env, spawn_app, spawn_app_with, Backend},
@@ -62,7 +63,64 @@ async fn creates_show_in_the_latency_metrics(backend: Backend) {
     }
 }
 
-on_both_backends!(creates_show_in_the_latency_metrics);
+/// Concurrent Gets each get their own answer (`NOT_FOUND` for an unknown
+/// pseudonym, whichever batch it shared with known ones). On PostgreSQL they
+/// are looked up in batches (`vfps_get_batch_size`); on SQLite directly.
+async fn concurrent_gets_each_get_their_own_answer(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.namespace("g", 5, 16).await;
+    let originals = ["a", "b", "c"];
+    let mut known = Vec::new();
+    for o in originals {
+        known.push(app.create("g", o).await.unwrap().pseudonym_value);
+    }
+    const GETS: usize = 96;
+    let calls: Vec<_> = (0..GETS)
+        .map(|i| {
+            let mut client = app.pseudonyms.clone();
+            let pseudonym_value = known
+                .get(i % 4)
+                .cloned()
+                .unwrap_or_else(|| "p-unknown".into());
+            tokio::spawn(async move {
+                let request = vfps_proto::v1::PseudonymServiceGetRequest {
+                    namespace: "g".into(),
+                    pseudonym_value,
+                };
+                (i, client.get(request).await)
+            })
+        })
+        .collect();
+    for call in calls {
+        let (i, answer) = call.await.unwrap();
+        match originals.get(i % 4) {
+            Some(original) => {
+                let p = answer.unwrap().into_inner().pseudonym.unwrap();
+                assert_eq!(p.original_value.as_deref(), Some(*original), "call {i}");
+            }
+            None => assert_eq!(
+                answer.unwrap_err().code(),
+                tonic::Code::NotFound,
+                "call {i}"
+            ),
+        }
+    }
+    let text = app.metrics_text().await;
+    let batches = sample(&text, "vfps_get_batch_size_count");
+    let rows = sample(&text, "vfps_get_batch_size_sum");
+    match backend {
+        Backend::Postgres => assert!(
+            batches >= 1.0 && rows >= batches && rows <= GETS as f64,
+            "{batches} batches of {rows} rows for {GETS} Gets"
+        ),
+        Backend::Sqlite => assert_eq!(batches, 0.0, "SQLite reads are not batched"),
+    }
+}
+
+on_both_backends!(
+    creates_show_in_the_latency_metrics,
+    concurrent_gets_each_get_their_own_answer
+);
 
 /// Every metric the chart's Grafana dashboard queries is one the server
 /// exports (a renamed metric would leave a panel silently empty).
