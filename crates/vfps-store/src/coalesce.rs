@@ -2,7 +2,10 @@
 //! multi-row lookups.
 //!
 //! Callers enqueue a [`Request`] (a [`Candidate`] to upsert, a [`Lookup`]) and
-//! await its answer. A fixed set of workers each take whatever is queued (up to
+//! await its answer. A caller that finds nothing executing and nothing queued
+//! runs its request at once on its own task, as a batch of one: on an idle
+//! machine the hop to a worker and back (two task wake-ups) costs as much as a
+//! lookup. Otherwise a fixed set of workers each take whatever is queued (up to
 //! `max_batch`), drop the requests whose callers have gone, deduplicate the rest
 //! by key (`(namespace, original)`, `(namespace, pseudonym)`), sort them (so
 //! concurrent batches lock rows in the same order and cannot deadlock each other)
@@ -152,7 +155,35 @@ struct Shared<R: Request> {
     finished: Notify,
 }
 
+/// A batch executing: holds its slot in `in_flight` and gives it back when
+/// dropped, finished or not (a caller's task running its own request may be
+/// dropped mid-statement), waking the collectors.
+struct Running<'a, R: Request>(&'a Shared<R>);
+
+impl<R: Request> Drop for Running<'_, R> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.finished.notify_waiters();
+    }
+}
+
 impl<R: Request> Shared<R> {
+    /// Counts a batch of `size` as executing until the guard is dropped.
+    fn start(&self, size: usize) -> Running<'_, R> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.last_size.store(size, Ordering::Relaxed);
+        Running(self)
+    }
+
+    /// Claims the only slot if nothing executes: the caller runs its request.
+    fn start_if_idle(&self) -> Option<Running<'_, R>> {
+        self.in_flight
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()?;
+        self.last_size.store(1, Ordering::Relaxed);
+        Some(Running(self))
+    }
+
     /// Takes the next batch: at least one item; while another batch is executing,
     /// keeps collecting until the batch is as large as the one executing or that
     /// one finishes. Idle: one request goes out at once. Busy: batches grow and
@@ -192,8 +223,12 @@ pub struct Coalescer<R: Request> {
     queue: mpsc::Sender<Item<R>>,
     /// The queue's bound, for the error message.
     capacity: usize,
-    /// Told when a Create joins the queue or is refused.
+    /// Told when a call joins the queue or is refused, and about batches run
+    /// on a caller's task.
     observer: Arc<dyn Observer>,
+    /// For running a request on the caller's task when idle.
+    shared: Arc<Shared<R>>,
+    store: Arc<dyn Execute<R>>,
 }
 
 impl<R: Request> Clone for Coalescer<R> {
@@ -202,7 +237,19 @@ impl<R: Request> Clone for Coalescer<R> {
             queue: self.queue.clone(),
             capacity: self.capacity,
             observer: self.observer.clone(),
+            shared: self.shared.clone(),
+            store: self.store.clone(),
         }
+    }
+}
+
+/// Any store, as a `dyn Execute<R>`.
+struct Via<S: ?Sized>(Arc<S>);
+
+#[async_trait]
+impl<R: Request, S: Execute<R> + ?Sized> Execute<R> for Via<S> {
+    async fn execute(&self, batch: &[R]) -> Result<Vec<R::Answer>, Error> {
+        self.0.execute(batch).await
     }
 }
 
@@ -233,6 +280,7 @@ impl<R: Request> Coalescer<R> {
             last_size: AtomicUsize::new(1),
             finished: Notify::new(),
         });
+        let store: Arc<dyn Execute<R>> = Arc::new(Via(store));
         let max_batch = limits.max_batch.max(1);
         for _ in 0..limits.workers.max(1) {
             let shared = shared.clone();
@@ -244,11 +292,8 @@ impl<R: Request> Coalescer<R> {
                         return;
                     };
                     observer.left_queue(batch.len());
-                    shared.in_flight.fetch_add(1, Ordering::SeqCst);
-                    shared.last_size.store(batch.len(), Ordering::Relaxed);
+                    let _running = shared.start(batch.len());
                     run_batch(store.as_ref(), batch, observer.as_ref()).await;
-                    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-                    shared.finished.notify_waiters();
                 }
             });
         }
@@ -256,12 +301,15 @@ impl<R: Request> Coalescer<R> {
             queue: tx,
             capacity,
             observer,
+            shared,
+            store,
         }
     }
 
-    /// Runs one request as part of whatever batch it lands in. Dropping the
-    /// future before the answer takes the request out of any batch not yet
-    /// started.
+    /// Runs one request as part of whatever batch it lands in, or at once on
+    /// this task when nothing else executes or waits. Dropping the future
+    /// before the answer takes the request out of any batch not yet started
+    /// (or stops its own statement, whose connection is then discarded).
     pub async fn call(&self, request: R) -> Result<R::Answer, Error> {
         let (tx, rx) = oneshot::channel();
         let item = Item {
@@ -275,6 +323,16 @@ impl<R: Request> Coalescer<R> {
                 vfps.batch.statement = R::STATEMENT
             ),
         };
+        let queued = self.queue.max_capacity() - self.queue.capacity();
+        if queued == 0 {
+            if let Some(running) = self.shared.start_if_idle() {
+                run_batch(self.store.as_ref(), vec![item], self.observer.as_ref()).await;
+                drop(running);
+                return rx
+                    .await
+                    .map_err(|_| Error::internal("a batch of one ended without answering"))?;
+            }
+        }
         self.observer.enqueued();
         self.queue.try_send(item).map_err(|e| {
             self.observer.left_queue(1);
@@ -428,6 +486,8 @@ mod tests {
     /// "poison", and records every batch; waits on `gate` before answering.
     struct Recording {
         batches: StdMutex<Vec<Vec<String>>>,
+        /// The task each batch ran on.
+        tasks: StdMutex<Vec<Option<tokio::task::Id>>>,
         gate: tokio::sync::Semaphore,
         transient: bool,
     }
@@ -436,6 +496,7 @@ mod tests {
         fn new(transient: bool) -> Arc<Self> {
             Arc::new(Self {
                 batches: StdMutex::default(),
+                tasks: StdMutex::default(),
                 gate: tokio::sync::Semaphore::new(0),
                 transient,
             })
@@ -450,6 +511,7 @@ mod tests {
                 .map(|c| c.original.as_str().to_owned())
                 .collect();
             self.batches.lock().unwrap().push(originals.clone());
+            self.tasks.lock().unwrap().push(tokio::task::try_id());
             let _permit = self.gate.acquire().await.unwrap();
             if originals.iter().any(|o| o.starts_with("poison")) {
                 return Err(if self.transient {
@@ -504,16 +566,66 @@ mod tests {
         }
     }
 
+    type Call = tokio::task::JoinHandle<Result<Upserted, Error>>;
+
+    fn call_in_task(c: &Coalescer<Candidate>, original: &str) -> Call {
+        let c = c.clone();
+        let original = original.to_owned();
+        tokio::spawn(async move { c.call(candidate(&original)).await })
+    }
+
+    /// Two batches held at the store's gate: one on its caller's task (the
+    /// coalescer was idle), one on the only worker. What is called next waits
+    /// in the queue.
+    async fn occupied(c: &Coalescer<Candidate>, store: &Recording) -> [Call; 2] {
+        let first = call_in_task(c, "first");
+        batches_seen(store, 1).await;
+        let second = call_in_task(c, "second");
+        batches_seen(store, 2).await;
+        [first, second]
+    }
+
+    #[tokio::test]
+    async fn an_idle_call_runs_on_its_own_task_and_a_busy_one_on_a_worker() {
+        let store = Recording::new(false);
+        let c = spawn(store.clone(), 16);
+        let [first, second] = occupied(&c, &store).await;
+        let (first_task, second_task) = (first.id(), second.id());
+        store.gate.add_permits(100);
+        first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
+        let tasks = store.tasks.lock().unwrap().clone();
+        assert_eq!(tasks[0], Some(first_task), "idle: on the caller's task");
+        assert_ne!(tasks[1], Some(second_task), "busy: on a worker");
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_while_running_on_its_own_task_frees_its_slot() {
+        let store = Recording::new(false);
+        let c = spawn(store.clone(), 16);
+        // Runs on this task, held at the gate, and is dropped there.
+        let gone = tokio::time::timeout(Duration::from_millis(50), c.call(candidate("gone"))).await;
+        assert!(gone.is_err(), "the caller timed out");
+        store.gate.add_permits(100);
+        // Idle again: the next call runs on its own task too.
+        let next = call_in_task(&c, "next");
+        let next_task = next.id();
+        next.await.unwrap().unwrap();
+        let tasks = store.tasks.lock().unwrap().clone();
+        assert_eq!(tasks.len(), 2);
+        assert_eq!(
+            tasks[1],
+            Some(next_task),
+            "the dropped call's slot was freed"
+        );
+    }
+
     #[tokio::test]
     async fn a_full_queue_is_unavailable_at_once() {
         let store = Recording::new(false);
         let c = spawn(store.clone(), 2);
-        // One batch executes (held at the gate), two wait in the queue.
-        let first = tokio::spawn({
-            let c = c.clone();
-            async move { c.call(candidate("first")).await }
-        });
-        batches_seen(&store, 1).await;
+        // Two batches execute (held at the gate), two calls wait in the queue.
+        let [first, second] = occupied(&c, &store).await;
         let queued: Vec<_> = (0..2)
             .map(|i| {
                 let c = c.clone();
@@ -528,6 +640,7 @@ mod tests {
         assert!(e.is_transient() && e.message.contains("overloaded"), "{e}");
         store.gate.add_permits(100);
         assert!(first.await.unwrap().is_ok());
+        assert!(second.await.unwrap().is_ok());
         for q in queued {
             assert!(q.await.unwrap().is_ok());
         }
@@ -537,12 +650,8 @@ mod tests {
     async fn candidates_whose_callers_left_are_not_written() {
         let store = Recording::new(false);
         let c = spawn(store.clone(), 16);
-        let first = tokio::spawn({
-            let c = c.clone();
-            async move { c.call(candidate("first")).await }
-        });
-        batches_seen(&store, 1).await;
-        // These wait behind the first batch; their callers give up.
+        let [first, second] = occupied(&c, &store).await;
+        // These wait behind the executing batches; their callers give up.
         let gone = tokio::time::timeout(Duration::from_millis(20), c.call(candidate("gone"))).await;
         assert!(gone.is_err(), "the caller timed out");
         let kept = tokio::spawn({
@@ -552,6 +661,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         store.gate.add_permits(100);
         first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
         kept.await.unwrap().unwrap();
         let written: Vec<String> = store.batches.lock().unwrap().concat();
         assert!(written.contains(&"kept".to_owned()));
@@ -561,12 +671,8 @@ mod tests {
     async fn a_batch_with_one_bad_row(transient: bool) -> Vec<Result<Upserted, Error>> {
         let store = Recording::new(transient);
         let c = spawn(store.clone(), 64);
-        let first = tokio::spawn({
-            let c = c.clone();
-            async move { c.call(candidate("first")).await }
-        });
-        batches_seen(&store, 1).await;
-        // Queued together behind the first batch: they become one batch.
+        let [first, second] = occupied(&c, &store).await;
+        // Queued together behind the executing batches: they become one batch.
         let calls: Vec<_> = ["a", "poison", "b", "c"]
             .into_iter()
             .map(|o| {
@@ -577,12 +683,13 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         store.gate.add_permits(1000);
         first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
         let mut results = Vec::new();
         for call in calls {
             results.push(call.await.unwrap());
         }
         assert_eq!(
-            store.batches.lock().unwrap()[1].len(),
+            store.batches.lock().unwrap()[2].len(),
             4,
             "the four were one batch"
         );
