@@ -559,6 +559,16 @@ fn size_limit(env: &Env, errors: &mut Vec<String>, key: &str) -> Option<usize> {
 }
 
 impl Batching {
+    /// The coalescers' limits; `default_workers` (the store's write
+    /// parallelism) unless `VFPS_CREATE_BATCH_WORKERS` says otherwise.
+    pub fn limits(&self, default_workers: usize) -> vfps_store::coalesce::Limits {
+        vfps_store::coalesce::Limits {
+            workers: self.workers.unwrap_or(default_workers),
+            max_batch: self.max_batch,
+            max_queue: self.max_queue,
+        }
+    }
+
     fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
         let max_batch = setting(
             env,
@@ -905,9 +915,21 @@ mod tests {
 
     #[test]
     fn the_create_batch_workers_default_to_the_store_and_can_be_set() {
-        assert_eq!(load(&[]).unwrap().batching.workers, None);
-        let s = load(&[("VFPS_CREATE_BATCH_WORKERS", " 3 ")]).unwrap();
+        let unset = load(&[]).unwrap().batching;
+        assert_eq!(unset.workers, None);
+        assert_eq!(unset.limits(2).workers, 2, "the store's default");
+        let s = load(&[
+            ("VFPS_CREATE_BATCH_WORKERS", " 3 "),
+            ("VFPS_MAX_CREATE_BATCH", "7"),
+            ("VFPS_MAX_CREATE_QUEUE", "9"),
+        ])
+        .unwrap();
         assert_eq!(s.batching.workers, Some(3));
+        let limits = s.batching.limits(2);
+        assert_eq!(
+            (limits.workers, limits.max_batch, limits.max_queue),
+            (3, 7, 9)
+        );
         let e = load(&[("VFPS_CREATE_BATCH_WORKERS", "257")]).unwrap_err();
         assert_eq!(
             e.0,

@@ -14,7 +14,7 @@ use vfps_core::{
     PseudonymPage, PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
 };
 use vfps_store::{
-    coalesce::{Coalescer, Limits, SPANS_TARGET},
+    coalesce::{Coalescer, SPANS_TARGET},
     Candidate, Lookup, Store, Upserted,
 };
 
@@ -73,13 +73,7 @@ impl Service {
         caching: Caching,
         metrics: Metrics,
     ) -> Self {
-        let limits = Limits {
-            workers: batching
-                .workers
-                .unwrap_or_else(|| store.write_parallelism()),
-            max_batch: batching.max_batch,
-            max_queue: batching.max_queue,
-        };
+        let limits = batching.limits(store.write_parallelism());
         let coalescer = Coalescer::spawn(store.clone(), limits, Arc::new(metrics.clone()));
         let lookups = store
             .batches_reads()

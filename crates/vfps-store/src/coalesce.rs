@@ -600,6 +600,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_workers_bound_the_batches_executing_at_once() {
+        let store = Recording::new(false);
+        let limits = Limits {
+            workers: 3,
+            max_batch: 1,
+            max_queue: 64,
+        };
+        let c = Coalescer::spawn(store.clone(), limits, Arc::new(|_| {}));
+        let calls: Vec<Call> = (0..10)
+            .map(|i| call_in_task(&c, &format!("o{i}")))
+            .collect();
+        // One on its caller's task, one on each worker; the rest wait.
+        batches_seen(&store, 4).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(store.batches.lock().unwrap().len(), 4);
+        store.gate.add_permits(100);
+        for call in calls {
+            call.await.unwrap().unwrap();
+        }
+        assert_eq!(store.batches.lock().unwrap().len(), 10);
+    }
+
+    #[tokio::test]
     async fn a_call_dropped_while_running_on_its_own_task_frees_its_slot() {
         let store = Recording::new(false);
         let c = spawn(store.clone(), 16);
