@@ -1,12 +1,17 @@
 //! An in-process OpenTelemetry collector for tests: a real tonic server of
 //! OTLP/gRPC `TraceService/Export` that keeps every span it receives, flattened
 //! into [`ReceivedSpan`]s that are easy to assert on (ids in hex, every value as
-//! text).
+//! text). For benchmarks it can count the spans instead, keeping none: a
+//! collector runs elsewhere in production, so the one sharing the benchmark's
+//! cores should cost no more than receiving and decoding.
 
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -80,21 +85,35 @@ pub struct Collector {
     pub addr: SocketAddr,
     /// Filled by the server task, read by the test.
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// Spans received, kept or not.
+    count: Arc<AtomicU64>,
     /// Dropped with the collector, which stops the server.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Collector {
-    /// Starts the collector on a free port of 127.0.0.1.
+    /// Starts the collector on a free port of 127.0.0.1, keeping every span.
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(true).await
+    }
+
+    /// Starts a collector that decodes and counts spans but keeps none
+    /// ([`Collector::spans`] stays empty; see [`Collector::span_count`]).
+    pub async fn start_counting() -> std::io::Result<Self> {
+        Self::start_with(false).await
+    }
+
+    async fn start_with(keep: bool) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let spans = Arc::new(Mutex::new(Vec::new()));
+        let count = Arc::new(AtomicU64::new(0));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(TraceServiceServer::new(Receiver {
-                    spans: spans.clone(),
+                    spans: keep.then(|| spans.clone()),
+                    count: count.clone(),
                 }))
                 .serve_with_incoming_shutdown(
                     tonic::transport::server::TcpIncoming::from(listener),
@@ -107,8 +126,14 @@ impl Collector {
             endpoint: format!("http://{addr}"),
             addr,
             spans,
+            count,
             _stop: tx,
         })
+    }
+
+    /// How many spans were received so far, kept or not.
+    pub fn span_count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
     }
 
     /// Every span received so far.
@@ -135,8 +160,9 @@ impl Collector {
 }
 
 struct Receiver {
-    /// Shared with the [`Collector`].
-    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// Shared with the [`Collector`]; `None`: count only.
+    spans: Option<Arc<Mutex<Vec<ReceivedSpan>>>>,
+    count: Arc<AtomicU64>,
 }
 
 #[tonic::async_trait]
@@ -145,8 +171,19 @@ impl TraceService for Receiver {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let request = request.into_inner();
+        let n: usize = request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum();
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        let Some(kept) = &self.spans else {
+            return Ok(Response::new(ExportTraceServiceResponse::default()));
+        };
         let mut received = Vec::new();
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let resource = resource_spans
                 .resource
                 .map(|r| attributes(&r.attributes))
@@ -179,8 +216,7 @@ impl TraceService for Receiver {
                 }
             }
         }
-        self.spans
-            .lock()
+        kept.lock()
             .unwrap_or_else(|e| e.into_inner())
             .extend(received);
         Ok(Response::new(ExportTraceServiceResponse::default()))
@@ -227,5 +263,62 @@ fn text(value: &AnyValue) -> String {
             .join(","),
         #[allow(unreachable_patterns)]
         Some(other) => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use opentelemetry_proto::tonic::{
+        collector::trace::v1::trace_service_client::TraceServiceClient,
+        trace::v1::{ResourceSpans, ScopeSpans, Span},
+    };
+
+    use super::*;
+
+    /// Exports one request of `n` spans named `s0`, `s1`, ….
+    async fn export(collector: &Collector, n: usize) {
+        let spans = (0..n)
+            .map(|i| Span {
+                trace_id: vec![1; 16],
+                span_id: vec![i as u8 + 1; 8],
+                name: format!("s{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        TraceServiceClient::connect(collector.endpoint.clone())
+            .await
+            .unwrap()
+            .export(request)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_collector_keeps_and_counts_what_it_receives_and_a_counting_one_only_counts() {
+        let keeping = Collector::start().await.unwrap();
+        export(&keeping, 3).await;
+        assert_eq!(keeping.span_count(), 3);
+        let names: Vec<String> = keeping.spans().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["s0", "s1", "s2"]);
+
+        let counting = Collector::start_counting().await.unwrap();
+        export(&counting, 3).await;
+        export(&counting, 2).await;
+        assert_eq!(counting.span_count(), 5);
+        assert!(
+            counting.spans().is_empty(),
+            "a counting collector keeps nothing"
+        );
     }
 }
