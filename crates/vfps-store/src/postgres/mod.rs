@@ -71,6 +71,38 @@ pub struct PgStore {
     schema: Arc<monitor::SchemaState>,
 }
 
+/// Every `Connection Pruning Interval`, closes the pool's connections idle for
+/// longer than `Connection Idle Lifetime`, keeping `Minimum Pool Size`
+/// connections; a burst's connections do not stay open on the database for
+/// ever. Ends (at its next turn) once the store is dropped.
+async fn prune_idle(pool: Pool, options: PgOptions, alive: std::sync::Weak<()>) {
+    let mut ticks = tokio::time::interval(options.pruning_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        if alive.strong_count() == 0 {
+            return;
+        }
+        let mut closable = pool.status().size.saturating_sub(options.min_pool_size);
+        let pruned = pool.retain(|_, metrics| {
+            if closable > 0 && metrics.last_used() >= options.idle_lifetime {
+                closable -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        if !pruned.removed.is_empty() {
+            tracing::debug!(
+                closed = pruned.removed.len(),
+                kept = pruned.retained,
+                "closed idle database connections"
+            );
+        }
+    }
+}
+
 /// An error and its chain of causes, `outer: inner: …`.
 fn with_sources(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -119,7 +151,8 @@ impl PgStore {
     }
 
     /// Starts the monitor connection (reachability without the pool, namespace
-    /// deletions, the cache lease); it ends when this store is dropped. Without
+    /// deletions, the cache lease) and the pruning of idle connections (Npgsql's
+    /// `Connection Idle Lifetime`); both end when this store is dropped. Without
     /// it, caches are never trusted and health comes from requests alone.
     pub fn spawn_monitor(&self) -> Result<(), Error> {
         let monitor = monitor::Monitor {
@@ -131,6 +164,11 @@ impl PgStore {
             alive: Arc::downgrade(&self.alive),
         };
         tokio::spawn(monitor.run());
+        tokio::spawn(prune_idle(
+            self.pool.clone(),
+            self.options.clone(),
+            Arc::downgrade(&self.alive),
+        ));
         Ok(())
     }
 
@@ -877,6 +915,64 @@ mod tests {
                 "{statement:?} scans the table:\n{plan}"
             );
         }
+    }
+
+    /// Connections idle for longer than `Connection Idle Lifetime` are closed,
+    /// down to `Minimum Pool Size`; a connection in use is never touched.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_connections_are_closed_down_to_the_minimum() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let mut options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        options.min_pool_size = 1;
+        options.idle_lifetime = Duration::from_millis(300);
+        options.pruning_interval = Duration::from_millis(100);
+        let store = PgStore::new(&options).unwrap();
+        // Four connections at once, then idle; one more stays in use.
+        for lease in leases(&store, 4).await {
+            lease.finish();
+        }
+        let (held, _) = store.lease().await.unwrap();
+        assert_eq!(store.pool_status().idle, 3);
+        store.spawn_monitor().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.pool_status().idle > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "idle connections were never closed: {:?}",
+                store.pool_status()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let status = store.pool_status();
+        assert_eq!(
+            (status.in_use, status.idle),
+            (1, 0),
+            "the one in use is kept"
+        );
+        held.finish();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            store.pool_status().idle,
+            1,
+            "Minimum Pool Size keeps one idle connection"
+        );
+    }
+
+    /// `n` connections checked out at once, each used for a round trip.
+    async fn leases(store: &PgStore, n: usize) -> Vec<Lease> {
+        let mut leases = Vec::new();
+        for _ in 0..n {
+            let (lease, steps) = store.lease().await.unwrap();
+            steps
+                .run(lease.client().simple_query("SELECT 1"))
+                .await
+                .unwrap();
+            leases.push(lease);
+        }
+        leases
     }
 
     /// A migration whose recorded checksum differs from this binary's is a

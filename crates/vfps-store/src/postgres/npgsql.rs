@@ -27,6 +27,16 @@ pub struct PgOptions {
     /// of a commit waiting for its synchronous standby reports success.
     pub command_timeout: Duration,
     pub max_pool_size: usize,
+    /// Npgsql `Minimum Pool Size` (0): idle connections beyond it are closed
+    /// after `Connection Idle Lifetime`.
+    pub min_pool_size: usize,
+    /// Npgsql `Connection Idle Lifetime` (300 s): how long a connection may sit
+    /// idle in the pool before it is closed (while the pool holds more than
+    /// `Minimum Pool Size`).
+    pub idle_lifetime: Duration,
+    /// Npgsql `Connection Pruning Interval` (10 s): how often idle connections
+    /// are looked at.
+    pub pruning_interval: Duration,
     /// Npgsql `Target Session Attributes`; unset, `ReadWrite` when several hosts
     /// are listed (a standby listed first must not take the writes), else `Any`.
     pub target_session: TargetSession,
@@ -159,6 +169,9 @@ pub fn parse(
         connect_timeout: Duration::from_secs(15),
         command_timeout: Duration::from_secs(30),
         max_pool_size: 100,
+        min_pool_size: 0,
+        idle_lifetime: Duration::from_secs(300),
+        pruning_interval: Duration::from_secs(10),
         target_session: TargetSession::Any,
         idle_in_transaction_timeout: Duration::from_secs(10),
         application_name: "vfps".into(),
@@ -190,6 +203,19 @@ pub fn parse(
                         )))
                     }
                 }
+            }
+            "minimumpoolsize" | "minpoolsize" => {
+                o.min_pool_size = value.trim().parse::<usize>().map_err(|_| {
+                    ParseError(format!(
+                        "Minimum Pool Size must be a non-negative integer, got {value:?}"
+                    ))
+                })?
+            }
+            "connectionidlelifetime" => {
+                o.idle_lifetime = seconds("Connection Idle Lifetime", &value)?
+            }
+            "connectionpruninginterval" => {
+                o.pruning_interval = seconds("Connection Pruning Interval", &value)?
             }
             "targetsessionattributes" => {
                 target_session = Some(match value.trim().to_ascii_lowercase().as_str() {
@@ -261,6 +287,20 @@ pub fn parse(
     if o.hosts.is_empty() {
         return Err(ParseError("Host must name at least one host".into()));
     }
+    if o.min_pool_size > o.max_pool_size {
+        return Err(ParseError(format!(
+            "Minimum Pool Size ({}) must not exceed Maximum Pool Size ({})",
+            o.min_pool_size, o.max_pool_size
+        )));
+    }
+    if o.pruning_interval.is_zero() || o.idle_lifetime < o.pruning_interval {
+        return Err(ParseError(format!(
+            "Connection Pruning Interval ({} s) must be positive and not longer than \
+             Connection Idle Lifetime ({} s)",
+            o.pruning_interval.as_secs_f64(),
+            o.idle_lifetime.as_secs_f64()
+        )));
+    }
     o.target_session = target_session.unwrap_or(if o.hosts.len() > 1 {
         TargetSession::ReadWrite
     } else {
@@ -294,6 +334,46 @@ mod tests {
         assert_eq!(p.options.max_pool_size, 25);
         assert_eq!(p.options.password.as_deref(), Some("pw"));
         assert_eq!(p.ignored_keywords, vec!["Gss Encryption Mode".to_owned()]);
+    }
+
+    #[test]
+    fn idle_connections_are_pruned_as_npgsql_says() {
+        let p = parse("Host=h", None, None).unwrap().options;
+        assert_eq!(
+            (p.min_pool_size, p.idle_lifetime, p.pruning_interval),
+            (0, Duration::from_secs(300), Duration::from_secs(10))
+        );
+        let p = parse(
+            "Host=h;Minimum Pool Size=2;Connection Idle Lifetime=60;Connection Pruning Interval=5",
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(p.ignored_keywords.is_empty(), "{:?}", p.ignored_keywords);
+        let o = p.options;
+        assert_eq!(
+            (o.min_pool_size, o.idle_lifetime, o.pruning_interval),
+            (2, Duration::from_secs(60), Duration::from_secs(5))
+        );
+        for (bad, names) in [
+            ("Minimum Pool Size=-1", "Minimum Pool Size"),
+            (
+                "Maximum Pool Size=2;Minimum Pool Size=3",
+                "Minimum Pool Size (3)",
+            ),
+            (
+                "Connection Idle Lifetime=5;Connection Pruning Interval=10",
+                "Connection Pruning Interval (10 s)",
+            ),
+            (
+                "Connection Pruning Interval=0",
+                "Connection Pruning Interval (0 s)",
+            ),
+            ("Connection Idle Lifetime=soon", "Connection Idle Lifetime"),
+        ] {
+            let e = parse(&format!("Host=h;{bad}"), None, None).unwrap_err();
+            assert!(e.0.contains(names), "{bad}: {}", e.0);
+        }
     }
 
     #[test]
