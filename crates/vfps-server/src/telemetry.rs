@@ -27,6 +27,55 @@ pub use vfps_store::coalesce::SPANS_TARGET;
 
 use crate::{auth::audit, config};
 
+/// The layers over the registry: log lines, the audit trail and, with a
+/// pipeline, the OpenTelemetry layer.
+fn subscriber(
+    logs: &config::Telemetry,
+    pipeline: Option<&traces::Pipeline>,
+) -> impl tracing::Subscriber + Send + Sync + 'static {
+    let off = |target: &str| {
+        format!("{target}=off")
+            .parse()
+            .unwrap_or_else(|_| LevelFilter::OFF.into())
+    };
+    // The audit trail and the spans are other layers'; never in the log lines.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(off(audit::TARGET))
+        .add_directive(off(SPANS_TARGET));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let lines = if logs.log_json {
+        fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .boxed()
+    } else {
+        fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .boxed()
+    };
+    let lines = lines.with_filter(filter);
+    let audit_trail = fmt::layer()
+        .json()
+        .flatten_event(true)
+        .with_writer(std::io::stderr)
+        .with_filter(Targets::new().with_target(audit::TARGET, tracing::Level::INFO));
+    // Filtered whether or not there is a layer: an absent layer (`None`)
+    // would otherwise count as wanting every callsite, and the registry would
+    // build every span of SPANS_TARGET for nobody.
+    let spans_wanted = match pipeline {
+        Some(_) => Targets::new().with_target(SPANS_TARGET, tracing::Level::TRACE),
+        None => Targets::new(),
+    };
+    let spans = pipeline.map(|p| p.layer()).with_filter(spans_wanted);
+    tracing_subscriber::registry()
+        .with(lines)
+        .with(audit_trail)
+        .with(spans)
+}
+
 /// What logging and tracing hold on to while the process serves: the trace
 /// exporter, to be flushed before the process exits.
 #[must_use = "dropping Telemetry without shutdown loses the spans not yet exported"]
@@ -70,49 +119,11 @@ impl Telemetry {
 /// exporter's gRPC channel runs on it. Only the first call in a process installs
 /// anything: a later one is a no-op, or an error if it asks for tracing.
 pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Result<Telemetry> {
-    let off = |target: &str| {
-        format!("{target}=off")
-            .parse()
-            .unwrap_or_else(|_| LevelFilter::OFF.into())
-    };
-    // The audit trail and the spans are other layers'; never in the log lines.
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info"))
-        .add_directive(off(audit::TARGET))
-        .add_directive(off(SPANS_TARGET));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let lines = if logs.log_json {
-        fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_writer(std::io::stderr)
-            .boxed()
-    } else {
-        fmt::layer()
-            .with_ansi(ansi)
-            .with_writer(std::io::stderr)
-            .boxed()
-    };
-    let lines = lines.with_filter(filter);
-    let audit_trail = fmt::layer()
-        .json()
-        .flatten_event(true)
-        .with_writer(std::io::stderr)
-        .with_filter(Targets::new().with_target(audit::TARGET, tracing::Level::INFO));
     let pipeline = tracing
         .enabled
         .then(|| traces::Pipeline::new(tracing))
         .transpose()?;
-    let spans = pipeline.as_ref().map(|p| {
-        p.layer()
-            .with_filter(Targets::new().with_target(SPANS_TARGET, tracing::Level::TRACE))
-    });
-    let installed = tracing_subscriber::registry()
-        .with(lines)
-        .with(audit_trail)
-        .with(spans)
-        .try_init()
-        .is_ok();
+    let installed = subscriber(logs, pipeline.as_ref()).try_init().is_ok();
     let traces = match pipeline {
         Some(p) if installed => {
             tracing::info!(
@@ -133,4 +144,22 @@ pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Resu
         None => None,
     };
     Ok(Telemetry { traces })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With tracing off no layer wants a span of SPANS_TARGET, so none is
+    /// built (the registry would otherwise allocate and track each one).
+    #[test]
+    fn with_tracing_off_no_span_is_built() {
+        let subscriber = subscriber(&config::Telemetry { log_json: false }, None);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(target: SPANS_TARGET, "store");
+            assert!(span.is_disabled(), "a span nobody exports was built");
+            let span = tracing::error_span!(target: SPANS_TARGET, "grpc");
+            assert!(span.is_disabled(), "a span nobody exports was built");
+        });
+    }
 }
