@@ -1084,25 +1084,29 @@ mod tests {
         );
     }
 
-    /// Every await can be the last: a count dropped while its statement waits
-    /// for a lock never returns its connection (statement still in flight) to
-    /// the pool; the next operation gets a fresh connection and works.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_count_dropped_mid_statement_discards_its_connection() {
+    /// Holds `table` locked from another session for 2 s, calls `call` and
+    /// drops it after 300 ms, while its statement waits for the lock: the
+    /// connection (statement still in flight) must not go back to the pool.
+    /// Answers once the lock is released.
+    async fn dropped_while_its_statement_waits<F, Fut, T>(
+        db: &vfps_testkit::TestDatabase,
+        store: &PgStore,
+        table: &str,
+        call: F,
+    ) where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
         let cluster = vfps_testkit::shared();
-        let db = cluster.create_database().unwrap();
-        let store = migrated_store(&db).await;
         assert_eq!(store.pool_status().idle, 1, "one warm connection");
-        // Another session locks the table the count reads, for 2 s.
+        let marker = format!("holds_{table}");
         let blocker = {
             let name = db.name.clone();
-            std::thread::spawn(move || {
-                vfps_testkit::shared().psql(
-                    &name,
-                    "BEGIN; LOCK TABLE namespaces IN ACCESS EXCLUSIVE MODE; \
-                     SELECT pg_sleep(2) AS holds_namespaces; COMMIT;",
-                )
-            })
+            let sql = format!(
+                "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; \
+                 SELECT pg_sleep(2) AS {marker}; COMMIT;"
+            );
+            std::thread::spawn(move || vfps_testkit::shared().psql(&name, &sql))
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
@@ -1111,7 +1115,7 @@ mod tests {
                     "postgres",
                     &format!(
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' \
-                         AND query LIKE '%holds_namespaces%' AND state = 'active'",
+                         AND query LIKE '%{marker}%' AND state = 'active'",
                         db.name
                     ),
                 )
@@ -1125,19 +1129,44 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let dropped = tokio::time::timeout(
-            Duration::from_millis(300),
-            store.count_created(None, None, None),
-        )
-        .await;
-        assert!(dropped.is_err(), "the count did not wait for the lock");
+        let dropped = tokio::time::timeout(Duration::from_millis(300), call()).await;
+        assert!(dropped.is_err(), "the call did not wait for the lock");
         let s = store.pool_status();
         assert_eq!(
             (s.idle, s.in_use),
             (0, 0),
-            "the dropped count's connection went back to the pool"
+            "the dropped call's connection went back to the pool"
         );
         blocker.join().unwrap().unwrap();
+    }
+
+    /// Every await can be the last: a count dropped while its statement waits
+    /// for a lock never returns its connection (statement still in flight) to
+    /// the pool; the next operation gets a fresh connection and works.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_count_dropped_mid_statement_discards_its_connection() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let store = migrated_store(&db).await;
+        dropped_while_its_statement_waits(&db, &store, "namespaces", || {
+            store.count_created(None, None, None)
+        })
+        .await;
         assert_eq!(store.count_created(None, None, None).await.unwrap(), vec![]);
+    }
+
+    /// The same for a batch of Gets (the coalescer's lookup statement).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lookup_batch_dropped_mid_statement_discards_its_connection() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let store = migrated_store(&db).await;
+        let lookups = [Lookup {
+            namespace: NamespaceName::parse("n").unwrap(),
+            pseudonym_value: PseudonymValue::parse("p").unwrap(),
+        }];
+        dropped_while_its_statement_waits(&db, &store, "pseudonyms", || {
+            store.get_pseudonyms(&lookups)
+        })
+        .await;
+        assert_eq!(store.get_pseudonyms(&lookups).await.unwrap(), vec![None]);
     }
 }
