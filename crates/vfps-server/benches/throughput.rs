@@ -127,6 +127,8 @@ fn env_or(key: &str, default: u64) -> u64 {
 /// A `vfps` process; killed when dropped.
 struct Server {
     grpc: String,
+    /// The Prometheus endpoint.
+    metrics: String,
     child: std::process::Child,
 }
 
@@ -162,6 +164,7 @@ async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
         .expect("the vfps binary starts");
     let server = Server {
         grpc: format!("http://127.0.0.1:{grpc}"),
+        metrics: format!("http://127.0.0.1:{metrics}/metrics"),
         child,
     };
     let client = reqwest::Client::new();
@@ -216,6 +219,121 @@ fn cpu_seconds(pid: u32) -> f64 {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     ticks / clock_ticks()
+}
+
+/// CPU-seconds spent so far by the benchmark process, the server and the whole
+/// machine (every core, every process, the kernel): marks around a phase split
+/// its cost between the clients, the server and everything else (PostgreSQL,
+/// the kernel's loopback traffic).
+#[derive(Clone, Copy)]
+struct CpuMark {
+    bench: f64,
+    server: f64,
+    machine: f64,
+}
+
+impl CpuMark {
+    fn now(server: u32) -> Self {
+        Self {
+            bench: cpu_seconds(std::process::id()),
+            server: cpu_seconds(server),
+            machine: machine_busy_seconds(),
+        }
+    }
+
+    /// CPU-seconds per 1,000 of `calls` since `self`.
+    fn per_1000(self, server: u32, calls: u64) -> CpuSplit {
+        let now = Self::now(server);
+        let k = calls.max(1) as f64 / 1000.0;
+        CpuSplit {
+            bench: (now.bench - self.bench) / k,
+            server: (now.server - self.server) / k,
+            machine: (now.machine - self.machine) / k,
+        }
+    }
+}
+
+/// CPU-seconds per 1,000 calls of one phase.
+#[derive(Clone, Copy, Default)]
+struct CpuSplit {
+    bench: f64,
+    server: f64,
+    machine: f64,
+}
+
+/// Busy CPU time of all cores since boot (`/proc/stat`: everything but idle
+/// and I/O wait).
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu = stat.lines().next().unwrap();
+    let ticks: Vec<f64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest is within user).
+    let busy: f64 = ticks.iter().take(8).sum::<f64>() - ticks[3] - ticks[4];
+    busy / clock_ticks()
+}
+
+/// Sum and count of a histogram on the server's `/metrics`: `name`, with
+/// labels, the series whose labels contain `labels` summed.
+async fn histogram(server: &Server, name: &str) -> (f64, f64) {
+    let text = reqwest::get(&server.metrics)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (name, labels) = name.split_once('{').unwrap_or((name, ""));
+    let labels = labels.trim_end_matches('}');
+    let value = |suffix: &str| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{name}_{suffix}")))
+            .filter(|l| l.starts_with(' ') || (l.starts_with('{') && l.contains(labels)))
+            .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
+            .sum()
+    };
+    (value("sum"), value("count"))
+}
+
+/// Mean of the histogram `name`'s observations between `before` and now.
+async fn mean_since(server: &Server, name: &str, before: (f64, f64)) -> f64 {
+    let (sum, count) = histogram(server, name).await;
+    (sum - before.0) / (count - before.1)
+}
+
+/// Means of a phase's latency histograms, in ms: the server's time per call
+/// (from its request to its response, as the server sees them), and of the
+/// coalescer's queue wait and statement round trip (Creates only).
+struct Latencies {
+    names: [&'static str; 3],
+    before: [(f64, f64); 3],
+}
+
+impl Latencies {
+    const CREATE: [&'static str; 3] = [
+        "vfps_request_duration_seconds{method=\"PseudonymService/Create\"}",
+        "vfps_create_queue_wait_seconds",
+        "vfps_create_batch_round_trip_seconds",
+    ];
+
+    async fn start(server: &Server, names: [&'static str; 3]) -> Self {
+        let mut before = [(0.0, 0.0); 3];
+        for (b, n) in before.iter_mut().zip(names) {
+            *b = histogram(server, n).await;
+        }
+        Self { names, before }
+    }
+
+    /// Means since the start, ms.
+    async fn means(&self, server: &Server) -> [f64; 3] {
+        let mut means = [0.0; 3];
+        for ((m, n), b) in means.iter_mut().zip(self.names).zip(self.before) {
+            *m = mean_since(server, n, b).await * 1000.0;
+        }
+        means
+    }
 }
 
 fn clock_ticks() -> f64 {
@@ -379,6 +497,17 @@ fn pgbench(
         .expect("pgbench printed tps")
 }
 
+/// Where a Create's time went, means in ms: as its client saw it, in the
+/// server, waiting in the coalescer's queue, and the batch statement's round
+/// trip (its commit included).
+#[derive(Clone, Copy)]
+struct CreateTime {
+    client_ms: f64,
+    server_ms: f64,
+    wait_ms: f64,
+    statement_ms: f64,
+}
+
 /// One row of results at one concurrency.
 struct Row {
     clients: usize,
@@ -387,6 +516,18 @@ struct Row {
     pgbench_tps: f64,
     /// Server CPU-seconds per 1,000 Creates.
     cpu_per_1000: f64,
+    /// CPU-seconds per 1,000 Creates: clients, server, whole machine.
+    create_cpu: CpuSplit,
+    /// Mean rows per upsert statement.
+    create_batch: f64,
+    create_time: CreateTime,
+    /// Whole-machine CPU-seconds per 1,000 pgbench upserts.
+    pgbench_cpu: f64,
+    get_cpu: CpuSplit,
+    get_batch: f64,
+    pgbench_select_cpu: f64,
+    /// CPU-seconds per 1,000 health Checks.
+    health_cpu: CpuSplit,
     /// gRPC health Checks/s with the same clients and channels: a call that
     /// touches no database, the most calls/s this client and server pair can
     /// make on this machine whatever the database does.
@@ -665,19 +806,35 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     eprintln!("[{clients} clients] warming up ...");
     creates(&server.grpc, clients, 2, None).await;
     eprintln!("[{clients} clients] vfps Create (PostgreSQL) ...");
-    let cpu = cpu_seconds(server.pid());
+    let batches = histogram(&server, "vfps_create_batch_size").await;
+    let latencies = Latencies::start(&server, Latencies::CREATE).await;
+    let mark = CpuMark::now(server.pid());
     let (n, lat) = creates(&server.grpc, clients, seconds, None).await;
-    let cpu_per_1000 = (cpu_seconds(server.pid()) - cpu) / (n.max(1) as f64 / 1000.0);
+    let create_cpu = mark.per_1000(server.pid(), n);
+    let create_batch = mean_since(&server, "vfps_create_batch_size", batches).await;
+    let [server_ms, wait_ms, statement_ms] = latencies.means(&server).await;
+    let create_time = CreateTime {
+        client_ms: lat.iter().map(|l| f64::from(*l)).sum::<f64>()
+            / lat.len().max(1) as f64
+            / 1000.0,
+        server_ms,
+        wait_ms,
+        statement_ms,
+    };
     let rss = (
         memory_mib(server.pid(), "VmRSS"),
         memory_mib(server.pid(), "VmHWM"),
     );
 
     eprintln!("[{clients} clients] gRPC health Check, no database (the call's own ceiling) ...");
+    let mark = CpuMark::now(server.pid());
     let (h, _) = health_checks(&server.grpc, clients, seconds).await;
+    let health_cpu = mark.per_1000(server.pid(), h);
 
     eprintln!("[{clients} clients] pgbench, same upsert, same clients ...");
+    let mark = machine_busy_seconds();
     let pgbench_tps = pgbench(cluster, &db, UPSERT, clients, seconds);
+    let pgbench_cpu = (machine_busy_seconds() - mark) / (pgbench_tps * seconds as f64 / 1000.0);
     // One caller has nothing to batch: no ceiling of batched rows there.
     let db_ceiling = if clients > 1 {
         eprintln!(
@@ -700,6 +857,8 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         )
         .unwrap();
     let chans = Arc::new(channels(&server.grpc, 4));
+    let batches = histogram(&server, "vfps_get_batch_size").await;
+    let mark = CpuMark::now(server.pid());
     let (g, glat) = drive(clients, seconds, move |c, i| {
         let mut client = chans[c % chans.len()].clone();
         let value = hex_sha256(&lookup_key(c, i).to_string());
@@ -714,6 +873,8 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         }
     })
     .await;
+    let get_cpu = mark.per_1000(server.pid(), g);
+    let get_batch = mean_since(&server, "vfps_get_batch_size", batches).await;
     eprintln!("[{clients} clients] vfps re-Create of existing originals (PostgreSQL) ...");
     let chans = Arc::new(channels(&server.grpc, 4));
     let (r, rlat) = drive(clients, seconds, move |c, i| {
@@ -732,7 +893,10 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     .await;
     drop(server);
     eprintln!("[{clients} clients] pgbench, same lookup SELECT, same clients ...");
+    let mark = machine_busy_seconds();
     let pgbench_select_tps = pgbench(cluster, &db, LOOKUP, clients, seconds);
+    let pgbench_select_cpu =
+        (machine_busy_seconds() - mark) / (pgbench_select_tps * seconds as f64 / 1000.0);
 
     eprintln!("[{clients} clients] vfps Create (SQLite) ...");
     let dir = std::env::temp_dir().join(format!(
@@ -754,7 +918,15 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         vfps_create: per_second(n),
         create_latency: (percentile(&lat, 0.5), percentile(&lat, 0.99)),
         pgbench_tps,
-        cpu_per_1000,
+        cpu_per_1000: create_cpu.server,
+        create_cpu,
+        create_batch,
+        create_time,
+        pgbench_cpu,
+        get_cpu,
+        get_batch,
+        health_cpu,
+        pgbench_select_cpu,
         grpc_ceiling: per_second(h),
         db_ceiling,
         rss,
@@ -1028,6 +1200,65 @@ async fn main() {
                 m(|r| r.vfps_create / r.create_ceiling()),
                 m(|r| r.get_ceiling() / r.pgbench_select_tps),
                 m(|r| r.vfps_get / r.get_ceiling()),
+            );
+        }
+        println!();
+        println!("Where the cores went: CPU-seconds per 1,000 calls, whole machine (both cores, every process, the kernel), split into the benchmark's gRPC clients, the vfps server and the rest (PostgreSQL, loopback networking); pgbench's figure is the whole machine's too. Rows per statement: the mean batch of the phase.");
+        println!();
+        println!("| clients | call | machine CPU-s / 1000 | clients | server | rest | rows per statement | pgbench machine CPU-s / 1000 |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for rows in &by_level {
+            let clients = rows[0].clients;
+            let m = |f: &dyn Fn(&Row) -> f64| median(rows.iter().map(f).collect());
+            for (call, split, batch, pg) in [
+                (
+                    "Create",
+                    &(|r: &Row| r.create_cpu) as &dyn Fn(&Row) -> CpuSplit,
+                    &(|r: &Row| r.create_batch) as &dyn Fn(&Row) -> f64,
+                    &(|r: &Row| r.pgbench_cpu) as &dyn Fn(&Row) -> f64,
+                ),
+                (
+                    "Get",
+                    &|r: &Row| r.get_cpu,
+                    &|r: &Row| r.get_batch,
+                    &|r: &Row| r.pgbench_select_cpu,
+                ),
+                (
+                    "health Check",
+                    &|r: &Row| r.health_cpu,
+                    &|_: &Row| f64::NAN,
+                    &|_: &Row| f64::NAN,
+                ),
+            ] {
+                println!(
+                    "| {clients} | {call} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {:.3} |",
+                    m(&|r| split(r).machine),
+                    m(&|r| split(r).bench),
+                    m(&|r| split(r).server),
+                    m(&|r| split(r).machine - split(r).bench - split(r).server),
+                    m(batch),
+                    m(pg),
+                );
+            }
+        }
+        println!();
+        println!("Where a Create's time went, means in ms: as the client saw it (the gRPC hop both ways and the client's own scheduling included), in the server (request in to response out), waiting in the coalescer's queue for a batch, and the batch statement's round trip (its commit included). Little's law: clients / client time = Create/s.");
+        println!();
+        println!("| clients | client | server | queue wait | statement | rest of the server's time | gRPC hop and client |");
+        println!("|---|---|---|---|---|---|---|");
+        for rows in &by_level {
+            let clients = rows[0].clients;
+            let m = |f: &dyn Fn(&CreateTime) -> f64| {
+                median(rows.iter().map(|r| f(&r.create_time)).collect())
+            };
+            println!(
+                "| {clients} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                m(&|t| t.client_ms),
+                m(&|t| t.server_ms),
+                m(&|t| t.wait_ms),
+                m(&|t| t.statement_ms),
+                m(&|t| t.server_ms - t.wait_ms - t.statement_ms),
+                m(&|t| t.client_ms - t.server_ms),
             );
         }
         println!();
