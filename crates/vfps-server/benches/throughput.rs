@@ -15,8 +15,12 @@
 //! comma-separated list of concurrencies, default `1,32,64`; `BENCH_RUNS`,
 //! measurements per concurrency, default 3, printed as median and spread; `BENCH_SECONDS`,
 //! default 10; `BENCH_BIG_NAMESPACE`, rows of the deleted namespace, default
-//! 500000). The PostgreSQL cluster is durable (fsync on, synchronous_commit on),
-//! as in production; each phase gets a fresh database and server.
+//! 500000; `BENCH_PHASES`, see [`Phases`]). The PostgreSQL cluster is durable
+//! (fsync on, synchronous_commit on), as in production; each phase gets a fresh
+//! database and server.
+//!
+//! `BENCH_PHASES=ab` compares two servers (two builds, or two settings) in
+//! turns on one database instead: see [`Ab`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -85,26 +89,29 @@ fn create_target(clients: usize) -> f64 {
 }
 
 /// Which parts of the benchmark run (`BENCH_PHASES`, comma-separated, default
-/// all): `throughput` (Create and Get against pgbench, SQLite, footprint under
-/// load), `tracing`, `delete`, `mixed`.
+/// all but `ab`): `throughput` (Create and Get against pgbench, SQLite,
+/// footprint under load), `tracing`, `delete`, `mixed`; and `ab` (two servers
+/// compared in turns, see [`Ab`]).
 struct Phases {
     throughput: bool,
     tracing: bool,
     delete: bool,
     mixed: bool,
+    ab: bool,
 }
 
 impl Phases {
     const ALL: [&str; 4] = ["throughput", "tracing", "delete", "mixed"];
+    const KNOWN: [&str; 5] = ["throughput", "tracing", "delete", "mixed", "ab"];
 
     fn from_env() -> Self {
         let listed = std::env::var("BENCH_PHASES").unwrap_or_else(|_| Self::ALL.join(","));
         let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
         for p in &listed {
             assert!(
-                Self::ALL.contains(p),
+                Self::KNOWN.contains(p),
                 "BENCH_PHASES: unknown phase {p:?} (known: {})",
-                Self::ALL.join(", ")
+                Self::KNOWN.join(", ")
             );
         }
         let on = |p: &str| listed.contains(&p);
@@ -113,6 +120,7 @@ impl Phases {
             tracing: on("tracing"),
             delete: on("delete"),
             mixed: on("mixed"),
+            ab: on("ab"),
         }
     }
 }
@@ -148,10 +156,15 @@ impl Server {
 /// Spawns the `vfps` binary on free loopback ports; answers it and the time
 /// from spawn until `/readyz` answered 200.
 async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
+    spawn_binary(env!("CARGO_BIN_EXE_vfps"), env).await
+}
+
+/// [`spawn_ready`] for the `vfps` binary at `binary`.
+async fn spawn_binary(binary: &str, env: &[(String, String)]) -> (Server, Duration) {
     let port = || vfps_testkit::free_port().unwrap().to_string();
     let (http, grpc, metrics) = (port(), port(), port());
     let started = Instant::now();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+    let child = std::process::Command::new(binary)
         .args(["serve", "--listen-address", "127.0.0.1"])
         .args(["--http-port", &http, "--grpc-port", &grpc])
         .args(["--metrics-port", &metrics])
@@ -184,7 +197,13 @@ async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
 }
 
 async fn start(env: Vec<(String, String)>) -> Server {
-    let (server, _) = spawn_ready(&env).await;
+    start_binary(env!("CARGO_BIN_EXE_vfps"), env).await
+}
+
+/// [`start`] for the `vfps` binary at `binary`; a namespace `bench` that
+/// exists already (another server on the same database made it) is kept.
+async fn start_binary(binary: &str, env: Vec<(String, String)>) -> Server {
+    let (server, _) = spawn_binary(binary, &env).await;
     let grpc = server.grpc.clone();
     let mut ns = loop {
         if let Ok(c) = NamespaceServiceClient::connect(grpc.clone()).await {
@@ -202,7 +221,8 @@ async fn start(env: Vec<(String, String)>) -> Server {
                 ..Default::default()
             })
             .await;
-        if r.is_ok() || Instant::now() > deadline {
+        let exists = matches!(&r, Err(e) if e.code() == tonic::Code::AlreadyExists);
+        if r.is_ok() || exists || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -555,6 +575,17 @@ async fn postgres_server(
     extra_env: Vec<(String, String)>,
 ) -> (vfps_testkit::TestDatabase, Server) {
     let db = cluster.create_database().unwrap();
+    let env = postgres_env(&db, clients, extra_env);
+    let server = start(env).await;
+    (db, server)
+}
+
+/// The environment of a server on `db` sized for `clients`, and `extra_env`.
+fn postgres_env(
+    db: &vfps_testkit::TestDatabase,
+    clients: usize,
+    extra_env: Vec<(String, String)>,
+) -> Vec<(String, String)> {
     let mut env = vec![
         (
             "ConnectionStrings__PostgreSQL".into(),
@@ -567,8 +598,7 @@ async fn postgres_server(
         ("ForceRunDatabaseMigrations".into(), "true".into()),
     ];
     env.extend(extra_env);
-    let server = start(env).await;
-    (db, server)
+    env
 }
 
 /// The upstream namespace cache switched on for reads too.
@@ -846,33 +876,10 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
     };
 
     eprintln!("[{clients} clients] vfps Get (PostgreSQL) ...");
-    cluster
-        .psql(
-            &db.name,
-            &format!(
-                "INSERT INTO pseudonyms SELECT 'bench', 'lookup-' || k, \
-                 encode(sha256(k::text::bytea), 'hex'), now(), now() \
-                 FROM generate_series(1, {LOOKUP_ROWS}) k ON CONFLICT DO NOTHING; ANALYZE pseudonyms"
-            ),
-        )
-        .unwrap();
-    let chans = Arc::new(channels(&server.grpc, 4));
+    insert_lookup_rows(cluster, &db);
     let batches = histogram(&server, "vfps_get_batch_size").await;
     let mark = CpuMark::now(server.pid());
-    let (g, glat) = drive(clients, seconds, move |c, i| {
-        let mut client = chans[c % chans.len()].clone();
-        let value = hex_sha256(&lookup_key(c, i).to_string());
-        async move {
-            client
-                .get(PseudonymServiceGetRequest {
-                    namespace: "bench".into(),
-                    pseudonym_value: value,
-                })
-                .await
-                .is_ok()
-        }
-    })
-    .await;
+    let (g, glat) = gets(&server.grpc, clients, seconds).await;
     let get_cpu = mark.per_1000(server.pid(), g);
     let get_batch = mean_since(&server, "vfps_get_batch_size", batches).await;
     eprintln!("[{clients} clients] vfps re-Create of existing originals (PostgreSQL) ...");
@@ -938,6 +945,126 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         sqlite_create: per_second(s),
         sqlite_latency: (percentile(&slat, 0.5), percentile(&slat, 0.99)),
     }
+}
+
+/// The rows Gets look up and re-Creates find: `lookup-<k>` for `k` in
+/// `1..=LOOKUP_ROWS`, pseudonym `sha256(k)` in hex.
+fn insert_lookup_rows(cluster: &vfps_testkit::PgCluster, db: &vfps_testkit::TestDatabase) {
+    cluster
+        .psql(
+            &db.name,
+            &format!(
+                "INSERT INTO pseudonyms SELECT 'bench', 'lookup-' || k, \
+                 encode(sha256(k::text::bytea), 'hex'), now(), now() \
+                 FROM generate_series(1, {LOOKUP_ROWS}) k ON CONFLICT DO NOTHING"
+            ),
+        )
+        .unwrap();
+    // Vacuumed now, not by autovacuum in the middle of the Gets: the rows just
+    // inserted (the Creates' and these) would have it run during the Get phase,
+    // on the Gets' cores, and long before pgbench's SELECTs.
+    cluster
+        .psql(&db.name, "VACUUM (ANALYZE) pseudonyms")
+        .unwrap();
+}
+
+/// Closed-loop Gets of the lookup rows over four channels.
+async fn gets(grpc: &str, clients: usize, seconds: u64) -> (u64, Vec<u32>) {
+    let chans = Arc::new(channels(grpc, 4));
+    drive(clients, seconds, move |c, i| {
+        let mut client = chans[c % chans.len()].clone();
+        let value = hex_sha256(&lookup_key(c, i).to_string());
+        async move {
+            client
+                .get(PseudonymServiceGetRequest {
+                    namespace: "bench".into(),
+                    pseudonym_value: value,
+                })
+                .await
+                .is_ok()
+        }
+    })
+    .await
+}
+
+/// Two servers compared in turns (`BENCH_PHASES=ab`): A, this build; B, the
+/// `vfps` binary at `BENCH_AB_BINARY` (default this build) with the settings in
+/// `BENCH_AB_ENV` (`KEY=VALUE;KEY=VALUE`). Both serve one database; each turn
+/// loads A then B, or B then A (alternating, so a trend in the machine's speed
+/// cancels), for `BENCH_AB_SLICE` seconds (default 2) of Creates and as many of
+/// Gets, `BENCH_AB_TURNS` times (default 8). This machine's speed drifts by
+/// more between runs than most changes are worth; side by side in turns, a few
+/// percent show.
+struct Ab {
+    /// Per turn: Create/s and Get/s of A and of B.
+    creates: Vec<[f64; 2]>,
+    gets: Vec<[f64; 2]>,
+    /// Per turn: server CPU-seconds per 1,000 Creates and per 1,000 Gets, A and B.
+    create_cpu: Vec<[f64; 2]>,
+    get_cpu: Vec<[f64; 2]>,
+}
+
+async fn ab(cluster: &vfps_testkit::PgCluster, clients: usize) -> Ab {
+    let binary =
+        std::env::var("BENCH_AB_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_vfps").to_owned());
+    let b_env: Vec<(String, String)> = std::env::var("BENCH_AB_ENV")
+        .unwrap_or_default()
+        .split(';')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("BENCH_AB_ENV: {kv:?} is not KEY=VALUE"));
+            (k.trim().to_owned(), v.to_owned())
+        })
+        .collect();
+    let slice = env_or("BENCH_AB_SLICE", 2);
+    let turns = env_or("BENCH_AB_TURNS", 8).max(1) as usize;
+    let db = cluster.create_database().unwrap();
+    let a = start(postgres_env(&db, clients, Vec::new())).await;
+    let b = start_binary(&binary, postgres_env(&db, clients, b_env.clone())).await;
+    insert_lookup_rows(cluster, &db);
+    eprintln!("[{clients} clients] A/B: B is {binary} with {b_env:?}; warming up ...");
+    for s in [&a, &b] {
+        creates(&s.grpc, clients, 1, None).await;
+        gets(&s.grpc, clients, 1).await;
+    }
+    let mut out = Ab {
+        creates: Vec::new(),
+        gets: Vec::new(),
+        create_cpu: Vec::new(),
+        get_cpu: Vec::new(),
+    };
+    for turn in 0..turns {
+        eprintln!("[{clients} clients] A/B turn {} of {turns} ...", turn + 1);
+        let (mut c, mut g, mut cc, mut gc) = ([0.0; 2], [0.0; 2], [0.0; 2], [0.0; 2]);
+        let order = if turn % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let server = [&a, &b][i];
+            let cpu = cpu_seconds(server.pid());
+            let (n, _) = creates(&server.grpc, clients, slice, None).await;
+            let mid = cpu_seconds(server.pid());
+            let (m, _) = gets(&server.grpc, clients, slice).await;
+            c[i] = n as f64 / slice as f64;
+            g[i] = m as f64 / slice as f64;
+            cc[i] = (mid - cpu) / (n.max(1) as f64 / 1000.0);
+            gc[i] = (cpu_seconds(server.pid()) - mid) / (m.max(1) as f64 / 1000.0);
+        }
+        out.creates.push(c);
+        out.gets.push(g);
+        out.create_cpu.push(cc);
+        out.get_cpu.push(gc);
+    }
+    out
+}
+
+/// Median and range of B/A over the turns, as a table cell.
+fn b_over_a(pairs: &[[f64; 2]]) -> String {
+    let v: Vec<f64> = pairs.iter().map(|p| p[1] / p[0]).collect();
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+    format!("**{:.3}** ({lo:.3}–{hi:.3})", median(v))
 }
 
 /// `grpc.health.v1.Health/Check` calls, closed loop, over the same four
@@ -1139,6 +1266,29 @@ async fn main() {
     } else {
         None
     };
+    if phases.ab {
+        for clients in &levels {
+            let r = ab(&cluster, *clients).await;
+            let m = |v: &[[f64; 2]], i: usize| median(v.iter().map(|p| p[i]).collect());
+            println!("| clients | call | A calls/s | B calls/s | **B / A** (median, range over {} turns) | A server CPU-s / 1000 | B server CPU-s / 1000 | **B / A** CPU |", r.creates.len());
+            println!("|---|---|---|---|---|---|---|---|");
+            for (call, rates, cpu) in [
+                ("Create", &r.creates, &r.create_cpu),
+                ("Get", &r.gets, &r.get_cpu),
+            ] {
+                println!(
+                    "| {clients} | {call} | {:.0} | {:.0} | {} | {:.4} | {:.4} | {} |",
+                    m(rates, 0),
+                    m(rates, 1),
+                    b_over_a(rates),
+                    m(cpu, 0),
+                    m(cpu, 1),
+                    b_over_a(cpu),
+                );
+            }
+            println!();
+        }
+    }
     if !by_level.is_empty() {
         println!("Medians of {runs} runs; ratios as median (min–max).");
         println!();

@@ -123,8 +123,13 @@ impl PgStore {
             create: Some(Self::connect_budget(options)),
             recycle: Some(Duration::from_secs(5)),
         };
+        // The connection returned last is taken first: a few warm connections
+        // (and warm backends, their caches and plans) serve the load, and the
+        // rest of a burst's go idle and are pruned. Oldest first (deadpool's
+        // default) wakes every backend in turn and keeps them all open.
         let pool = Pool::builder(Self::manager(options)?)
             .max_size(options.max_pool_size)
+            .queue_mode(managed::QueueMode::Lifo)
             .timeouts(timeouts)
             .runtime(deadpool::Runtime::Tokio1)
             .build()
@@ -958,6 +963,49 @@ mod tests {
             store.pool_status().idle,
             1,
             "Minimum Pool Size keeps one idle connection"
+        );
+    }
+
+    /// A lease takes the connection returned last: under a trickle of calls one
+    /// warm connection serves them all, and the rest of an earlier burst's go
+    /// idle and are pruned. (Taken in turns, oldest first, a trickle of one call
+    /// per pruning interval kept every connection of the burst open for ever.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_trickle_of_calls_uses_one_connection_and_a_bursts_others_are_pruned() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let mut options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        options.min_pool_size = 0;
+        options.idle_lifetime = Duration::from_millis(400);
+        options.pruning_interval = Duration::from_millis(100);
+        let store = PgStore::new(&options).unwrap();
+        for lease in leases(&store, 4).await {
+            lease.finish();
+        }
+        store.spawn_monitor().unwrap();
+        let mut backends = std::collections::BTreeSet::new();
+        let until = std::time::Instant::now() + Duration::from_millis(2000);
+        while std::time::Instant::now() < until {
+            let (lease, steps) = store.lease().await.unwrap();
+            let row = steps
+                .run(lease.client().query_one("SELECT pg_backend_pid()", &[]))
+                .await
+                .unwrap();
+            backends.insert(row.get::<_, i32>(0));
+            lease.finish();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            backends.len(),
+            1,
+            "one connection serves a trickle: {backends:?}"
+        );
+        let status = store.pool_status();
+        assert_eq!(
+            status.in_use + status.idle,
+            1,
+            "the burst's other connections are pruned: {status:?}"
         );
     }
 
