@@ -1060,11 +1060,15 @@ async fn ab(cluster: &vfps_testkit::PgCluster, clients: usize) -> Ab {
 
 /// Median and range of B/A over the turns, as a table cell.
 fn b_over_a(pairs: &[[f64; 2]]) -> String {
-    let v: Vec<f64> = pairs.iter().map(|p| p[1] / p[0]).collect();
+    spread_cell(pairs.iter().map(|p| p[1] / p[0]).collect(), 3)
+}
+
+/// `**median** (min–max)` of `v` with `digits` decimals, as a table cell.
+fn spread_cell(v: Vec<f64>, digits: usize) -> String {
     let (lo, hi) = v
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-    format!("**{:.3}** ({lo:.3}–{hi:.3})", median(v))
+    format!("**{:.digits$}** ({lo:.digits$}–{hi:.digits$})", median(v))
 }
 
 /// `grpc.health.v1.Health/Check` calls, closed loop, over the same four
@@ -1297,13 +1301,7 @@ async fn main() {
         for rows in &by_level {
             let clients = rows[0].clients;
             let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
-            let spread = |f: fn(&Row) -> f64| {
-                let v: Vec<f64> = rows.iter().map(f).collect();
-                let (lo, hi) = v
-                    .iter()
-                    .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-                format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
-            };
+            let spread = |f: fn(&Row) -> f64| spread_cell(rows.iter().map(f).collect(), 2);
             let target = create_target(clients);
             println!(
             "| {clients} | {:.0} (p50 {:.1} / p99 {:.1} ms) | {:.0} | {} (≥ {target}) | {:.3} | {:.0} ({:.2} / {:.2}) | {:.0} | {} | {:.0} ({:.2} / {:.2}) | {:.0} (p50 {:.1} / p99 {:.1} ms) |",
@@ -1417,13 +1415,8 @@ async fn main() {
         let rate = |i: usize| median(traced.iter().map(|t| t.rates[i]).collect());
         let cpu = |i: usize| median(traced.iter().map(|t| t.cpu_per_1000[i]).collect());
         let bench_cpu = |i: usize| median(traced.iter().map(|t| t.bench_cpu_per_1000[i]).collect());
-        let ratio = |i: usize| {
-            let v: Vec<f64> = traced.iter().map(|t| t.rates[i] / t.rates[0]).collect();
-            let (lo, hi) = v
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-            format!("**{:.2}** ({lo:.2}–{hi:.2})", median(v))
-        };
+        let ratio =
+            |i: usize| spread_cell(traced.iter().map(|t| t.rates[i] / t.rates[0]).collect(), 2);
         println!("| clients | tracing | Create/s | **on / off** | server CPU-s / 1000 Creates | benchmark process (clients, collector) CPU-s / 1000 Creates |");
         println!("|---|---|---|---|---|---|");
         for (i, what) in [

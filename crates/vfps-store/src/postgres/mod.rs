@@ -926,14 +926,7 @@ mod tests {
     /// down to `Minimum Pool Size`; a connection in use is never touched.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idle_connections_are_closed_down_to_the_minimum() {
-        let db = vfps_testkit::shared().create_database().unwrap();
-        let mut options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        options.min_pool_size = 1;
-        options.idle_lifetime = Duration::from_millis(300);
-        options.pruning_interval = Duration::from_millis(100);
-        let store = PgStore::new(&options).unwrap();
+        let (_db, store) = pruned_store(1, Duration::from_millis(300));
         // Four connections at once, then idle; one more stays in use.
         for lease in leases(&store, 4).await {
             lease.finish();
@@ -972,14 +965,7 @@ mod tests {
     /// per pruning interval kept every connection of the burst open for ever.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_trickle_of_calls_uses_one_connection_and_a_bursts_others_are_pruned() {
-        let db = vfps_testkit::shared().create_database().unwrap();
-        let mut options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        options.min_pool_size = 0;
-        options.idle_lifetime = Duration::from_millis(400);
-        options.pruning_interval = Duration::from_millis(100);
-        let store = PgStore::new(&options).unwrap();
+        let (_db, store) = pruned_store(0, Duration::from_millis(400));
         for lease in leases(&store, 4).await {
             lease.finish();
         }
@@ -1007,6 +993,20 @@ mod tests {
             1,
             "the burst's other connections are pruned: {status:?}"
         );
+    }
+
+    /// A store on a fresh database whose idle connections beyond `min` are
+    /// closed after `idle_lifetime`, checked every 100 ms.
+    fn pruned_store(min: usize, idle_lifetime: Duration) -> (vfps_testkit::TestDatabase, PgStore) {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let mut options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        options.min_pool_size = min;
+        options.idle_lifetime = idle_lifetime;
+        options.pruning_interval = Duration::from_millis(100);
+        let store = PgStore::new(&options).unwrap();
+        (db, store)
     }
 
     /// `n` connections checked out at once, each used for a round trip.
