@@ -994,7 +994,10 @@ async fn gets(grpc: &str, clients: usize, seconds: u64) -> (u64, Vec<u32>) {
 /// cancels), for `BENCH_AB_SLICE` seconds (default 2) of Creates and as many of
 /// Gets, `BENCH_AB_TURNS` times (default 8). This machine's speed drifts by
 /// more between runs than most changes are worth; side by side in turns, a few
-/// percent show.
+/// percent show. Build B's binary as this benchmark builds its own (`cargo bench
+/// -p vfps-server --bench throughput --no-run`, then copy `target/release/vfps`):
+/// `cargo build --release` makes a different binary (the benchmark's build
+/// unifies the dev-dependencies' features), a difference of its own.
 struct Ab {
     /// Per turn: Create/s and Get/s of A and of B.
     creates: Vec<[f64; 2]>,
