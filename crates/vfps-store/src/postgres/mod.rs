@@ -965,13 +965,13 @@ mod tests {
     /// per pruning interval kept every connection of the burst open for ever.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_trickle_of_calls_uses_one_connection_and_a_bursts_others_are_pruned() {
-        let (_db, store) = pruned_store(0, Duration::from_millis(400));
+        let (_db, store) = pruned_store(0, Duration::from_millis(600));
         for lease in leases(&store, 4).await {
             lease.finish();
         }
         store.spawn_monitor().unwrap();
         let mut backends = std::collections::BTreeSet::new();
-        let until = std::time::Instant::now() + Duration::from_millis(2000);
+        let until = std::time::Instant::now() + Duration::from_millis(2500);
         while std::time::Instant::now() < until {
             let (lease, steps) = store.lease().await.unwrap();
             let row = steps
