@@ -101,11 +101,11 @@ struct Phases {
 }
 
 impl Phases {
-    const ALL: [&str; 4] = ["throughput", "tracing", "delete", "mixed"];
+    const DEFAULT: [&str; 4] = ["throughput", "tracing", "delete", "mixed"];
     const KNOWN: [&str; 5] = ["throughput", "tracing", "delete", "mixed", "ab"];
 
     fn from_env() -> Self {
-        let listed = std::env::var("BENCH_PHASES").unwrap_or_else(|_| Self::ALL.join(","));
+        let listed = std::env::var("BENCH_PHASES").unwrap_or_else(|_| Self::DEFAULT.join(","));
         let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
         for p in &listed {
             assert!(
@@ -356,13 +356,18 @@ impl Latencies {
     }
 }
 
+/// Clock ticks per second of `/proc`'s CPU times, asked once (not a process
+/// spawned inside every measurement).
 fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// A `/proc/<pid>/status` memory line (`VmRSS`, `VmHWM`) in MiB.
@@ -534,8 +539,6 @@ struct Row {
     vfps_create: f64,
     create_latency: (f64, f64),
     pgbench_tps: f64,
-    /// Server CPU-seconds per 1,000 Creates.
-    cpu_per_1000: f64,
     /// CPU-seconds per 1,000 Creates: clients, server, whole machine.
     create_cpu: CpuSplit,
     /// Mean rows per upsert statement.
@@ -925,7 +928,6 @@ async fn measure(cluster: &vfps_testkit::PgCluster, clients: usize, seconds: u64
         vfps_create: per_second(n),
         create_latency: (percentile(&lat, 0.5), percentile(&lat, 0.99)),
         pgbench_tps,
-        cpu_per_1000: create_cpu.server,
         create_cpu,
         create_batch,
         create_time,
@@ -1313,7 +1315,7 @@ async fn main() {
             m(|r| r.create_latency.1),
             m(|r| r.pgbench_tps),
             spread(|r| r.vfps_create / r.pgbench_tps),
-            m(|r| r.cpu_per_1000),
+            m(|r| r.create_cpu.server),
             m(|r| r.vfps_get),
             m(|r| r.get_latency.0),
             m(|r| r.get_latency.1),
