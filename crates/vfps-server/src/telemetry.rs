@@ -12,6 +12,7 @@
 //! are never built. See `docs/observability.md` for every span and attribute.
 
 pub mod requests;
+mod spans;
 mod traces;
 
 use std::time::Duration;

@@ -12,12 +12,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use axum::http::{HeaderMap, Method, Request, Response};
+use axum::http::{Method, Request, Response};
 use futures::future::Either;
-use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::{field::Empty, Instrument, Span};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::SPANS_TARGET;
 
@@ -133,9 +130,6 @@ where
         let Some(span) = span.filter(|s| !s.is_disabled()) else {
             return Either::Left(self.inner.call(request));
         };
-        // The caller's trace, if it sent one; otherwise the span starts a trace.
-        let parent = TraceContextPropagator::new().extract(&Headers(request.headers()));
-        let _ = span.set_parent(parent);
         let transport = self.transport;
         let response = span.in_scope(|| self.inner.call(request));
         Either::Right(Box::pin(
@@ -151,12 +145,22 @@ where
     }
 }
 
+/// The caller's W3C trace context: the span's parent when it is valid (the
+/// span layer reads these two fields; they are no attributes).
+fn caller<B>(request: &Request<B>) -> (Option<&str>, Option<&str>) {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    (header("traceparent"), header("tracestate"))
+}
+
 fn grpc_span<B>(request: &Request<B>) -> Option<Span> {
     let path = request.uri().path();
     let &(path, service, method) = GRPC_METHODS.iter().find(|(p, _, _)| *p == path)?;
+    let (traceparent, tracestate) = caller(request);
     Some(tracing::info_span!(
         target: SPANS_TARGET,
         "grpc",
+        traceparent,
+        tracestate,
         otel.name = &path[1..],
         otel.kind = "server",
         otel.status_code = Empty,
@@ -173,9 +177,12 @@ fn http_span<B>(request: &Request<B>) -> Option<Span> {
         .get::<axum::extract::MatchedPath>()?
         .as_str();
     let method = known_method(request.method());
+    let (traceparent, tracestate) = caller(request);
     Some(tracing::info_span!(
         target: SPANS_TARGET,
         "http",
+        traceparent,
+        tracestate,
         otel.name = format!("{method} {route}"),
         otel.kind = "server",
         otel.status_code = Empty,
@@ -227,17 +234,5 @@ fn record_status<R>(transport: Transport, response: &Response<R>) {
                 span.record("otel.status_code", "ERROR");
             }
         }
-    }
-}
-
-/// Reads the trace context from request headers (gRPC metadata are headers).
-struct Headers<'a>(&'a HeaderMap);
-
-impl Extractor for Headers<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
     }
 }

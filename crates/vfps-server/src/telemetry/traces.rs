@@ -1,27 +1,30 @@
 //! The OpenTelemetry pipeline: a parent-based sampler over upstream's root
 //! sampler, a batching span processor and the OTLP/gRPC exporter.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use opentelemetry::{trace::TracerProvider as _, KeyValue};
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::{
-    trace::{Sampler, SdkTracerProvider},
+    trace::{BatchSpanProcessor, SpanProcessor},
     Resource,
 };
 use tracing_subscriber::registry::LookupSpan;
 
+use super::spans::{self, SpanLayer};
 use crate::config::{RootSampler, Tracing};
 
 /// The spans' instrumentation scope.
 const SCOPE: &str = "vfps";
 
-/// The exporter and what makes its tracer; flushed and stopped on shutdown.
+/// The batch processor with its exporter, and the root sampler; flushed and
+/// stopped on shutdown.
 pub(super) struct Pipeline {
-    /// Owns the batch processor and its exporter: the tracer comes from it, and
+    /// Queues finished spans and exports them in batches (`OTEL_BSP_*`);
     /// shutting it down exports what is still queued.
-    provider: SdkTracerProvider,
+    processor: Arc<BatchSpanProcessor>,
+    sampler: spans::RootSampler,
 }
 
 impl Pipeline {
@@ -38,11 +41,11 @@ impl Pipeline {
                     settings.otlp_endpoint
                 )
             })?;
-        let root = match settings.root_sampler {
-            RootSampler::AlwaysOn => Sampler::AlwaysOn,
-            RootSampler::AlwaysOff => Sampler::AlwaysOff,
+        let sampler = match settings.root_sampler {
+            RootSampler::AlwaysOn => spans::RootSampler::AlwaysOn,
+            RootSampler::AlwaysOff => spans::RootSampler::AlwaysOff,
             RootSampler::TraceIdRatioBased => {
-                Sampler::TraceIdRatioBased(settings.sampling_probability)
+                spans::RootSampler::ratio(settings.sampling_probability)
             }
         };
         let mut resource = Resource::builder()
@@ -51,46 +54,42 @@ impl Pipeline {
         if let Some(host) = host_name() {
             resource = resource.with_attribute(KeyValue::new("service.instance.id", host));
         }
-        let provider = SdkTracerProvider::builder()
-            .with_sampler(Sampler::ParentBased(Box::new(root)))
-            .with_resource(resource.build())
-            .with_batch_exporter(exporter)
-            .build();
-        Ok(Self { provider })
+        let mut processor = BatchSpanProcessor::builder(exporter).build();
+        processor.set_resource(&resource.build());
+        Ok(Self {
+            processor: Arc::new(processor),
+            sampler,
+        })
     }
 
     /// The layer that turns [`SPANS_TARGET`](super::SPANS_TARGET) spans into
-    /// OpenTelemetry spans. Events inside them become span events.
+    /// OpenTelemetry spans, under a parent-based sampler: a span with a parent
+    /// (a span, or the caller's context) follows its decision, the root
+    /// sampler decides for the others. Events inside them become span events.
     pub(super) fn layer<S>(&self) -> impl tracing_subscriber::Layer<S>
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     {
-        tracing_opentelemetry::layer()
-            .with_tracer(self.provider.tracer(SCOPE))
-            .with_location(false)
-            .with_threads(false)
-            .with_level(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            // Parents come from tracing's own span tree; nothing here reads the
-            // OpenTelemetry thread-local context, and attaching it on every poll
-            // of an instrumented future was a tenth of the server's CPU.
-            .with_context_activation(false)
+        SpanLayer::new(
+            Arc::clone(&self.processor),
+            self.sampler,
+            InstrumentationScope::builder(SCOPE).build(),
+        )
     }
 
     pub(super) fn flush(&self) {
-        if let Err(e) = self.provider.force_flush() {
+        if let Err(e) = self.processor.force_flush() {
             tracing::warn!(error = %e, "cannot export spans");
         }
     }
 
     /// Stops a pipeline that never got a span.
     pub(super) fn discard(self) {
-        let _ = self.provider.shutdown_with_timeout(Duration::from_secs(1));
+        let _ = self.processor.shutdown_with_timeout(Duration::from_secs(1));
     }
 
     pub(super) fn shutdown(self, timeout: Duration) {
-        match self.provider.shutdown_with_timeout(timeout) {
+        match self.processor.shutdown_with_timeout(timeout) {
             Ok(()) => tracing::info!("tracing stopped"),
             Err(e) => tracing::warn!(
                 error = %e,
