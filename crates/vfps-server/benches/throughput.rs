@@ -991,7 +991,9 @@ async fn gets(grpc: &str, clients: usize, seconds: u64) -> (u64, Vec<u32>) {
 
 /// Two servers compared in turns (`BENCH_PHASES=ab`): A, this build; B, the
 /// `vfps` binary at `BENCH_AB_BINARY` (default this build) with the settings in
-/// `BENCH_AB_ENV` (`KEY=VALUE;KEY=VALUE`). Both serve one database; each turn
+/// `BENCH_AB_ENV` (`KEY=VALUE;KEY=VALUE`); with `BENCH_AB_TRACED` set to a root
+/// sampler (`AlwaysOnSampler`, …) both trace with it, exporting to a counting
+/// collector in this process. Both serve one database; each turn
 /// loads A then B, or B then A (alternating, so a trend in the machine's speed
 /// cancels), for `BENCH_AB_SLICE` seconds (default 2) of Creates and as many of
 /// Gets, `BENCH_AB_TURNS` times (default 8). This machine's speed drifts by
@@ -1025,8 +1027,22 @@ async fn ab(cluster: &vfps_testkit::PgCluster, clients: usize) -> Ab {
         .collect();
     let slice = env_or("BENCH_AB_SLICE", 2);
     let turns = env_or("BENCH_AB_TURNS", 8).max(1) as usize;
+    let sampler = std::env::var("BENCH_AB_TRACED").unwrap_or_default();
+    let collector = match sampler.is_empty() {
+        true => None,
+        false => Some(
+            vfps_testkit::otlp::Collector::start_counting()
+                .await
+                .unwrap(),
+        ),
+    };
+    let traced = collector
+        .as_ref()
+        .map(|c| tracing_env(&sampler, &c.endpoint))
+        .unwrap_or_default();
     let db = cluster.create_database().unwrap();
-    let a = start(postgres_env(&db, clients, Vec::new())).await;
+    let a = start(postgres_env(&db, clients, traced.clone())).await;
+    let b_env: Vec<(String, String)> = traced.into_iter().chain(b_env).collect();
     let b = start_binary(&binary, postgres_env(&db, clients, b_env.clone())).await;
     insert_lookup_rows(cluster, &db);
     eprintln!("[{clients} clients] A/B: B is {binary} with {b_env:?}; warming up ...");
@@ -1157,6 +1173,20 @@ struct Traced {
 /// Create/s at `clients` for each of [`SAMPLERS`], each on a fresh database,
 /// `rounds` times with the settings interleaved (so a slow minute of the
 /// machine hits all three alike). Spans go to a collector in this process.
+/// The settings that switch tracing on with `sampler` (at 10 % for the ratio
+/// sampler), exporting to `endpoint`.
+fn tracing_env(sampler: &str, endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("Tracing__IsEnabled", "true"),
+        ("Tracing__RootSampler", sampler),
+        ("Tracing__SamplingProbability", "0.1"),
+        ("Tracing__Otlp__Endpoint", endpoint),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
 async fn tracing_overhead(
     cluster: &vfps_testkit::PgCluster,
     clients: usize,
@@ -1177,13 +1207,9 @@ async fn tracing_overhead(
         };
         for (i, sampler) in SAMPLERS.iter().enumerate() {
             eprintln!("[{clients} clients] round {round} of {rounds}: Create/s with tracing {sampler:?} ...");
-            let mut env = Vec::new();
-            if let Some(sampler) = sampler {
-                env.push(("Tracing__IsEnabled".into(), "true".into()));
-                env.push(("Tracing__RootSampler".into(), (*sampler).into()));
-                env.push(("Tracing__SamplingProbability".into(), "0.1".into()));
-                env.push(("Tracing__Otlp__Endpoint".into(), collector.endpoint.clone()));
-            }
+            let env = sampler
+                .map(|s| tracing_env(s, &collector.endpoint))
+                .unwrap_or_default();
             let (_db, server) = postgres_server(cluster, clients, env).await;
             creates(&server.grpc, clients, 2, None).await;
             let (cpu, bench_cpu) = (cpu_seconds(server.pid()), cpu_seconds(std::process::id()));

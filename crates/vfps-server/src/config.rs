@@ -24,7 +24,7 @@ pub use self::{
     authorization::{Authorization, NamespaceRule},
     env::parse_duration,
     init_namespaces::InitNamespace,
-    traces::{RootSampler, Tracing, DEFAULT_OTLP_ENDPOINT},
+    traces::{Headers, RootSampler, Tracing, DEFAULT_OTLP_ENDPOINT},
 };
 
 /// Everything `vfps serve` needs, validated.
@@ -1098,6 +1098,7 @@ mod tests {
                 root_sampler: RootSampler::TraceIdRatioBased,
                 sampling_probability: 0.25,
                 otlp_endpoint: "http://collector:4317".into(),
+                ..Tracing::default()
             }
         );
         // The short names, and the standard variable when upstream's is empty
@@ -1110,6 +1111,73 @@ mod tests {
         .unwrap();
         assert_eq!(s.tracing.root_sampler, RootSampler::AlwaysOff);
         assert_eq!(s.tracing.otlp_endpoint, "https://otel.example:4317");
+    }
+
+    #[test]
+    fn the_exporters_standard_headers_and_timeout_are_read_the_signals_first() {
+        let d = load(&[]).unwrap().tracing;
+        assert_eq!(d.otlp_timeout, Duration::from_secs(10));
+        assert_eq!(d.otlp_headers.iter().count(), 0);
+        let s = load(&[
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-ignored=1"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                " Authorization=Basic%20dXNlcjpwdw== , x-tenant = eu ,",
+            ),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+        ])
+        .unwrap()
+        .tracing;
+        let headers: Vec<(&str, &str)> = s
+            .otlp_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            headers,
+            [("authorization", "Basic dXNlcjpwdw=="), ("x-tenant", "eu")]
+        );
+        assert_eq!(s.otlp_timeout, Duration::from_millis(2500));
+        // A credential is never shown, its name is.
+        let shown = format!("{:?}", s.otlp_headers);
+        assert!(
+            shown.contains("authorization") && !shown.contains("dXNlcjpwdw"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn bad_exporter_headers_and_timeouts_are_named_without_the_secret() {
+        for (raw, wanted) in [
+            ("authorization", "entry 1 is not key=value"),
+            (
+                "a=1,bad name=2",
+                "entry 2: \"bad name\" is not a header name",
+            ),
+            (
+                "authorization=Bearer%zz-secret",
+                "entry 1 (authorization): the value is not a valid header value",
+            ),
+            (
+                "authorization=line%0Abreak-secret",
+                "entry 1 (authorization): the value is not a valid header value",
+            ),
+        ] {
+            let e = load(&[("OTEL_EXPORTER_OTLP_HEADERS", raw)]).unwrap_err();
+            assert_eq!(
+                e.0,
+                [format!("OTEL_EXPORTER_OTLP_HEADERS is not valid: {wanted}")],
+                "{raw}"
+            );
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+        for bad in ["0", "-5", "10s"] {
+            let e = load(&[("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", bad)]).unwrap_err();
+            assert_eq!(
+                e.0,
+                [format!("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT={bad:?} is not valid: expected a positive number of milliseconds, such as 10000")]
+            );
+        }
     }
 
     #[test]

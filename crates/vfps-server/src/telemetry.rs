@@ -11,6 +11,7 @@
 //! text reaches an exporter), and with tracing off no layer wants them, so they
 //! are never built. See `docs/observability.md` for every span and attribute.
 
+mod otlp;
 pub mod requests;
 mod spans;
 mod traces;

@@ -1,18 +1,20 @@
 //! The OpenTelemetry pipeline: a parent-based sampler over upstream's root
-//! sampler, a batching span processor and the OTLP/gRPC exporter.
+//! sampler, the SDK's batching span processor and the OTLP/gRPC exporter.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::{
     trace::{BatchSpanProcessor, SpanProcessor},
     Resource,
 };
 use tracing_subscriber::registry::LookupSpan;
 
-use super::spans::{self, SpanLayer};
+use super::{
+    otlp,
+    spans::{self, SpanLayer},
+};
 use crate::config::{RootSampler, Tracing};
 
 /// The spans' instrumentation scope.
@@ -31,16 +33,12 @@ impl Pipeline {
     /// Builds the exporter (its channel connects lazily, so a collector that is
     /// not up yet is no start-up error). Must run inside the Tokio runtime.
     pub(super) fn new(settings: &Tracing) -> anyhow::Result<Self> {
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(settings.otlp_endpoint.clone())
-            .build()
-            .with_context(|| {
-                format!(
-                    "cannot set up the OTLP exporter to {}",
-                    settings.otlp_endpoint
-                )
-            })?;
+        let exporter = otlp::Exporter::new(settings).with_context(|| {
+            format!(
+                "cannot set up the OTLP exporter to {}",
+                settings.otlp_endpoint
+            )
+        })?;
         let sampler = match settings.root_sampler {
             RootSampler::AlwaysOn => spans::RootSampler::AlwaysOn,
             RootSampler::AlwaysOff => spans::RootSampler::AlwaysOff,
