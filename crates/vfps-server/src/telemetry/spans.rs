@@ -5,9 +5,9 @@
 //! Made for this service's few spans rather than taken from a general bridge: a
 //! span's identity and sampling are decided when it starts, its fields are kept
 //! as attributes from then on, and at its end one `SpanData` is built and queued.
-//! A general bridge builds an SDK span and an OpenTelemetry context per span on
-//! top, which under every-trace sampling cost more of the server's CPU than the
-//! calls' own work (see docs/performance.md).
+//! A general bridge (tracing-opentelemetry) builds an SDK span and an
+//! OpenTelemetry context per span on top, which under every-trace sampling was
+//! a tenth of the server's CPU (see docs/performance.md).
 //!
 //! Fields with a meaning of their own, as OpenTelemetry bridges spell them:
 //! `otel.name` (the span's name), `otel.kind` (`server`, `client`, …),
@@ -132,39 +132,50 @@ impl Record {
     }
 }
 
-/// Writes a span's fields into its record.
-struct SpanFields<'a>(&'a mut Record);
+/// Where a visitor puts fields: a string field may have a meaning of its own
+/// (a span's `otel.*`, an event's message); any other is an attribute.
+trait Sink {
+    fn text(&mut self, field: &Field, value: &str);
+    fn value(&mut self, field: &Field, value: Value);
+}
 
-impl SpanFields<'_> {
-    fn value(&mut self, field: &Field, value: Value) {
-        self.0.set(field.name(), value);
+/// Visits fields into a [`Sink`].
+struct Fields<'a, T>(&'a mut T);
+
+impl<T: Sink> Visit for Fields<'_, T> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.text(field, value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.text(field, &format!("{value:?}"));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.value(field, Value::I64(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.value(field, integer(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.value(field, Value::Bool(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.value(field, Value::F64(value));
     }
 }
 
-impl Visit for SpanFields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
+/// A span's fields: its name, kind and status, or attributes.
+impl Sink for Record {
+    fn text(&mut self, field: &Field, value: &str) {
         match field.name() {
-            "otel.name" => self.0.name = Cow::Owned(value.to_owned()),
-            "otel.kind" => self.0.kind = kind(value),
-            "otel.status_code" => self.0.status = status(value),
+            "otel.name" => self.name = Cow::Owned(value.to_owned()),
+            "otel.kind" => self.kind = kind(value),
+            "otel.status_code" => self.status = status(value),
             "traceparent" | "tracestate" => {}
             _ => self.value(field, Value::from(value.to_owned())),
         }
     }
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_str(field, &format!("{value:?}"));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.value(field, Value::I64(value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.value(field, integer(value));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.value(field, Value::Bool(value));
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.value(field, Value::F64(value));
+    fn value(&mut self, field: &Field, value: Value) {
+        self.set(field.name(), value);
     }
 }
 
@@ -175,42 +186,16 @@ struct EventFields {
     attributes: Vec<KeyValue>,
 }
 
-impl Visit for EventFields {
-    fn record_str(&mut self, field: &Field, value: &str) {
+impl Sink for EventFields {
+    fn text(&mut self, field: &Field, value: &str) {
         match field.name() {
             "message" => self.name = Some(value.to_owned()),
-            key => self.attributes.push(KeyValue::new(
-                Key::from_static_str(key),
-                Value::from(value.to_owned()),
-            )),
+            _ => self.value(field, Value::from(value.to_owned())),
         }
     }
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_str(field, &format!("{value:?}"));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.attributes.push(KeyValue::new(
-            Key::from_static_str(field.name()),
-            Value::I64(value),
-        ));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.attributes.push(KeyValue::new(
-            Key::from_static_str(field.name()),
-            integer(value),
-        ));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.attributes.push(KeyValue::new(
-            Key::from_static_str(field.name()),
-            Value::Bool(value),
-        ));
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.attributes.push(KeyValue::new(
-            Key::from_static_str(field.name()),
-            Value::F64(value),
-        ));
+    fn value(&mut self, field: &Field, value: Value) {
+        self.attributes
+            .push(KeyValue::new(Key::from_static_str(field.name()), value));
     }
 }
 
@@ -351,7 +336,7 @@ where
         };
         if record.sampled() {
             record.attributes.reserve(attrs.fields().len());
-            attrs.record(&mut SpanFields(&mut record));
+            attrs.record(&mut Fields(&mut record));
         }
         span.extensions_mut().insert(record);
     }
@@ -360,7 +345,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
         if let Some(record) = extensions.get_mut::<Record>().filter(|r| r.sampled()) {
-            values.record(&mut SpanFields(record));
+            values.record(&mut Fields(record));
         }
     }
 
@@ -391,7 +376,7 @@ where
             return;
         }
         let mut fields = EventFields::default();
-        event.record(&mut fields);
+        event.record(&mut Fields(&mut fields));
         let name = fields
             .name
             .map(Cow::Owned)
