@@ -7,14 +7,13 @@ use std::{
 };
 
 use tokio::time::timeout_at;
-use tracing::Instrument;
 use vfps_core::{
     generate::generate, now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace,
     NamespaceName, NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
     PseudonymPage, PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
 };
 use vfps_store::{
-    coalesce::{Coalescer, SPANS_TARGET},
+    coalesce::{self, Coalescer, SPANS_TARGET},
     Candidate, Lookup, Store, Upserted,
 };
 
@@ -115,13 +114,14 @@ impl Service {
     {
         let span = tracing::info_span!(
             target: SPANS_TARGET,
+            parent: &coalesce::parent(),
             "store",
             otel.name = operation,
             vfps.attempts = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
-        async move {
-            let span = tracing::Span::current();
+        let traced = span.clone();
+        let attempts = async move {
             let mut backoff = Duration::from_millis(25);
             let mut attempt = 0u32;
             let give_up = |cause: TransientCause, e: Error| {
@@ -161,6 +161,7 @@ impl Service {
                 self.metrics.retry(cause);
                 tracing::info!(
                     target: SPANS_TARGET,
+                    parent: &span,
                     reason = cause.as_str(),
                     attempt,
                     backoff_ms = wait.as_millis() as u64,
@@ -170,9 +171,8 @@ impl Service {
                 tokio::time::sleep(wait).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
-        }
-        .instrument(span)
-        .await
+        };
+        coalesce::in_span(traced, attempts).await
     }
 
     /// Whether a cache entry of `namespace` read at `read_at` may be served.

@@ -37,7 +37,7 @@ use std::{
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
-use tracing::{Instrument, Span};
+use tracing::Span;
 use vfps_core::{Error, Pseudonym, TransientCause};
 
 use crate::{Candidate, Lookup, Store, Upsert, Upserted};
@@ -45,6 +45,36 @@ use crate::{Candidate, Lookup, Store, Upsert, Upserted};
 /// The target of the coalescer's trace spans: only a tracing layer that asks for
 /// it sees them, so they cost nothing when tracing is off.
 pub const SPANS_TARGET: &str = "vfps::spans";
+
+tokio::task_local! {
+    /// The span the spans made by this task belong under (see [`in_span`]).
+    static PARENT: Span;
+}
+
+/// Runs `future` with `span` as the parent of the trace spans made within it
+/// ([`parent`]). Unlike `tracing::Instrument` it does not enter the span at
+/// every poll: an enter and an exit look the span up in the registry once per
+/// layer filter, and the spans of [`SPANS_TARGET`] need only their parent.
+/// Log lines made within are not in the span (they never show these spans).
+pub fn in_span<F: std::future::Future>(
+    span: Span,
+    future: F,
+) -> impl std::future::Future<Output = F::Output> {
+    PARENT.scope(span, future)
+}
+
+/// [`in_span`] for a closure.
+pub fn in_span_sync<R>(span: Span, f: impl FnOnce() -> R) -> R {
+    PARENT.sync_scope(span, f)
+}
+
+/// The span given by the innermost [`in_span`] around the caller, or none (a
+/// span made under none starts a trace).
+pub fn parent() -> Span {
+    PARENT
+        .try_with(Span::clone)
+        .unwrap_or_else(|_| Span::none())
+}
 
 /// A call the coalescer batches.
 pub trait Request: Clone + Send + Sync + 'static {
@@ -312,16 +342,19 @@ impl<R: Request> Coalescer<R> {
     /// (or stops its own statement, whose connection is then discarded).
     pub async fn call(&self, request: R) -> Result<R::Answer, Error> {
         let (tx, rx) = oneshot::channel();
+        let caller = parent();
+        let wait = tracing::info_span!(
+            target: SPANS_TARGET,
+            parent: &caller,
+            "coalescer.wait",
+            vfps.batch.statement = R::STATEMENT
+        );
         let item = Item {
             request,
             reply: tx,
             enqueued_at: Instant::now(),
-            caller: Span::current(),
-            wait: tracing::info_span!(
-                target: SPANS_TARGET,
-                "coalescer.wait",
-                vfps.batch.statement = R::STATEMENT
-            ),
+            caller,
+            wait,
         };
         let queued = self.queue.max_capacity() - self.queue.capacity();
         if queued == 0 {
@@ -404,10 +437,7 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
     }
     span.record("vfps.batch.size", candidates.len());
     observer.batch_started(candidates.len());
-    match execute(store, &candidates, observer)
-        .instrument(span.clone())
-        .await
-    {
+    match in_span(span.clone(), execute(store, &candidates, observer)).await {
         Ok(results) => answer::<R>(results.into_iter().map(Ok), replies),
         Err(e) if e.is_transient() || candidates.len() == 1 => {
             record_error(&span, &e);
@@ -416,16 +446,16 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
         Err(e) => {
             // Some row the database would not take: find out whose, row by row.
             tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
-            span.in_scope(|| {
-                tracing::info!(target: SPANS_TARGET, rows = candidates.len(), error.type = ?e.kind, "split row by row")
-            });
+            tracing::info!(target: SPANS_TARGET, parent: &span, rows = candidates.len(), error.type = ?e.kind, "split row by row");
             let mut results = Vec::with_capacity(candidates.len());
             for candidate in &candidates {
                 results.push(
-                    execute(store, std::slice::from_ref(candidate), observer)
-                        .instrument(span.clone())
-                        .await
-                        .map(|mut r| r.remove(0)),
+                    in_span(
+                        span.clone(),
+                        execute(store, std::slice::from_ref(candidate), observer),
+                    )
+                    .await
+                    .map(|mut r| r.remove(0)),
                 );
             }
             answer::<R>(results.into_iter(), replies)

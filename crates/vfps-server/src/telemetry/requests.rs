@@ -14,7 +14,8 @@ use std::{
 
 use axum::http::{Method, Request, Response};
 use futures::future::Either;
-use tracing::{field::Empty, Instrument, Span};
+use tracing::{field::Empty, Span};
+use vfps_store::coalesce::{in_span, in_span_sync};
 
 use super::SPANS_TARGET;
 
@@ -131,17 +132,16 @@ where
             return Either::Left(self.inner.call(request));
         };
         let transport = self.transport;
-        let response = span.in_scope(|| self.inner.call(request));
-        Either::Right(Box::pin(
-            async move {
-                let result = response.await;
-                if let Ok(response) = &result {
-                    record_status(transport, response);
-                }
-                result
+        // The span is the parent of the spans the call makes (not entered:
+        // see `in_span`); it ends when the call's answer is ready.
+        let response = in_span_sync(span.clone(), || self.inner.call(request));
+        Either::Right(Box::pin(in_span(span.clone(), async move {
+            let result = response.await;
+            if let Ok(response) = &result {
+                record_status(&span, transport, response);
             }
-            .instrument(span),
-        ))
+            result
+        })))
     }
 }
 
@@ -207,10 +207,9 @@ fn known_method(method: &Method) -> &'static str {
     }
 }
 
-/// The status of a finished call on the current span; server errors (and the
-/// gRPC codes the semantic conventions count as such) mark the span failed.
-fn record_status<R>(transport: Transport, response: &Response<R>) {
-    let span = Span::current();
+/// The status of a finished call on its span; server errors (and the gRPC
+/// codes the semantic conventions count as such) mark the span failed.
+fn record_status<R>(span: &Span, transport: Transport, response: &Response<R>) {
     match transport {
         Transport::Grpc => {
             // An error is answered trailers-only, its status in the headers; a

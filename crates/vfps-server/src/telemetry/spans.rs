@@ -538,6 +538,26 @@ mod tests {
         assert_eq!(under_log.parent_span_id, server.span_context.span_id());
     }
 
+    /// The server names parents instead of entering spans (`in_span`): a span
+    /// or an event with an explicit parent belongs to it, entered or not.
+    #[test]
+    fn explicit_parents_need_no_entered_span() {
+        let spans = exported(RootSampler::AlwaysOn, || {
+            let call = tracing::info_span!(target: SPANS_TARGET, "call");
+            let store = tracing::info_span!(target: SPANS_TARGET, parent: &call, "store");
+            tracing::info!(target: SPANS_TARGET, parent: &store, reason = "timeout", "retry");
+        });
+        let [store, call] = &spans[..] else {
+            panic!("two spans: {spans:#?}")
+        };
+        assert_eq!((store.name.as_ref(), call.name.as_ref()), ("store", "call"));
+        assert_eq!(store.parent_span_id, call.span_context.span_id());
+        assert_eq!(store.span_context.trace_id(), call.span_context.trace_id());
+        assert_eq!(store.events.len(), 1, "{store:#?}");
+        assert_eq!(store.events[0].name, "retry");
+        assert!(call.events.is_empty());
+    }
+
     #[test]
     fn the_callers_decision_or_else_the_root_sampler_decides() {
         let call = |flags: Option<&str>| {
