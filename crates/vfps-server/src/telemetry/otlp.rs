@@ -79,6 +79,9 @@ impl Exporter {
     /// `https://` is verified against the system's roots. Must run inside the
     /// Tokio runtime.
     pub(super) fn new(settings: &Tracing) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            anyhow::anyhow!("the OTLP exporter must be set up inside the Tokio runtime")
+        })?;
         let mut endpoint = Endpoint::from_shared(settings.otlp_endpoint.clone())?;
         if settings.otlp_endpoint.starts_with("https://") {
             endpoint = endpoint.tls_config(ClientTlsConfig::new().with_native_roots())?;
@@ -92,7 +95,7 @@ impl Exporter {
             endpoint: settings.otlp_endpoint.clone(),
             headers,
             timeout: settings.otlp_timeout,
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
             resource: ResourceMessage::default().encode_to_vec(),
             resource_schema: String::new(),
         })
@@ -803,6 +806,12 @@ mod tests {
             // And prost writes the reference to the same length (field order aside).
             assert_eq!(ours.len(), reference(batch, &resource).encoded_len());
         }
+    }
+
+    #[test]
+    fn outside_a_runtime_the_exporter_is_an_error_not_a_panic() {
+        let e = Exporter::new(&Tracing::default()).unwrap_err();
+        assert!(e.to_string().contains("inside the Tokio runtime"), "{e}");
     }
 
     /// A request's `authorization` header and the request.
