@@ -172,7 +172,12 @@ impl Service {
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         };
-        coalesce::in_span(traced, attempts).await
+        // Untraced, the span is disabled: nothing below needs it as a parent.
+        if traced.is_disabled() {
+            attempts.await
+        } else {
+            coalesce::in_span(traced, attempts).await
+        }
     }
 
     /// Whether a cache entry of `namespace` read at `read_at` may be served.

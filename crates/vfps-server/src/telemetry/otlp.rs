@@ -267,10 +267,11 @@ fn encode(batch: &[SpanData], resource: &[u8], resource_schema: &str) -> Vec<u8>
                 .sum::<usize>()
             + wire::bytes_len(3, scope.schema_url().unwrap_or_default().as_bytes())
     };
+    let scope_lens: Vec<usize> = scopes.iter().map(scope_len).collect();
     let resource_spans_len = wire::message_len(1, resource.len())
-        + scopes
+        + scope_lens
             .iter()
-            .map(|s| wire::message_len(2, scope_len(s)))
+            .map(|&len| wire::message_len(2, len))
             .sum::<usize>()
         + wire::bytes_len(3, resource_schema.as_bytes());
     let total = wire::message_len(1, resource_spans_len);
@@ -278,9 +279,8 @@ fn encode(batch: &[SpanData], resource: &[u8], resource_schema: &str) -> Vec<u8>
     wire::head(&mut buf, 1, resource_spans_len);
     wire::head(&mut buf, 1, resource.len());
     buf.extend_from_slice(resource);
-    for s in &scopes {
-        let (scope, message, spans) = s;
-        wire::head(&mut buf, 2, scope_len(s));
+    for ((scope, message, spans), &len) in scopes.iter().zip(&scope_lens) {
+        wire::head(&mut buf, 2, len);
         wire::head(&mut buf, 1, message.len());
         buf.extend_from_slice(message);
         for &i in spans {
