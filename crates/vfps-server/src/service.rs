@@ -6,16 +6,14 @@ use std::{
     time::{Duration, Instant},
 };
 
+use opentelemetry::{trace::SpanKind, KeyValue};
 use tokio::time::timeout_at;
 use vfps_core::{
     generate::generate, now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace,
     NamespaceName, NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
     PseudonymPage, PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
 };
-use vfps_store::{
-    coalesce::{self, Coalescer, SPANS_TARGET},
-    Candidate, Lookup, Store, Upserted,
-};
+use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted};
 
 use crate::{
     cache::TtlCache,
@@ -112,25 +110,18 @@ impl Service {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
-        let span = tracing::info_span!(
-            target: SPANS_TARGET,
-            parent: &coalesce::parent(),
-            "store",
-            otel.name = operation,
-            vfps.attempts = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
+        let span = trace::parent().child(operation, SpanKind::Internal);
         let traced = span.clone();
         let attempts = async move {
             let mut backoff = Duration::from_millis(25);
             let mut attempt = 0u32;
             let give_up = |cause: TransientCause, e: Error| {
-                span.record("error.type", cause.as_str());
+                span.set("error.type", cause.as_str());
                 Err(e.because(cause))
             };
             loop {
                 attempt += 1;
-                span.record("vfps.attempts", attempt);
+                span.set("vfps.attempts", i64::from(attempt));
                 let started = Instant::now();
                 let result = timeout_at(deadline.into(), op()).await;
                 self.metrics.observe_store(operation, started.elapsed());
@@ -139,7 +130,7 @@ impl Service {
                     Ok(Err(e)) => match e.transient_cause() {
                         Some(cause) => (e, cause),
                         None => {
-                            span.record("error.type", crate::metrics::code_name(Some(e.kind)));
+                            span.set("error.type", crate::metrics::code_name(Some(e.kind)));
                             return Err(e);
                         }
                     },
@@ -159,24 +150,24 @@ impl Service {
                     )));
                 }
                 self.metrics.retry(cause);
-                tracing::info!(
-                    target: SPANS_TARGET,
-                    parent: &span,
-                    reason = cause.as_str(),
-                    attempt,
-                    backoff_ms = wait.as_millis() as u64,
-                    "retry"
+                span.event(
+                    "retry",
+                    [
+                        KeyValue::new("reason", cause.as_str()),
+                        KeyValue::new("attempt", i64::from(attempt)),
+                        KeyValue::new("backoff_ms", wait.as_millis() as i64),
+                    ],
                 );
                 tracing::debug!(operation, attempt, error = %last, "transient database error, retrying");
                 tokio::time::sleep(wait).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         };
-        // Untraced, the span is disabled: nothing below needs it as a parent.
-        if traced.is_disabled() {
-            attempts.await
+        // Untraced, the span is none: nothing below needs it as a parent.
+        if traced.is_recording() {
+            trace::in_span(traced, attempts).await
         } else {
-            coalesce::in_span(traced, attempts).await
+            attempts.await
         }
     }
 

@@ -6,10 +6,11 @@
 //! line, whatever `RUST_LOG` and `VFPS_LOG_JSON` say, so a collector can route
 //! them apart and an operator cannot silence them by turning logs down.
 //!
-//! Spans for traces use their own target, [`SPANS_TARGET`]: only the
-//! OpenTelemetry layer takes them (and it takes nothing else, so no log event's
-//! text reaches an exporter), and with tracing off no layer wants them, so they
-//! are never built. See `docs/observability.md` for every span and attribute.
+//! Spans for traces are not `tracing`'s: they are [`vfps_store::trace`] spans,
+//! made by a call's [`requests::Traced`] wrapper and the code below it, and
+//! ended into the OpenTelemetry pipeline; no log event's text reaches an
+//! exporter. With tracing off no span is made. See `docs/observability.md`
+//! for every span and attribute.
 
 mod otlp;
 pub mod requests;
@@ -25,26 +26,20 @@ use tracing_subscriber::{
     util::SubscriberInitExt,
     EnvFilter, Layer,
 };
-pub use vfps_store::coalesce::SPANS_TARGET;
 
 use crate::{auth::audit, config};
 
-/// The layers over the registry: log lines, the audit trail and, with a
-/// pipeline, the OpenTelemetry layer.
-fn subscriber(
-    logs: &config::Telemetry,
-    pipeline: Option<&traces::Pipeline>,
-) -> impl tracing::Subscriber + Send + Sync + 'static {
+/// The layers over the registry: log lines and the audit trail.
+fn subscriber(logs: &config::Telemetry) -> impl tracing::Subscriber + Send + Sync + 'static {
     let off = |target: &str| {
         format!("{target}=off")
             .parse()
             .unwrap_or_else(|_| LevelFilter::OFF.into())
     };
-    // The audit trail and the spans are other layers'; never in the log lines.
+    // The audit trail is another layer's; never in the log lines.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info"))
-        .add_directive(off(audit::TARGET))
-        .add_directive(off(SPANS_TARGET));
+        .add_directive(off(audit::TARGET));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let lines = if logs.log_json {
         fmt::layer()
@@ -64,18 +59,7 @@ fn subscriber(
         .flatten_event(true)
         .with_writer(std::io::stderr)
         .with_filter(Targets::new().with_target(audit::TARGET, tracing::Level::INFO));
-    // Filtered whether or not there is a layer: an absent layer (`None`)
-    // would otherwise count as wanting every callsite, and the registry would
-    // build every span of SPANS_TARGET for nobody.
-    let spans_wanted = match pipeline {
-        Some(_) => Targets::new().with_target(SPANS_TARGET, tracing::Level::TRACE),
-        None => Targets::new(),
-    };
-    let spans = pipeline.map(|p| p.layer()).with_filter(spans_wanted);
-    tracing_subscriber::registry()
-        .with(lines)
-        .with(audit_trail)
-        .with(spans)
+    tracing_subscriber::registry().with(lines).with(audit_trail)
 }
 
 /// What logging and tracing hold on to while the process serves: the trace
@@ -109,25 +93,28 @@ impl Telemetry {
     }
 }
 
-/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`),
-/// JSON when asked, the audit trail, and the OpenTelemetry layer when tracing is
-/// on.
+/// Installs the global subscriber (logs filtered by `RUST_LOG`, default `info`,
+/// JSON when asked, and the audit trail) and, when tracing is on, the global
+/// tracer ([`vfps_store::trace::install`]) whose spans the OpenTelemetry
+/// pipeline exports.
 ///
 /// Every filter here is static (levels and targets), so each callsite's interest
 /// is decided once and cached: a span or event no layer wants costs nothing per
 /// call. (A dynamic filter, such as a closure over the metadata, makes every
 /// callsite "sometimes" interesting, and the registry then creates every
-/// trace-level span of the HTTP/2 stack on every request.) With tracing on, call it inside the Tokio runtime that will serve: the
-/// exporter's gRPC channel runs on it. Only the first call in a process installs
-/// anything: a later one is a no-op, or an error if it asks for tracing.
+/// trace-level span of the HTTP/2 stack on every request.) With tracing on,
+/// call it inside the Tokio runtime that will serve: the exporter's gRPC
+/// channel runs on it. Only the first call in a process installs anything: a
+/// later one is a no-op, or an error if it asks for tracing.
 pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Result<Telemetry> {
     let pipeline = tracing
         .enabled
         .then(|| traces::Pipeline::new(tracing))
         .transpose()?;
-    let installed = subscriber(logs, pipeline.as_ref()).try_init().is_ok();
+    // Another subscriber (a test's) is no obstacle: it gets the log lines.
+    let _ = subscriber(logs).try_init();
     let traces = match pipeline {
-        Some(p) if installed => {
+        Some(p) if vfps_store::trace::install(p.tracer()) => {
             tracing::info!(
                 endpoint = %tracing.otlp_endpoint,
                 service_name = %tracing.service_name,
@@ -140,28 +127,10 @@ pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Resu
         Some(p) => {
             p.discard();
             anyhow::bail!(
-                "tracing needs the process's global tracing subscriber, and another one is installed"
+                "tracing is already set up in this process (only the first set-up counts)"
             );
         }
         None => None,
     };
     Ok(Telemetry { traces })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// With tracing off no layer wants a span of SPANS_TARGET, so none is
-    /// built (the registry would otherwise allocate and track each one).
-    #[test]
-    fn with_tracing_off_no_span_is_built() {
-        let subscriber = subscriber(&config::Telemetry { log_json: false }, None);
-        tracing::subscriber::with_default(subscriber, || {
-            let span = tracing::info_span!(target: SPANS_TARGET, "store");
-            assert!(span.is_disabled(), "a span nobody exports was built");
-            let span = tracing::error_span!(target: SPANS_TARGET, "grpc");
-            assert!(span.is_disabled(), "a span nobody exports was built");
-        });
-    }
 }

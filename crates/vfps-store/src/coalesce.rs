@@ -22,7 +22,7 @@
 //!
 //! An [`Observer`] is told how long each caller waited for its batch, how large
 //! each batch is and how long its statement took (for metrics). Traces: each
-//! caller's wait is a `coalescer.wait` span (target [`SPANS_TARGET`]); the batch
+//! caller's wait is a `coalescer.wait` span ([`crate::trace`]); the batch
 //! is one `coalescer.batch` span, a child of its first caller's span, linked to
 //! the spans of every other caller, whose waits link back to it. Spans carry
 //! sizes and causes, never a value.
@@ -36,45 +36,14 @@ use std::{
 };
 
 use async_trait::async_trait;
+use opentelemetry::{trace::SpanKind, KeyValue};
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
-use tracing::Span;
 use vfps_core::{Error, Pseudonym, TransientCause};
 
-use crate::{Candidate, Lookup, Store, Upsert, Upserted};
-
-/// The target of the coalescer's trace spans: only a tracing layer that asks for
-/// it sees them, so they cost nothing when tracing is off.
-pub const SPANS_TARGET: &str = "vfps::spans";
-
-tokio::task_local! {
-    /// The span the spans made by this task belong under (see [`in_span`]).
-    static PARENT: Span;
-}
-
-/// Runs `future` with `span` as the parent of the trace spans made within it
-/// ([`parent`]). Unlike `tracing::Instrument` it does not enter the span at
-/// every poll: an enter and an exit look the span up in the registry once per
-/// layer filter, and the spans of [`SPANS_TARGET`] need only their parent.
-/// Log lines made within are not in the span (they never show these spans).
-pub fn in_span<F: std::future::Future>(
-    span: Span,
-    future: F,
-) -> impl std::future::Future<Output = F::Output> {
-    PARENT.scope(span, future)
-}
-
-/// [`in_span`] for a closure.
-pub fn in_span_sync<R>(span: Span, f: impl FnOnce() -> R) -> R {
-    PARENT.sync_scope(span, f)
-}
-
-/// The span given by the innermost [`in_span`] around the caller, or none (a
-/// span made under none starts a trace).
-pub fn parent() -> Span {
-    PARENT
-        .try_with(Span::clone)
-        .unwrap_or_else(|_| Span::none())
-}
+use crate::{
+    trace::{in_span, parent, Span},
+    Candidate, Lookup, Store, Upsert, Upserted,
+};
 
 /// A call the coalescer batches.
 pub trait Request: Clone + Send + Sync + 'static {
@@ -343,12 +312,9 @@ impl<R: Request> Coalescer<R> {
     pub async fn call(&self, request: R) -> Result<R::Answer, Error> {
         let (tx, rx) = oneshot::channel();
         let caller = parent();
-        let wait = tracing::info_span!(
-            target: SPANS_TARGET,
-            parent: &caller,
-            "coalescer.wait",
-            vfps.batch.statement = R::STATEMENT
-        );
+        let wait = caller
+            .child("coalescer.wait", SpanKind::Internal)
+            .with([KeyValue::new("vfps.batch.statement", R::STATEMENT)]);
         let item = Item {
             request,
             reply: tx,
@@ -399,17 +365,13 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
     // The batch belongs to the trace of its first caller (in queue order) and
     // links every other caller's.
     let callers = batch.len();
-    let span = tracing::info_span!(
-        target: SPANS_TARGET,
-        parent: &batch[0].caller,
-        "coalescer.batch",
-        otel.kind = "client",
-        vfps.batch.statement = R::STATEMENT,
-        vfps.batch.size = tracing::field::Empty,
-        vfps.batch.callers = callers,
-        error.type = tracing::field::Empty,
-    );
-    let first_caller = batch[0].caller.id();
+    let first_caller = batch[0].caller.clone();
+    let span = first_caller
+        .child("coalescer.batch", SpanKind::Client)
+        .with([
+            KeyValue::new("vfps.batch.statement", R::STATEMENT),
+            KeyValue::new("vfps.batch.callers", callers as i64),
+        ]);
     // Deduplicate: one row per key; every caller of a key gets its answer.
     // Sorted by key, so concurrent batches lock index entries in one order.
     batch.sort_by(|a, b| a.request.key().cmp(&b.request.key()));
@@ -418,9 +380,9 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
     let mut replies: Vec<Vec<Reply<R>>> = Vec::with_capacity(batch.len());
     for item in batch {
         observer.waited(started.saturating_duration_since(item.enqueued_at));
-        if !span.is_disabled() && item.caller.id() != first_caller {
-            span.follows_from(&item.caller);
-            item.wait.follows_from(&span);
+        if span.is_recording() && !item.caller.is(&first_caller) {
+            span.link(&item.caller);
+            item.wait.link(&span);
         }
         let (candidate, reply) = (item.request, item.reply);
         match candidates.last() {
@@ -435,7 +397,7 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
             }
         }
     }
-    span.record("vfps.batch.size", candidates.len());
+    span.set("vfps.batch.size", candidates.len() as i64);
     observer.batch_started(candidates.len());
     match in_span(span.clone(), execute(store, &candidates, observer)).await {
         Ok(results) => answer::<R>(results.into_iter().map(Ok), replies),
@@ -446,7 +408,15 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
         Err(e) => {
             // Some row the database would not take: find out whose, row by row.
             tracing::debug!(rows = candidates.len(), error = %e, "batch failed; retrying row by row");
-            tracing::info!(target: SPANS_TARGET, parent: &span, rows = candidates.len(), error.type = ?e.kind, "split row by row");
+            if span.is_recording() {
+                span.event(
+                    "split row by row",
+                    [
+                        KeyValue::new("rows", candidates.len() as i64),
+                        KeyValue::new("error.type", format!("{:?}", e.kind)),
+                    ],
+                );
+            }
             let mut results = Vec::with_capacity(candidates.len());
             for candidate in &candidates {
                 results.push(
@@ -466,9 +436,10 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
 /// Marks the batch span failed, by the error's kind or cause only.
 fn record_error(span: &Span, e: &Error) {
     match e.transient_cause() {
-        Some(cause) => span.record("error.type", cause.as_str()),
-        None => span.record("error.type", tracing::field::debug(&e.kind)),
-    };
+        Some(cause) => span.set("error.type", cause.as_str()),
+        None if span.is_recording() => span.set("error.type", format!("{:?}", e.kind)),
+        None => {}
+    }
 }
 
 /// One statement that answers exactly one result per request, or an error.

@@ -34,6 +34,7 @@ pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
 mod tokens;
+pub mod trace;
 
 /// A pseudonym to store unless its original already has one.
 #[derive(Debug, Clone)]

@@ -14,10 +14,10 @@ use std::{
 
 use axum::http::{Method, Request, Response};
 use futures::future::Either;
-use tracing::{field::Empty, Span};
-use vfps_store::coalesce::{in_span, in_span_sync};
+use opentelemetry::{trace::SpanKind, KeyValue};
+use vfps_store::trace::{in_span, in_span_sync, Span, Tracer};
 
-use super::SPANS_TARGET;
+use super::spans::Caller;
 
 /// Every traced gRPC method: `(path, service, method)`.
 const GRPC_METHODS: [(&str, &str, &str); 7] = [
@@ -65,11 +65,13 @@ enum Transport {
     Http,
 }
 
-/// Wraps a service in [`Traced`].
-#[derive(Debug, Clone, Copy)]
+/// Wraps a service in [`Traced`], with the process's tracer (none before
+/// [`super::init`] turned tracing on: then nothing is traced).
+#[derive(Debug, Clone)]
 pub struct TraceLayer {
     /// Decides which calls are traced and how their spans are named.
     transport: Transport,
+    tracer: Option<Tracer>,
 }
 
 impl TraceLayer {
@@ -77,6 +79,7 @@ impl TraceLayer {
     pub fn grpc() -> Self {
         Self {
             transport: Transport::Grpc,
+            tracer: vfps_store::trace::global().cloned(),
         }
     }
 
@@ -84,6 +87,7 @@ impl TraceLayer {
     pub fn http() -> Self {
         Self {
             transport: Transport::Http,
+            tracer: vfps_store::trace::global().cloned(),
         }
     }
 }
@@ -94,6 +98,7 @@ impl<S> tower::Layer<S> for TraceLayer {
         Traced {
             inner,
             transport: self.transport,
+            tracer: self.tracer.clone(),
         }
     }
 }
@@ -104,6 +109,7 @@ pub struct Traced<S> {
     inner: S,
     /// Decides which calls are traced and how their spans are named.
     transport: Transport,
+    tracer: Option<Tracer>,
 }
 
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
@@ -124,11 +130,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let span = match self.transport {
-            Transport::Grpc => grpc_span(&request),
-            Transport::Http => http_span(&request),
-        };
-        let Some(span) = span.filter(|s| !s.is_disabled()) else {
+        let span = self.tracer.as_ref().and_then(|t| match self.transport {
+            Transport::Grpc => grpc_span(t, &request),
+            Transport::Http => http_span(t, &request),
+        });
+        let Some(span) = span.filter(Span::is_recording) else {
             return Either::Left(self.inner.call(request));
         };
         let transport = self.transport;
@@ -145,51 +151,45 @@ where
     }
 }
 
-/// The caller's W3C trace context: the span's parent when it is valid (the
-/// span layer reads these two fields; they are no attributes).
-fn caller<B>(request: &Request<B>) -> (Option<&str>, Option<&str>) {
+/// The caller's W3C trace context, if the call carries a valid one.
+fn caller<B>(request: &Request<B>) -> Option<opentelemetry::trace::SpanContext> {
     let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
-    (header("traceparent"), header("tracestate"))
+    Caller {
+        traceparent: header("traceparent"),
+        tracestate: header("tracestate"),
+    }
+    .context()
 }
 
-fn grpc_span<B>(request: &Request<B>) -> Option<Span> {
+fn grpc_span<B>(tracer: &Tracer, request: &Request<B>) -> Option<Span> {
     let path = request.uri().path();
     let &(path, service, method) = GRPC_METHODS.iter().find(|(p, _, _)| *p == path)?;
-    let (traceparent, tracestate) = caller(request);
-    Some(tracing::info_span!(
-        target: SPANS_TARGET,
-        "grpc",
-        traceparent,
-        tracestate,
-        otel.name = &path[1..],
-        otel.kind = "server",
-        otel.status_code = Empty,
-        rpc.system = "grpc",
-        rpc.service = service,
-        rpc.method = method,
-        rpc.grpc.status_code = Empty,
-    ))
+    Some(
+        tracer
+            .root(&path[1..], SpanKind::Server, caller(request).as_ref())
+            .with([
+                KeyValue::new("rpc.system", "grpc"),
+                KeyValue::new("rpc.service", service),
+                KeyValue::new("rpc.method", method),
+            ]),
+    )
 }
 
-fn http_span<B>(request: &Request<B>) -> Option<Span> {
+fn http_span<B>(tracer: &Tracer, request: &Request<B>) -> Option<Span> {
     let route = request
         .extensions()
         .get::<axum::extract::MatchedPath>()?
         .as_str();
     let method = known_method(request.method());
-    let (traceparent, tracestate) = caller(request);
-    Some(tracing::info_span!(
-        target: SPANS_TARGET,
-        "http",
-        traceparent,
-        tracestate,
-        otel.name = format!("{method} {route}"),
-        otel.kind = "server",
-        otel.status_code = Empty,
-        http.request.method = method,
-        http.route = route,
-        http.response.status_code = Empty,
-    ))
+    let span = tracer.root("http", SpanKind::Server, caller(request).as_ref());
+    if span.is_recording() {
+        span.rename(format!("{method} {route}"));
+        span.set_all([
+            KeyValue::new("http.request.method", method),
+            KeyValue::new("http.route", route.to_owned()),
+        ]);
+    }
+    Some(span)
 }
 
 /// The method's name if it is a standard one; `_OTHER` (as the semantic
@@ -220,18 +220,122 @@ fn record_status<R>(span: &Span, transport: Transport, response: &Response<R>) {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<i64>().ok())
                 .unwrap_or(0);
-            span.record("rpc.grpc.status_code", code);
+            span.set("rpc.grpc.status_code", code);
             // UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS.
             if matches!(code, 2 | 4 | 12 | 13 | 14 | 15) {
-                span.record("otel.status_code", "ERROR");
+                span.fail();
             }
         }
         Transport::Http => {
             let status = response.status();
-            span.record("http.response.status_code", status.as_u16());
+            span.set("http.response.status_code", i64::from(status.as_u16()));
             if status.is_server_error() {
-                span.record("otel.status_code", "ERROR");
+                span.fail();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry::trace::Status;
+    use tower::ServiceExt;
+    use vfps_store::trace::{Finished, RootSampler, Sink};
+
+    use super::*;
+
+    /// Keeps what ends in it.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<Finished>>>);
+
+    impl Sink for Kept {
+        fn end(&self, span: Finished) {
+            self.0.lock().unwrap().push(span);
+        }
+    }
+
+    /// Calls `path` on a gRPC server that answers `grpc-status: status`,
+    /// makes a span of its own under whatever parent it finds and says in
+    /// `x-traced` whether it found one.
+    async fn call(
+        tracer: Option<&Tracer>,
+        path: &str,
+        traceparent: Option<&str>,
+        status: u16,
+    ) -> bool {
+        let inner = tower::service_fn(move |_: Request<()>| {
+            let parent = vfps_store::trace::parent();
+            let store = parent.child("store", SpanKind::Internal);
+            async move {
+                drop(store);
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .header("grpc-status", status.to_string())
+                        .header("x-traced", parent.is_recording().to_string())
+                        .body(())
+                        .unwrap(),
+                )
+            }
+        });
+        let layer = TraceLayer {
+            transport: Transport::Grpc,
+            tracer: tracer.cloned(),
+        };
+        let mut request = Request::builder().uri(path);
+        if let Some(tp) = traceparent {
+            request = request.header("traceparent", tp);
+        }
+        let response = tower::Layer::layer(&layer, inner)
+            .oneshot(request.body(()).unwrap())
+            .await
+            .unwrap();
+        response.headers()["x-traced"] == "true"
+    }
+
+    const CREATE: &str = "/vfps.api.v1.PseudonymService/Create";
+
+    #[tokio::test]
+    async fn an_api_call_is_a_server_span_with_its_status_over_the_spans_of_its_work() {
+        let kept = Kept::default();
+        let tracer = Tracer::new(RootSampler::AlwaysOff, kept.clone());
+        // The caller's decision counts over the root sampler's (off).
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        assert!(call(Some(&tracer), CREATE, Some(tp), 14).await);
+        assert!(!call(Some(&tracer), CREATE, None, 14).await);
+        assert!(!call(Some(&tracer), "/grpc.health.v1.Health/Check", Some(tp), 0).await);
+        let spans = kept.0.lock().unwrap().clone();
+        let [store, server] = &spans[..] else {
+            panic!("the traced call's two spans: {spans:#?}")
+        };
+        assert_eq!(server.name, "vfps.api.v1.PseudonymService/Create");
+        assert_eq!(server.kind, SpanKind::Server);
+        assert_eq!(server.status, Status::error(""));
+        let attribute = |k: &str| {
+            server
+                .attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == k)
+                .map(|kv| kv.value.to_string())
+        };
+        assert_eq!(attribute("rpc.grpc.status_code").as_deref(), Some("14"));
+        assert_eq!(attribute("rpc.method").as_deref(), Some("Create"));
+        assert_eq!(
+            format!("{:032x}", server.context.trace_id()),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        assert_eq!(store.parent, server.context.span_id());
+    }
+
+    #[tokio::test]
+    async fn an_ok_call_is_no_failed_span_and_without_a_tracer_nothing_is_traced() {
+        let kept = Kept::default();
+        let tracer = Tracer::new(RootSampler::AlwaysOn, kept.clone());
+        assert!(call(Some(&tracer), CREATE, None, 0).await);
+        let spans = kept.0.lock().unwrap().clone();
+        assert_eq!(spans.len(), 2, "{spans:#?}");
+        assert_eq!(spans[1].status, Status::Unset);
+        assert!(!call(None, CREATE, None, 0).await);
     }
 }

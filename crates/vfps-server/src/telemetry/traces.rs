@@ -9,12 +9,9 @@ use opentelemetry_sdk::{
     trace::{BatchSpanProcessor, SpanProcessor},
     Resource,
 };
-use tracing_subscriber::registry::LookupSpan;
+use vfps_store::trace::{RootSampler as Sampler, Tracer};
 
-use super::{
-    otlp,
-    spans::{self, SpanLayer},
-};
+use super::{otlp, spans::Exporting};
 use crate::config::{RootSampler, Tracing};
 
 /// The spans' instrumentation scope.
@@ -26,7 +23,7 @@ pub(super) struct Pipeline {
     /// Queues finished spans and exports them in batches (`OTEL_BSP_*`);
     /// shutting it down exports what is still queued.
     processor: Arc<BatchSpanProcessor>,
-    sampler: spans::RootSampler,
+    sampler: Sampler,
 }
 
 impl Pipeline {
@@ -40,11 +37,9 @@ impl Pipeline {
             )
         })?;
         let sampler = match settings.root_sampler {
-            RootSampler::AlwaysOn => spans::RootSampler::AlwaysOn,
-            RootSampler::AlwaysOff => spans::RootSampler::AlwaysOff,
-            RootSampler::TraceIdRatioBased => {
-                spans::RootSampler::ratio(settings.sampling_probability)
-            }
+            RootSampler::AlwaysOn => Sampler::AlwaysOn,
+            RootSampler::AlwaysOff => Sampler::AlwaysOff,
+            RootSampler::TraceIdRatioBased => Sampler::ratio(settings.sampling_probability),
         };
         let mut resource = Resource::builder()
             .with_service_name(settings.service_name.clone())
@@ -60,18 +55,17 @@ impl Pipeline {
         })
     }
 
-    /// The layer that turns [`SPANS_TARGET`](super::SPANS_TARGET) spans into
-    /// OpenTelemetry spans, under a parent-based sampler: a span with a parent
-    /// (a span, or the caller's context) follows its decision, the root
-    /// sampler decides for the others. Events inside them become span events.
-    pub(super) fn layer<S>(&self) -> impl tracing_subscriber::Layer<S>
-    where
-        S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-    {
-        SpanLayer::new(
-            Arc::clone(&self.processor),
+    /// The tracer whose spans end in this pipeline, under a parent-based
+    /// sampler: a call with the caller's context follows its decision, the
+    /// root sampler decides for the others, and every span below a call
+    /// follows the call's.
+    pub(super) fn tracer(&self) -> Tracer {
+        Tracer::new(
             self.sampler,
-            InstrumentationScope::builder(SCOPE).build(),
+            Exporting::new(
+                Arc::clone(&self.processor),
+                InstrumentationScope::builder(SCOPE).build(),
+            ),
         )
     }
 
