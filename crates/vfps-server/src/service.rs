@@ -63,6 +63,15 @@ pub struct Service {
     metrics: Metrics,
 }
 
+/// How a store operation shows in a trace.
+#[derive(Debug, Clone, Copy)]
+enum Shown {
+    /// A span of its own, named after the operation, within the call's.
+    OwnSpan,
+    /// In the call's span.
+    InCall,
+}
+
 impl Service {
     pub fn new(
         store: Arc<dyn Store>,
@@ -104,14 +113,54 @@ impl Service {
         &self,
         operation: &'static str,
         deadline: Instant,
+        op: F,
+    ) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        self.retry_traced(operation, Shown::OwnSpan, deadline, op)
+            .await
+    }
+
+    /// [`Service::retry`] for an operation the coalescer batches, traced in the
+    /// call's span: the coalescer's wait and batch spans show its database
+    /// time, so a span of its own would only repeat the call's; its attempts,
+    /// failure and `retry` events are the call span's.
+    async fn retry_coalesced<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        deadline: Instant,
+        op: F,
+    ) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        self.retry_traced(operation, Shown::InCall, deadline, op)
+            .await
+    }
+
+    async fn retry_traced<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        shown: Shown,
+        deadline: Instant,
         mut op: F,
     ) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
-        let span = trace::parent().child(operation, SpanKind::Internal);
-        let traced = span.clone();
+        let span = match shown {
+            Shown::OwnSpan => trace::parent().child(operation, SpanKind::Internal),
+            Shown::InCall => trace::parent(),
+        };
+        let traced = match shown {
+            Shown::OwnSpan => span.clone(),
+            // Already the parent of what the operation makes.
+            Shown::InCall => trace::Span::none(),
+        };
         let attempts = async move {
             let mut backoff = Duration::from_millis(25);
             let mut attempt = 0u32;
@@ -347,7 +396,7 @@ impl Service {
                 created_at: now_micros(),
             };
             let result = self
-                .retry("upsert_pseudonyms", deadline, || {
+                .retry_coalesced("upsert_pseudonyms", deadline, || {
                     self.coalescer.call(candidate.clone())
                 })
                 .await?;
@@ -393,7 +442,12 @@ impl Service {
             namespace: name.clone(),
             pseudonym_value,
         };
-        self.retry("get_pseudonym", deadline, || async {
+        // Batched only where the store has a lookup coalescer.
+        let shown = match self.lookups {
+            Some(_) => Shown::InCall,
+            None => Shown::OwnSpan,
+        };
+        self.retry_traced("get_pseudonym", shown, deadline, || async {
             match &self.lookups {
                 Some(lookups) => lookups.call(lookup.clone()).await,
                 None => {

@@ -177,14 +177,17 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
         server.resource.get("service.name").map(String::as_str),
         Some("vfps-under-test")
     );
-    // The store operation inside it, and the coalescer's wait and batch inside that.
-    let upsert = named(&grpc, "upsert_pseudonyms");
-    assert_eq!(upsert.parent_span_id, server.span_id, "{upsert:#?}");
-    assert_eq!(upsert.attribute("vfps.attempts"), Some("1"));
+    // The store operation (coalesced: in the call's span, no span of its own),
+    // and the coalescer's wait and batch inside it.
+    assert_eq!(server.attribute("vfps.attempts"), Some("1"));
+    assert!(
+        !grpc.iter().any(|s| s.name == "upsert_pseudonyms"),
+        "{grpc:#?}"
+    );
     let wait = named(&grpc, "coalescer.wait");
-    assert_eq!(wait.parent_span_id, upsert.span_id, "{wait:#?}");
+    assert_eq!(wait.parent_span_id, server.span_id, "{wait:#?}");
     let batch = named(&grpc, "coalescer.batch");
-    assert_eq!(batch.parent_span_id, upsert.span_id, "{batch:#?}");
+    assert_eq!(batch.parent_span_id, server.span_id, "{batch:#?}");
     let size: u64 = batch
         .attribute("vfps.batch.size")
         .expect("the batch span has its size")
@@ -202,6 +205,21 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
     );
     assert_eq!(server.attribute("http.response.status_code"), Some("200"));
     named(&rest, "coalescer.batch");
+
+    // An operation the coalescer does not batch is a span of its own.
+    let namespace_call = spans
+        .iter()
+        .find(|s| s.name == "vfps.api.v1.NamespaceService/Create")
+        .expect("the namespace's Create is traced");
+    let create_namespace = named(
+        &in_trace(&spans, &namespace_call.trace_id),
+        "create_namespace",
+    );
+    assert_eq!(
+        create_namespace.parent_span_id, namespace_call.span_id,
+        "{create_namespace:#?}"
+    );
+    assert_eq!(create_namespace.attribute("vfps.attempts"), Some("1"));
 
     // Only the API calls made above have server spans: no health check, no
     // metrics scrape.
@@ -261,7 +279,7 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
             callers.iter().all(|t| {
                 spans
                     .iter()
-                    .any(|s| s.trace_id == *t && s.name == "upsert_pseudonyms")
+                    .any(|s| s.trace_id == *t && s.kind == SpanKind::Server)
             })
         })
         .await;
@@ -272,7 +290,7 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
     let mut shared = 0;
     for trace in &callers {
         let mine = in_trace(&spans, trace);
-        let upsert = named(&mine, "upsert_pseudonyms");
+        let call = named(&mine, "vfps.api.v1.PseudonymService/Create");
         let wait = named(&mine, "coalescer.wait");
         if mine.iter().any(|s| s.name == "coalescer.batch") {
             continue;
@@ -288,7 +306,7 @@ async fn a_traced_create_keeps_the_callers_trace_and_exports_no_personal_data() 
         assert!(
             batch
                 .links
-                .contains(&(upsert.trace_id.clone(), upsert.span_id.clone())),
+                .contains(&(call.trace_id.clone(), call.span_id.clone())),
             "the batch links back to its caller: {batch:#?}"
         );
     }

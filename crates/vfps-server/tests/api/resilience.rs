@@ -247,3 +247,85 @@ async fn readiness_outlasts_a_database_outage_shorter_than_the_grace_but_not_a_l
     cluster.start_server().unwrap();
     app.wait_ready().await;
 }
+
+/// A Create that meets a stopped database is retried until its deadline; its
+/// trace (exported by the real binary to a collector in this test) shows every
+/// retry with its reason on the call's span, and the call's failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_create_shows_its_retries_and_their_reasons_in_its_trace() {
+    use vfps_proto::v1::{
+        namespace_service_client::NamespaceServiceClient, NamespaceServiceCreateRequest,
+    };
+
+    let collector = vfps_testkit::otlp::Collector::start().await.unwrap();
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env: Vec<(String, String)> = [
+        (
+            "ConnectionStrings__PostgreSQL",
+            db.connection_string.replace("Timeout=2", "Timeout=1"),
+        ),
+        ("ForceRunDatabaseMigrations", "true".into()),
+        ("Tracing__IsEnabled", "true".into()),
+        ("Tracing__RootSampler", "AlwaysOnSampler".into()),
+        ("Tracing__Otlp__Endpoint", collector.endpoint.clone()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let server = ServerProcess::start(&env).await;
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    NamespaceServiceClient::new(channel.clone())
+        .create(NamespaceServiceCreateRequest {
+            name: "n".into(),
+            pseudonym_generation_method: 5,
+            pseudonym_length: 16,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut client = PseudonymServiceClient::new(channel);
+    // Caches the namespace: the Create below goes straight to its upsert.
+    client
+        .create(create_request("n", "before", Duration::from_secs(5)))
+        .await
+        .unwrap();
+
+    cluster.stop_server().unwrap();
+    let err = client
+        .create(create_request("n", "during-outage", Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    let failed = |s: &vfps_testkit::otlp::ReceivedSpan| {
+        s.name == "vfps.api.v1.PseudonymService/Create"
+            && s.attribute("rpc.grpc.status_code") == Some("14")
+    };
+    let spans = collector
+        .wait_for(Duration::from_secs(10), |spans| spans.iter().any(failed))
+        .await;
+    let call = spans
+        .iter()
+        .find(|s| failed(s))
+        .unwrap_or_else(|| panic!("no failed Create span: {spans:#?}"));
+    assert_eq!(call.status_code, 2, "the call's span failed: {call:#?}");
+    let retries: Vec<_> = call.events.iter().filter(|(n, _)| n == "retry").collect();
+    assert!(!retries.is_empty(), "no retry event: {call:#?}");
+    for (_, attributes) in &retries {
+        assert!(
+            ["unavailable", "timeout"]
+                .contains(&attributes.get("reason").map(String::as_str).unwrap_or("")),
+            "a retry names its reason: {call:#?}"
+        );
+        assert!(attributes.contains_key("attempt") && attributes.contains_key("backoff_ms"));
+    }
+    let attempts: usize = call.attribute("vfps.attempts").unwrap().parse().unwrap();
+    assert_eq!(attempts, retries.len() + 1, "{call:#?}");
+    assert!(call.attribute("error.type").is_some(), "{call:#?}");
+    drop(server);
+}
