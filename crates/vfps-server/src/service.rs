@@ -68,7 +68,10 @@ pub struct Service {
 enum Shown {
     /// A span of its own, named after the operation, within the call's.
     OwnSpan,
-    /// In the call's span.
+    /// In the call's span, for an operation the coalescer batches: the
+    /// coalescer's wait and batch spans show its database time, so a span of
+    /// its own would only repeat the call's; its attempts, failure and `retry`
+    /// events are the call span's.
     InCall,
 }
 
@@ -123,24 +126,7 @@ impl Service {
             .await
     }
 
-    /// [`Service::retry`] for an operation the coalescer batches, traced in the
-    /// call's span: the coalescer's wait and batch spans show its database
-    /// time, so a span of its own would only repeat the call's; its attempts,
-    /// failure and `retry` events are the call span's.
-    async fn retry_coalesced<T, F, Fut>(
-        &self,
-        operation: &'static str,
-        deadline: Instant,
-        op: F,
-    ) -> Result<T, Error>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Error>>,
-    {
-        self.retry_traced(operation, Shown::InCall, deadline, op)
-            .await
-    }
-
+    /// [`Service::retry`], shown in a trace as `shown` says.
     async fn retry_traced<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -396,7 +382,7 @@ impl Service {
                 created_at: now_micros(),
             };
             let result = self
-                .retry_coalesced("upsert_pseudonyms", deadline, || {
+                .retry_traced("upsert_pseudonyms", Shown::InCall, deadline, || {
                     self.coalescer.call(candidate.clone())
                 })
                 .await?;

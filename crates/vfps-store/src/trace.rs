@@ -98,6 +98,29 @@ pub trait Sink: Send + Sync + 'static {
     fn end(&self, span: Finished);
 }
 
+/// A sink that keeps every span that ends in it (tests, benchmarks).
+#[derive(Debug, Clone, Default)]
+pub struct Kept(Arc<Mutex<Vec<Finished>>>);
+
+impl Sink for Kept {
+    fn end(&self, span: Finished) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(span);
+    }
+}
+
+impl Kept {
+    /// The spans ended so far, in the order they ended.
+    pub fn spans(&self) -> Vec<Finished> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// Starts traces: the root sampler and the sink every span of its traces ends
 /// in.
 #[derive(Clone)]
@@ -429,22 +452,6 @@ pub fn parent() -> Span {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Keeps what ends in it.
-    #[derive(Clone, Default)]
-    struct Kept(Arc<Mutex<Vec<Finished>>>);
-
-    impl Sink for Kept {
-        fn end(&self, span: Finished) {
-            self.0.lock().unwrap().push(span);
-        }
-    }
-
-    impl Kept {
-        fn spans(&self) -> Vec<Finished> {
-            self.0.lock().unwrap().clone()
-        }
-    }
 
     fn tracer(sampler: RootSampler) -> (Tracer, Kept) {
         let kept = Kept::default();

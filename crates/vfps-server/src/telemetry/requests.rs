@@ -238,23 +238,11 @@ fn record_status<R>(span: &Span, transport: Transport, response: &Response<R>) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use opentelemetry::trace::Status;
     use tower::ServiceExt;
-    use vfps_store::trace::{Finished, RootSampler, Sink};
+    use vfps_store::trace::{Kept, RootSampler};
 
     use super::*;
-
-    /// Keeps what ends in it.
-    #[derive(Clone, Default)]
-    struct Kept(Arc<Mutex<Vec<Finished>>>);
-
-    impl Sink for Kept {
-        fn end(&self, span: Finished) {
-            self.0.lock().unwrap().push(span);
-        }
-    }
 
     /// Calls `path` on a gRPC server that answers `grpc-status: status`,
     /// makes a span of its own under whatever parent it finds and says in
@@ -305,7 +293,7 @@ mod tests {
         assert!(call(Some(&tracer), CREATE, Some(tp), 14).await);
         assert!(!call(Some(&tracer), CREATE, None, 14).await);
         assert!(!call(Some(&tracer), "/grpc.health.v1.Health/Check", Some(tp), 0).await);
-        let spans = kept.0.lock().unwrap().clone();
+        let spans = kept.spans();
         let [store, server] = &spans[..] else {
             panic!("the traced call's two spans: {spans:#?}")
         };
@@ -333,7 +321,7 @@ mod tests {
         let kept = Kept::default();
         let tracer = Tracer::new(RootSampler::AlwaysOn, kept.clone());
         assert!(call(Some(&tracer), CREATE, None, 0).await);
-        let spans = kept.0.lock().unwrap().clone();
+        let spans = kept.spans();
         assert_eq!(spans.len(), 2, "{spans:#?}");
         assert_eq!(spans[1].status, Status::Unset);
         assert!(!call(None, CREATE, None, 0).await);
