@@ -104,8 +104,9 @@ impl Telemetry {
 /// callsite "sometimes" interesting, and the registry then creates every
 /// trace-level span of the HTTP/2 stack on every request.) With tracing on,
 /// call it inside the Tokio runtime that will serve: the exporter's gRPC
-/// channel runs on it. Only the first call in a process installs anything: a
-/// later one is a no-op, or an error if it asks for tracing.
+/// channel runs on it. The log subscriber and the tracer are each installed
+/// once per process: a later call installs no subscriber, and asking for
+/// tracing when a tracer is installed is an error.
 pub fn init(logs: &config::Telemetry, tracing: &config::Tracing) -> anyhow::Result<Telemetry> {
     let pipeline = tracing
         .enabled

@@ -362,10 +362,15 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
     if batch.is_empty() {
         return;
     }
-    // The batch belongs to the trace of its first caller (in queue order) and
-    // links every other caller's.
+    // The batch belongs to the trace of its first traced caller (in queue
+    // order) and links every other traced caller's.
     let callers = batch.len();
-    let first_caller = batch[0].caller.clone();
+    let first_caller = batch
+        .iter()
+        .map(|item| &item.caller)
+        .find(|caller| caller.is_recording())
+        .cloned()
+        .unwrap_or_default();
     let span = first_caller
         .child("coalescer.batch", SpanKind::Client)
         .with([
@@ -433,7 +438,8 @@ async fn run_batch<R: Request, S: Execute<R> + ?Sized>(
     }
 }
 
-/// Marks the batch span failed, by the error's kind or cause only.
+/// Records why the batch failed on its span (`error.type`): the error's
+/// transient cause or kind, never its message.
 fn record_error(span: &Span, e: &Error) {
     match e.transient_cause() {
         Some(cause) => span.set("error.type", cause.as_str()),
@@ -584,6 +590,52 @@ mod tests {
         let second = call_in_task(c, "second");
         batches_seen(store, 2).await;
         [first, second]
+    }
+
+    /// A batch whose first caller is not traced still shows in the trace of
+    /// the first caller that is (a sampled call behind an unsampled one).
+    #[tokio::test]
+    async fn a_batch_belongs_to_its_first_traced_callers_trace() {
+        use opentelemetry::trace::SpanKind;
+
+        use crate::trace::{self, Kept, RootSampler, Tracer};
+
+        let store = Recording::new(false);
+        let c = spawn(store.clone(), 16);
+        let held = occupied(&c, &store).await;
+        let untraced = call_in_task(&c, "untraced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let kept = Kept::default();
+        let tracer = Tracer::new(RootSampler::AlwaysOn, kept.clone());
+        let call = tracer.root("call", SpanKind::Server, None);
+        let traced = {
+            let c = c.clone();
+            tokio::spawn(trace::in_span(call.clone(), async move {
+                c.call(candidate("traced")).await
+            }))
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.gate.add_permits(100);
+        for h in held.into_iter().chain([untraced, traced]) {
+            h.await.unwrap().unwrap();
+        }
+        let batches = store.batches.lock().unwrap().clone();
+        assert_eq!(batches[2], ["traced", "untraced"], "one batch of both");
+        let call_id = call.context().unwrap().span_id();
+        drop(call);
+        let spans = kept.spans();
+        let batch = spans
+            .iter()
+            .find(|s| s.name == "coalescer.batch")
+            .unwrap_or_else(|| panic!("no batch span: {spans:#?}"));
+        assert_eq!(batch.parent, call_id);
+        assert!(batch.links.is_empty(), "nothing traced to link: {batch:#?}");
+        let callers = batch
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "vfps.batch.callers")
+            .map(|kv| kv.value.to_string());
+        assert_eq!(callers.as_deref(), Some("2"));
     }
 
     #[tokio::test]

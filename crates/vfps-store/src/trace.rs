@@ -389,7 +389,7 @@ impl Span {
                 r.events
                     .push(Event::new(name, SystemTime::now(), attributes, 0));
             } else {
-                r.dropped_events += 1;
+                r.dropped_events = r.dropped_events.saturating_add(1);
             }
         });
     }
@@ -404,7 +404,7 @@ impl Span {
             if r.links.len() < MAX_LINKS {
                 r.links.push(Link::with_context(target.clone()));
             } else {
-                r.dropped_links += 1;
+                r.dropped_links = r.dropped_links.saturating_add(1);
             }
         });
     }

@@ -100,7 +100,7 @@ impl Collector {
         Self::start_with(true).await
     }
 
-    /// Starts a collector that decodes and counts spans but keeps none
+    /// Starts a collector that counts spans (without decoding them) and keeps none
     /// ([`Collector::spans`] stays empty; see [`Collector::span_count`]).
     pub async fn start_counting() -> std::io::Result<Self> {
         Self::start_with(false).await
