@@ -139,12 +139,17 @@ impl Chart<'_> {
         png(self)
     }
 
+    /// The x axis's end: the last row or the last window's end. A scenario
+    /// that never ended (its run failed) has no end of its own
+    /// (`f64::INFINITY`: it runs to the end of the load) and is drawn to the
+    /// axis's end.
     fn seconds(&self) -> f64 {
         let last_row = self.rows.len() as f64;
         let last_window = self
             .windows
             .iter()
             .map(|w| w.end_seconds)
+            .filter(|end| end.is_finite())
             .fold(0.0, f64::max);
         last_row.max(last_window).max(1.0)
     }
@@ -218,10 +223,11 @@ impl Chart<'_> {
         named: bool,
     ) -> DrawResult<DB::ErrorType> {
         let bottom = chart.y_range().start;
+        let last = self.seconds();
         for (i, w) in self.windows.iter().enumerate() {
             let shade = SHADES[i % SHADES.len()];
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(w.start_seconds, bottom), (w.end_seconds, top)],
+                [(w.start_seconds, bottom), (w.end_seconds.min(last), top)],
                 shade.filled(),
             )))?;
             if named {
@@ -394,6 +400,24 @@ mod tests {
             ev(24.0, EventKind::Heal, "healed: db-a rejoined"),
         ];
         (rows, windows, events)
+    }
+
+    /// A scenario whose run failed never ends (its window's end is infinite):
+    /// the chart still ends with the load. (Before, the axis ran to infinity
+    /// and drawing its ticks never finished.)
+    #[test]
+    fn a_scenario_that_never_ended_is_drawn_to_the_end_of_the_load() {
+        let (rows, mut windows, events) = sample();
+        windows[1].end_seconds = f64::INFINITY;
+        let chart = Chart {
+            title: "vfps chaos run — FAIL",
+            rows: &rows,
+            windows: &windows,
+            events: &events,
+        };
+        assert_eq!(chart.seconds(), 40.0);
+        let svg = chart.svg().unwrap();
+        assert!(svg.contains("db-primary-pause"), "{svg}");
     }
 
     #[test]
