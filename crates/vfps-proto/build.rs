@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptor = out.join("vfps_descriptor.bin");
 
     tonic_prost_build::configure()
+        .codec_path("crate::codec::ProtoCodec")
         .file_descriptor_set_path(&descriptor)
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")

@@ -6,6 +6,8 @@
 
 #![allow(clippy::all, clippy::unwrap_used, missing_docs)]
 
+pub mod codec;
+
 pub mod v1 {
     tonic::include_proto!("vfps.api.v1");
     include!(concat!(env!("OUT_DIR"), "/vfps.api.v1.serde.rs"));

@@ -415,11 +415,61 @@ async fn health_and_reflection_are_served(backend: Backend) {
     }
 }
 
+/// Every call starts with 1 KiB buffers each way (`vfps_proto::codec`); larger
+/// requests and responses grow them and arrive whole.
+async fn messages_larger_than_the_codecs_first_buffer_arrive_whole(backend: Backend) {
+    use prost::Message;
+    let app = spawn_app(backend).await;
+    app.namespace("n", HEX, 16).await;
+    let original: String = (0..2048u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    assert!(original.len() > vfps_proto::codec::BUFFER_BYTES);
+    let created = app.create("n", &original).await.unwrap();
+    assert_eq!(created.original_value.as_deref(), Some(original.as_str()));
+    let got = app
+        .pseudonyms
+        .clone()
+        .get(PseudonymServiceGetRequest {
+            namespace: "n".into(),
+            pseudonym_value: created.pseudonym_value.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pseudonym
+        .unwrap();
+    assert_eq!(got.original_value.as_deref(), Some(original.as_str()));
+
+    for i in 0..199 {
+        app.create("n", &format!("o{i}")).await.unwrap();
+    }
+    let page = app
+        .pseudonyms
+        .clone()
+        .list(PseudonymServiceListRequest {
+            namespace: "n".into(),
+            page_size: 200,
+            page_token: String::new(),
+            include_total_size: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page.pseudonyms.len(), 200);
+    assert!(page.encoded_len() > 8 * vfps_proto::codec::BUFFER_BYTES);
+    assert!(page
+        .pseudonyms
+        .iter()
+        .any(|p| p.pseudonym_value == created.pseudonym_value));
+}
+
 crate::on_both_backends!(
     namespace_rpcs_and_their_status_codes,
     pseudonym_rpcs_and_their_status_codes,
     every_generation_method_has_its_format,
     list_pages_through_everything_without_originals,
+    messages_larger_than_the_codecs_first_buffer_arrive_whole,
     deleting_a_namespace_deletes_its_pseudonyms,
     colliding_pseudonyms_are_regenerated_until_the_space_is_full,
     health_and_reflection_are_served,
