@@ -156,7 +156,8 @@ impl Service {
             };
             loop {
                 attempt += 1;
-                span.set("vfps.attempts", i64::from(attempt));
+                // Added, not set: a call's batched operations share its span.
+                span.add("vfps.attempts", 1);
                 let started = Instant::now();
                 let result = timeout_at(deadline.into(), op()).await;
                 self.metrics.observe_store(operation, started.elapsed());
@@ -471,5 +472,76 @@ impl Service {
                 .list_pseudonyms(&name, size, cursor.as_ref(), include_total_size)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use vfps_store::{
+        sqlite::SqliteStore,
+        trace::{Kept, RootSampler, Tracer},
+    };
+
+    use super::*;
+
+    fn service() -> (Service, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("vfps-service-{}.db", uuid::Uuid::new_v4()));
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let batching = Batching {
+            max_batch: 64,
+            max_queue: 1000,
+            workers: None,
+        };
+        let service = Service::new(store, batching, Caching::default(), Metrics::new().unwrap());
+        (service, path)
+    }
+
+    /// A Create that upserts twice (a collision, a recreated namespace) shows
+    /// the attempts of both on its call span, not only the last upsert's.
+    #[tokio::test]
+    async fn a_calls_attempts_add_up_over_its_batched_operations() {
+        let (service, path) = service();
+        let kept = Kept::default();
+        let tracer = Tracer::new(RootSampler::AlwaysOn, kept.clone());
+        let call = tracer.root("call", SpanKind::Server, None);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        trace::in_span(call.clone(), async {
+            let mut failures_left = 2;
+            service
+                .retry_traced("upsert_pseudonyms", Shown::InCall, deadline, || {
+                    let fail = failures_left > 0;
+                    failures_left -= 1;
+                    async move {
+                        if fail {
+                            Err(Error::unavailable("connection lost"))
+                        } else {
+                            Ok(())
+                        }
+                    }
+                })
+                .await
+                .unwrap();
+            service
+                .retry_traced("upsert_pseudonyms", Shown::InCall, deadline, || async {
+                    Ok::<_, Error>(())
+                })
+                .await
+                .unwrap();
+        })
+        .await;
+        drop(call);
+        let spans = kept.spans();
+        let call = spans.iter().find(|s| s.name == "call").unwrap();
+        let attempts = call
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "vfps.attempts")
+            .map(|kv| kv.value.to_string());
+        assert_eq!(attempts.as_deref(), Some("4"), "3 attempts, then 1");
+        let retries = call.events.iter().filter(|e| e.name == "retry").count();
+        assert_eq!(retries, 2);
+        let _ = std::fs::remove_file(path);
     }
 }

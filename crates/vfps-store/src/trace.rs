@@ -361,6 +361,23 @@ impl Span {
         }
     }
 
+    /// Adds `n` to the integer attribute under `key` (which becomes `n` when
+    /// it is unset or not an integer): a count several parts of a call add to.
+    pub fn add(&self, key: &'static str, n: i64) {
+        self.with_record(|r| {
+            let key = Key::from_static_str(key);
+            match r.attributes.iter_mut().find(|old| old.key == key) {
+                Some(old) => {
+                    old.value = match old.value {
+                        Value::I64(v) => Value::I64(v.saturating_add(n)),
+                        _ => Value::I64(n),
+                    }
+                }
+                None => r.attributes.push(KeyValue::new(key, n)),
+            }
+        });
+    }
+
     /// [`Span::set_all`], on this span, for a span just made.
     pub fn with(self, attributes: impl IntoIterator<Item = KeyValue>) -> Self {
         self.set_all(attributes);
@@ -481,6 +498,30 @@ mod tests {
             .iter()
             .find(|kv| kv.key.as_str() == k)
             .map(|kv| kv.value.to_string())
+    }
+
+    #[test]
+    fn added_counts_add_up_and_replace_what_is_not_an_integer() {
+        let (tracer, kept) = tracer(RootSampler::AlwaysOn);
+        let span = tracer.root("call", SpanKind::Server, None);
+        span.add("a", 2);
+        span.add("a", 3);
+        span.set("b", "text");
+        span.add("b", 1);
+        span.add("c", i64::MAX);
+        span.add("c", 1);
+        drop(span);
+        let spans = kept.spans();
+        assert_eq!(attribute(&spans[0], "a").as_deref(), Some("5"));
+        assert_eq!(attribute(&spans[0], "b").as_deref(), Some("1"));
+        assert_eq!(
+            attribute(&spans[0], "c"),
+            Some(i64::MAX.to_string()),
+            "saturates"
+        );
+        assert_eq!(spans[0].attributes.len(), 3);
+        // Unsampled: nothing is kept, nothing fails.
+        Span::none().add("a", 1);
     }
 
     #[test]
