@@ -1147,6 +1147,12 @@ impl Row {
     }
 }
 
+/// CPU-seconds per 1,000 calls the machine's `cores` may spend, all busy, to
+/// reach `target` × `baseline_per_second` calls/s.
+fn budget_per_1000(cores: f64, target: f64, baseline_per_second: f64) -> f64 {
+    cores * 1000.0 / (target * baseline_per_second)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -1417,6 +1423,42 @@ async fn main() {
                     m(&|r| split(r).machine - split(r).bench - split(r).server),
                     m(batch),
                     m(pg),
+                );
+            }
+        }
+        println!();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        println!("The CPU budget of each target with more than one client: CPU-seconds per 1,000 calls the whole machine may spend to reach it with all {cores} cores busy ({cores} × 1,000 / (target × pgbench's rate)), against the floor a call costs without any of the service's own work: the benchmark's clients and the database's share (the rest) as measured in the phase, and a bare gRPC call's server side (the health Check's). A floor above the budget puts the target out of reach on this machine whatever the service's code costs; otherwise the service's own work must fit in the difference. One client is latency-bound: see the ceilings.");
+        println!();
+        println!("| clients | call | target | **budget** CPU-s / 1000 | **floor** (clients + bare call's server + database) | vfps today (machine CPU-s / 1000) | left for the service's own work |");
+        println!("|---|---|---|---|---|---|---|");
+        for rows in by_level.iter().filter(|rows| rows[0].clients > 1) {
+            let clients = rows[0].clients;
+            let m = |f: &dyn Fn(&Row) -> f64| median(rows.iter().map(f).collect());
+            for (call, target, split, baseline) in [
+                (
+                    "Create",
+                    create_target(clients),
+                    &(|r: &Row| r.create_cpu) as &dyn Fn(&Row) -> CpuSplit,
+                    &(|r: &Row| r.pgbench_tps) as &dyn Fn(&Row) -> f64,
+                ),
+                ("Get", GET_TARGET, &|r: &Row| r.get_cpu, &|r: &Row| {
+                    r.pgbench_select_tps
+                }),
+            ] {
+                let budget = m(&|r| budget_per_1000(cores, target, baseline(r)));
+                let floor = m(&|r| {
+                    let c = split(r);
+                    c.bench + r.health_cpu.server + (c.machine - c.bench - c.server)
+                });
+                let left = if floor > budget {
+                    "none: **out of reach** on this machine".to_owned()
+                } else {
+                    format!("{:.3}", budget - floor)
+                };
+                println!(
+                    "| {clients} | {call} | {target} | {budget:.3} | {floor:.3} | {:.3} | {left} |",
+                    m(&|r| split(r).machine),
                 );
             }
         }
