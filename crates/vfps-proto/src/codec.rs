@@ -4,9 +4,9 @@
 //! tonic starts each call's request and response buffers at 8 KiB. Past the
 //! allocator's per-thread cache, every such allocation and free went through
 //! glibc's shared bins (a profile of 64-client Creates put `malloc_consolidate`
-//! and `unlink_chunk` under them, the buffers of one call freed on another
-//! thread). This service's messages are a few hundred bytes; a buffer grows
-//! when a larger one (a List page) is encoded or received.
+//! and `unlink_chunk` under them). This service's messages are a few hundred
+//! bytes; a buffer grows when a larger one (a List page) is encoded or
+//! received.
 
 use std::marker::PhantomData;
 

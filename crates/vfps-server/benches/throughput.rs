@@ -281,6 +281,13 @@ struct CpuSplit {
     machine: f64,
 }
 
+impl CpuSplit {
+    /// Neither the benchmark nor the server: PostgreSQL, loopback networking.
+    fn rest(&self) -> f64 {
+        self.machine - self.bench - self.server
+    }
+}
+
 /// Busy CPU time of all cores since boot (`/proc/stat`: everything but idle
 /// and I/O wait).
 fn machine_busy_seconds() -> f64 {
@@ -1420,7 +1427,7 @@ async fn main() {
                     m(&|r| split(r).machine),
                     m(&|r| split(r).bench),
                     m(&|r| split(r).server),
-                    m(&|r| split(r).machine - split(r).bench - split(r).server),
+                    m(&|r| split(r).rest()),
                     m(batch),
                     m(pg),
                 );
@@ -1449,7 +1456,7 @@ async fn main() {
                 let budget = m(&|r| budget_per_1000(cores, target, baseline(r)));
                 let floor = m(&|r| {
                     let c = split(r);
-                    c.bench + r.health_cpu.server + (c.machine - c.bench - c.server)
+                    c.bench + r.health_cpu.server + c.rest()
                 });
                 let left = if floor > budget {
                     "none: **out of reach** on this machine".to_owned()

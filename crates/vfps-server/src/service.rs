@@ -486,23 +486,22 @@ mod tests {
 
     use super::*;
 
-    fn service() -> (Service, std::path::PathBuf) {
-        let path = std::env::temp_dir().join(format!("vfps-service-{}.db", uuid::Uuid::new_v4()));
+    fn service() -> Service {
+        let path = vfps_testkit::scratch_dir("service").join("vfps.sqlite");
         let store = Arc::new(SqliteStore::open(&path).unwrap());
         let batching = Batching {
             max_batch: 64,
             max_queue: 1000,
             workers: None,
         };
-        let service = Service::new(store, batching, Caching::default(), Metrics::new().unwrap());
-        (service, path)
+        Service::new(store, batching, Caching::default(), Metrics::new().unwrap())
     }
 
     /// A Create that upserts twice (a collision, a recreated namespace) shows
     /// the attempts of both on its call span, not only the last upsert's.
     #[tokio::test]
     async fn a_calls_attempts_add_up_over_its_batched_operations() {
-        let (service, path) = service();
+        let service = service();
         let kept = Kept::default();
         let tracer = Tracer::new(RootSampler::AlwaysOn, kept.clone());
         let call = tracer.root("call", SpanKind::Server, None);
@@ -542,6 +541,5 @@ mod tests {
         assert_eq!(attempts.as_deref(), Some("4"), "3 attempts, then 1");
         let retries = call.events.iter().filter(|e| e.name == "retry").count();
         assert_eq!(retries, 2);
-        let _ = std::fs::remove_file(path);
     }
 }
