@@ -46,6 +46,10 @@ pub struct RunInfo {
     /// Acknowledged Creates the ledger recorded (reservoir or not).
     #[serde(default)]
     pub ledger_ok_seen: u64,
+    /// Acknowledged lines written to `ledger.jsonl` (absent in runs saved by
+    /// older harnesses).
+    #[serde(default)]
+    pub ledger_ok_written: Option<u64>,
 }
 
 impl RunInfo {
@@ -267,6 +271,7 @@ pub async fn load(
         mix: mix.to_string(),
         load_start_unix,
         ledger_ok_seen: ledger.ok_seen(),
+        ledger_ok_written: Some(ledger.ok_written()),
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
@@ -365,6 +370,9 @@ pub struct Evidence<'a> {
     pub observations: &'a [Observation],
     pub calls: &'a CallsReport,
     pub finals: &'a FinalChecks,
+    /// Acknowledged lines read back from `ledger.jsonl`, when the ledger came
+    /// from the file.
+    pub ledger_ok_lines_read: Option<u64>,
 }
 
 /// Assert: every checker over the history, into the run's summary.
@@ -376,6 +384,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         observations,
         calls,
         finals,
+        ledger_ok_lines_read,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -384,6 +393,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         finals,
         operations: &operations,
         ledger_ok_seen: info.ledger_ok_seen,
+        ledger_ok_lines: info.ledger_ok_written.zip(ledger_ok_lines_read),
         ..History::new(
             rows,
             info.rate_per_second,
@@ -468,6 +478,7 @@ pub async fn under_chaos(
         observations: &observations,
         calls: &loaded.calls,
         finals: &finals,
+        ledger_ok_lines_read: None,
     })
 }
 
@@ -493,7 +504,8 @@ pub async fn check(
     };
     let info: RunInfo = serde_json::from_str(&read("run.json")?).context("run.json")?;
     let rows = history::parse_timeline(&read("load-timeline.csv")?)?;
-    let ledger = history::load_ledger(&dir.join("ledger.jsonl"))?;
+    let saved = history::load_ledger(&dir.join("ledger.jsonl"))?;
+    let ledger = saved.entries;
     let calls: CallsReport = serde_json::from_str(&read("calls.json")?).context("calls.json")?;
     let leftovers: Leftovers =
         serde_json::from_str(&read("workload.json")?).context("workload.json")?;
@@ -528,6 +540,7 @@ pub async fn check(
         observations: &observations,
         calls: &calls,
         finals: &finals,
+        ledger_ok_lines_read: Some(saved.ok_lines),
     })?;
     report(dir, &summary)?;
     Ok(summary)

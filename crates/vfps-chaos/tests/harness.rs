@@ -105,6 +105,20 @@ async fn a_clean_run_against_a_healthy_server_passes() {
     // A saved run can be re-checked.
     let again = run::check(&dir, None, None, 8, false).await.unwrap();
     assert!(again.passed);
+    // A ledger cut short (a full disk, a bad copy) lost acknowledged writes
+    // from the record: the re-check fails instead of verifying what is left.
+    let ledger = std::fs::read_to_string(dir.join("ledger.jsonl")).unwrap();
+    let kept: String = ledger.lines().take(20).map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("ledger.jsonl"), kept).unwrap();
+    let cut = run::check(&dir, None, None, 8, false).await.unwrap();
+    assert!(!cut.passed, "{cut:#?}");
+    let guard = cut
+        .verdicts
+        .iter()
+        .find(|v| v.property == Property::LedgerMatchesAcknowledged)
+        .unwrap();
+    assert_eq!(guard.validity, Validity::Invalid);
+    assert!(guard.summary.contains("20 of 150"), "{guard:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

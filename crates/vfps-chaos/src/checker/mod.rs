@@ -238,6 +238,9 @@ pub struct History<'a> {
     pub operations: &'a [Operation],
     /// Acknowledged Creates the ledger recorded (reservoir or not).
     pub ledger_ok_seen: u64,
+    /// Acknowledged lines written to the ledger's file and read back from it,
+    /// when the ledger was re-read from a saved run.
+    pub ledger_ok_lines: Option<(u64, u64)>,
 }
 
 impl<'a> History<'a> {
@@ -261,6 +264,7 @@ impl<'a> History<'a> {
             finals: NO_FINALS.get_or_init(FinalChecks::default),
             operations: &[],
             ledger_ok_seen: 0,
+            ledger_ok_lines: None,
         }
     }
 

@@ -50,6 +50,9 @@ struct LedgerInner {
     seen: u64,
     /// Acknowledged entries offered so far (reservoir or not).
     ok_seen: u64,
+    /// Acknowledged entries written to the file (all of them, or the ones a
+    /// reservoir kept, replaced ones included).
+    ok_written: u64,
     file: std::io::BufWriter<std::fs::File>,
     last_flush: std::time::Instant,
 }
@@ -63,6 +66,7 @@ impl Ledger {
                 entries: Vec::new(),
                 seen: 0,
                 ok_seen: 0,
+                ok_written: 0,
                 file: std::io::BufWriter::new(file),
                 last_flush: std::time::Instant::now(),
             }),
@@ -101,7 +105,9 @@ impl Ledger {
             code,
         };
         if let Ok(line) = serde_json::to_string(&entry) {
-            let _ = writeln!(l.file, "{line}");
+            if writeln!(l.file, "{line}").is_ok() && status == Status::Ok {
+                l.ok_written += 1;
+            }
         }
         if slot == l.entries.len() {
             l.entries.push(entry);
@@ -117,6 +123,11 @@ impl Ledger {
     /// Acknowledged Creates recorded, whether or not a reservoir kept them.
     pub fn ok_seen(&self) -> u64 {
         self.inner.lock().map(|l| l.ok_seen).unwrap_or(0)
+    }
+
+    /// Acknowledged entries written to the file: what a re-check must read back.
+    pub fn ok_written(&self) -> u64 {
+        self.inner.lock().map(|l| l.ok_written).unwrap_or(0)
     }
 
     pub fn flush(&self) {
@@ -141,11 +152,22 @@ impl Ledger {
     }
 }
 
+/// A saved ledger as read back.
+#[derive(Debug)]
+pub struct Saved {
+    /// The last line written for each slot.
+    pub entries: Vec<Entry>,
+    /// Acknowledged lines read, replaced ones included: fewer than were written
+    /// means the file lost some.
+    pub ok_lines: u64,
+}
+
 /// Reads a saved ledger: the last line written for each slot wins.
-pub fn load_ledger(path: &Path) -> Result<Vec<Entry>, ParseError> {
+pub fn load_ledger(path: &Path) -> Result<Saved, ParseError> {
     let io = |e: std::io::Error| ParseError(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(io)?;
     let mut by_slot = std::collections::BTreeMap::new();
+    let mut ok_lines = 0;
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(io)?;
         if line.trim().is_empty() {
@@ -153,6 +175,7 @@ pub fn load_ledger(path: &Path) -> Result<Vec<Entry>, ParseError> {
         }
         match serde_json::from_str::<Entry>(&line) {
             Ok(e) => {
+                ok_lines += u64::from(e.status == Status::Ok);
                 by_slot.insert(e.slot, e);
             }
             // A crash can cut the last line short; anything else is corruption.
@@ -165,7 +188,10 @@ pub fn load_ledger(path: &Path) -> Result<Vec<Entry>, ParseError> {
             }
         }
     }
-    Ok(by_slot.into_values().collect())
+    Ok(Saved {
+        entries: by_slot.into_values().collect(),
+        ok_lines,
+    })
 }
 
 #[cfg(test)]
@@ -188,7 +214,9 @@ mod tests {
         }
         l.flush();
         assert_eq!(l.len(), 10);
-        let mut saved = load_ledger(&path).unwrap();
+        let saved = load_ledger(&path).unwrap();
+        assert_eq!(saved.ok_lines, l.ok_written());
+        let mut saved = saved.entries;
         let mut mem = l.entries();
         saved.sort_by_key(|e| e.slot);
         mem.sort_by_key(|e| e.slot);
