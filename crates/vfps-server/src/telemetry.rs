@@ -20,7 +20,7 @@ mod traces;
 use std::time::Duration;
 
 use tracing_subscriber::{
-    filter::{LevelFilter, Targets},
+    filter::{FilterExt, LevelFilter, Targets},
     fmt,
     layer::SubscriberExt,
     util::SubscriberInitExt,
@@ -53,7 +53,12 @@ fn subscriber(logs: &config::Telemetry) -> impl tracing::Subscriber + Send + Syn
             .with_writer(std::io::stderr)
             .boxed()
     };
-    let lines = lines.with_filter(filter);
+    // Whatever RUST_LOG asks for: the PostgreSQL client logs each statement's
+    // parameters (originals, pseudonyms) at debug.
+    let never_values = Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("tokio_postgres", LevelFilter::INFO);
+    let lines = lines.with_filter(filter.and(never_values));
     let audit_trail = fmt::layer()
         .json()
         .flatten_event(true)

@@ -200,7 +200,15 @@ fn migrate_is_idempotent_and_waits_for_the_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_never_contain_originals_or_pseudonyms() {
-    let (env, _) = backend_env(Backend::Sqlite);
+    // At the most verbose level, on both backends: the PostgreSQL client logs
+    // every statement's parameters at debug.
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        logs_of_a_backend_never_contain_originals_or_pseudonyms(backend).await;
+    }
+}
+
+async fn logs_of_a_backend_never_contain_originals_or_pseudonyms(backend: Backend) {
+    let (env, _) = backend_env(backend);
     let log = vfps_testkit::scratch_dir("log").join("vfps.log");
     let http_port = vfps_testkit::free_port().unwrap();
     let grpc_port = vfps_testkit::free_port().unwrap();
@@ -216,7 +224,7 @@ async fn logs_never_contain_originals_or_pseudonyms() {
             "0",
         ])
         .envs(env)
-        .env("RUST_LOG", "debug")
+        .env("RUST_LOG", "trace")
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
