@@ -22,6 +22,8 @@ pub enum ErrorKind {
     Unauthenticated,
     /// The caller is known but lacks the role the operation needs.
     PermissionDenied,
+    /// The operation is refused in the server's current configuration.
+    FailedPrecondition,
 }
 
 /// Why a transient (`Unavailable`) error happened, as far as the layer that saw it
@@ -118,6 +120,9 @@ impl Error {
     }
     pub fn permission_denied(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::PermissionDenied, message)
+    }
+    pub fn failed_precondition(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::FailedPrecondition, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)

@@ -33,6 +33,7 @@ pub fn code_name(kind: Option<ErrorKind>) -> &'static str {
         Some(ErrorKind::Internal) => "INTERNAL",
         Some(ErrorKind::Unauthenticated) => "UNAUTHENTICATED",
         Some(ErrorKind::PermissionDenied) => "PERMISSION_DENIED",
+        Some(ErrorKind::FailedPrecondition) => "FAILED_PRECONDITION",
     }
 }
 

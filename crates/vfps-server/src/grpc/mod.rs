@@ -27,6 +27,7 @@ pub fn status(e: Error) -> Status {
         ErrorKind::Internal => Code::Internal,
         ErrorKind::Unauthenticated => Code::Unauthenticated,
         ErrorKind::PermissionDenied => Code::PermissionDenied,
+        ErrorKind::FailedPrecondition => Code::FailedPrecondition,
     };
     Status::new(code, e.message)
 }

@@ -45,6 +45,7 @@ fn outcome(e: &Error) -> Response {
         ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "exception"),
         ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, "login"),
         ErrorKind::PermissionDenied => (StatusCode::FORBIDDEN, "forbidden"),
+        ErrorKind::FailedPrecondition => (StatusCode::BAD_REQUEST, "business-rule"),
     };
     fhir(
         status,

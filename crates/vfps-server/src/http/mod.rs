@@ -105,6 +105,7 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorKind::FailedPrecondition => StatusCode::BAD_REQUEST,
     }
 }
 

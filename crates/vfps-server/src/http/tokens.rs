@@ -2,6 +2,10 @@
 //! `POST /v1/tokens` creates one and answers its plaintext once,
 //! `GET /v1/tokens` lists them (never a plaintext or hash),
 //! `DELETE /v1/tokens/{id}` revokes one.
+//!
+//! Refused while authorization is off: every caller is then an anonymous
+//! admin, and a token it minted would be honoured once authorization is on.
+//! `vfps tokens` (which needs the database's credentials) works either way.
 
 use axum::{
     body::Bytes,
@@ -16,6 +20,30 @@ use vfps_core::Error;
 
 use super::rest::{authorization, parse_body, respond};
 use crate::{auth::Operation, state::AppState, tokens};
+
+/// Who may manage tokens: an admin, and only while authorization is on.
+async fn admin(
+    state: &AppState,
+    headers: &HeaderMap,
+    deadline: std::time::Instant,
+) -> Result<(), Error> {
+    if !state.auth.enabled() {
+        return Err(Error::failed_precondition(
+            "the token admin API needs authorization on (Authorization__IsEnabled=true): \
+             with it off anyone could mint a credential; use `vfps tokens` instead",
+        ));
+    }
+    state
+        .auth
+        .check(
+            authorization(headers),
+            Operation::ManageTokens,
+            None,
+            deadline,
+        )
+        .await?;
+    Ok(())
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -40,10 +68,7 @@ struct CreateRequest {
 async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Create", async {
-        state
-            .auth
-            .check(authorization(&headers), Operation::ManageTokens, None, d)
-            .await?;
+        admin(&state, &headers, d).await?;
         let req: CreateRequest = parse_body(&body)?;
         let request = tokens::NewToken::parse(
             &req.kind,
@@ -61,10 +86,7 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
 async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/List", async {
-        state
-            .auth
-            .check(authorization(&headers), Operation::ManageTokens, None, d)
-            .await?;
+        admin(&state, &headers, d).await?;
         let all = state.service.store().list_tokens().await?;
         Ok(json!({"tokens": all.iter().map(tokens::to_json).collect::<Vec<Value>>()}))
     })
@@ -78,10 +100,7 @@ async fn revoke(
 ) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Revoke", async {
-        state
-            .auth
-            .check(authorization(&headers), Operation::ManageTokens, None, d)
-            .await?;
+        admin(&state, &headers, d).await?;
         if !tokens::revoke(state.service.store().as_ref(), &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }

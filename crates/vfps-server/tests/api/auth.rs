@@ -605,6 +605,33 @@ async fn database_tokens_carry_grants_and_revocation_reaches_every_replica(backe
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// With authorization off every caller is an anonymous admin: a token it
+/// could mint would outlive the switch to authorization on.
+async fn the_token_admin_api_is_refused_while_authorization_is_off(backend: Backend) {
+    use reqwest::Method;
+    let app = spawn_app_with(backend_env(backend).0).await;
+    for (method, path, body) in [
+        (
+            Method::POST,
+            "/v1/tokens",
+            Some(json!({"kind": "service-account", "name": "backdoor", "admin": true})),
+        ),
+        (Method::GET, "/v1/tokens", None),
+        (Method::DELETE, "/v1/tokens/someid", None),
+    ] {
+        let (status, answer) = rest(&app, method.clone(), path, None, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {answer}");
+        assert_eq!(answer["code"], 9, "FAILED_PRECONDITION: {answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("Authorization__IsEnabled"),
+            "{answer}"
+        );
+    }
+}
+
 async fn reflection_can_be_switched_off(backend: Backend) {
     let mut env = backend_env(backend).0;
     env.push(("VFPS_GRPC_REFLECTION".into(), "false".into()));
@@ -641,5 +668,6 @@ crate::on_both_backends!(
     each_role_is_allowed_exactly_its_operations,
     bad_jwts_are_refused,
     database_tokens_carry_grants_and_revocation_reaches_every_replica,
+    the_token_admin_api_is_refused_while_authorization_is_off,
     reflection_can_be_switched_off,
 );
