@@ -307,10 +307,28 @@ impl Service {
             created_at: now,
             last_updated_at: now,
         };
-        self.retry("create_namespace", deadline, || {
-            self.store.create_namespace(&ns)
-        })
-        .await?;
+        let created = self
+            .retry("create_namespace", deadline, || {
+                self.store.create_namespace(&ns)
+            })
+            .await;
+        match created {
+            Ok(()) => {}
+            // An earlier attempt may have committed and lost its answer (a
+            // connection broken in a failover): its own row is no conflict.
+            // The uid is this call's alone.
+            Err(e) if e.kind == ErrorKind::AlreadyExists => {
+                let stored = self
+                    .retry("get_namespace", deadline, || {
+                        self.store.get_namespace(&ns.name)
+                    })
+                    .await?;
+                if stored.map(|s| s.uid) != Some(ns.uid) {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
         tracing::info!(namespace = %ns.name, method = ns.settings.method.wire_name(), "namespace created");
         Ok(ns)
     }
@@ -335,11 +353,29 @@ impl Service {
     /// have the same caching settings.
     pub async fn delete_namespace(&self, name: &str, deadline: Instant) -> Result<(), Error> {
         let name = NamespaceName::parse(name)?;
-        let deleted = self
-            .retry("delete_namespace", deadline, || {
-                self.store.delete_namespace(&name)
+        // The incarnation to delete, so that a retry after an attempt that
+        // committed but lost its answer (a connection broken in a failover)
+        // knows the namespace it was asked to delete is gone, and says so.
+        let target = self
+            .retry("get_namespace", deadline, || {
+                self.store.get_namespace(&name)
             })
             .await?;
+        let deleted = match target {
+            None => false,
+            Some(ns) => {
+                let mut attempts = 0u32;
+                let gone = self
+                    .retry("delete_namespace", deadline, || {
+                        attempts += 1;
+                        self.store.delete_namespace(&name, ns.uid)
+                    })
+                    .await?;
+                // Not deleted by this attempt but by an earlier one of this call
+                // (or, in the same moment, by another caller: gone either way).
+                gone || attempts > 1
+            }
+        };
         self.forget(&name);
         if self.caches() {
             // Also after "not found": an earlier, interrupted attempt may have

@@ -103,10 +103,15 @@ pub trait Store: Upsert {
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
     async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error>;
     async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error>;
-    /// Deletes the namespace and all its pseudonyms; `false` if it did not exist.
-    /// Creates into other namespaces go on meanwhile; a concurrent Create into
-    /// this one either lands before (and is deleted with it) or finds it gone.
-    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error>;
+    /// Deletes the namespace's incarnation `uid` and all its pseudonyms; `false`
+    /// if it does not exist (or is another incarnation). Creates into other
+    /// namespaces go on meanwhile; a concurrent Create into this one either
+    /// lands before (and is deleted with it) or finds it gone.
+    async fn delete_namespace(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+    ) -> Result<bool, Error>;
 
     async fn get_pseudonym(
         &self,

@@ -396,12 +396,19 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
+    async fn delete_namespace(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+    ) -> Result<bool, Error> {
         let owned = name.as_str().to_owned();
         let deleted = self
             .with_writer(move |c| {
                 let n = c
-                    .execute("DELETE FROM namespaces WHERE name = ?1", [owned])
+                    .execute(
+                        "DELETE FROM namespaces WHERE name = ?1 AND uid = ?2",
+                        rusqlite::params![owned, uid.0],
+                    )
                     .map_err(sql_err)?;
                 Ok(n > 0)
             })

@@ -98,8 +98,13 @@ async fn namespaces_round_trip(store: Arc<dyn Store>) {
         all.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
         ["a", "b"]
     );
-    assert!(store.delete_namespace(&ns.name).await.unwrap());
-    assert!(!store.delete_namespace(&ns.name).await.unwrap());
+    // Another incarnation's uid deletes nothing.
+    assert!(!store
+        .delete_namespace(&ns.name, NamespaceUid(ns.uid.0 + 1))
+        .await
+        .unwrap());
+    assert!(store.delete_namespace(&ns.name, ns.uid).await.unwrap());
+    assert!(!store.delete_namespace(&ns.name, ns.uid).await.unwrap());
     assert_eq!(store.get_namespace(&ns.name).await.unwrap(), None);
 }
 
@@ -152,7 +157,7 @@ async fn delete_cascades_to_pseudonyms(store: Arc<dyn Store>) {
         .upsert_pseudonyms(&[candidate("n", "o1", "p-1")])
         .await
         .unwrap();
-    store.delete_namespace(&ns.name).await.unwrap();
+    store.delete_namespace(&ns.name, ns.uid).await.unwrap();
     store.create_namespace(&ns).await.unwrap();
     assert!(store
         .get_pseudonym(&ns.name, &pv("p-1"))
@@ -568,7 +573,7 @@ async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn St
                 .await;
         }));
         if i == 200 {
-            assert!(store.delete_namespace(&ns.name).await.unwrap());
+            assert!(store.delete_namespace(&ns.name, ns.uid).await.unwrap());
         }
     }
     for t in tasks {

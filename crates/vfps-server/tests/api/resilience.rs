@@ -329,3 +329,131 @@ async fn a_retried_create_shows_its_retries_and_their_reasons_in_its_trace() {
     assert!(call.attribute("error.type").is_some(), "{call:#?}");
     drop(server);
 }
+
+/// A TCP proxy to PostgreSQL that, once armed, forwards the next `COMMIT`,
+/// withholds the answer and closes both sides: a commit whose acknowledgement
+/// was lost, as when the connection breaks in a failover.
+struct CommitCutter {
+    port: u16,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cuts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CommitCutter {
+    async fn start(upstream_port: u16) -> Self {
+        use std::sync::{atomic::AtomicBool, atomic::AtomicU64, Arc};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicU64::new(0));
+        let (a, c) = (armed.clone(), cuts.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await
+                else {
+                    continue;
+                };
+                tokio::spawn(Self::pump(client, server, a.clone(), c.clone()));
+            }
+        });
+        Self { port, armed, cuts }
+    }
+
+    async fn pump(
+        client: tokio::net::TcpStream,
+        server: tokio::net::TcpStream,
+        armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        cuts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) {
+        use std::sync::{atomic::AtomicBool, atomic::Ordering::SeqCst, Arc};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let withhold = Arc::new(AtomicBool::new(false));
+        let w = withhold.clone();
+        let back = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            while let Ok(n) = sr.read(&mut buf).await {
+                if n == 0 || w.load(SeqCst) || cw.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = cr.read(&mut buf).await {
+            let commit = buf[..n].windows(6).any(|w| w == b"COMMIT");
+            if commit && armed.swap(false, SeqCst) {
+                withhold.store(true, SeqCst);
+                cuts.fetch_add(1, SeqCst);
+                let _ = sw.write_all(&buf[..n]).await;
+                // The client sees its side close when the answer comes; the
+                // database's side stays open until it has surely committed.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                break;
+            }
+            if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        back.abort();
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn cuts(&self) -> u64 {
+        self.cuts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A namespace Create or Delete that committed, but whose acknowledgement the
+/// connection lost, is retried by the server; the retry must recognise the
+/// call's own write instead of answering `ALREADY_EXISTS` or `NOT_FOUND`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_change_whose_commit_acknowledgement_was_lost_is_answered_as_done() {
+    use vfps_proto::v1::{NamespaceServiceCreateRequest, NamespaceServiceDeleteRequest};
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let cutter = CommitCutter::start(cluster.port()).await;
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            format!(
+                "{};SSL Mode=Disable",
+                db.connection_string.replace(
+                    &format!("Port={}", cluster.port()),
+                    &format!("Port={}", cutter.port)
+                )
+            ),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ("VFPS_METRICS_COUNT_INTERVAL".to_owned(), "1h".to_owned()),
+    ];
+    let app = spawn_app_with(env).await;
+    let mut namespaces = app.namespaces.clone();
+    cutter.arm();
+    let created = namespaces
+        .create(NamespaceServiceCreateRequest {
+            name: "n".into(),
+            pseudonym_generation_method: 5,
+            pseudonym_length: 16,
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(cutter.cuts(), 1, "the commit's answer was withheld");
+    assert!(created.is_ok(), "{created:?}");
+    assert!(app.create("n", "o").await.is_ok(), "and it exists");
+
+    cutter.arm();
+    let deleted = namespaces
+        .delete(NamespaceServiceDeleteRequest { name: "n".into() })
+        .await;
+    assert_eq!(cutter.cuts(), 2, "the commit's answer was withheld");
+    assert!(deleted.is_ok(), "{deleted:?}");
+    assert_eq!(
+        app.create("n", "o").await.unwrap_err().code(),
+        Code::NotFound,
+        "and it is gone"
+    );
+}

@@ -532,7 +532,11 @@ impl Store for PgStore {
         rows.iter().map(namespace_from_row).collect()
     }
 
-    async fn delete_namespace(&self, name: &NamespaceName) -> Result<bool, Error> {
+    async fn delete_namespace(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+    ) -> Result<bool, Error> {
         let (mut lease, steps) = self.lease().await?;
         let tx = steps.run(lease.conn_mut().client.transaction()).await?;
         // "Not found" must not rest on a single-copy delete either.
@@ -541,7 +545,10 @@ impl Store for PgStore {
         // key-share lock, and holds off new ones until the commit (they then find
         // it gone). Other namespaces' inserts lock other rows and go on.
         let n = steps
-            .run(tx.execute("DELETE FROM namespaces WHERE name = $1", &[&name.as_str()]))
+            .run(tx.execute(
+                "DELETE FROM namespaces WHERE name = $1 AND uid = $2",
+                &[&name.as_str(), &uid.0],
+            ))
             .await?;
         if n > 0 {
             steps
