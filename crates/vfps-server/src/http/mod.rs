@@ -61,7 +61,7 @@ async fn too_large_in_kind(
             "issue": [{"severity": "error", "code": "too-costly", "diagnostics": message}],
         })
     } else {
-        serde_json::json!({"code": grpc_code(ErrorKind::InvalidArgument), "message": message, "details": []})
+        serde_json::json!({"code": grpc_code(ErrorKind::OutOfRange), "message": message, "details": []})
     };
     let content_type = if fhir {
         "application/fhir+json"

@@ -464,12 +464,101 @@ async fn messages_larger_than_the_codecs_first_buffer_arrive_whole(backend: Back
         .any(|p| p.pseudonym_value == created.pseudonym_value));
 }
 
+/// Bytes as they are, for requests no generated client would send.
+#[derive(Debug, Clone, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self {
+        Self
+    }
+    fn decoder(&mut self) -> Self {
+        Self
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        buf: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        prost::bytes::BufMut::put_slice(buf, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        let n = prost::bytes::Buf::remaining(buf);
+        Ok(Some(prost::bytes::Buf::copy_to_bytes(buf, n).to_vec()))
+    }
+}
+
+/// A request that is not valid protobuf is the caller's bad input:
+/// `INVALID_ARGUMENT` (tonic's own answer is `INTERNAL`), and it fails alone.
+async fn undecodable_requests_are_invalid_arguments(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.namespace("n", 5, 16).await;
+    let channel = tonic::transport::Channel::from_shared(app.grpc.clone())
+        .unwrap()
+        .connect_lazy();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    for (what, path, bytes) in [
+        // namespace = 1: two bytes that are not UTF-8.
+        (
+            "invalid UTF-8",
+            "/vfps.api.v1.PseudonymService/Create",
+            vec![0x0a, 0x02, 0xff, 0xfe],
+        ),
+        (
+            "truncated",
+            "/vfps.api.v1.PseudonymService/Create",
+            vec![0x0a, 0x05, b'n'],
+        ),
+        (
+            "wrong wire type",
+            "/vfps.api.v1.PseudonymService/Get",
+            vec![0x0d, 0, 0, 0, 0],
+        ),
+        (
+            "invalid UTF-8",
+            "/vfps.api.v1.NamespaceService/Create",
+            vec![0x0a, 0x01, 0x80],
+        ),
+    ] {
+        grpc.ready().await.unwrap();
+        let e = grpc
+            .unary(
+                tonic::Request::new(bytes),
+                tonic::codegen::http::uri::PathAndQuery::from_static(path),
+                RawCodec,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{what} to {path}: {e:?}");
+    }
+    assert!(app.create("n", "o").await.is_ok());
+}
+
 crate::on_both_backends!(
     namespace_rpcs_and_their_status_codes,
     pseudonym_rpcs_and_their_status_codes,
     every_generation_method_has_its_format,
     list_pages_through_everything_without_originals,
     messages_larger_than_the_codecs_first_buffer_arrive_whole,
+    undecodable_requests_are_invalid_arguments,
     deleting_a_namespace_deletes_its_pseudonyms,
     colliding_pseudonyms_are_regenerated_until_the_space_is_full,
     health_and_reflection_are_served,

@@ -29,7 +29,7 @@ async fn oversize_input_is_refused_with_its_code_and_fails_only_itself(backend: 
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["code"], 3, "{body}");
+    assert_eq!(body["code"], 11, "OUT_OF_RANGE, as over gRPC: {body}");
     let r = app
         .http_client
         .post(format!("{}/v1/fhir/$create-pseudonym", app.http))
