@@ -258,29 +258,30 @@ pub struct Telemetry {
     pub log_json: bool,
 }
 
-/// Command-line overrides; `None` leaves the environment's value.
+/// Command-line overrides; `None` leaves the environment's value. Global: the
+/// same before or after a subcommand.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Flags {
     /// PostgreSQL connection string (Npgsql keyword form); overrides ConnectionStrings__PostgreSQL.
-    #[arg(long, value_name = "CONNECTION_STRING")]
+    #[arg(long, global = true, value_name = "CONNECTION_STRING")]
     pub postgres: Option<String>,
     /// SQLite file used when no PostgreSQL connection string is set [default: vfps.sqlite].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH")]
     pub sqlite_path: Option<PathBuf>,
     /// Address to listen on [default: 0.0.0.0].
-    #[arg(long, value_name = "IP")]
+    #[arg(long, global = true, value_name = "IP")]
     pub listen_address: Option<String>,
     /// REST and FHIR port [default: 8080].
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub http_port: Option<u16>,
     /// gRPC port [default: 8081].
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub grpc_port: Option<u16>,
     /// Prometheus metrics port [default: 8082].
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub metrics_port: Option<u16>,
     /// Apply database migrations at start-up.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub force_migrations: bool,
 }
 

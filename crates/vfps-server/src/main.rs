@@ -26,14 +26,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve gRPC (:8081), REST and FHIR (:8080) and metrics (:8082). The default.
-    Serve {
-        #[command(flatten)]
-        flags: Flags,
-    },
+    Serve,
     /// Apply database migrations and exit.
     Migrate {
-        #[command(flatten)]
-        flags: Flags,
         /// Keep retrying while the database is unreachable for up to this long (e.g. 60s).
         #[arg(long, value_parser = parse_wait, default_value = "0s")]
         wait: Duration,
@@ -46,8 +41,6 @@ enum Command {
     Tokens {
         #[command(subcommand)]
         action: TokensAction,
-        #[command(flatten)]
-        flags: Flags,
     },
 }
 
@@ -84,13 +77,13 @@ fn parse_wait(raw: &str) -> Result<Duration, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut tokens = None;
-    let (flags, wait, migrate_only, check_only) = match cli.command {
-        None => (cli.flags, Duration::ZERO, false, false),
-        Some(Command::Serve { flags }) => (flags, Duration::ZERO, false, false),
-        Some(Command::Migrate { flags, wait, check }) => (flags, wait, true, check),
-        Some(Command::Tokens { action, flags }) => {
+    let flags = cli.flags;
+    let (wait, migrate_only, check_only) = match cli.command {
+        None | Some(Command::Serve) => (Duration::ZERO, false, false),
+        Some(Command::Migrate { wait, check }) => (wait, true, check),
+        Some(Command::Tokens { action }) => {
             tokens = Some(action);
-            (flags, Duration::ZERO, false, false)
+            (Duration::ZERO, false, false)
         }
     };
     let (settings, notes) = match Settings::load(std::env::vars(), &flags) {

@@ -143,6 +143,39 @@ fn bad_configuration_stops_start_up_naming_every_key_but_not_the_password() {
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
+/// A flag means the same before and after the subcommand; before it, it was
+/// silently dropped (and the default file used).
+#[test]
+fn flags_before_or_after_the_subcommand_are_the_same() {
+    let dir = vfps_testkit::scratch_dir("flags");
+    for (n, before) in [(0, true), (1, false)] {
+        let file = dir.join(format!("f{n}.sqlite"));
+        let file = file.to_str().unwrap();
+        let args: Vec<&str> = if before {
+            vec!["--sqlite-path", file, "tokens", "list"]
+        } else {
+            vec!["tokens", "list", "--sqlite-path", file]
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args(&args)
+            .current_dir(&dir)
+            .env_remove("VFPS_SQLITE_PATH")
+            .env_remove("ConnectionStrings__PostgreSQL")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(std::path::Path::new(file).exists(), "{args:?} used {file}");
+    }
+    assert!(
+        !dir.join("vfps.sqlite").exists(),
+        "the default file was not used"
+    );
+}
+
 #[test]
 fn migrate_is_idempotent_and_waits_for_the_database() {
     let cluster = vfps_testkit::PgCluster::start().unwrap();
