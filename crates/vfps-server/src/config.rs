@@ -387,13 +387,20 @@ impl StoreConfig {
                     Self::Sqlite(PathBuf::new())
                 }
             },
-            None => Self::Sqlite(
-                flags
-                    .sqlite_path
-                    .clone()
-                    .or_else(|| env.get("VFPS_SQLITE_PATH").map(PathBuf::from))
-                    .unwrap_or_else(|| PathBuf::from("vfps.sqlite")),
-            ),
+            None => {
+                let (key, path) = match (&flags.sqlite_path, env.get("VFPS_SQLITE_PATH")) {
+                    (Some(p), _) => ("--sqlite-path", p.clone()),
+                    (None, Some(p)) => ("VFPS_SQLITE_PATH", PathBuf::from(p)),
+                    (None, None) => ("", PathBuf::from("vfps.sqlite")),
+                };
+                if path.as_os_str().to_string_lossy().trim().is_empty() {
+                    errors.push(format!(
+                        "{key} is {:?}: name a file, or leave it unset for vfps.sqlite",
+                        path.as_os_str()
+                    ));
+                }
+                Self::Sqlite(path)
+            }
         };
         let idle_in_transaction_timeout = duration(
             env,

@@ -18,7 +18,7 @@ use vfps_proto::v1::{
 };
 use vfps_store::{
     postgres::{PgStore, TargetSession},
-    sqlite::SqliteStore,
+    sqlite::{ServingLock, SqliteStore},
     Store,
 };
 
@@ -46,6 +46,8 @@ pub struct Application {
     tls: Option<crate::tls::Acceptor>,
     state: AppState,
     settings: Settings,
+    /// This process's claim on its SQLite file, held while it serves.
+    sqlite_lock: Option<ServingLock>,
 }
 
 /// Opens the configured store; migrates SQLite always and PostgreSQL when forced.
@@ -53,9 +55,10 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match &settings.store {
         StoreConfig::Sqlite(path) => {
             let path = path.clone();
+            let shown = path.display().to_string();
             let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
                 .await?
-                .context("cannot open the SQLite database")?;
+                .with_context(|| format!("cannot open the SQLite database {shown}"))?;
             tracing::info!(path = %store.path().display(), "using the embedded SQLite store");
             Arc::new(store)
         }
@@ -86,6 +89,10 @@ impl Application {
             .as_ref()
             .map(crate::tls::Acceptor::new)
             .transpose()?;
+        let sqlite_lock = match &settings.store {
+            StoreConfig::Sqlite(path) => Some(ServingLock::acquire(path)?),
+            StoreConfig::Postgres(_) => None,
+        };
         let store = open_store(&settings).await?;
         let metrics = Metrics::new()?;
         let auth = Auth::new(&settings.authorization, store.clone(), metrics.clone());
@@ -132,6 +139,7 @@ impl Application {
                 readiness_database_grace: settings.readiness.database_grace,
             },
             settings,
+            sqlite_lock,
         })
     }
 
@@ -160,6 +168,8 @@ impl Application {
             tls,
             state,
             settings,
+            // Released when serving ends.
+            sqlite_lock: _sqlite_lock,
         } = self;
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),

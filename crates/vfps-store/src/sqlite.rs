@@ -5,7 +5,8 @@
 //! Cancel-safe by construction: a call's closure runs to completion on its
 //! blocking thread even if the caller's future is dropped, and a transaction that
 //! does not reach its commit rolls back when it is dropped (rusqlite). The file is
-//! this process's alone, so its caches are always coherent (`Coherence::local`).
+//! this process's alone, so its caches are always coherent (`Coherence::local`):
+//! a serving process holds its [`ServingLock`].
 
 use std::{
     path::{Path, PathBuf},
@@ -72,6 +73,65 @@ fn open(path: &Path, flags: OpenFlags) -> Result<Connection, Error> {
     Ok(c)
 }
 
+/// Held by the one process that serves a SQLite file: an exclusive lock on
+/// `<file>.lock` (a file of its own: closing any descriptor of the database
+/// file would drop SQLite's own locks on it). The kernel releases it when the
+/// process ends, however it ends.
+#[derive(Debug)]
+pub struct ServingLock {
+    _file: std::fs::File,
+}
+
+impl ServingLock {
+    /// Takes the lock of the SQLite file at `path`, or says which process
+    /// holds it: a second server on one file would answer from caches the
+    /// other's deletes never reach.
+    pub fn acquire(path: &Path) -> Result<Self, Error> {
+        use std::io::{Read, Seek, Write};
+        let mut name = path.as_os_str().to_owned();
+        name.push(".lock");
+        let lock_path = PathBuf::from(name);
+        if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::unavailable(format!("cannot create directory {}: {e}", dir.display()))
+            })?;
+        }
+        let io = |e: std::io::Error| {
+            Error::unavailable(format!("cannot lock {}: {e}", lock_path.display()))
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(Error::unavailable(format!(
+                    "{} is served by another vfps process{}: one server per SQLite file \
+                     (several replicas need PostgreSQL)",
+                    path.display(),
+                    if holder.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {holder})")
+                    }
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        writeln!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(Self { _file: file })
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the file and applies migrations.
     pub fn open(path: &Path) -> Result<Self, Error> {
@@ -86,6 +146,14 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        // SQLite opens a file it may not write read-only, silently.
+        if writer.is_readonly(rusqlite::MAIN_DB).map_err(sql_err)? {
+            return Err(Error::unavailable(format!(
+                "{} can only be read by this process (file or directory permissions, or a \
+                 read-only file system): vfps writes it",
+                path.display()
+            )));
+        }
         let mode: String = writer
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(sql_err)?;

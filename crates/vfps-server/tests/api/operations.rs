@@ -176,6 +176,115 @@ fn flags_before_or_after_the_subcommand_are_the_same() {
     );
 }
 
+/// Runs `vfps` with `args` on SQLite (no other store configured) until it
+/// exits; one still running after 20 s is killed and fails the test.
+fn vfps_on_sqlite(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(args)
+        .env_remove("ConnectionStrings__PostgreSQL")
+        .env_remove("VFPS_SQLITE_PATH")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = vfps_testkit::wait_for(Duration::from_secs(20), || {
+        child.try_wait().is_ok_and(|s| s.is_some())
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        exited,
+        "vfps {args:?} still ran after 20 s: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Two servers on one SQLite file would each answer from caches the other's
+/// deletes never reach: the second is refused, naming the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_one_sqlite_file_is_refused() {
+    let (env, _) = backend_env(Backend::Sqlite);
+    let file = env
+        .iter()
+        .find(|(k, _)| k == "VFPS_SQLITE_PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let first = ServerProcess::start(&env).await;
+    let second = tokio::task::spawn_blocking(move || {
+        vfps_on_sqlite(
+            &["--sqlite-path", &file, "--listen-address", "127.0.0.1"],
+            &[
+                ("VFPS_HTTP_PORT", "0"),
+                ("VFPS_GRPC_PORT", "0"),
+                ("VFPS_METRICS_PORT", "0"),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("served by another vfps process")
+            && stderr.contains(&format!("pid {}", first.child.id())),
+        "{stderr}"
+    );
+    // The lock goes with the process: the next server starts.
+    drop(first);
+    let _next = ServerProcess::start(&env).await;
+}
+
+/// A file that cannot be used stops start-up with a message naming it.
+#[test]
+fn an_unusable_sqlite_setting_or_file_stops_start_up_naming_it() {
+    let dir = vfps_testkit::scratch_dir("unusable");
+    // Empty: a bad setting (exit 2), not a file named "".
+    let out = vfps_on_sqlite(&["tokens", "list"], &[("VFPS_SQLITE_PATH", "")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("VFPS_SQLITE_PATH"), "{stderr}");
+    // Not a database.
+    let garbage = dir.join("garbage.sqlite");
+    std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
+    let garbage = garbage.to_str().unwrap();
+    let out = vfps_on_sqlite(&["tokens", "list", "--sqlite-path", garbage], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(garbage), "{stderr}");
+    // Readable but not writable by the process (SQLite would open it read-only
+    // and every write would fail): run as nobody on a root-owned 0444 file in
+    // a directory nobody may write to (for the -wal and -shm files).
+    let ro_dir = dir.join("ro");
+    std::fs::create_dir(&ro_dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ro_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let file = ro_dir.join("vfps.sqlite");
+    let file = file.to_str().unwrap();
+    assert!(
+        vfps_on_sqlite(&["tokens", "list", "--sqlite-path", file], &[])
+            .status
+            .success()
+    );
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_vfps"))
+        .args(["tokens", "list", "--sqlite-path", file])
+        .env_remove("ConnectionStrings__PostgreSQL")
+        .output()
+        .expect("setpriv runs (the tests run as root)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(file) && stderr.contains("can only be read"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn migrate_is_idempotent_and_waits_for_the_database() {
     let cluster = vfps_testkit::PgCluster::start().unwrap();
