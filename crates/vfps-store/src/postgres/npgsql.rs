@@ -152,6 +152,60 @@ fn pairs(raw: &str) -> Result<Vec<(String, String)>, ParseError> {
     Ok(out)
 }
 
+/// Keywords Npgsql knows that vfps accepts without acting on them (compared
+/// without spaces or underscores, in lower case): a connection string written
+/// for the upstream service keeps working, and each is noted at start-up.
+const NPGSQL_IGNORED: &[&str] = &[
+    "passfile",
+    "enlist",
+    "clientencoding",
+    "encoding",
+    "timezone",
+    "checkcertificaterevocation",
+    "sslnegotiation",
+    "gssencryptionmode",
+    "integratedsecurity",
+    "kerberosservicename",
+    "krbsrvname",
+    "includerealm",
+    "persistsecurityinfo",
+    "logparameters",
+    "includeerrordetail",
+    "channelbinding",
+    "requireauth",
+    "pooling",
+    "connectionlifetime",
+    "loadbalancetimeout",
+    "cancellationtimeout",
+    "internalcommandtimeout",
+    "loadbalancehosts",
+    "hostrecheckseconds",
+    "eftemplatedatabase",
+    "efadmindatabase",
+    "tcpkeepalive",
+    "tcpkeepaliveinterval",
+    "readbuffersize",
+    "writebuffersize",
+    "socketreceivebuffersize",
+    "socketsendbuffersize",
+    "maxautoprepare",
+    "autoprepareminusages",
+    "noresetonclose",
+    "options",
+    "servercompatibilitymode",
+    "arraynullabilitymode",
+    "multiplexing",
+    "writecoalescingbufferthresholdbytes",
+    "loadtablecomposites",
+    "usesslstream",
+    "convertinfinitydatetime",
+    "continuousprocessing",
+    "backendtimeouts",
+    "preloadreader",
+    "useextendedtypes",
+    "useperfcounters",
+];
+
 /// Parses a connection string; `PGUSER`/`PGPASSWORD` fill in a missing user or password.
 pub fn parse(
     raw: &str,
@@ -180,126 +234,146 @@ pub fn parse(
         search_path: None,
     };
     let mut ignored = Vec::new();
+    // Every problem, not only the first.
+    let mut errors: Vec<String> = Vec::new();
     for (key, value) in pairs(raw)? {
-        match normalise(&key).as_str() {
-            "host" | "server" | "hostname" => host_list = Some(value),
-            "port" => {
-                port = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| ParseError(format!("Port must be a TCP port number, got {value:?}")))?
-            }
-            "database" | "db" => o.database = Some(value),
-            "username" | "userid" | "user" | "uid" | "username " => o.username = Some(value),
-            "password" | "psw" | "pwd" => o.password = Some(value),
-            "timeout" => o.connect_timeout = seconds("Timeout", &value)?,
-            "commandtimeout" => o.command_timeout = seconds("Command Timeout", &value)?,
-            "maximumpoolsize" | "maxpoolsize" => {
-                o.max_pool_size = match value.trim().parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        return Err(ParseError(format!(
-                            "Maximum Pool Size must be a positive integer, got {value:?}"
-                        )))
-                    }
+        let applied = (|| -> Result<(), ParseError> {
+            match normalise(&key).as_str() {
+                "host" | "server" | "hostname" => host_list = Some(value),
+                "port" => {
+                    port = value
+                        .trim()
+                        .parse()
+                        .map_err(|_| ParseError(format!("Port must be a TCP port number, got {value:?}")))?
                 }
-            }
-            "minimumpoolsize" | "minpoolsize" => {
-                o.min_pool_size = value.trim().parse::<usize>().map_err(|_| {
-                    ParseError(format!(
-                        "Minimum Pool Size must be a non-negative integer, got {value:?}"
-                    ))
-                })?
-            }
-            "connectionidlelifetime" => {
-                o.idle_lifetime = seconds("Connection Idle Lifetime", &value)?
-            }
-            "connectionpruninginterval" => {
-                o.pruning_interval = seconds("Connection Pruning Interval", &value)?
-            }
-            "targetsessionattributes" => {
-                target_session = Some(match value.trim().to_ascii_lowercase().as_str() {
-                    "any" => TargetSession::Any,
-                    "read-write" | "readwrite" | "primary" => TargetSession::ReadWrite,
-                    other => {
-                        return Err(ParseError(format!(
-                            "Target Session Attributes {other:?} is not supported (use any, read-write or primary)"
-                        )))
-                    }
-                })
-            }
-            "sslmode" => {
-                o.ssl.mode = SslMode::parse(&value).ok_or_else(|| {
-                    ParseError(format!(
-                        "SSL Mode {value:?} is not one of Disable, Allow, Prefer, Require, VerifyCA, VerifyFull"
-                    ))
-                })?
-            }
-            "rootcertificate" => o.ssl.root_certificate = Some(value.trim().into()),
-            "trustservercertificate" => {
-                o.ssl.trust_server_certificate =
-                    match value.trim().to_ascii_lowercase().as_str() {
-                        "true" | "yes" | "1" => true,
-                        "false" | "no" | "0" => false,
+                "database" | "db" => o.database = Some(value),
+                "username" | "userid" | "user" | "uid" | "username " => o.username = Some(value),
+                "password" | "psw" | "pwd" => o.password = Some(value),
+                "timeout" => o.connect_timeout = seconds("Timeout", &value)?,
+                "commandtimeout" => o.command_timeout = seconds("Command Timeout", &value)?,
+                "maximumpoolsize" | "maxpoolsize" => {
+                    o.max_pool_size = match value.trim().parse::<usize>() {
+                        Ok(n) if n > 0 => n,
                         _ => {
                             return Err(ParseError(format!(
-                                "Trust Server Certificate must be true or false, got {value:?}"
+                                "Maximum Pool Size must be a positive integer, got {value:?}"
                             )))
                         }
                     }
-            }
-            "sslcertificate" | "sslkey" | "sslpassword" => {
-                return Err(ParseError(format!(
-                    "{key} (a client certificate) is not supported by this build; authenticate with a password"
-                )))
-            }
-            "applicationname" => o.application_name = value,
-            "searchpath" => {
-                if value.chars().any(|c| c.is_control()) || value.trim().is_empty() {
-                    return Err(ParseError(
-                        "Search Path must be a non-empty list of schemas".into(),
-                    ));
                 }
-                o.search_path = Some(value.trim().to_owned())
+                "minimumpoolsize" | "minpoolsize" => {
+                    o.min_pool_size = value.trim().parse::<usize>().map_err(|_| {
+                        ParseError(format!(
+                            "Minimum Pool Size must be a non-negative integer, got {value:?}"
+                        ))
+                    })?
+                }
+                "connectionidlelifetime" => {
+                    o.idle_lifetime = seconds("Connection Idle Lifetime", &value)?
+                }
+                "connectionpruninginterval" => {
+                    o.pruning_interval = seconds("Connection Pruning Interval", &value)?
+                }
+                "targetsessionattributes" => {
+                    target_session = Some(match value.trim().to_ascii_lowercase().as_str() {
+                        "any" => TargetSession::Any,
+                        "read-write" | "readwrite" | "primary" => TargetSession::ReadWrite,
+                        other => {
+                            return Err(ParseError(format!(
+                                "Target Session Attributes {other:?} is not supported (use any, read-write or primary)"
+                            )))
+                        }
+                    })
+                }
+                "sslmode" => {
+                    o.ssl.mode = SslMode::parse(&value).ok_or_else(|| {
+                        ParseError(format!(
+                            "SSL Mode {value:?} is not one of Disable, Allow, Prefer, Require, VerifyCA, VerifyFull"
+                        ))
+                    })?
+                }
+                "rootcertificate" => o.ssl.root_certificate = Some(value.trim().into()),
+                "trustservercertificate" => {
+                    o.ssl.trust_server_certificate =
+                        match value.trim().to_ascii_lowercase().as_str() {
+                            "true" | "yes" | "1" => true,
+                            "false" | "no" | "0" => false,
+                            _ => {
+                                return Err(ParseError(format!(
+                                    "Trust Server Certificate must be true or false, got {value:?}"
+                                )))
+                            }
+                        }
+                }
+                "sslcertificate" | "sslkey" | "sslpassword" | "clientcertificate"
+                | "clientcertificatekey" => {
+                    return Err(ParseError(format!(
+                        "{key} (a client certificate) is not supported by this build; authenticate with a password"
+                    )))
+                }
+                "applicationname" => o.application_name = value,
+                "searchpath" => {
+                    if value.chars().any(|c| c.is_control()) || value.trim().is_empty() {
+                        return Err(ParseError(
+                            "Search Path must be a non-empty list of schemas".into(),
+                        ));
+                    }
+                    o.search_path = Some(value.trim().to_owned())
+                }
+                "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
+                known if NPGSQL_IGNORED.contains(&known) => ignored.push(key.clone()),
+                // Npgsql refuses what it does not know; a misspelt keyword
+                // (SSL Mod=VerifyFull) must not silently weaken a connection.
+                _ => {
+                    return Err(ParseError(format!(
+                        "{key:?} is not an Npgsql connection string keyword (misspelt?)"
+                    )))
+                }
             }
-            "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
-            _ => ignored.push(key),
+            Ok(())
+        })();
+        if let Err(e) = applied {
+            errors.push(e.0);
         }
     }
-    let host_list = host_list.ok_or_else(|| ParseError("Host is required".into()))?;
-    for entry in host_list
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-    {
-        let (host, p) = match entry.rsplit_once(':') {
-            // A bare IPv6 address has several colons and no port.
-            Some((h, p)) if !h.contains(':') || h.ends_with(']') => {
-                let p = p
-                    .parse()
-                    .map_err(|_| ParseError(format!("Host entry {entry:?} has an invalid port")))?;
-                (h.trim_matches(['[', ']']).to_owned(), p)
+    match host_list {
+        None => errors.push("Host is required".into()),
+        Some(host_list) => {
+            for entry in host_list
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+            {
+                match entry.rsplit_once(':') {
+                    // A bare IPv6 address has several colons and no port.
+                    Some((h, p)) if !h.contains(':') || h.ends_with(']') => match p.parse() {
+                        Ok(p) => o.hosts.push((h.trim_matches(['[', ']']).to_owned(), p)),
+                        Err(_) => errors.push(format!("Host entry {entry:?} has an invalid port")),
+                    },
+                    _ => o.hosts.push((entry.to_owned(), port)),
+                }
             }
-            _ => (entry.to_owned(), port),
-        };
-        o.hosts.push((host, p));
-    }
-    if o.hosts.is_empty() {
-        return Err(ParseError("Host must name at least one host".into()));
+            if o.hosts.is_empty() && errors.is_empty() {
+                errors.push("Host must name at least one host".into());
+            }
+        }
     }
     if o.min_pool_size > o.max_pool_size {
-        return Err(ParseError(format!(
+        errors.push(format!(
             "Minimum Pool Size ({}) must not exceed Maximum Pool Size ({})",
             o.min_pool_size, o.max_pool_size
-        )));
+        ));
     }
     if o.pruning_interval.is_zero() || o.idle_lifetime < o.pruning_interval {
-        return Err(ParseError(format!(
+        errors.push(format!(
             "Connection Pruning Interval ({} s) must be positive and not longer than \
              Connection Idle Lifetime ({} s)",
             o.pruning_interval.as_secs_f64(),
             o.idle_lifetime.as_secs_f64()
-        )));
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ParseError(errors.join("; ")));
     }
     o.target_session = target_session.unwrap_or(if o.hosts.len() > 1 {
         TargetSession::ReadWrite
@@ -412,6 +486,36 @@ mod tests {
             session("Host=a;Target Session Attributes=primary"),
             TargetSession::ReadWrite
         );
+    }
+
+    /// Npgsql refuses a keyword it does not know; so does vfps: a misspelt
+    /// `SSL Mode` must not quietly leave the certificate unverified.
+    #[test]
+    fn unknown_keywords_are_refused_and_every_problem_is_named_at_once() {
+        let e = parse(
+            "Host=a;SSL Mod=VerifyFull;Pasword=hunter2;Timeout=abc;Command Timeout=xyz;Maximum Pool Size=q",
+            None,
+            None,
+        )
+        .unwrap_err();
+        for named in [
+            "\"SSL Mod\"",
+            "\"Pasword\"",
+            "Timeout must",
+            "Command Timeout must",
+            "Maximum Pool Size must",
+        ] {
+            assert!(e.0.contains(named), "{named} missing: {e}");
+        }
+        assert!(!e.0.contains("hunter2"), "{e}");
+        // Npgsql's own keywords that vfps does not act on are still accepted.
+        let p = parse(
+            "Host=a;Pooling=true;Include Error Detail=true;Tcp Keepalive=true",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.ignored_keywords.len(), 3, "{:?}", p.ignored_keywords);
     }
 
     #[test]
