@@ -677,14 +677,17 @@ impl Readiness {
 
 impl MetricsConfig {
     fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
-        Self {
-            count_interval: duration(
-                env,
-                errors,
-                "VFPS_METRICS_COUNT_INTERVAL",
-                Duration::from_secs(60),
-            ),
+        let count_interval = duration(
+            env,
+            errors,
+            "VFPS_METRICS_COUNT_INTERVAL",
+            Duration::from_secs(60),
+        );
+        // Zero would count without a pause, on every replica.
+        if count_interval.is_zero() {
+            errors.push("VFPS_METRICS_COUNT_INTERVAL must be greater than zero".into());
         }
+        Self { count_interval }
     }
 }
 
@@ -985,6 +988,22 @@ mod tests {
     }
 
     #[test]
+    fn settings_that_would_spin_or_overflow_are_refused() {
+        let e = load(&[
+            ("VFPS_METRICS_COUNT_INTERVAL", "0"),
+            ("VFPS_MAX_CALL_DEADLINE", "2562047788015215h"),
+        ])
+        .unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "VFPS_METRICS_COUNT_INTERVAL must be greater than zero",
+            "VFPS_MAX_CALL_DEADLINE=\"2562047788015215h\" is not valid",
+        ] {
+            assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
+        }
+    }
+
+    #[test]
     fn a_flag_overrides_a_bad_variable_of_its_section() {
         let s = Settings::load(
             [("VFPS_HTTP_PORT".to_owned(), "not a port".to_owned())],
@@ -1257,5 +1276,16 @@ mod tests {
         }
         assert_eq!(parse_duration("5 parsecs"), None);
         assert_eq!(parse_duration("-1s"), None);
+        // Beyond a hundred years: refused, not a panic or an overflowing deadline.
+        for huge in [
+            "100000000000000000000",
+            "100000000000000000000s",
+            "2562047788015215h",
+            "999999999.00:00:00",
+            "1e400",
+        ] {
+            assert_eq!(parse_duration(huge), None, "{huge}");
+        }
+        assert_eq!(parse_duration("876000h"), Some(env::MAX_DURATION));
     }
 }

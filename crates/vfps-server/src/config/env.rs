@@ -3,14 +3,24 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+/// The longest duration any setting takes (100 years): longer ones are
+/// refused rather than overflowing a deadline computed from them.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// Parses a duration: `500ms`, `5s`, `2m`, `1h`, a bare number of seconds, or a
 /// .NET TimeSpan `[d.]hh:mm:ss[.fffffff]` (upstream's own format, e.g.
-/// `0.01:00:00` for an hour).
+/// `0.01:00:00` for an hour); at most [`MAX_DURATION`].
 pub fn parse_duration(raw: &str) -> Option<Duration> {
     let t = raw.trim();
-    if t.contains(':') {
-        return parse_timespan(t);
-    }
+    let parsed = if t.contains(':') {
+        parse_timespan(t)
+    } else {
+        parse_units(t)
+    };
+    parsed.filter(|d| *d <= MAX_DURATION)
+}
+
+fn parse_units(t: &str) -> Option<Duration> {
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -26,7 +36,7 @@ pub fn parse_duration(raw: &str) -> Option<Duration> {
         "h" => n * 3600.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 /// `[d.]hh:mm:ss[.fffffff]`, as .NET's `TimeSpan.Parse` writes it: hours below
@@ -65,10 +75,12 @@ fn parse_timespan(t: &str) -> Option<Duration> {
         }
         Some(_) => return None,
     };
-    Some(Duration::new(
-        (days * 24 + h) * 3600 + m * 60 + whole,
-        nanos,
-    ))
+    let secs = days
+        .checked_mul(24)?
+        .checked_add(h)?
+        .checked_mul(3600)?
+        .checked_add(m * 60 + whole)?;
+    Some(Duration::new(secs, nanos))
 }
 
 pub(super) fn parse_bool(raw: &str) -> Option<bool> {
