@@ -241,6 +241,11 @@ impl Metrics {
         result: Option<&Error>,
     ) {
         let code = code_name(result.map(|e| e.kind));
+        // A bug or an unexpected database state: the caller sees a 500 or
+        // INTERNAL, the operator needs the cause (messages never carry values).
+        if let Some(e) = result.filter(|e| e.kind == ErrorKind::Internal) {
+            tracing::error!(transport, method, error = %e.message, "call failed with an internal error");
+        }
         self.inner
             .requests
             .with_label_values(&[transport, method, code])

@@ -285,6 +285,48 @@ fn an_unusable_sqlite_setting_or_file_stops_start_up_naming_it() {
     );
 }
 
+/// An internal error reaches the operator's log with its cause, not only the
+/// caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_errors_are_logged_with_their_cause() {
+    let (env, db) = backend_env(Backend::Postgres);
+    let log = vfps_testkit::scratch_dir("internal").join("vfps.log");
+    let server = ServerProcess::start_logging(&env, std::fs::File::create(&log).unwrap()).await;
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{}/v1/namespaces", server.http))
+        .json(&serde_json::json!({"name": "n", "pseudonymGenerationMethod": 5, "pseudonymLength": 16}))
+        .send()
+        .await
+        .unwrap();
+    assert!(created.status().is_success());
+    // A schema the server does not expect: every namespace read fails.
+    vfps_testkit::shared()
+        .psql(
+            &db.unwrap(),
+            "ALTER TABLE namespaces RENAME COLUMN description TO renamed",
+        )
+        .unwrap();
+    let r = http
+        .get(format!("{}/v1/namespaces/n", server.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("internal error"))
+        .unwrap_or_else(|| panic!("no internal error logged:\n{text}"));
+    assert!(
+        line.contains("ERROR")
+            && line.contains("NamespaceService/Get")
+            && line.contains("description"),
+        "{line}"
+    );
+}
+
 #[test]
 fn migrate_is_idempotent_and_waits_for_the_database() {
     let cluster = vfps_testkit::PgCluster::start().unwrap();
