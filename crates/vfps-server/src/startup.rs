@@ -10,6 +10,7 @@ use std::{future::IntoFuture, net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
 use tonic_health::ServingStatus;
 use vfps_core::{now_micros, ErrorKind, Namespace, NamespaceName, NamespaceUid};
 use vfps_proto::v1::{
@@ -225,12 +226,14 @@ impl Application {
                 NamespaceServiceServer::new(NamespaceApi {
                     state: state.clone(),
                 })
+                .accept_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(settings.calls.max_request_bytes),
             )
             .add_service(
                 PseudonymServiceServer::new(PseudonymApi {
                     state: state.clone(),
                 })
+                .accept_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(settings.calls.max_request_bytes),
             );
         let http_router =

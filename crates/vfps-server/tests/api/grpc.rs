@@ -552,6 +552,51 @@ async fn undecodable_requests_are_invalid_arguments(backend: Backend) {
     assert!(app.create("n", "o").await.is_ok());
 }
 
+/// Clients that compress their requests with gzip (upstream accepts them) are
+/// served; a compressed message is held to the same size limit once inflated.
+async fn gzip_compressed_requests_are_accepted(backend: Backend) {
+    use tonic::codec::CompressionEncoding::Gzip;
+    let app = spawn_app(backend).await;
+    app.namespace("n", 5, 16).await;
+    let mut client = app.pseudonyms.clone().send_compressed(Gzip);
+    let created = client
+        .create(vfps_proto::v1::PseudonymServiceCreateRequest {
+            namespace: "n".into(),
+            original_value: "o".repeat(2000),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let p = created.pseudonym.unwrap().pseudonym_value;
+    let mut namespaces = app.namespaces.clone().send_compressed(Gzip);
+    assert!(namespaces
+        .get(vfps_proto::v1::NamespaceServiceGetRequest { name: "n".into() })
+        .await
+        .is_ok());
+    let got = client
+        .get(vfps_proto::v1::PseudonymServiceGetRequest {
+            namespace: "n".into(),
+            pseudonym_value: p,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        got.pseudonym.unwrap().original_value,
+        Some("o".repeat(2000))
+    );
+    // 100 KiB of one letter compresses to a few hundred bytes; inflated, it
+    // is over the 64 KiB limit.
+    let e = client
+        .create(vfps_proto::v1::PseudonymServiceCreateRequest {
+            namespace: "n".into(),
+            original_value: "x".repeat(100 * 1024),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+}
+
 crate::on_both_backends!(
     namespace_rpcs_and_their_status_codes,
     pseudonym_rpcs_and_their_status_codes,
@@ -559,6 +604,7 @@ crate::on_both_backends!(
     list_pages_through_everything_without_originals,
     messages_larger_than_the_codecs_first_buffer_arrive_whole,
     undecodable_requests_are_invalid_arguments,
+    gzip_compressed_requests_are_accepted,
     deleting_a_namespace_deletes_its_pseudonyms,
     colliding_pseudonyms_are_regenerated_until_the_space_is_full,
     health_and_reflection_are_served,
