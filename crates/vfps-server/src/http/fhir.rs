@@ -56,9 +56,12 @@ fn outcome(e: &Error) -> Response {
     )
 }
 
-/// Reads `namespace` and `originalValue` (`valueString`) from a `Parameters` resource.
+/// Reads `namespace` and `originalValue` (`valueString`) from a `Parameters`
+/// resource. Anything ambiguous is refused rather than resolved by a guess:
+/// a property twice in one object (FHIR JSON forbids it), a parameter with
+/// more than one `value[x]`, either parameter given twice.
 pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
-    let v: Value = serde_json::from_slice(body)
+    let Strict(v) = serde_json::from_slice(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     if v.get("resourceType").and_then(Value::as_str) != Some("Parameters") {
         return Err(Error::invalid_argument(
@@ -68,12 +71,30 @@ pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
     let params = v
         .get("parameter")
         .and_then(Value::as_array)
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default();
+    for p in params {
+        let values = p
+            .as_object()
+            .map_or(0, |o| o.keys().filter(|k| k.starts_with("value")).count());
+        if values > 1 {
+            return Err(Error::invalid_argument(format!(
+                "parameter {} has {values} value[x] properties; a parameter has one",
+                p.get("name").and_then(Value::as_str).unwrap_or("(unnamed)")
+            )));
+        }
+    }
     let find = |name: &str| -> Result<String, Error> {
-        params
+        let mut named = params
             .iter()
-            .find(|p| p.get("name").and_then(Value::as_str) == Some(name))
+            .filter(|p| p.get("name").and_then(Value::as_str) == Some(name));
+        let first = named.next();
+        if named.next().is_some() {
+            return Err(Error::invalid_argument(format!(
+                "parameter {name} is given more than once"
+            )));
+        }
+        first
             .and_then(|p| p.get("valueString"))
             .and_then(Value::as_str)
             .map(str::to_owned)
@@ -82,6 +103,67 @@ pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
             })
     };
     Ok((find("namespace")?, find("originalValue")?))
+}
+
+/// JSON read into a [`Value`], refusing an object with a property twice
+/// (serde_json keeps the last).
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(v) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "property {key:?} appears twice in one object"
+                )));
+            }
+            object.insert(key, v);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 async fn create_pseudonym(
@@ -151,4 +233,47 @@ async fn metadata() -> Response {
             }],
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ambiguous_parameters_are_refused_naming_what_is_ambiguous() {
+        let ok = br#"{"resourceType":"Parameters","parameter":[
+            {"name":"namespace","valueString":"n"},{"name":"originalValue","valueString":"A"},
+            {"name":"somethingElse","valueInteger":1}]}"#;
+        assert_eq!(parameters(ok).unwrap(), ("n".into(), "A".into()));
+        for (body, named) in [
+            (
+                r#"{"resourceType":"Parameters","parameter":[{"name":"namespace","valueString":"n"},
+                {"name":"originalValue","valueString":"A"},{"name":"originalValue","valueString":"B"}]}"#,
+                "originalValue is given more than once",
+            ),
+            (
+                r#"{"resourceType":"Parameters","parameter":[{"name":"namespace","valueString":"n"},
+                {"name":"namespace","valueString":"m"},{"name":"originalValue","valueString":"A"}]}"#,
+                "namespace is given more than once",
+            ),
+            (
+                r#"{"resourceType":"Parameters","parameter":[{"name":"namespace","valueString":"n"},
+                {"name":"originalValue","valueString":"A","valueString":"B"}]}"#,
+                "\"valueString\" appears twice",
+            ),
+            (
+                r#"{"resourceType":"Parameters","parameter":[{"name":"namespace","valueString":"n"},
+                {"name":"originalValue","valueString":"A","valueInteger":1}]}"#,
+                "originalValue has 2 value[x]",
+            ),
+            (
+                r#"{"resourceType":"Parameters","resourceType":"Parameters","parameter":[]}"#,
+                "\"resourceType\" appears twice",
+            ),
+        ] {
+            let e = parameters(body.as_bytes()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument);
+            assert!(e.message.contains(named), "{named}: {}", e.message);
+        }
+    }
 }
