@@ -61,7 +61,7 @@ fn outcome(e: &Error) -> Response {
 /// a property twice in one object (FHIR JSON forbids it), a parameter with
 /// more than one `value[x]`, either parameter given twice.
 pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
-    let Strict(v) = serde_json::from_slice(body)
+    let v = super::json::strict(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     if v.get("resourceType").and_then(Value::as_str) != Some("Parameters") {
         return Err(Error::invalid_argument(
@@ -103,67 +103,6 @@ pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
             })
     };
     Ok((find("namespace")?, find("originalValue")?))
-}
-
-/// JSON read into a [`Value`], refusing an object with a property twice
-/// (serde_json keeps the last).
-struct Strict(Value);
-
-impl<'de> serde::Deserialize<'de> for Strict {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> serde::de::Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(v)) = seq.next_element()? {
-            items.push(v);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(v) = map.next_value()?;
-            if object.contains_key(&key) {
-                return Err(serde::de::Error::custom(format!(
-                    "property {key:?} appears twice in one object"
-                )));
-            }
-            object.insert(key, v);
-        }
-        Ok(Value::Object(object))
-    }
 }
 
 async fn create_pseudonym(

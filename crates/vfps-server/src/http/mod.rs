@@ -11,6 +11,7 @@ use vfps_core::{Error, ErrorKind};
 use crate::state::AppState;
 
 mod fhir;
+mod json;
 mod rest;
 mod tokens;
 

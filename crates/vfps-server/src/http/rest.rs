@@ -60,7 +60,7 @@ pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
     } else {
         body
     };
-    serde_json::from_slice(body)
+    super::json::proto3(body)
         .map_err(|e| Error::invalid_argument(format!("malformed JSON body: {e}")))
 }
 
