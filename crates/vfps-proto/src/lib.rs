@@ -7,6 +7,7 @@
 #![allow(clippy::all, clippy::unwrap_used, missing_docs)]
 
 pub mod codec;
+mod meta;
 
 pub mod v1 {
     tonic::include_proto!("vfps.api.v1");

@@ -26,8 +26,8 @@ async fn rest_routes_speak_proto3_json(backend: Backend) {
     assert_eq!(body["namespace"]["pseudonymSuffix"], "-x");
     let created_at = body["namespace"]["meta"]["createdAt"].as_str().unwrap();
     assert!(
-        created_at.starts_with("20") && created_at.contains('T'),
-        "RFC 3339: {created_at}"
+        created_at.starts_with("20") && created_at.contains('T') && created_at.ends_with('Z'),
+        "RFC 3339 in UTC with Z, as protobuf's JSON mapping writes it: {created_at}"
     );
 
     // Enum by number.
