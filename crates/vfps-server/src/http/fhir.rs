@@ -33,7 +33,7 @@ fn fhir(status: StatusCode, body: Value) -> Response {
 }
 
 /// An `OperationOutcome` for an error.
-fn outcome(e: &Error) -> Response {
+pub(super) fn outcome(e: &Error) -> Response {
     let (status, code) = match e.kind {
         ErrorKind::InvalidArgument | ErrorKind::OutOfRange => (StatusCode::BAD_REQUEST, "invalid"),
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not-found"),
@@ -47,12 +47,15 @@ fn outcome(e: &Error) -> Response {
         ErrorKind::PermissionDenied => (StatusCode::FORBIDDEN, "forbidden"),
         ErrorKind::FailedPrecondition => (StatusCode::BAD_REQUEST, "business-rule"),
     };
-    fhir(
-        status,
-        json!({
-            "resourceType": "OperationOutcome",
-            "issue": [{"severity": "error", "code": code, "diagnostics": e.message}],
-        }),
+    super::challenge(
+        e.kind,
+        fhir(
+            status,
+            json!({
+                "resourceType": "OperationOutcome",
+                "issue": [{"severity": "error", "code": code, "diagnostics": e.message}],
+            }),
+        ),
     )
 }
 

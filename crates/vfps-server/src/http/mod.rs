@@ -37,44 +37,59 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
         .route("/readyz", get(ready))
         .route("/healthz", get(healthy))
         .layer(axum::middleware::from_fn(move |req, next| {
-            too_large_in_kind(req, next, max_body_bytes)
+            rejections_in_kind(req, next, max_body_bytes)
         }))
         .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
 }
 
-/// Gives axum's plain-text 413 the body the route's callers expect: an
-/// OperationOutcome on FHIR routes, the JSON error elsewhere.
-async fn too_large_in_kind(
+/// A 401 names the scheme it wants (RFC 6750): `WWW-Authenticate: Bearer`.
+fn challenge(kind: ErrorKind, mut response: Response) -> Response {
+    if kind == ErrorKind::Unauthenticated {
+        response.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+/// Gives axum's own plain-text refusals the body the route's callers
+/// expect (an OperationOutcome on FHIR routes, the JSON error elsewhere): 413
+/// for a body over the limit, 400 for a path that does not decode (a
+/// percent-encoded segment that is not UTF-8).
+async fn rejections_in_kind(
     req: axum::extract::Request,
     next: axum::middleware::Next,
     max_body_bytes: usize,
 ) -> Response {
     let fhir = req.uri().path().starts_with("/v1/fhir/");
     let response = next.run(req).await;
-    if response.status() != StatusCode::PAYLOAD_TOO_LARGE {
-        return response;
-    }
-    let message = format!("the request body is larger than {max_body_bytes} bytes");
-    let body = if fhir {
-        serde_json::json!({
-            "resourceType": "OperationOutcome",
-            "issue": [{"severity": "error", "code": "too-costly", "diagnostics": message}],
-        })
-    } else {
-        serde_json::json!({"code": grpc_code(ErrorKind::OutOfRange), "message": message, "details": []})
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    let error = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => Error::out_of_range(format!(
+            "the request body is larger than {max_body_bytes} bytes"
+        )),
+        StatusCode::BAD_REQUEST if plain => {
+            // axum's rejection texts name what failed, never a value.
+            let text = axum::body::to_bytes(response.into_body(), 4096)
+                .await
+                .unwrap_or_default();
+            Error::invalid_argument(String::from_utf8_lossy(&text).trim().to_owned())
+        }
+        _ => return response,
     };
-    let content_type = if fhir {
-        "application/fhir+json"
+    let mut response = if fhir {
+        fhir::outcome(&error)
     } else {
-        "application/json"
+        rest::error_response(&error)
     };
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        [(axum::http::header::CONTENT_TYPE, content_type)],
-        body.to_string(),
-    )
-        .into_response()
+    *response.status_mut() = status;
+    response
 }
 
 fn verdict(result: Result<(), String>) -> Response {

@@ -47,11 +47,16 @@ pub(super) fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 pub(super) fn error_response(e: &Error) -> Response {
-    (
-        http_status(e.kind),
-        Json(serde_json::json!({"code": grpc_code(e.kind), "message": e.message, "details": []})),
+    super::challenge(
+        e.kind,
+        (
+            http_status(e.kind),
+            Json(
+                serde_json::json!({"code": grpc_code(e.kind), "message": e.message, "details": []}),
+            ),
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {

@@ -369,6 +369,16 @@ async fn each_role_is_allowed_exactly_its_operations(backend: Backend) {
         StatusCode::OK
     );
 
+    // A 401 names the scheme (RFC 6750).
+    let r = app
+        .http_client
+        .get(format!("{}/v1/namespaces", app.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+
     // FHIR: an OperationOutcome with the status.
     let url = "/v1/fhir/$create-pseudonym";
     let (status, outcome) = rest(

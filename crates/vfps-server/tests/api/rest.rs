@@ -124,6 +124,10 @@ async fn rest_errors_carry_the_grpc_code_and_http_status(backend: Backend) {
             400,
             3,
         ),
+        // A path segment that is not UTF-8 once decoded: axum's refusal, in
+        // the JSON error body too.
+        (c.get(url("/v1/namespaces/n/pseudonyms/%C3%28")), 400, 3),
+        (c.delete(url("/v1/namespaces/%E2%82")), 400, 3),
     ];
     for (request, status, code) in cases {
         let r = request.send().await.unwrap();
