@@ -94,6 +94,11 @@ pub struct RefusedTokens {
     pub read_only: Option<String>,
 }
 
+/// The longest call deadline (an hour): a call's retries fit in far less.
+const MAX_CALL_DEADLINE_SECONDS: f64 = 3600.0;
+/// The longest load window (7 days): the timeline keeps a row per second.
+const MAX_LOAD_SECONDS: u64 = 7 * 86_400;
+
 /// What the generator offers, whatever the service does.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Workload {
@@ -129,14 +134,21 @@ impl Workload {
     }
 
     fn validate(&self, problems: &mut Vec<String>) {
-        if !(self.call_deadline_seconds.is_finite() && self.call_deadline_seconds > 0.0) {
+        if !(self.call_deadline_seconds.is_finite()
+            && self.call_deadline_seconds > 0.0
+            && self.call_deadline_seconds <= MAX_CALL_DEADLINE_SECONDS)
+        {
             problems.push(format!(
-                "RESILIENCE_CALL_DEADLINE_SECONDS must be a positive number of seconds, got {}",
+                "RESILIENCE_CALL_DEADLINE_SECONDS must be a number of seconds above 0 and at most \
+                 {MAX_CALL_DEADLINE_SECONDS}, got {}",
                 self.call_deadline_seconds
             ));
         }
-        if self.load_seconds == 0 {
-            problems.push("RESILIENCE_LOAD_SECONDS must be at least 1".into());
+        if !(1..=MAX_LOAD_SECONDS).contains(&self.load_seconds) {
+            problems.push(format!(
+                "RESILIENCE_LOAD_SECONDS must be from 1 to {MAX_LOAD_SECONDS} (7 days), got {}",
+                self.load_seconds
+            ));
         }
         if let Err(e) = Mix::parse(&self.mix) {
             problems.push(e.to_string());
@@ -277,5 +289,38 @@ mod tests {
             assert!(e.to_string().contains(key), "{key} missing from {e}");
         }
         assert!(Cli::parse_from(["x"]).load.validate().is_ok());
+    }
+
+    /// Values that panicked (a deadline past `Duration`'s range) or aborted
+    /// (a timeline allocated for years) are refused with their key.
+    #[test]
+    fn deadlines_and_windows_beyond_their_bounds_are_refused() {
+        for (args, key) in [
+            (
+                ["--call-deadline-seconds", "1e300"],
+                "RESILIENCE_CALL_DEADLINE_SECONDS",
+            ),
+            (
+                ["--call-deadline-seconds", "3601"],
+                "RESILIENCE_CALL_DEADLINE_SECONDS",
+            ),
+            (["--load-seconds", "100000000"], "RESILIENCE_LOAD_SECONDS"),
+            (
+                ["--load-seconds", "18446744073709551615"],
+                "RESILIENCE_LOAD_SECONDS",
+            ),
+        ] {
+            let cli = Cli::parse_from(std::iter::once("x").chain(args));
+            let e = cli.load.validate().unwrap_err();
+            assert!(e.to_string().contains(key), "{args:?}: {e}");
+        }
+        let fine = Cli::parse_from([
+            "x",
+            "--load-seconds",
+            "604800",
+            "--call-deadline-seconds",
+            "3600",
+        ]);
+        assert!(fine.load.validate().is_ok());
     }
 }

@@ -113,3 +113,25 @@ fn an_unknown_scenario_is_refused_before_anything_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario \"pod-explode\""));
     assert!(!log.exists(), "no kubectl call was made");
 }
+
+#[test]
+fn render_refuses_load_settings_the_job_could_not_run() {
+    let dir = scratch("render");
+    for bad in [
+        ["--mix", "create=abc"],
+        ["--call-deadline-seconds", "1e300"],
+    ] {
+        let out_dir = dir.join("out");
+        let out = vfps_chaos(
+            &dir,
+            &[
+                &["kind", "render", "--out", out_dir.to_str().unwrap()][..],
+                &bad[..],
+            ]
+            .concat(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(!out_dir.join("loadgen-job.yaml").exists(), "{bad:?}");
+    }
+}

@@ -236,6 +236,8 @@ pub fn render(
     load: &LoadConfig,
     out: &Path,
 ) -> anyhow::Result<()> {
+    // The Job would run with them: refused here as `kind run` refuses them.
+    load.validate()?;
     let seed = load.workload.seed.unwrap_or_else(rand::random);
     let (plan, knobs) = crate::driver::plan(drive_args, Target::Kind, Some(seed))?;
     let read = |rel: &str| {
