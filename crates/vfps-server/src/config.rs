@@ -806,6 +806,29 @@ mod tests {
         assert!(!text.contains("hunter2"));
     }
 
+    /// An init namespace's every bad field is named, with why.
+    #[test]
+    fn init_namespaces_name_every_bad_field() {
+        let long = "n".repeat(2000);
+        let e = load(&[
+            ("Init__v1__Namespaces__0__Name", long.as_str()),
+            ("Init__v1__Namespaces__1__Name", "ok"),
+            ("Init__v1__Namespaces__1__PseudonymGenerationMethod", "NOPE"),
+            ("Init__v1__Namespaces__1__PseudonymLength", "abc"),
+        ])
+        .unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "Init__v1__Namespaces__0__Name: ",
+            "128",
+            "Init__v1__Namespaces__1__PseudonymGenerationMethod=\"NOPE\"",
+            "Init__v1__Namespaces__1__PseudonymLength=\"abc\"",
+        ] {
+            assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
+        }
+        assert!(!all.contains("non-blank"), "{all}");
+    }
+
     #[test]
     fn upstream_cache_settings_take_timespans_and_per_cache_limits() {
         let s = load(&[

@@ -56,38 +56,52 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
                 errors.push(format!("{}: unknown field", key(f)));
             }
         }
-        let Some(name) = fields
-            .get("name")
-            .filter(|n| vfps_core::NamespaceName::parse(n).is_ok())
-        else {
-            errors.push(format!("{}: a non-blank name is required", key("Name")));
-            continue;
+        // Every field's problem, not only the first one's.
+        let name = match fields.get("name") {
+            None => {
+                errors.push(format!("{}: a name is required", key("Name")));
+                None
+            }
+            Some(raw) => match vfps_core::NamespaceName::parse(raw) {
+                Ok(_) => Some(raw.clone()),
+                Err(e) => {
+                    errors.push(format!("{}: {}", key("Name"), e.message));
+                    None
+                }
+            },
         };
         let method = match fields.get("pseudonymgenerationmethod") {
-            None => GenerationMethod::SecureRandomBase64UrlEncoded,
-            Some(raw) => match GenerationMethod::parse_config(raw) {
-                Some(m) => m,
-                None => {
+            None => Some(GenerationMethod::SecureRandomBase64UrlEncoded),
+            Some(raw) => {
+                let m = GenerationMethod::parse_config(raw);
+                if m.is_none() {
                     errors.push(format!(
                         "{}={raw:?} is not a pseudonym generation method",
                         key("PseudonymGenerationMethod")
                     ));
-                    continue;
                 }
-            },
+                m
+            }
         };
         let length = match fields.get("pseudonymlength") {
-            None => method.fixed_length().unwrap_or(32),
-            Some(raw) => match raw.trim().parse::<u32>() {
-                Ok(n) => n,
-                Err(_) => {
+            None => Some(
+                method
+                    .and_then(GenerationMethod::fixed_length)
+                    .unwrap_or(32),
+            ),
+            Some(raw) => {
+                let n = raw.trim().parse::<u32>().ok();
+                if n.is_none() {
                     errors.push(format!(
                         "{}={raw:?} is not a whole number",
                         key("PseudonymLength")
                     ));
-                    continue;
                 }
-            },
+                n
+            }
+        };
+        let (Some(name), Some(method), Some(length)) = (name, method, length) else {
+            continue;
         };
         let nonempty = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
         match NamespaceSettings::parse(
