@@ -275,8 +275,14 @@ impl PageCursor {
             .map_err(|_| bad())?;
         let raw = String::from_utf8(raw).map_err(|_| bad())?;
         let (micros, pseudonym) = raw.split_once(':').ok_or_else(bad)?;
+        // Issued tokens hold a creation time between 1970 and 9999; another
+        // would wrap around in a store's timestamp type.
+        let micros: i64 = micros.parse().map_err(|_| bad())?;
+        if !(0..=253_402_300_799_999_999).contains(&micros) {
+            return Err(bad());
+        }
         Ok(Self {
-            created_at_micros: micros.parse().map_err(|_| bad())?,
+            created_at_micros: micros,
             pseudonym_value: PseudonymValue::parse(pseudonym)
                 .map_err(|_| bad())?
                 .as_str()
@@ -372,6 +378,14 @@ mod tests {
         };
         assert_eq!(PageCursor::decode(&c.encode()).unwrap(), c);
         assert!(PageCursor::decode("!!!").is_err());
+        // A forged time outside what a store holds (it wrapped to the first page).
+        for micros in [i64::MIN, -1, i64::MAX] {
+            let forged = PageCursor {
+                created_at_micros: micros,
+                pseudonym_value: "p".into(),
+            };
+            assert!(PageCursor::decode(&forged.encode()).is_err(), "{micros}");
+        }
         assert!(PageCursor::decode("bm9jb2xvbg").is_err());
     }
 
