@@ -32,6 +32,15 @@ use crate::{
     state::{AppState, Health},
 };
 
+/// Streams a client may open and cancel before the server has taken them up,
+/// per connection, before the server drops the connection (HTTP/2's rapid
+/// reset defence; h2's default is 20). A server that stalled for a moment (a
+/// pause, a frozen node) comes back to every stream its callers cancelled at
+/// their deadlines meanwhile: with 20, it dropped the connection and failed
+/// the calls still waiting on it with RESOURCE_EXHAUSTED. Such streams cost
+/// memory only (they are never served), a few hundred bytes each.
+const MAX_PENDING_RESET_STREAMS: usize = 4096;
+
 /// The gRPC service names whose health is reported (plus the server as a whole, "").
 const HEALTH_SERVICES: [&str; 3] = [
     "",
@@ -216,6 +225,7 @@ impl Application {
         let stop = CancellationToken::new();
         let traced = settings.tracing.enabled;
         let grpc_router = tonic::transport::Server::builder()
+            .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESET_STREAMS))
             .layer(tower::util::option_layer(
                 traced.then(crate::telemetry::requests::TraceLayer::grpc),
             ))

@@ -457,3 +457,64 @@ async fn a_namespace_change_whose_commit_acknowledgement_was_lost_is_answered_as
         "and it is gone"
     );
 }
+
+/// A stalled server (a stop-the-world pause, a frozen node) comes back to a
+/// connection full of streams its callers have cancelled at their deadlines.
+/// Those resets must not make the server drop the connection (HTTP/2's rapid
+/// reset defence, `ENHANCE_YOUR_CALM`), failing the calls still waiting on it
+/// with `RESOURCE_EXHAUSTED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_cancelled_during_a_stall_do_not_fail_the_calls_still_waiting() {
+    let (env, _) = crate::helpers::backend_env(crate::helpers::Backend::Sqlite);
+    let server = ServerProcess::start(&env).await;
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut namespaces =
+        vfps_proto::v1::namespace_service_client::NamespaceServiceClient::new(channel.clone());
+    namespaces
+        .create(vfps_proto::v1::NamespaceServiceCreateRequest {
+            name: "n".into(),
+            pseudonym_generation_method: 5,
+            pseudonym_length: 16,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let client = PseudonymServiceClient::new(channel);
+    let call = |original: String, timeout: Duration| {
+        let mut c = client.clone();
+        tokio::spawn(async move {
+            c.create(create_request("n", &original, timeout))
+                .await
+                .map(|_| ())
+                .map_err(|s| s.code())
+        })
+    };
+    server.signal("STOP");
+    let cancelled: Vec<_> = (0..200)
+        .map(|i| call(format!("cancelled-{i}"), Duration::from_millis(300)))
+        .collect();
+    // Their deadlines pass and the client resets their streams meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waiting: Vec<_> = (0..20)
+        .map(|i| call(format!("waiting-{i}"), Duration::from_secs(20)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("CONT");
+    for c in cancelled {
+        // tonic's own timeout says Cancelled.
+        let code = c.await.unwrap();
+        assert!(
+            matches!(code, Err(Code::Cancelled | Code::DeadlineExceeded)),
+            "{code:?}"
+        );
+    }
+    let mut codes = HashMap::new();
+    for w in waiting {
+        *codes.entry(w.await.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(codes, HashMap::from([(Ok(()), 20)]), "{codes:?}");
+}
