@@ -50,6 +50,10 @@ pub struct RunInfo {
     /// older harnesses).
     #[serde(default)]
     pub ledger_ok_written: Option<u64>,
+    /// Entries (distinct slots) the ledger kept (absent in runs saved by older
+    /// harnesses).
+    #[serde(default)]
+    pub ledger_kept: Option<u64>,
 }
 
 impl RunInfo {
@@ -272,6 +276,7 @@ pub async fn load(
         load_start_unix,
         ledger_ok_seen: ledger.ok_seen(),
         ledger_ok_written: Some(ledger.ok_written()),
+        ledger_kept: Some(ledger.len() as u64),
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
@@ -370,9 +375,9 @@ pub struct Evidence<'a> {
     pub observations: &'a [Observation],
     pub calls: &'a CallsReport,
     pub finals: &'a FinalChecks,
-    /// Acknowledged lines read back from `ledger.jsonl`, when the ledger came
-    /// from the file.
-    pub ledger_ok_lines_read: Option<u64>,
+    /// Acknowledged lines and entries read back from `ledger.jsonl`, when the
+    /// ledger came from the file.
+    pub ledger_read: Option<(u64, u64)>,
 }
 
 /// Assert: every checker over the history, into the run's summary.
@@ -384,7 +389,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         observations,
         calls,
         finals,
-        ledger_ok_lines_read,
+        ledger_read,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -393,7 +398,14 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         finals,
         operations: &operations,
         ledger_ok_seen: info.ledger_ok_seen,
-        ledger_ok_lines: info.ledger_ok_written.zip(ledger_ok_lines_read),
+        ledger_file: info.ledger_ok_written.zip(ledger_read).map(
+            |(ok_written, (ok_read, read))| checker::LedgerFile {
+                ok_written,
+                ok_read,
+                kept: info.ledger_kept,
+                read,
+            },
+        ),
         ..History::new(
             rows,
             info.rate_per_second,
@@ -478,7 +490,7 @@ pub async fn under_chaos(
         observations: &observations,
         calls: &loaded.calls,
         finals: &finals,
-        ledger_ok_lines_read: None,
+        ledger_read: None,
     })
 }
 
@@ -540,7 +552,7 @@ pub async fn check(
         observations: &observations,
         calls: &calls,
         finals: &finals,
-        ledger_ok_lines_read: Some(saved.ok_lines),
+        ledger_read: Some((saved.ok_lines, ledger.len() as u64)),
     })?;
     report(dir, &summary)?;
     Ok(summary)

@@ -119,6 +119,22 @@ async fn a_clean_run_against_a_healthy_server_passes() {
         .unwrap();
     assert_eq!(guard.validity, Validity::Invalid);
     assert!(guard.summary.contains("20 of 150"), "{guard:?}");
+    // A line replaced by a copy of another: as many acknowledged lines, one
+    // pair never verified.
+    let mut lines: Vec<&str> = ledger.lines().collect();
+    lines[51] = lines[50];
+    std::fs::write(dir.join("ledger.jsonl"), lines.join("\n") + "\n").unwrap();
+    let copied = run::check(&dir, None, None, 8, false).await.unwrap();
+    let guard = copied
+        .verdicts
+        .iter()
+        .find(|v| v.property == Property::LedgerMatchesAcknowledged)
+        .unwrap();
+    assert_eq!(guard.validity, Validity::Invalid, "{guard:?}");
+    assert!(
+        guard.summary.contains("149 of the 150 entries"),
+        "{guard:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,14 +31,9 @@ pub fn ledger_matches_acknowledged(h: &History<'_>) -> Verdict {
         "{} acknowledged Creates recorded, {acknowledged} answered OK",
         h.ledger_ok_seen
     );
-    let (file_whole, summary) = match h.ledger_ok_lines {
-        Some((written, read)) if read != written => (
-            false,
-            format!(
-                "{recorded}; ledger.jsonl holds {read} of {written} acknowledged lines written"
-            ),
-        ),
-        _ => (true, recorded),
+    let (file_whole, summary) = match h.ledger_file.and_then(|f| f.damage()) {
+        Some(damage) => (false, format!("{recorded}; {damage}")),
+        None => (true, recorded),
     };
     Verdict::holds(
         Property::LedgerMatchesAcknowledged,
@@ -114,8 +109,16 @@ mod tests {
         };
         assert!(ledger_matches_acknowledged(&fine).passed());
         assert!(every_operation_acknowledged(&fine).passed());
+        let file = |ok_read, read| {
+            Some(crate::checker::LedgerFile {
+                ok_written: 2,
+                ok_read,
+                kept: Some(2),
+                read,
+            })
+        };
         let cut = History {
-            ledger_ok_lines: Some((2, 1)),
+            ledger_file: file(1, 1),
             ..fine
         };
         let v = ledger_matches_acknowledged(&cut);
@@ -123,9 +126,19 @@ mod tests {
             v.validity == Validity::Invalid && v.summary.contains("1 of 2"),
             "{v:?}"
         );
-        let whole = History {
-            ledger_ok_lines: Some((2, 2)),
+        // A line replaced by a copy of another: as many lines, one entry fewer.
+        let copied = History {
+            ledger_file: file(2, 1),
             ..cut
+        };
+        let v = ledger_matches_acknowledged(&copied);
+        assert!(
+            v.validity == Validity::Invalid && v.summary.contains("1 of the 2 entries"),
+            "{v:?}"
+        );
+        let whole = History {
+            ledger_file: file(2, 2),
+            ..copied
         };
         assert!(ledger_matches_acknowledged(&whole).passed());
     }

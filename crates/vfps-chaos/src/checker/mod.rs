@@ -238,9 +238,40 @@ pub struct History<'a> {
     pub operations: &'a [Operation],
     /// Acknowledged Creates the ledger recorded (reservoir or not).
     pub ledger_ok_seen: u64,
-    /// Acknowledged lines written to the ledger's file and read back from it,
-    /// when the ledger was re-read from a saved run.
-    pub ledger_ok_lines: Option<(u64, u64)>,
+    /// The ledger's file as written and as read back, when the ledger was
+    /// re-read from a saved run.
+    pub ledger_file: Option<LedgerFile>,
+}
+
+/// A saved ledger's counts as the run wrote them and as they were read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerFile {
+    /// Acknowledged lines written, and read.
+    pub ok_written: u64,
+    pub ok_read: u64,
+    /// Entries (distinct slots) the run kept, and read: a line replaced by a
+    /// copy of another leaves one fewer.
+    pub kept: Option<u64>,
+    pub read: u64,
+}
+
+impl LedgerFile {
+    /// What differs, for the guard's summary; `None` when the file is whole.
+    pub fn damage(&self) -> Option<String> {
+        if self.ok_read != self.ok_written {
+            return Some(format!(
+                "ledger.jsonl holds {} of {} acknowledged lines written",
+                self.ok_read, self.ok_written
+            ));
+        }
+        match self.kept {
+            Some(kept) if kept != self.read => Some(format!(
+                "ledger.jsonl holds {} of the {kept} entries the run kept",
+                self.read
+            )),
+            _ => None,
+        }
+    }
 }
 
 impl<'a> History<'a> {
@@ -264,7 +295,7 @@ impl<'a> History<'a> {
             finals: NO_FINALS.get_or_init(FinalChecks::default),
             operations: &[],
             ledger_ok_seen: 0,
-            ledger_ok_lines: None,
+            ledger_file: None,
         }
     }
 
