@@ -358,11 +358,24 @@ fn lost_and_verified_seconds(
             verified.insert(e.second);
         }
     }
+    // An online finding about a pair counts at the second the pair was
+    // acknowledged, not the second it was found broken.
+    let acknowledged: std::collections::HashMap<String, u64> = ledger
+        .iter()
+        .filter(|e| e.status == Status::Ok)
+        .filter_map(|e| {
+            Some((
+                checker::pair(&e.original, e.pseudonym.as_deref()?),
+                e.second,
+            ))
+        })
+        .collect();
     for f in calls
         .findings_of(history::Broken::Stability)
         .chain(calls.findings_of(history::Broken::ReverseLookup))
     {
-        lost.insert(f.second);
+        let at = f.pair.as_ref().and_then(|p| acknowledged.get(p));
+        lost.insert(at.copied().unwrap_or(f.second));
     }
     (lost.into_iter().collect(), verified.into_iter().collect())
 }
@@ -556,4 +569,37 @@ pub async fn check(
     })?;
     report(dir, &summary)?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{checker::test_support::*, history::Calls, operation::Operation};
+
+    /// A write acknowledged at second 0 and found lost online at 8 and 11 is a
+    /// loss of second 0 (what the one-node-commit verdict and the plots place).
+    #[test]
+    fn an_online_finding_places_its_loss_at_the_acknowledgement() {
+        let calls = Calls::default();
+        for second in [8, 11] {
+            calls.found_pair(
+                second,
+                history::Broken::ReverseLookup,
+                Operation::Get,
+                checker::pair("o1", "p1"),
+                "does not resolve (lost write)",
+            );
+        }
+        calls.found(
+            5,
+            history::Broken::Stability,
+            Operation::Recreate,
+            "t=5s a finding of an older harness".into(),
+        );
+        let ledger = [ok_entry("o1", "p1")];
+        let observations = [obs(value("p1"), Some(value("o1")))];
+        let (lost, verified) = lost_and_verified_seconds(&ledger, &observations, &calls.report());
+        assert_eq!(lost, [0, 5]);
+        assert_eq!(verified, [0]);
+    }
 }

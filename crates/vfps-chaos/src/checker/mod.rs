@@ -308,6 +308,23 @@ impl<'a> History<'a> {
     pub fn findings(&self, broken: Broken) -> impl Iterator<Item = String> + 'a {
         self.calls.findings_of(broken).map(|f| f.text.clone())
     }
+
+    /// The violations of a per-pair property: one line per pair found broken
+    /// by verification (`verified`: the pair and its line), then the online
+    /// findings of `broken` about any other pair, each pair once (a finding
+    /// without a pair always counts): so the count is a count of pairs.
+    pub fn pair_violations(&self, verified: Vec<(String, String)>, broken: Broken) -> Vec<String> {
+        let mut seen: std::collections::HashSet<String> =
+            verified.iter().map(|(p, _)| p.clone()).collect();
+        let mut lines: Vec<String> = verified.into_iter().map(|(_, line)| line).collect();
+        for f in self.calls.findings_of(broken) {
+            match &f.pair {
+                Some(p) if !seen.insert(p.clone()) => {}
+                _ => lines.push(f.text.clone()),
+            }
+        }
+        lines
+    }
 }
 
 /// One checker: one property, one verdict.

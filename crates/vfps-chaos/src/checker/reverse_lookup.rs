@@ -27,9 +27,12 @@ pub fn check(h: &History<'_>) -> Verdict {
                 Some(Answer::Error(_)) | None => undecided += 1,
             }
         }
-        violations.extend(per_pair(&pair(&e.original, acked), &wrong));
+        let key = pair(&e.original, acked);
+        if let Some(line) = per_pair(&key, &wrong) {
+            violations.push((key, line));
+        }
     }
-    violations.extend(h.findings(Broken::ReverseLookup));
+    let violations = h.pair_violations(violations, Broken::ReverseLookup);
     Verdict::from_violations(
         Property::ReverseLookup,
         violations,

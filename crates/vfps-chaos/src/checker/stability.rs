@@ -22,9 +22,12 @@ pub fn check(h: &History<'_>) -> Verdict {
                 Answer::Error(_) => undecided += 1,
             }
         }
-        violations.extend(per_pair(&pair(&e.original, acked), &wrong));
+        let key = pair(&e.original, acked);
+        if let Some(line) = per_pair(&key, &wrong) {
+            violations.push((key, line));
+        }
     }
-    violations.extend(h.findings(Broken::Stability));
+    let violations = h.pair_violations(violations, Broken::Stability);
     Verdict::from_violations(
         Property::PseudonymStability,
         violations,
@@ -98,6 +101,39 @@ mod tests {
         let v = over(check, &[ok_entry("o1", "p1")], &observations);
         assert_eq!(v.validity, Validity::Invalid);
         assert!(v.evidence[0].contains("replica 2"), "{v:?}");
+    }
+
+    /// A pair found changed online (twice) and again after settling is one
+    /// pair, not three; another pair's online finding still counts.
+    #[test]
+    fn a_pair_found_broken_online_and_after_settling_counts_once() {
+        let calls = Calls::default();
+        for second in [8, 11] {
+            calls.found_pair(
+                second,
+                Broken::Stability,
+                Operation::Recreate,
+                crate::checker::pair("o1", "p1"),
+                "re-created as pX…",
+            );
+        }
+        calls.found_pair(
+            9,
+            Broken::Stability,
+            Operation::Recreate,
+            crate::checker::pair("o2", "p2"),
+            "re-created as pY…",
+        );
+        let calls = calls.report();
+        let ledger = [ok_entry("o1", "p1"), ok_entry("o2", "p2")];
+        let observations = [obs(value("pX"), None), obs(value("p2"), None)];
+        let h = History {
+            calls: &calls,
+            ..History::new(&[], 1, NO_BUDGET, &ledger, &observations)
+        };
+        let v = check(&h);
+        assert!(v.summary.starts_with("2 acknowledged"), "{v:?}");
+        assert!(v.evidence[1].starts_with("t=9s"), "{v:?}");
     }
 
     #[test]

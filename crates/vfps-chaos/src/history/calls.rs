@@ -37,6 +37,11 @@ pub struct Finding {
     pub operation: Operation,
     /// For people; redacted: never a full original or pseudonym.
     pub text: String,
+    /// The acknowledged pair it is about (redacted, as the checkers name
+    /// pairs), so one pair found broken online and after settling counts once,
+    /// and its loss is placed at the second it was acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<String>,
 }
 
 /// Most findings kept (the rest are counted): a run that breaks everywhere
@@ -87,14 +92,38 @@ impl Calls {
     }
 
     pub fn found(&self, second: u64, broken: Broken, operation: Operation, text: String) {
+        self.record(Finding {
+            second,
+            broken,
+            operation,
+            text,
+            pair: None,
+        });
+    }
+
+    /// A finding about one acknowledged pair (`pair` as the checkers name it):
+    /// `t=<second>s <pair> <how>`.
+    pub fn found_pair(
+        &self,
+        second: u64,
+        broken: Broken,
+        operation: Operation,
+        pair: String,
+        how: &str,
+    ) {
+        self.record(Finding {
+            second,
+            broken,
+            operation,
+            text: format!("t={second}s {pair} {how}"),
+            pair: Some(pair),
+        });
+    }
+
+    fn record(&self, finding: Finding) {
         if let Ok(mut r) = self.inner.lock() {
             if r.findings.len() < MAX_FINDINGS {
-                r.findings.push(Finding {
-                    second,
-                    broken,
-                    operation,
-                    text,
-                });
+                r.findings.push(finding);
             } else {
                 r.findings_dropped += 1;
             }

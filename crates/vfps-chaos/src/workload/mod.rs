@@ -273,15 +273,12 @@ impl Mixed {
             _ => None,
         };
         if let Some(how) = changed {
-            self.calls.found(
+            self.calls.found_pair(
                 second,
                 Broken::Stability,
                 Operation::Recreate,
-                format!(
-                    "t={second}s original {} -> pseudonym {}… {how}",
-                    redact(&original),
-                    short(&acked)
-                ),
+                crate::checker::pair(&original, &acked),
+                &how,
             );
         }
         Served::of(code)
@@ -302,15 +299,12 @@ impl Mixed {
             _ => None,
         };
         if let Some(how) = lost {
-            self.calls.found(
+            self.calls.found_pair(
                 second,
                 Broken::ReverseLookup,
                 Operation::Get,
-                format!(
-                    "t={second}s original {} -> pseudonym {}… {how}",
-                    redact(&original),
-                    short(&acked)
-                ),
+                crate::checker::pair(&original, &acked),
+                &how,
             );
         }
         Served::of(code)
