@@ -78,6 +78,8 @@ pub struct OidcIssuer {
     pub url: String,
     state: Arc<Mutex<State>>,
     jwks_fetches: Arc<AtomicUsize>,
+    /// While set, the JWKS answers 500 (and still counts as fetched).
+    failing: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -103,6 +105,7 @@ impl OidcIssuer {
             generation: 0,
         }));
         let jwks_fetches = Arc::new(AtomicUsize::new(0));
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let discovery = json!({
             "issuer": url,
             "jwks_uri": format!("{url}/jwks"),
@@ -121,6 +124,7 @@ impl OidcIssuer {
                 axum::routing::get({
                     let state = state.clone();
                     let fetches = jwks_fetches.clone();
+                    let failing = failing.clone();
                     move || {
                         fetches.fetch_add(1, Ordering::SeqCst);
                         let keys: Vec<Value> = state
@@ -130,7 +134,14 @@ impl OidcIssuer {
                             .iter()
                             .map(SigningKey::jwk)
                             .collect();
-                        async move { axum::Json(json!({ "keys": keys })) }
+                        let failing = failing.load(Ordering::SeqCst);
+                        async move {
+                            if failing {
+                                Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
+                            } else {
+                                Ok(axum::Json(json!({ "keys": keys })))
+                            }
+                        }
                     }
                 }),
             );
@@ -141,6 +152,7 @@ impl OidcIssuer {
             url,
             state,
             jwks_fetches,
+            failing,
             task,
         }
     }
@@ -214,6 +226,11 @@ impl OidcIssuer {
             &jsonwebtoken::EncodingKey::from_secret(&key.public),
         )
         .unwrap()
+    }
+
+    /// Makes the JWKS answer 500 (`true`) or its keys again (`false`).
+    pub fn fail(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
     }
 
     /// How many times the JWKS was fetched.

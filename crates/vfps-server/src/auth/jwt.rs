@@ -37,8 +37,17 @@ pub struct Verifier {
     refresh_interval: Duration,
     http: reqwest::Client,
     keys: RwLock<Option<Arc<KeySet>>>,
-    /// Held by the one task fetching; holds when the last fetch began.
-    fetching: tokio::sync::Mutex<Option<Instant>>,
+    /// Held by the one task fetching.
+    fetching: tokio::sync::Mutex<LastFetch>,
+}
+
+/// When the last fetch began, and its error if it failed: until the refresh
+/// interval has passed, callers get that error instead of another fetch, so
+/// tokens sent while the provider fails cannot make vfps hammer it.
+#[derive(Default)]
+struct LastFetch {
+    began: Option<Instant>,
+    failed: Option<Error>,
 }
 
 /// What the provider published, as fetched at one time.
@@ -74,7 +83,7 @@ impl Verifier {
                 .build()
                 .unwrap_or_default(),
             keys: RwLock::new(None),
-            fetching: tokio::sync::Mutex::new(None),
+            fetching: tokio::sync::Mutex::new(LastFetch::default()),
         }
     }
 
@@ -150,16 +159,35 @@ impl Verifier {
         }
         // One fetch at a time; the others wait for it and use its result.
         let mut last = self.fetching.lock().await;
+        let too_soon = last
+            .began
+            .is_some_and(|at| at.elapsed() < self.refresh_interval);
         let now_current = self.keys.read().ok().and_then(|k| k.clone());
         if let Some(k) = &now_current {
             let fetched_meanwhile = !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, k));
-            let too_soon = last.is_some_and(|at| at.elapsed() < self.refresh_interval);
             if fetched_meanwhile || too_soon {
                 return Ok(k.clone());
             }
+        } else if let (true, Some(e)) = (too_soon, &last.failed) {
+            return Err(e.clone());
         }
-        *last = Some(Instant::now());
-        let fetched = Arc::new(self.fetch().await?);
+        last.began = Some(Instant::now());
+        let fetched = match self.fetch().await {
+            Ok(f) => {
+                last.failed = None;
+                Arc::new(f)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    authority = %self.authority,
+                    error = %e.message,
+                    retry_after_seconds = self.refresh_interval.as_secs_f64(),
+                    "cannot read the identity provider's signing keys"
+                );
+                last.failed = Some(e.clone());
+                return Err(e);
+            }
+        };
         if let Ok(mut k) = self.keys.write() {
             *k = Some(fetched.clone());
         }

@@ -615,6 +615,38 @@ async fn database_tokens_carry_grants_and_revocation_reaches_every_replica(backe
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// While the identity provider fails, tokens (anyone's: no credential is
+/// needed to send one) make vfps fetch its keys at most once per refresh
+/// interval, not once per call; calls are UNAVAILABLE meanwhile, and served
+/// once the provider is back.
+async fn a_failing_identity_provider_is_not_hammered(backend: Backend) {
+    let issuer = OidcIssuer::start().await;
+    issuer.fail(true);
+    let app = spawn_app_with(secured_env(backend, &issuer)).await;
+    let token = issuer.token("w", &["writer"]);
+    for i in 0..20 {
+        assert_eq!(
+            grpc_create(&app, Some(&token), "research", &format!("o{i}")).await,
+            Err(Code::Unavailable)
+        );
+    }
+    assert_eq!(
+        issuer.jwks_fetches(),
+        1,
+        "one fetch per refresh interval (1 s)"
+    );
+    issuer.fail(false);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let admin = issuer.token("root", &["admin"]);
+    assert_eq!(
+        grpc_create_namespace(&app, Some(&admin), "research").await,
+        Code::Ok
+    );
+    assert!(grpc_create(&app, Some(&token), "research", "o")
+        .await
+        .is_ok());
+}
+
 /// With authorization off every caller is an anonymous admin: a token it
 /// could mint would outlive the switch to authorization on.
 async fn the_token_admin_api_is_refused_while_authorization_is_off(backend: Backend) {
@@ -679,5 +711,6 @@ crate::on_both_backends!(
     bad_jwts_are_refused,
     database_tokens_carry_grants_and_revocation_reaches_every_replica,
     the_token_admin_api_is_refused_while_authorization_is_off,
+    a_failing_identity_provider_is_not_hammered,
     reflection_can_be_switched_off,
 );
