@@ -806,6 +806,34 @@ mod tests {
         assert!(!text.contains("hunter2"));
     }
 
+    /// A misspelt authorization key would silently leave a check out (no
+    /// audience check, authorization off): refused, named as it was set.
+    #[test]
+    fn unknown_authorization_keys_are_refused() {
+        let e = load(&[
+            ("Authorization__IsEnabled", "true"),
+            ("Authorization__Authority", "https://idp.example/realms/x"),
+            ("Authorization__Audiance", "vfps"),
+            ("Authorization__AdminRole__0", "admin"),
+        ])
+        .unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "Authorization__Audiance: unknown setting",
+            "Authorization__AdminRole__0: unknown setting",
+        ] {
+            assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
+        }
+        assert_eq!(e.0.len(), 2, "{all}");
+        let fine = load(&[
+            ("Authorization__IsEnabled", "true"),
+            ("Authorization__Authority", "https://idp.example/realms/x"),
+            ("Authorization__ClientSecret", "s"),
+            ("authorization__audience", "vfps"),
+        ]);
+        assert!(fine.is_ok(), "{fine:?}");
+    }
+
     /// An init namespace's every bad field is named, with why.
     #[test]
     fn init_namespaces_name_every_bad_field() {

@@ -74,9 +74,37 @@ pub(super) fn reflection(env: &Env, errors: &mut Vec<String>) -> bool {
     )
 }
 
+/// The `Authorization__*` keys there are (lower case, without the prefix); a
+/// list or rule key is checked where its entries are read.
+const KEYS: [&str; 8] = [
+    "isenabled",
+    "authority",
+    "audience",
+    "roleclaimtype",
+    "requirehttpsmetadata",
+    "clockskew",
+    // Accepted for deployments that configure it; vfps validates offline.
+    "clientsecret",
+    "clientid",
+];
+
 impl Authorization {
     pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
         let d = Self::default();
+        // A misspelt key (Audiance, IsEnable) would silently weaken the
+        // checks: refused like every bad setting.
+        for key in env.keys_with_prefix("Authorization__") {
+            let rest = key["Authorization__".len()..].to_ascii_lowercase();
+            let known = KEYS.contains(&rest.as_str())
+                || rest.starts_with("adminroles__")
+                || rest.starts_with("namespacerules__");
+            if !known {
+                errors.push(format!(
+                    "{key}: unknown setting (known: Authorization__IsEnabled, Authority, Audience, \
+                     RoleClaimType, RequireHttpsMetadata, ClockSkew, AdminRoles__N, NamespaceRules__N__…)"
+                ));
+            }
+        }
         let text = |key: &str| env.text(key);
         let authority = text("Authorization__Authority");
         if let Some(a) = &authority {

@@ -114,6 +114,17 @@ impl Env {
             .filter(|v| !v.is_empty())
             .map(str::to_owned)
     }
+    /// The keys starting with `prefix` (case-insensitively), as they were set.
+    pub(super) fn keys_with_prefix<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        let p = prefix.to_ascii_lowercase();
+        self.0
+            .iter()
+            .filter(move |(k, _)| k.starts_with(p.as_str()))
+            .map(|(_, (original, _))| original.as_str())
+    }
     pub(super) fn with_prefix<'a>(
         &'a self,
         prefix: &'a str,
