@@ -43,7 +43,7 @@ impl NewToken {
                 "a token carries at most {MAX_GRANTS} grants"
             )));
         }
-        if expires_in.is_some_and(|e| e.is_zero() || e > MAX_LIFETIME) {
+        if expires_in.is_some_and(|e| e < Duration::from_secs(1) || e > MAX_LIFETIME) {
             return Err(Error::invalid_argument(
                 "a token's lifetime must be between 1 second and 10 years",
             ));
@@ -115,4 +115,24 @@ pub fn to_json(t: &TokenRecord) -> Value {
         "expiresAt": t.expires_at.map(rfc3339),
         "revokedAt": t.revoked_at.map(rfc3339),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lifetime under a second made a token already dead when printed.
+    #[test]
+    fn lifetimes_under_a_second_are_refused() {
+        let parse = |e: Duration| NewToken::parse("personal", "x", false, &[], Some(e));
+        for bad in [
+            Duration::ZERO,
+            Duration::from_millis(1),
+            Duration::from_millis(999),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.message.contains("between 1 second"), "{bad:?}: {e:?}");
+        }
+        assert!(parse(Duration::from_secs(1)).is_ok());
+    }
 }

@@ -289,10 +289,31 @@ impl Enabled {
 }
 
 /// The credential of an `Authorization: Bearer <credential>` header.
+/// What a call's `Authorization` is when it came more than once (which one
+/// would count is anyone's guess, so none does). No header value can be this:
+/// HTTP refuses NUL in a header.
+pub const SEVERAL_HEADERS: &[u8] = b"\0several";
+
+/// The one `Authorization` value of a call, [`SEVERAL_HEADERS`] if it came
+/// more than once.
+pub fn single<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> Option<&'a [u8]> {
+    let first = values.next()?;
+    Some(if values.next().is_some() {
+        SEVERAL_HEADERS
+    } else {
+        first
+    })
+}
+
 pub fn bearer(header: Option<&[u8]>) -> Result<&str, Error> {
     let raw = header.ok_or_else(|| {
         Error::unauthenticated("this call needs an Authorization: Bearer <token> header")
     })?;
+    if raw == SEVERAL_HEADERS {
+        return Err(Error::unauthenticated(
+            "the call has more than one Authorization header; send one",
+        ));
+    }
     if raw.len() > MAX_CREDENTIAL_BYTES + 7 {
         return Err(Error::unauthenticated(format!(
             "the Authorization header is longer than {MAX_CREDENTIAL_BYTES} bytes"
@@ -321,6 +342,16 @@ pub fn bearer(header: Option<&[u8]>) -> Result<&str, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_with_several_authorization_headers_has_none_that_counts() {
+        let one = [&b"Bearer a"[..]];
+        assert_eq!(bearer(single(one.into_iter())).unwrap(), "a");
+        let two = [&b"Bearer a"[..], b"Bearer b"];
+        let e = bearer(single(two.into_iter())).unwrap_err();
+        assert!(e.message.contains("more than one"), "{e:?}");
+        assert_eq!(single(std::iter::empty()), None);
+    }
 
     #[test]
     fn bearer_headers_are_parsed_strictly() {

@@ -64,7 +64,12 @@ pub fn deadline<T>(state: &AppState, request: &tonic::Request<T>) -> Instant {
 
 /// The `authorization` metadata's value, as sent.
 pub(crate) fn authorization(metadata: &tonic::metadata::MetadataMap) -> Option<&[u8]> {
-    metadata.get("authorization").map(|v| v.as_bytes())
+    crate::auth::single(
+        metadata
+            .get_all("authorization")
+            .iter()
+            .map(|v| v.as_bytes()),
+    )
 }
 
 pub(crate) fn timestamp(t: SystemTime) -> pbjson_types::Timestamp {

@@ -41,9 +41,12 @@ pub fn routes() -> Router<AppState> {
 
 /// The `Authorization` header's value, as sent.
 pub(super) fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .map(|v| v.as_bytes())
+    crate::auth::single(
+        headers
+            .get_all(axum::http::header::AUTHORIZATION)
+            .iter()
+            .map(|v| v.as_bytes()),
+    )
 }
 
 pub(super) fn error_response(e: &Error) -> Response {

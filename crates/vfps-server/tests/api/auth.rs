@@ -369,6 +369,17 @@ async fn each_role_is_allowed_exactly_its_operations(backend: Backend) {
         StatusCode::OK
     );
 
+    // Two Authorization headers: neither counts (which one would is a guess).
+    let r = app
+        .http_client
+        .get(format!("{}/v1/namespaces", app.http))
+        .header("authorization", format!("Bearer {}", admin.unwrap()))
+        .header("authorization", "Bearer not-a-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
     // A 401 names the scheme (RFC 6750).
     let r = app
         .http_client
