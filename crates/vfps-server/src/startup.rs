@@ -286,24 +286,26 @@ impl Application {
                     )
                 }
             };
-        let metrics_router = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get({
-                let state = state.clone();
-                move || {
+        let metrics_router = axum::Router::new()
+            .merge(crate::http::health_routes().with_state(state.clone()))
+            .route(
+                "/metrics",
+                axum::routing::get({
                     let state = state.clone();
-                    async move {
-                        (
-                            [(
-                                axum::http::header::CONTENT_TYPE,
-                                "text/plain; version=0.0.4",
-                            )],
-                            state.metrics.render(state.service.store().as_ref()),
-                        )
+                    move || {
+                        let state = state.clone();
+                        async move {
+                            (
+                                [(
+                                    axum::http::header::CONTENT_TYPE,
+                                    "text/plain; version=0.0.4",
+                                )],
+                                state.metrics.render(state.service.store().as_ref()),
+                            )
+                        }
                     }
-                }
-            }),
-        );
+                }),
+            );
         let metrics_server = axum::serve(metrics, metrics_router)
             .with_graceful_shutdown(stop.clone().cancelled_owned());
 

@@ -33,9 +33,7 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
     } else {
         api
     };
-    api.route("/livez", get(|| async { "Healthy" }))
-        .route("/readyz", get(ready))
-        .route("/healthz", get(healthy))
+    api.merge(health_routes())
         .layer(axum::middleware::from_fn(move |req, next| {
             rejections_in_kind(req, next, max_body_bytes)
         }))
@@ -90,6 +88,16 @@ async fn rejections_in_kind(
     };
     *response.status_mut() = status;
     response
+}
+
+/// `/livez`, `/readyz` and `/healthz`: on the HTTP port, and on the metrics
+/// port too, which is never TLS, so that probes reach them when the API ports
+/// demand client certificates.
+pub fn health_routes() -> Router<AppState> {
+    Router::new()
+        .route("/livez", get(|| async { "Healthy" }))
+        .route("/readyz", get(ready))
+        .route("/healthz", get(healthy))
 }
 
 fn verdict(result: Result<(), String>) -> Response {

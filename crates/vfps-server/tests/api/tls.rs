@@ -183,11 +183,19 @@ async fn mutual_tls_refuses_a_client_without_a_certificate() {
         .identity(reqwest::Identity::from_pem(&pem).unwrap())
         .build()
         .unwrap();
-    let (_app, http_port, _) = spawn_tls(env, &identified).await;
+    let (app, http_port, _) = spawn_tls(env, &identified).await;
     let anonymous = reqwest::Client::builder()
         .add_root_certificate(ca)
         .build()
         .unwrap();
+    // Probes send no client certificate: the metrics port (never TLS) answers
+    // them.
+    for path in ["/livez", "/readyz", "/healthz"] {
+        let r = reqwest::get(format!("http://{}{path}", app.metrics_addr))
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+    }
     assert!(anonymous
         .get(format!("https://localhost:{http_port}/livez"))
         .send()
