@@ -2,7 +2,9 @@
 //! PEM files and are re-read when the files change (cert-manager rotates them
 //! in place), without a restart and without touching established
 //! connections: a new handshake gets the new certificate. With a client CA
-//! bundle, clients must present a certificate it signed (mTLS).
+//! bundle, clients must present a certificate it signed (mTLS); the bundle is
+//! re-read the same way. A change is a change of the files' contents (not of
+//! their times, which a copy may keep).
 //!
 //! Handshakes run in their own tasks, bounded in time, so a slow or silent
 //! client never holds up the accept loop; finished connections are handed to
@@ -14,13 +16,13 @@ use std::{
     pin::Pin,
     sync::{Arc, RwLock},
     task::{Context, Poll},
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use anyhow::Context as _;
 use rustls::{
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
-    server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier},
+    server::{danger::ClientCertVerifier, ClientHello, ResolvesServerCert, WebPkiClientVerifier},
     sign::CertifiedKey,
     RootCertStore, ServerConfig,
 };
@@ -42,7 +44,7 @@ const BACKLOG: usize = 256;
 struct Reloading {
     cert_file: PathBuf,
     key_file: PathBuf,
-    current: RwLock<(Arc<CertifiedKey>, Option<SystemTime>)>,
+    current: RwLock<(Arc<CertifiedKey>, Option<u64>)>,
 }
 
 impl fmt::Debug for Reloading {
@@ -59,8 +61,15 @@ impl ResolvesServerCert for Reloading {
     }
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// A digest of the files' contents (`None` if one cannot be read): what tells
+/// a rotation, whatever the files' times say.
+fn contents(paths: &[&Path]) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in paths {
+        std::fs::read(p).ok()?.hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 /// Reads a certificate chain and its key; errors name the file.
@@ -102,7 +111,7 @@ impl Reloading {
     /// Re-reads the files if either changed; a broken pair (half-written
     /// during a rotation) keeps the old certificate and is tried again later.
     fn refresh(&self) {
-        let stamp = modified(&self.cert_file).max(modified(&self.key_file));
+        let stamp = contents(&[&self.cert_file, &self.key_file]);
         if self.current.read().is_ok_and(|c| c.1 == stamp) {
             return;
         }
@@ -120,11 +129,50 @@ impl Reloading {
     }
 }
 
+/// The client CA bundle's verifier; errors name the file.
+fn client_verifier(
+    ca: &Path,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> anyhow::Result<Arc<dyn ClientCertVerifier>> {
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca)
+        .with_context(|| format!("cannot read VFPS_TLS_CLIENT_CA_FILE {}", ca.display()))?
+    {
+        let c =
+            c.with_context(|| format!("VFPS_TLS_CLIENT_CA_FILE {} is not PEM", ca.display()))?;
+        roots.add(c).with_context(|| {
+            format!(
+                "VFPS_TLS_CLIENT_CA_FILE {} holds a bad certificate",
+                ca.display()
+            )
+        })?;
+    }
+    if roots.is_empty() {
+        anyhow::bail!(
+            "VFPS_TLS_CLIENT_CA_FILE {} holds no certificate",
+            ca.display()
+        );
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .context("cannot verify clients with VFPS_TLS_CLIENT_CA_FILE")
+}
+
+/// The client CA bundle as last read, and its digest.
+struct ClientCa {
+    file: PathBuf,
+    stamp: std::sync::Mutex<Option<u64>>,
+}
+
 /// The TLS settings of the API ports, ready to accept with.
 #[derive(Clone)]
 pub struct Acceptor {
-    config: Arc<ServerConfig>,
+    /// Swapped when the client CA bundle changes; each handshake takes the
+    /// current one.
+    config: Arc<RwLock<Arc<ServerConfig>>>,
     certs: Arc<Reloading>,
+    client_ca: Option<Arc<ClientCa>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
 }
 
 impl Acceptor {
@@ -133,64 +181,93 @@ impl Acceptor {
     pub fn new(tls: &Tls) -> anyhow::Result<Self> {
         let (cert_file, key_file) = (tls.cert_file.clone(), tls.key_file.clone());
         let key = load(&cert_file, &key_file)?;
-        let stamp = modified(&cert_file).max(modified(&key_file));
+        let stamp = contents(&[&cert_file, &key_file]);
         let certs = Arc::new(Reloading {
             cert_file,
             key_file,
             current: RwLock::new((key, stamp)),
         });
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = tls
+            .client_ca_file
+            .as_deref()
+            .map(|ca| client_verifier(ca, &provider))
+            .transpose()?;
+        let client_ca = tls.client_ca_file.as_ref().map(|file| {
+            Arc::new(ClientCa {
+                stamp: std::sync::Mutex::new(contents(&[file])),
+                file: file.clone(),
+            })
+        });
+        let config = Self::config(&provider, &certs, verifier)?;
+        Ok(Self {
+            config: Arc::new(RwLock::new(config)),
+            certs,
+            client_ca,
+            provider,
+        })
+    }
+
+    fn config(
+        provider: &Arc<rustls::crypto::CryptoProvider>,
+        certs: &Arc<Reloading>,
+        verifier: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> anyhow::Result<Arc<ServerConfig>> {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .context("no TLS protocol version available")?;
-        let builder = match &tls.client_ca_file {
+        let builder = match verifier {
             None => builder.with_no_client_auth(),
-            Some(ca) => {
-                let mut roots = RootCertStore::empty();
-                for c in CertificateDer::pem_file_iter(ca).with_context(|| {
-                    format!("cannot read VFPS_TLS_CLIENT_CA_FILE {}", ca.display())
-                })? {
-                    let c = c.with_context(|| {
-                        format!("VFPS_TLS_CLIENT_CA_FILE {} is not PEM", ca.display())
-                    })?;
-                    roots.add(c).with_context(|| {
-                        format!(
-                            "VFPS_TLS_CLIENT_CA_FILE {} holds a bad certificate",
-                            ca.display()
-                        )
-                    })?;
-                }
-                if roots.is_empty() {
-                    anyhow::bail!(
-                        "VFPS_TLS_CLIENT_CA_FILE {} holds no certificate",
-                        ca.display()
-                    );
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .build()
-                        .context("cannot verify clients with VFPS_TLS_CLIENT_CA_FILE")?;
-                builder.with_client_cert_verifier(verifier)
-            }
+            Some(v) => builder.with_client_cert_verifier(v),
         };
         let mut config = builder.with_cert_resolver(certs.clone());
         // gRPC needs HTTP/2; REST and FHIR clients may use either.
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Self {
-            config: Arc::new(config),
-            certs,
-        })
+        Ok(Arc::new(config))
     }
 
-    /// Re-reads changed certificate files every `interval` until `stop`.
+    /// Re-reads the client CA bundle if its contents changed; a broken one
+    /// keeps the current bundle.
+    fn refresh_client_ca(&self) {
+        let Some(ca) = &self.client_ca else { return };
+        let stamp = contents(&[&ca.file]);
+        let Ok(mut last) = ca.stamp.lock() else {
+            return;
+        };
+        if *last == stamp {
+            return;
+        }
+        let rebuilt = client_verifier(&ca.file, &self.provider)
+            .and_then(|v| Self::config(&self.provider, &self.certs, Some(v)));
+        match rebuilt {
+            Ok(config) => {
+                if let Ok(mut c) = self.config.write() {
+                    *c = config;
+                }
+                *last = stamp;
+                tracing::info!(client_ca_file = %ca.file.display(), "TLS client CA bundle reloaded");
+            }
+            Err(e) => tracing::warn!(
+                error = %format!("{e:#}"),
+                "TLS client CA bundle not reloaded; keeping the current one"
+            ),
+        }
+    }
+
+    /// Re-reads changed certificate and client CA files every `interval`
+    /// until `stop`.
     pub async fn watch(self, interval: Duration, stop: CancellationToken) {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let certs = self.certs.clone();
-            let _ = tokio::task::spawn_blocking(move || certs.refresh()).await;
+            let this = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                this.certs.refresh();
+                this.refresh_client_ca();
+            })
+            .await;
         }
     }
 
@@ -198,7 +275,7 @@ impl Acceptor {
     /// own task; the finished ones come out of the returned [`Incoming`].
     pub fn incoming(&self, listener: TcpListener, stop: CancellationToken) -> Incoming {
         let (tx, rx) = mpsc::channel(BACKLOG);
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.config.clone());
+        let config = self.config.clone();
         let local = listener.local_addr().ok();
         tokio::spawn(async move {
             loop {
@@ -214,7 +291,11 @@ impl Acceptor {
                     },
                 };
                 let _ = tcp.set_nodelay(true);
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                let Ok(current) = config.read().map(|c| c.clone()) else {
+                    continue;
+                };
+                let acceptor = tokio_rustls::TlsAcceptor::from(current);
+                let tx = tx.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(stream)) => {

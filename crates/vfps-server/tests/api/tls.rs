@@ -229,3 +229,73 @@ async fn unusable_certificate_files_stop_start_up_naming_the_file() {
         .unwrap();
     assert!(format!("{e:#}").contains("must be set together"), "{e:#}");
 }
+
+/// A client CA bundle replaced while serving (a compromised CA removed, a new
+/// one added) applies to the next handshakes, without a restart, even when
+/// the copy keeps the old file's modification time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_client_ca_bundle_applies_without_a_restart() {
+    let p = pki("tls-client-ca");
+    let bundle = p.dir.join("client-ca.pem");
+    let old_ca = test_ca(&p.dir, "old").unwrap();
+    std::fs::copy(&old_ca, &bundle).unwrap();
+    let new_ca = test_ca(&p.dir, "new").unwrap();
+    let mut env = tls_env(&p);
+    env.push((
+        "VFPS_TLS_CLIENT_CA_FILE".into(),
+        bundle.display().to_string(),
+    ));
+    let server_ca = reqwest::Certificate::from_pem(&std::fs::read(&p.ca).unwrap()).unwrap();
+    let client_of = |ca: &str| {
+        let (cert, key) = (
+            p.dir.join(format!("{ca}-client.pem")),
+            p.dir.join(format!("{ca}-client.key")),
+        );
+        issue_client_certificate(&p.dir, ca, &cert, &key).unwrap();
+        let mut pem = std::fs::read(&cert).unwrap();
+        pem.extend(std::fs::read(&key).unwrap());
+        pem
+    };
+    let (old_pem, new_pem) = (client_of("old"), client_of("new"));
+    // A fresh client each time: a new connection, a new handshake.
+    let accepted = |pem: &[u8], port: u16| {
+        let client = reqwest::Client::builder()
+            .add_root_certificate(server_ca.clone())
+            .identity(reqwest::Identity::from_pem(pem).unwrap())
+            .build()
+            .unwrap();
+        async move {
+            client
+                .get(format!("https://localhost:{port}/livez"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+    };
+    let first = reqwest::Client::builder()
+        .add_root_certificate(server_ca.clone())
+        .identity(reqwest::Identity::from_pem(&old_pem).unwrap())
+        .build()
+        .unwrap();
+    let (_app, port, _) = spawn_tls(env, &first).await;
+    assert!(accepted(&old_pem, port).await);
+    assert!(!accepted(&new_pem, port).await);
+    let mtime = std::fs::metadata(&bundle).unwrap().modified().unwrap();
+    std::fs::copy(&new_ca, &bundle).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&bundle)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let mut swapped = false;
+    for _ in 0..50 {
+        if accepted(&new_pem, port).await {
+            swapped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(swapped, "the new CA's clients are accepted");
+    assert!(!accepted(&old_pem, port).await, "the old CA's are refused");
+}
