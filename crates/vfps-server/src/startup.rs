@@ -186,6 +186,11 @@ impl Application {
             grpc = %grpc.local_addr()?,
             http = %http.local_addr()?,
             metrics = %metrics.local_addr()?,
+            tls = match &settings.tls {
+                None => "off",
+                Some(t) if t.client_ca_file.is_some() => "on, client certificates required",
+                Some(_) => "on",
+            },
             "vfps listening"
         );
         let background = CancellationToken::new();

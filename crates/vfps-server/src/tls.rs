@@ -101,9 +101,13 @@ fn load(cert_file: &Path, key_file: &Path) -> anyhow::Result<Arc<CertifiedKey>> 
             )
         })?;
     let certified = CertifiedKey::new(certs, signing);
-    certified
-        .keys_match()
-        .context("VFPS_TLS_KEY_FILE does not belong to VFPS_TLS_CERT_FILE")?;
+    certified.keys_match().with_context(|| {
+        format!(
+            "VFPS_TLS_KEY_FILE {} does not belong to VFPS_TLS_CERT_FILE {}",
+            key_file.display(),
+            cert_file.display()
+        )
+    })?;
     Ok(Arc::new(certified))
 }
 

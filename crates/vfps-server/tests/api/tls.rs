@@ -228,6 +228,21 @@ async fn unusable_certificate_files_stop_start_up_naming_the_file() {
         .err()
         .unwrap();
     assert!(format!("{e:#}").contains("must be set together"), "{e:#}");
+    // A key of another certificate: both files named.
+    let (other_cert, other_key) = (p.dir.join("other.pem"), p.dir.join("other.key"));
+    issue_server_certificate(&p.dir, "ca", &other_cert, &other_key).unwrap();
+    let mut mismatched = tls_env(&p);
+    mismatched.retain(|(k, _)| k != "VFPS_TLS_KEY_FILE");
+    mismatched.push(("VFPS_TLS_KEY_FILE".into(), other_key.display().to_string()));
+    let e = vfps_server::startup::spawn(mismatched, vfps_server::config::Flags::default())
+        .await
+        .err()
+        .unwrap();
+    let text = format!("{e:#}");
+    assert!(
+        text.contains("other.key") && text.contains("server.pem"),
+        "{text}"
+    );
 }
 
 /// A client CA bundle replaced while serving (a compromised CA removed, a new
