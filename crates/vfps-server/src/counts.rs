@@ -165,7 +165,7 @@ mod tests {
             vec![("a".to_owned(), 5)]
         );
         // Deleted and created again (another uid) between two refreshes.
-        store.delete_namespace(&a.name, a.uid).await.unwrap();
+        store.delete_namespace(&a.name, Some(a.uid)).await.unwrap();
         let a2 = namespace("a", 2);
         store.create_namespace(&a2).await.unwrap();
         add(&store, &a2, 0, 1, t0).await;

@@ -307,23 +307,25 @@ impl Service {
             created_at: now,
             last_updated_at: now,
         };
+        let unknown = CommitUnknown::default();
         let created = self
             .retry("create_namespace", deadline, || {
-                self.store.create_namespace(&ns)
+                unknown.watch(self.store.create_namespace(&ns))
             })
             .await;
         match created {
             Ok(()) => {}
             // An earlier attempt may have committed and lost its answer (a
             // connection broken in a failover): its own row is no conflict.
-            // The uid is this call's alone.
-            Err(e) if e.kind == ErrorKind::AlreadyExists => {
+            // The uid is this call's alone. If the row cannot be read, the
+            // conflict stands.
+            Err(e) if e.kind == ErrorKind::AlreadyExists && unknown.get() => {
                 let stored = self
                     .retry("get_namespace", deadline, || {
                         self.store.get_namespace(&ns.name)
                     })
-                    .await?;
-                if stored.map(|s| s.uid) != Some(ns.uid) {
+                    .await;
+                if !matches!(stored, Ok(Some(s)) if s.uid == ns.uid) {
                     return Err(e);
                 }
             }
@@ -362,18 +364,26 @@ impl Service {
             })
             .await?;
         let deleted = match target {
-            None => false,
+            // Still through the store's delete, whose "not found" waits for the
+            // synchronous standby: a delete committed on the primary alone (its
+            // wait cancelled) must not be answered as done by this one.
+            None => {
+                self.retry("delete_namespace", deadline, || {
+                    self.store.delete_namespace(&name, None)
+                })
+                .await?
+            }
             Some(ns) => {
-                let mut attempts = 0u32;
+                let unknown = CommitUnknown::default();
                 let gone = self
                     .retry("delete_namespace", deadline, || {
-                        attempts += 1;
-                        self.store.delete_namespace(&name, ns.uid)
+                        unknown.watch(self.store.delete_namespace(&name, Some(ns.uid)))
                     })
                     .await?;
-                // Not deleted by this attempt but by an earlier one of this call
-                // (or, in the same moment, by another caller: gone either way).
-                gone || attempts > 1
+                // Not deleted by this attempt, but perhaps by an earlier one of
+                // this call whose outcome is unknown (or, in the same moment, by
+                // another caller: that incarnation is gone either way).
+                gone || unknown.get()
             }
         };
         self.forget(&name);
@@ -508,6 +518,36 @@ impl Service {
                 .list_pseudonyms(&name, size, cursor.as_ref(), include_total_size)
         })
         .await
+    }
+}
+
+/// Whether an attempt of a call failed in a way that leaves its commit unknown
+/// (the connection broke or the answer did not come: the transaction may have
+/// committed), as opposed to failures that certainly committed nothing (no
+/// connection from the pool, a serialization failure, too many connections).
+#[derive(Default)]
+struct CommitUnknown(std::sync::atomic::AtomicBool);
+
+impl CommitUnknown {
+    /// `attempt`, noting whether it failed with its commit unknown.
+    async fn watch<T>(
+        &self,
+        attempt: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let result = attempt.await;
+        if let Err(e) = &result {
+            if matches!(
+                e.transient_cause(),
+                Some(TransientCause::Unavailable | TransientCause::Timeout)
+            ) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -184,14 +184,17 @@ impl Acceptor {
     /// the file at fault.
     pub fn new(tls: &Tls) -> anyhow::Result<Self> {
         let (cert_file, key_file) = (tls.cert_file.clone(), tls.key_file.clone());
-        let key = load(&cert_file, &key_file)?;
+        // Digests before the reads: a file replaced in between is read again
+        // at the next check instead of being taken as already loaded.
         let stamp = contents(&[&cert_file, &key_file]);
+        let key = load(&cert_file, &key_file)?;
         let certs = Arc::new(Reloading {
             cert_file,
             key_file,
             current: RwLock::new((key, stamp)),
         });
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let ca_stamp = tls.client_ca_file.as_ref().map(|f| contents(&[f]));
         let verifier = tls
             .client_ca_file
             .as_deref()
@@ -199,7 +202,7 @@ impl Acceptor {
             .transpose()?;
         let client_ca = tls.client_ca_file.as_ref().map(|file| {
             Arc::new(ClientCa {
-                stamp: std::sync::Mutex::new(contents(&[file])),
+                stamp: std::sync::Mutex::new(ca_stamp.flatten()),
                 file: file.clone(),
             })
         });

@@ -103,14 +103,15 @@ pub trait Store: Upsert {
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
     async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error>;
     async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error>;
-    /// Deletes the namespace's incarnation `uid` and all its pseudonyms; `false`
-    /// if it does not exist (or is another incarnation). Creates into other
+    /// Deletes the namespace (only its incarnation `uid`, when given) and all
+    /// its pseudonyms; `false` if it does not exist (or is another
+    /// incarnation), an answer as durable as a delete. Creates into other
     /// namespaces go on meanwhile; a concurrent Create into this one either
     /// lands before (and is deleted with it) or finds it gone.
     async fn delete_namespace(
         &self,
         name: &NamespaceName,
-        uid: NamespaceUid,
+        uid: Option<NamespaceUid>,
     ) -> Result<bool, Error>;
 
     async fn get_pseudonym(

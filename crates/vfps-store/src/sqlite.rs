@@ -467,15 +467,15 @@ impl Store for SqliteStore {
     async fn delete_namespace(
         &self,
         name: &NamespaceName,
-        uid: NamespaceUid,
+        uid: Option<NamespaceUid>,
     ) -> Result<bool, Error> {
         let owned = name.as_str().to_owned();
         let deleted = self
             .with_writer(move |c| {
                 let n = c
                     .execute(
-                        "DELETE FROM namespaces WHERE name = ?1 AND uid = ?2",
-                        rusqlite::params![owned, uid.0],
+                        "DELETE FROM namespaces WHERE name = ?1 AND (?2 IS NULL OR uid = ?2)",
+                        rusqlite::params![owned, uid.map(|u| u.0)],
                     )
                     .map_err(sql_err)?;
                 Ok(n > 0)

@@ -100,12 +100,22 @@ async fn namespaces_round_trip(store: Arc<dyn Store>) {
     );
     // Another incarnation's uid deletes nothing.
     assert!(!store
-        .delete_namespace(&ns.name, NamespaceUid(ns.uid.0 + 1))
+        .delete_namespace(&ns.name, Some(NamespaceUid(ns.uid.0 + 1)))
         .await
         .unwrap());
-    assert!(store.delete_namespace(&ns.name, ns.uid).await.unwrap());
-    assert!(!store.delete_namespace(&ns.name, ns.uid).await.unwrap());
+    assert!(store
+        .delete_namespace(&ns.name, Some(ns.uid))
+        .await
+        .unwrap());
+    assert!(!store
+        .delete_namespace(&ns.name, Some(ns.uid))
+        .await
+        .unwrap());
     assert_eq!(store.get_namespace(&ns.name).await.unwrap(), None);
+    // Without a uid: whatever incarnation there is.
+    let b = NamespaceName::parse("b").unwrap();
+    assert!(store.delete_namespace(&b, None).await.unwrap());
+    assert!(!store.delete_namespace(&b, None).await.unwrap());
 }
 
 async fn upsert_returns_the_existing_pseudonym(store: Arc<dyn Store>) {
@@ -157,7 +167,10 @@ async fn delete_cascades_to_pseudonyms(store: Arc<dyn Store>) {
         .upsert_pseudonyms(&[candidate("n", "o1", "p-1")])
         .await
         .unwrap();
-    store.delete_namespace(&ns.name, ns.uid).await.unwrap();
+    store
+        .delete_namespace(&ns.name, Some(ns.uid))
+        .await
+        .unwrap();
     store.create_namespace(&ns).await.unwrap();
     assert!(store
         .get_pseudonym(&ns.name, &pv("p-1"))
@@ -573,7 +586,10 @@ async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn St
                 .await;
         }));
         if i == 200 {
-            assert!(store.delete_namespace(&ns.name, ns.uid).await.unwrap());
+            assert!(store
+                .delete_namespace(&ns.name, Some(ns.uid))
+                .await
+                .unwrap());
         }
     }
     for t in tasks {

@@ -172,6 +172,9 @@ impl Verifier {
             return Err(e.clone());
         }
         last.began = Some(Instant::now());
+        // Cleared first: a fetch cut off by its caller's deadline must not
+        // leave an older failure to be served for a whole interval.
+        last.failed = None;
         let fetched = match self.fetch().await {
             Ok(f) => {
                 last.failed = None;

@@ -535,8 +535,9 @@ impl Store for PgStore {
     async fn delete_namespace(
         &self,
         name: &NamespaceName,
-        uid: NamespaceUid,
+        uid: Option<NamespaceUid>,
     ) -> Result<bool, Error> {
+        let uid = uid.map(|u| u.0);
         let (mut lease, steps) = self.lease().await?;
         let tx = steps.run(lease.conn_mut().client.transaction()).await?;
         // "Not found" must not rest on a single-copy delete either.
@@ -546,8 +547,8 @@ impl Store for PgStore {
         // it gone). Other namespaces' inserts lock other rows and go on.
         let n = steps
             .run(tx.execute(
-                "DELETE FROM namespaces WHERE name = $1 AND uid = $2",
-                &[&name.as_str(), &uid.0],
+                "DELETE FROM namespaces WHERE name = $1 AND ($2::int8 IS NULL OR uid = $2)",
+                &[&name.as_str(), &uid],
             ))
             .await?;
         if n > 0 {

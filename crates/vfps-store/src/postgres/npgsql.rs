@@ -123,7 +123,12 @@ fn seconds(key: &str, value: &str) -> Result<Duration, ParseError> {
 fn pairs(raw: &str) -> Result<Vec<(String, String)>, ParseError> {
     let mut out = Vec::new();
     let mut rest = raw;
-    while !rest.trim().is_empty() {
+    loop {
+        // Empty segments (`a=1;;b=2`, a leading `;`) are nothing, as in Npgsql.
+        rest = rest.trim_start_matches(|c: char| c == ';' || c.is_whitespace());
+        if rest.is_empty() {
+            break;
+        }
         let Some((key, after)) = rest.split_once('=') else {
             return Err(ParseError(format!(
                 "expected keyword=value, found {:?}",
@@ -486,6 +491,14 @@ mod tests {
             session("Host=a;Target Session Attributes=primary"),
             TargetSession::ReadWrite
         );
+    }
+
+    #[test]
+    fn empty_segments_are_skipped() {
+        let p = parse(";Host=a;;Port=5433; ;Maximum Pool Size=3;", None, None).unwrap();
+        assert_eq!(p.options.hosts, vec![("a".to_owned(), 5433)]);
+        assert_eq!(p.options.max_pool_size, 3);
+        assert!(p.ignored_keywords.is_empty(), "{:?}", p.ignored_keywords);
     }
 
     /// Npgsql refuses a keyword it does not know; so does vfps: a misspelt
