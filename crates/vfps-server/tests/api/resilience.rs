@@ -253,10 +253,6 @@ async fn readiness_outlasts_a_database_outage_shorter_than_the_grace_but_not_a_l
 /// retry with its reason on the call's span, and the call's failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_create_shows_its_retries_and_their_reasons_in_its_trace() {
-    use vfps_proto::v1::{
-        namespace_service_client::NamespaceServiceClient, NamespaceServiceCreateRequest,
-    };
-
     let collector = vfps_testkit::otlp::Collector::start().await.unwrap();
     let cluster = vfps_testkit::PgCluster::start().unwrap();
     let db = cluster.create_database().unwrap();
@@ -275,20 +271,7 @@ async fn a_retried_create_shows_its_retries_and_their_reasons_in_its_trace() {
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let server = ServerProcess::start(&env).await;
-    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    NamespaceServiceClient::new(channel.clone())
-        .create(NamespaceServiceCreateRequest {
-            name: "n".into(),
-            pseudonym_generation_method: 5,
-            pseudonym_length: 16,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let channel = channel_with_namespace_n(&server).await;
     let mut client = PseudonymServiceClient::new(channel);
     // Caches the namespace: the Create below goes straight to its upsert.
     client
@@ -467,22 +450,7 @@ async fn a_namespace_change_whose_commit_acknowledgement_was_lost_is_answered_as
 async fn calls_cancelled_during_a_stall_do_not_fail_the_calls_still_waiting() {
     let (env, _) = crate::helpers::backend_env(crate::helpers::Backend::Sqlite);
     let server = ServerProcess::start(&env).await;
-    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut namespaces =
-        vfps_proto::v1::namespace_service_client::NamespaceServiceClient::new(channel.clone());
-    namespaces
-        .create(vfps_proto::v1::NamespaceServiceCreateRequest {
-            name: "n".into(),
-            pseudonym_generation_method: 5,
-            pseudonym_length: 16,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let channel = channel_with_namespace_n(&server).await;
     let client = PseudonymServiceClient::new(channel);
     let call = |original: String, timeout: Duration| {
         let mut c = client.clone();
@@ -517,4 +485,23 @@ async fn calls_cancelled_during_a_stall_do_not_fail_the_calls_still_waiting() {
         *codes.entry(w.await.unwrap()).or_insert(0) += 1;
     }
     assert_eq!(codes, HashMap::from([(Ok(()), 20)]), "{codes:?}");
+}
+
+/// A channel to `server` and a namespace `n` (HEX, 16) created through it.
+async fn channel_with_namespace_n(server: &ServerProcess) -> tonic::transport::Channel {
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    vfps_proto::v1::namespace_service_client::NamespaceServiceClient::new(channel.clone())
+        .create(vfps_proto::v1::NamespaceServiceCreateRequest {
+            name: "n".into(),
+            pseudonym_generation_method: 5,
+            pseudonym_length: 16,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    channel
 }
