@@ -357,10 +357,27 @@ impl Local {
         for pid in &pids {
             signal(*pid, "KILL").await?;
         }
+        // Every process of the pod, as a container kill does: the postmaster's
+        // children outlive it for a moment, and a walsender among them would
+        // still send WAL the moment a network cut is healed (an isolated
+        // primary's writes reaching a standby after its "kill"). Until none is
+        // left: one may have been forked while the others died.
+        let mut all = pids;
+        for _ in 0..5 {
+            let left = self.db_pids(zone).await.unwrap_or_default();
+            if left.is_empty() {
+                break;
+            }
+            for pid in &left {
+                // Gone meanwhile is as good as killed.
+                let _ = signal(*pid, "KILL").await;
+            }
+            all.extend(left);
+        }
         wait_for(
             &format!("database pod {zone} to die"),
             Duration::from_secs(10),
-            || async { pids.iter().all(|p| !alive(*p)) },
+            || async { all.iter().all(|p| !alive(*p)) },
         )
         .await
     }
