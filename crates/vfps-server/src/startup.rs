@@ -5,7 +5,7 @@
 //! while traffic moves away, then the listeners stop accepting and in-flight calls
 //! get the shutdown timeout to finish.
 
-use std::{future::IntoFuture, net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -39,7 +39,7 @@ use crate::{
 /// their deadlines meanwhile: with 20, it dropped the connection and failed
 /// the calls still waiting on it with RESOURCE_EXHAUSTED. Such streams cost
 /// memory only (they are never served), a few hundred bytes each.
-const MAX_PENDING_RESET_STREAMS: usize = 4096;
+pub(crate) const MAX_PENDING_RESET_STREAMS: usize = 4096;
 
 /// The gRPC service names whose health is reported (plus the server as a whole, "").
 const HEALTH_SERVICES: [&str; 3] = [
@@ -254,19 +254,15 @@ impl Application {
         let http_router =
             crate::http::router(state.clone(), settings.calls.max_request_bytes, traced);
         let stopped = || stop.clone().cancelled_owned();
-        type Served<E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send>>;
-        let (grpc_server, http_server): (Served<tonic::transport::Error>, Served<std::io::Error>) =
+        type Served<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+        let (grpc_server, http_server): (Served<Result<(), tonic::transport::Error>>, Served<()>) =
             match &tls {
                 None => (
                     Box::pin(grpc_router.serve_with_incoming_shutdown(
                         tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
                         stopped(),
                     )),
-                    Box::pin(
-                        axum::serve(http, http_router)
-                            .with_graceful_shutdown(stopped())
-                            .into_future(),
-                    ),
+                    Box::pin(crate::http::serve(http, http_router, stopped())),
                 ),
                 Some(acceptor) => {
                     tokio::spawn(
@@ -283,11 +279,11 @@ impl Application {
                             acceptor.incoming(grpc, stop.clone()),
                             stopped(),
                         )),
-                        Box::pin(
-                            axum::serve(acceptor.incoming(http, stop.clone()), http_router)
-                                .with_graceful_shutdown(stopped())
-                                .into_future(),
-                        ),
+                        Box::pin(crate::http::serve(
+                            acceptor.incoming(http, stop.clone()),
+                            http_router,
+                            stopped(),
+                        )),
                     )
                 }
             };
@@ -311,18 +307,11 @@ impl Application {
                     }
                 }),
             );
-        let metrics_server = axum::serve(metrics, metrics_router)
-            .with_graceful_shutdown(stop.clone().cancelled_owned());
+        let metrics_server = crate::http::serve(metrics, metrics_router, stopped());
 
         let mut servers = tokio::spawn(async move {
-            let (g, h, m) = tokio::join!(
-                grpc_server,
-                async { http_server.await.map_err(anyhow::Error::from) },
-                async { metrics_server.await.map_err(anyhow::Error::from) }
-            );
-            g.context("gRPC server failed")?;
-            h.context("HTTP server failed")?;
-            m.context("metrics server failed")
+            let (g, (), ()) = tokio::join!(grpc_server, http_server, metrics_server);
+            g.context("gRPC server failed")
         });
 
         tokio::select! {

@@ -13,7 +13,10 @@ use crate::state::AppState;
 mod fhir;
 mod json;
 mod rest;
+mod serve;
 mod tokens;
+
+pub use serve::serve;
 
 /// The body parsers, for the fuzzing harness.
 pub use fhir::parameters as fhir_parameters;

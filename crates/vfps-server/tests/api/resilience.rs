@@ -487,6 +487,78 @@ async fn calls_cancelled_during_a_stall_do_not_fail_the_calls_still_waiting() {
     assert_eq!(codes, HashMap::from([(Ok(()), 20)]), "{codes:?}");
 }
 
+/// The same stall seen by REST callers over HTTP/2 (h2c, prior knowledge): the
+/// HTTP port must not drop the connection either when it comes back to the
+/// streams its callers cancelled meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_calls_cancelled_during_a_stall_do_not_fail_the_calls_still_waiting() {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+
+    let (env, _) = crate::helpers::backend_env(crate::helpers::Backend::Sqlite);
+    let server = ServerProcess::start(&env).await;
+    drop(channel_with_namespace_n(&server).await);
+    let authority = server.http.trim_start_matches("http://").to_owned();
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let call = |original: String, timeout: Duration| {
+        let mut sender = sender.clone();
+        let request =
+            hyper::Request::post(format!("http://{authority}/v1/namespaces/n/pseudonyms"))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(format!(
+                    r#"{{"originalValue":"{original}"}}"#
+                ))))
+                .unwrap();
+        tokio::spawn(async move {
+            tokio::time::timeout(timeout, async move {
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if status == 200 {
+                    Ok(())
+                } else {
+                    Err(format!("{status}: {:?}", body.to_bytes()))
+                }
+            })
+            .await
+            .unwrap_or_else(|_| Err("deadline".to_owned()))
+        })
+    };
+    server.signal("STOP");
+    let cancelled: Vec<_> = (0..200)
+        .map(|i| call(format!("cancelled-{i}"), Duration::from_millis(300)))
+        .collect();
+    // Their deadlines pass and the client resets their streams meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waiting: Vec<_> = (0..20)
+        .map(|i| call(format!("waiting-{i}"), Duration::from_secs(20)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("CONT");
+    for c in cancelled {
+        assert_eq!(c.await.unwrap(), Err("deadline".to_owned()));
+    }
+    let mut outcomes = HashMap::new();
+    for w in waiting {
+        *outcomes.entry(w.await.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(outcomes, HashMap::from([(Ok(()), 20)]), "{outcomes:?}");
+}
+
 /// A channel to `server` and a namespace `n` (HEX, 16) created through it.
 async fn channel_with_namespace_n(server: &ServerProcess) -> tonic::transport::Channel {
     let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
