@@ -258,7 +258,12 @@ async fn migrate(settings: &Settings, wait: Duration) -> anyhow::Result<()> {
     loop {
         match store.migrate().await {
             Ok(report) => {
-                tracing::info!(applied = ?report.applied, already_applied = ?report.already_applied, "migrations done");
+                tracing::info!(
+                    applied = ?report.applied,
+                    already_applied = ?report.already_applied,
+                    adopted_upstream = report.adopted_upstream,
+                    "migrations done"
+                );
                 return Ok(());
             }
             Err(e) if e.is_transient() && tokio::time::Instant::now() < give_up => {

@@ -61,6 +61,8 @@ pub const SQLITE: &[Migration] = &[
 pub struct Report {
     pub applied: Vec<i64>,
     pub already_applied: Vec<i64>,
+    /// The tables were upstream vfps's and were adopted (PostgreSQL only).
+    pub adopted_upstream: bool,
 }
 
 /// Compares the recorded checksum of an applied version with the compiled one.

@@ -16,6 +16,7 @@ mod resilience;
 mod rest;
 mod safety;
 mod tls;
+mod upstream;
 
 /// Generates one test per backend for each `async fn(Backend)` listed.
 #[macro_export]

@@ -41,6 +41,7 @@ use crate::{
     Candidate, CreatedCount, Lookup, PoolStatus, Store, Upsert, Upserted,
 };
 
+mod adopt;
 mod monitor;
 pub mod npgsql;
 mod pool;
@@ -252,9 +253,26 @@ impl PgStore {
         let rows = steps
             .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
             .await?;
-        let applied: std::collections::HashMap<i64, String> =
+        let mut applied: std::collections::HashMap<i64, String> =
             rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         let mut report = migrate::Report::default();
+        if !applied.contains_key(&1) && steps.run(adopt::is_upstream(c)).await? {
+            let long = Steps::new(
+                &lease,
+                adopt::TIMEOUT.max(self.options.command_timeout),
+                self.reachability.clone(),
+                self.refused_commits.clone(),
+            );
+            adopt::adopt(c, &long).await?;
+            tracing::info!("adopted the tables of upstream vfps (as migrations 1 and 2)");
+            report.adopted_upstream = true;
+            applied = steps
+                .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+        }
         for m in migrate::POSTGRES {
             if let Some(sum) = applied.get(&m.version) {
                 migrate::verify_checksum(m, sum)?;
@@ -331,8 +349,9 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
                 "the database cannot store this value ({code}): {}",
                 db.message()
             )),
-            // An undefined table in our own statements: the schema is missing.
-            kind if code == "42P01" => Error::new(
+            // An undefined table or column in our own statements: the schema
+            // is missing (or upstream's, not adopted yet).
+            kind if code == "42P01" || code == "42703" => Error::new(
                 kind,
                 format!(
                     "database error {code}: {} (the schema is not migrated: run `vfps migrate` \

@@ -55,6 +55,15 @@ async fn check_schema(client: &tokio_postgres::Client) -> Result<Option<String>,
         .map_err(|e| super::classify(&e).message)?;
     Ok(match super::pending_migrations(&applied) {
         Ok(pending) if pending.is_empty() => None,
+        Ok(pending)
+            if pending.contains(&1) && super::adopt::is_upstream(client).await.unwrap_or(false) =>
+        {
+            Some(
+                "the database holds the tables of upstream vfps, not adopted yet: \
+                 run `vfps migrate` or set ForceRunDatabaseMigrations=true to adopt them"
+                    .to_owned(),
+            )
+        }
         Ok(pending) => Some(format!(
             "the database schema is not migrated (migrations {pending:?} are not applied): \
              run `vfps migrate` or set ForceRunDatabaseMigrations=true"
