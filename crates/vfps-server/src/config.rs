@@ -433,9 +433,25 @@ impl Listen {
                 )
             })
         };
-        let http_port = port(errors, "VFPS_HTTP_PORT", flags.http_port, 8080);
-        let grpc_port = port(errors, "VFPS_GRPC_PORT", flags.grpc_port, 8081);
-        let metrics_port = port(errors, "VFPS_METRICS_PORT", flags.metrics_port, 8082);
+        let upstream = UpstreamListen::from_env(env, errors);
+        let http_port = port(
+            errors,
+            "VFPS_HTTP_PORT",
+            flags.http_port,
+            upstream.http_port.unwrap_or(8080),
+        );
+        let grpc_port = port(
+            errors,
+            "VFPS_GRPC_PORT",
+            flags.grpc_port,
+            upstream.grpc_port.unwrap_or(8081),
+        );
+        let metrics_port = port(
+            errors,
+            "VFPS_METRICS_PORT",
+            flags.metrics_port,
+            upstream.metrics_port.unwrap_or(8082),
+        );
         let address = match &flags.listen_address {
             Some(raw) => raw.parse().unwrap_or_else(|_| {
                 errors.push(format!("--listen-address={raw:?} is not an IP address"));
@@ -467,6 +483,84 @@ impl Listen {
             metrics_port,
         }
     }
+}
+
+/// The ports as upstream's settings give them (ASP.NET Core's Kestrel
+/// endpoints and `MetricsPort`), under the `VFPS_*` ones and the flags.
+#[derive(Debug, Default)]
+struct UpstreamListen {
+    http_port: Option<u16>,
+    grpc_port: Option<u16>,
+    metrics_port: Option<u16>,
+}
+
+impl UpstreamListen {
+    fn from_env(env: &Env, errors: &mut Vec<String>) -> Self {
+        let endpoint = |errors: &mut Vec<String>, key: &str| -> Option<u16> {
+            let raw = env.get(key)?;
+            match kestrel_port(raw) {
+                Ok(port) => Some(port),
+                Err(why) => {
+                    errors.push(format!("{key}={raw:?} is not valid: {why}"));
+                    None
+                }
+            }
+        };
+        let http_port = endpoint(errors, "Kestrel__Endpoints__Http__Url");
+        let grpc_port = endpoint(errors, "Kestrel__Endpoints__HttpGrpc__Url");
+        for key in env.keys_with_prefix("Kestrel__Endpoints__") {
+            let rest = key["Kestrel__Endpoints__".len()..].to_ascii_lowercase();
+            let known = ["http__", "httpgrpc__"]
+                .iter()
+                .any(|endpoint| rest.starts_with(endpoint));
+            if !known {
+                errors.push(format!(
+                    "{key}: unknown endpoint (vfps serves Kestrel__Endpoints__Http for REST \
+                     and FHIR, Kestrel__Endpoints__HttpGrpc for gRPC)"
+                ));
+            }
+        }
+        let metrics_port = env.get("MetricsPort").map(|raw| {
+            raw.trim().parse().unwrap_or_else(|_| {
+                errors.push(format!(
+                    "MetricsPort={raw:?} is not valid: expected a TCP port (0-65535)"
+                ));
+                8082
+            })
+        });
+        Self {
+            http_port,
+            grpc_port,
+            metrics_port,
+        }
+    }
+}
+
+/// The port of a Kestrel endpoint URL (`http://0.0.0.0:8080`, `http://+:8080`,
+/// `http://*:8080`, `http://[::]:8080`). Only the port is taken: vfps listens
+/// on one address for all its ports (`VFPS_LISTEN_ADDRESS`), so a URL naming a
+/// host is refused rather than silently widened or narrowed.
+fn kestrel_port(raw: &str) -> Result<u16, String> {
+    let raw = raw.trim();
+    let Some(rest) = raw.strip_prefix("http://") else {
+        return Err(if raw.starts_with("https://") {
+            "https endpoints are configured with VFPS_TLS_* (docs/security.md)".to_owned()
+        } else {
+            "expected http://<host>:<port>, such as http://0.0.0.0:8080".to_owned()
+        });
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| "the URL names no port".to_owned())?;
+    if !matches!(host, "0.0.0.0" | "+" | "*" | "[::]") {
+        return Err(format!(
+            "host {host:?} given: vfps listens on one address for every port; \
+             use 0.0.0.0, + or * here and set VFPS_LISTEN_ADDRESS"
+        ));
+    }
+    port.parse()
+        .map_err(|_| format!("port {port:?} is not a TCP port (0-65535)"))
 }
 
 impl Migrations {
@@ -1049,6 +1143,51 @@ mod tests {
         for needle in [
             "VFPS_METRICS_COUNT_INTERVAL must be greater than zero",
             "VFPS_MAX_CALL_DEADLINE=\"2562047788015215h\" is not valid",
+        ] {
+            assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
+        }
+    }
+
+    #[test]
+    fn upstreams_kestrel_endpoints_and_metrics_port_set_the_ports() {
+        let s = load(&[
+            ("Kestrel__Endpoints__Http__Url", "http://0.0.0.0:9090"),
+            ("KESTREL__ENDPOINTS__HTTPGRPC__URL", "http://+:9091/"),
+            (
+                "Kestrel__Endpoints__Http__Protocols",
+                "Http1AndHttp2AndHttp3",
+            ),
+            ("MetricsPort", "9092"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                s.listen.http_port,
+                s.listen.grpc_port,
+                s.listen.metrics_port
+            ),
+            (9090, 9091, 9092)
+        );
+        let s = load(&[
+            ("Kestrel__Endpoints__Http__Url", "http://*:9090"),
+            ("VFPS_HTTP_PORT", "9000"),
+        ])
+        .unwrap();
+        assert_eq!(s.listen.http_port, 9000, "VFPS_HTTP_PORT wins");
+
+        let e = load(&[
+            ("Kestrel__Endpoints__Http__Url", "https://0.0.0.0:8443"),
+            ("Kestrel__Endpoints__HttpGrpc__Url", "http://localhost:9091"),
+            ("Kestrel__Endpoints__Https__Url", "http://0.0.0.0:9443"),
+            ("MetricsPort", "eighty"),
+        ])
+        .unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "Kestrel__Endpoints__Http__Url=\"https://0.0.0.0:8443\" is not valid: https endpoints are configured with VFPS_TLS_*",
+            "Kestrel__Endpoints__HttpGrpc__Url=\"http://localhost:9091\" is not valid: host \"localhost\" given",
+            "Kestrel__Endpoints__Https__Url: unknown endpoint",
+            "MetricsPort=\"eighty\" is not valid",
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }
