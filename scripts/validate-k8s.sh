@@ -125,7 +125,7 @@ env = {e["name"]: e.get("value") for e in c["env"]}
 probes = [(c[p]["httpGet"]["scheme"], c[p]["httpGet"]["port"]) for p in ("livenessProbe", "readinessProbe", "startupProbe")]
 # Client certificates required: the kubelet (which sends none) probes the metrics port.
 ok = (env["Authorization__IsEnabled"] == "true" and env["Authorization__NamespaceRules__0__ReverseLookupRoles__0"] == "trustee"
-      and env["VFPS_TLS_CLIENT_CA_FILE"] == "/etc/vfps/tls/ca.crt" and probes == [("HTTP", "metrics")] * 3
+      and env["VFPS_TLS_CLIENT_CA_FILE"] == "/etc/vfps/tls/ca.crt" and probes == [("HTTP", "http-metrics")] * 3
       and any(m["mountPath"] == "/etc/vfps/tls" for m in c["volumeMounts"]))
 print(ok)' "$out/secure.yaml")" = True ] || { echo "the secured release is not wired (authorization, mTLS, probes on the metrics port)" >&2; exit 1; }
 # Probes as design §4 says; the spread renders every field; requests in the HA values.
@@ -223,8 +223,127 @@ if $helm template vfps charts/vfps --set replicaCount=3 >/dev/null 2>&1; then
   echo "the chart must refuse several replicas on SQLite" >&2; exit 1
 fi
 
+# Defects of a review, each with the values that showed it (tests/chart/) and a
+# check that failed on the chart before the fix.
+chart=charts/vfps
+render() { $helm template vfps "$chart" -n vfps "$@"; }
+# holds FILE EXPR: a Python expression over the rendered objects; by(kind) lists
+# the objects of a kind, pod(kind) the first one's pod spec, env(c) a container's.
+holds() {
+  $py - "$@" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+by = lambda k: [d for d in docs if d["kind"] == k]
+pod = lambda k: by(k)[0]["spec"] if k == "Pod" else by(k)[0]["spec"]["template"]["spec"]
+env = lambda c: {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
+sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)
+PY
+}
+# refused PATTERN ARGS…: the render fails, and its message names PATTERN.
+refused() {
+  local want=$1 msg
+  shift
+  if msg=$($helm template vfps "$chart" "$@" 2>&1); then echo "the chart renders with $*" >&2; return 1; fi
+  grep -q -- "$want" <<<"$msg" || { echo "the refusal of $* does not name $want: $msg" >&2; return 1; }
+}
+# kubeVersion: the preStop sleep action needs Kubernetes 1.30.
+refused "kubeVersion" --kube-version 1.29.9 -f tests/chart/upstream-existing-secret.yaml
+# The migrations Job's name follows every input of its immutable pod template.
+render -f tests/chaos/ha/vfps-ha-values.yaml >"$out/job-a.yaml"
+render -f tests/chaos/ha/vfps-ha-values.yaml -f tests/chart/migrations-job-inputs.yaml >"$out/job-b.yaml"
+job() { $py -c 'import sys, yaml; print([d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Job"][0]["metadata"]["name"])' "$1"; }
+[ "$(job "$out/job-a.yaml")" != "$(job "$out/job-b.yaml")" ] \
+  || { echo "the migrations Job keeps its name when its pod template changes (helm upgrade would fail)" >&2; exit 1; }
+# Pull secrets and placement reach the migrations Job and the test pod.
+render -f tests/chart/private-registry-tainted-nodes.yaml >"$out/placement.yaml"
+holds "$out/placement.yaml" 'all(all(k in pod(kind) for k in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity"))
+  for kind in ("Deployment", "Job", "Pod"))' \
+  || { echo "the migrations Job or the test pod lacks imagePullSecrets, nodeSelector, tolerations or affinity" >&2; exit 1; }
+# database.existingSecretKey defaults to upstream's key.
+render -f tests/chart/upstream-existing-secret.yaml >"$out/existing-secret.yaml"
+holds "$out/existing-secret.yaml" 'env(pod("Deployment")["containers"][0])["PGPASSWORD"]["secretKeyRef"]["key"] == "postgresql-postgres-password"' \
+  || { echo "database.existingSecretKey is not upstream's default (postgresql-postgres-password)" >&2; exit 1; }
+# Upstream's keys are accepted and honoured; upstream's metrics port name and pathType default.
+render -f tests/chart/upstream-keys.yaml >"$out/upstream-keys.yaml"
+holds "$out/upstream-keys.yaml" 'all([
+  by("Deployment")[0]["metadata"]["annotations"]["reloader.stakater.com/auto"] == "true",
+  by("Ingress")[0]["spec"]["ingressClassName"] == "nginx",
+  [p["pathType"] for r in by("Ingress")[0]["spec"]["rules"] for p in r["http"]["paths"]] == ["ImplementationSpecific", "Prefix"],
+  by("Ingress")[0]["spec"]["rules"][1]["http"]["paths"][0]["backend"]["service"]["port"]["name"] == "grpc",
+  [m["resource"]["name"] for m in by("HorizontalPodAutoscaler")[0]["spec"]["metrics"]] == ["cpu", "memory"],
+  by("ServiceMonitor")[0]["metadata"]["namespace"] == "monitoring",
+  by("ServiceMonitor")[0]["spec"]["endpoints"][0] == {"port": "http-metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"},
+  [p["name"] for p in by("Service")[0]["spec"]["ports"]][-1] == "http-metrics",
+  [p["name"] for p in pod("Deployment")["containers"][0]["ports"]][-1] == "http-metrics",
+  pod("Deployment")["initContainers"][0]["resources"]["requests"]["cpu"] == "250m",
+  pod("Deployment")["initContainers"][0]["securityContext"]["runAsUser"] == 65534,
+  pod("Job")["serviceAccountName"] == "vfps-migrations" and any(s["metadata"]["name"] == "vfps-migrations" for s in by("ServiceAccount")),
+  pod("Pod")["automountServiceAccountToken"] is False and pod("Pod")["containers"][0]["resources"]["requests"]["cpu"] == "100m",
+  pod("Pod")["containers"][0]["securityContext"]["runAsUser"] == 65534,
+])' || { echo "upstream keys are refused or not honoured (tests/chart/upstream-keys.yaml)" >&2; exit 1; }
+$helm template vfps "$chart" --set postgres.enabled=false --set postgres.auth.username=vfps_admin >/dev/null \
+  || { echo "postgres.auth is refused although postgres.enabled=false" >&2; exit 1; }
+# Upstream's .NET image is refused at render, naming the key.
+refused "image.tag" -f tests/chart/upstream-dotnet-image.yaml
+# SQLite on a PersistentVolumeClaim by default, one pod at a time; the opt-out is an emptyDir; an upgrade from upstream's bundled PostgreSQL is looked for.
+render >"$out/sqlite.yaml"
+render -f tests/chart/sqlite-ephemeral.yaml >"$out/sqlite-ephemeral.yaml"
+if ! { holds "$out/sqlite.yaml" 'by("PersistentVolumeClaim") and by("Deployment")[0]["spec"]["strategy"] == {"type": "Recreate"}
+  and [v for v in pod("Deployment")["volumes"] if v["name"] == "data"][0]["persistentVolumeClaim"]["claimName"] == by("PersistentVolumeClaim")[0]["metadata"]["name"]' \
+  && holds "$out/sqlite-ephemeral.yaml" 'not by("PersistentVolumeClaim") and by("Deployment")[0]["spec"]["strategy"] == {"type": "Recreate"}
+  and "emptyDir" in [v for v in pod("Deployment")["volumes"] if v["name"] == "data"][0]' \
+  && grep -q 'lookup "apps/v1" "StatefulSet"' "$chart/templates/deployment.yaml"; }; then
+  echo "the SQLite file is not on a PersistentVolumeClaim with strategy Recreate (or the upgrade lookup is gone)" >&2; exit 1
+fi
+# An HPA needs CPU requests.
+refused "CPU requests" -f tests/chart/autoscaling-without-requests.yaml
+# The wait-for-migrations init container and the migrations Job have requests (ResourceQuota namespaces).
+holds "$out/existing-secret.yaml" 'pod("Deployment")["initContainers"][0]["resources"]["requests"] and pod("Job")["containers"][0]["resources"]["requests"]' \
+  || { echo "the wait-for-migrations init container or the migrations Job has no resource requests" >&2; exit 1; }
+# Each environment name once; the user's entry wins.
+holds "$out/upstream.yaml" '(lambda names: len(names) == len(set(names)))([e["name"] for c in pod("Deployment")["containers"] for e in c["env"]])
+  and env(pod("Deployment")["containers"][0])["Pseudonymization__Caching__AbsoluteExpiration"] == "0.01:00:00"' \
+  || { echo "the vfps container has an environment name twice (tests/chart/upstream-external-database.yaml)" >&2; exit 1; }
+# Nothing derived from the password in the pod template.
+render -f tests/chart/chart-made-secret.yaml >"$out/chart-made-secret.yaml"
+holds "$out/chart-made-secret.yaml" 'not any(k.startswith("checksum/secret") for k in (by("Deployment")[0]["spec"]["template"]["metadata"].get("annotations") or {}))' \
+  || { echo "the pod template carries a checksum of the password Secret" >&2; exit 1; }
+# mTLS: helm test asks the metrics port; the gRPC ports are not h2c.
+render -f tests/chart/mtls.yaml >"$out/mtls.yaml"
+holds "$out/mtls.yaml" '"http://vfps:8082/readyz" in pod("Pod")["containers"][0]["args"][0]
+  and not any(p.get("appProtocol") == "kubernetes.io/h2c" for s in by("Service") for p in s["spec"]["ports"])' \
+  || { echo "under mTLS the helm test asks the TLS port without a client certificate, or a gRPC port is h2c" >&2; exit 1; }
+# PodDisruptionBudget limits: a count or N%; "" is unset, never a PDB without a limit.
+refused "maxUnavailable" -f tests/chart/pdb-bad-limit.yaml
+refused "maxUnavailable" --set podDisruptionBudget.maxUnavailable=-3
+render -f tests/chart/pdb-unset-min-available.yaml >"$out/pdb.yaml"
+holds "$out/pdb.yaml" 'by("PodDisruptionBudget")[0]["spec"].get("maxUnavailable") == 1 and "minAvailable" not in by("PodDisruptionBudget")[0]["spec"]' \
+  || { echo "minAvailable \"\" renders a PodDisruptionBudget without its limit" >&2; exit 1; }
+# updateStrategy.type=Recreate drops rollingUpdate; a tcpSocket probe has no httpGet beside it.
+render -f tests/chart/recreate-tcp-probe.yaml >"$out/recreate.yaml"
+holds "$out/recreate.yaml" 'by("Deployment")[0]["spec"]["strategy"] == {"type": "Recreate"}
+  and set(pod("Deployment")["containers"][0]["livenessProbe"]) & {"httpGet", "tcpSocket", "exec", "grpc"} == {"tcpSocket"}' \
+  || { echo "Recreate keeps rollingUpdate, or the tcpSocket probe keeps the default httpGet" >&2; exit 1; }
+# NetworkPolicy: an ingress controller and Prometheus elsewhere need their peers; tracing egress and the test pod pass.
+refused "networkPolicy.ingressFrom" -f tests/chart/network-policy-ingress.yaml
+refused "networkPolicy.metricsFrom" -f tests/chart/network-policy-service-monitor.yaml
+render -f tests/chart/network-policy-restricted.yaml >"$out/netpol.yaml"
+holds "$out/netpol.yaml" '(lambda np: any(r["ports"] == [{"port": 4317, "protocol": "TCP"}] for r in np["spec"]["egress"])
+  and any(p.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name") == "monitoring"
+          and r["ports"] == [{"port": "http-metrics", "protocol": "TCP"}] for r in np["spec"]["ingress"] for p in r["from"])
+  and any(all(by("Pod")[0]["metadata"]["labels"].get(k) == v for k, v in p.get("podSelector", {}).get("matchLabels", {"-": "-"}).items())
+          for r in np["spec"]["ingress"] for p in r["from"]))(by("NetworkPolicy")[0])' \
+  || { echo "the NetworkPolicy blocks the tracing collector, Prometheus (metricsFrom) or the helm test pod" >&2; exit 1; }
+# A soft spread over nodes by default.
+holds "$out/existing-secret.yaml" 'pod("Deployment")["topologySpreadConstraints"] == [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+  "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": ["pod-template-hash"], "labelSelector": {"matchLabels":
+  {"app.kubernetes.io/name": "vfps", "app.kubernetes.io/instance": "vfps", "app.kubernetes.io/component": "api"}}}]' \
+  || { echo "no default spread of the replicas over nodes" >&2; exit 1; }
+
 echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
+  "$out/placement.yaml" "$out/existing-secret.yaml" "$out/upstream-keys.yaml" "$out/sqlite.yaml" "$out/sqlite-ephemeral.yaml" \
+  "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos

@@ -27,10 +27,11 @@ upstream release keeps its immutable Deployment selector). */}}
 app.kubernetes.io/component: api
 {{- end -}}
 
-{{/* Container resources: `resources` when set, else upstream's `resourcesPreset`. */}}
-{{- define "vfps.resources" -}}
-{{- if .Values.resources -}}
-{{- toYaml .Values.resources -}}
+{{/* Resources of one container: `resources` when set, else upstream's preset
+(none, nano … 2xlarge), else `fallback`. Called with (dict "resources" "preset" "fallback"). */}}
+{{- define "vfps.resourcesFor" -}}
+{{- if .resources -}}
+{{- toYaml .resources -}}
 {{- else -}}
 {{- $presets := dict
   "nano" (dict "requests" (dict "cpu" "100m" "memory" "128Mi") "limits" (dict "memory" "192Mi"))
@@ -40,19 +41,87 @@ app.kubernetes.io/component: api
   "large" (dict "requests" (dict "cpu" "1" "memory" "2048Mi") "limits" (dict "memory" "3072Mi"))
   "xlarge" (dict "requests" (dict "cpu" "1" "memory" "3072Mi") "limits" (dict "memory" "6144Mi"))
   "2xlarge" (dict "requests" (dict "cpu" "1" "memory" "3072Mi") "limits" (dict "memory" "12288Mi")) -}}
-{{- $preset := default "none" .Values.resourcesPreset -}}
+{{- $preset := default "none" .preset -}}
 {{- if ne $preset "none" -}}
 {{- toYaml (required (printf "resourcesPreset %q is not one of none, nano, micro, small, medium, large, xlarge, 2xlarge" $preset) (get $presets $preset)) -}}
 {{- else -}}
-{}
+{{- toYaml (default dict .fallback) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/* A probe as the Kubernetes API takes it: upstream's `enabled` switch removed. */}}
+{{/* The vfps container's resources: `resources`, else `resourcesPreset`. */}}
+{{- define "vfps.resources" -}}
+{{- include "vfps.resourcesFor" (dict "resources" .Values.resources "preset" .Values.resourcesPreset) -}}
+{{- end -}}
+
+{{/* Where a pod may run and how its images are pulled: the Deployment, the
+migrations Job and the test pod alike, so a private registry or tainted nodes
+serve all three. */}}
+{{- define "vfps.podPlacement" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* An environment list with the user's entries merged in: an entry of
+`extraEnv` or `extraEnvDict` replaces the chart's entry of the same name (the
+API server would otherwise keep the last and `kubectl apply` would fight over
+the rest), a later user entry replaces an earlier one; each name once.
+Called with (dict "chart" <YAML list> "extraEnv" <list> "extraEnvDict" <map>). */}}
+{{- define "vfps.mergeEnv" -}}
+{{- $user := list -}}
+{{- range .extraEnv -}}
+{{- $user = append $user . -}}
+{{- end -}}
+{{- range $k, $v := .extraEnvDict -}}
+{{- $user = append $user (dict "name" $k "value" (toString $v)) -}}
+{{- end -}}
+{{- $byName := dict -}}
+{{- $order := list -}}
+{{- range $user -}}
+{{- if not (hasKey $byName .name) -}}
+{{- $order = append $order .name -}}
+{{- end -}}
+{{- $_ := set $byName .name . -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range (default "[]" .chart | fromYamlArray) -}}
+{{- if not (hasKey $byName .name) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- range $order -}}
+{{- $out = append $out (get $byName .) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* A probe as the Kubernetes API takes it: upstream's `enabled` switch removed.
+A probe given another handler (tcpSocket, exec, grpc) loses the default httpGet
+that Helm's merge of the values would leave next to it (two handlers are
+refused by the API); only an httpGet gets the scheme (and, under mTLS, the port). */}}
 {{- define "vfps.probe" -}}
 {{- $probe := omit (deepCopy .probe) "enabled" -}}
-{{- toYaml (mergeOverwrite $probe .scheme) -}}
+{{- if or $probe.tcpSocket $probe.exec $probe.grpc -}}
+{{- $probe = omit $probe "httpGet" -}}
+{{- else -}}
+{{- $probe = mergeOverwrite $probe .scheme -}}
+{{- end -}}
+{{- toYaml $probe -}}
 {{- end -}}
 
 {{- define "vfps.labels" -}}
@@ -67,6 +136,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "vfps.fullname" .) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The migrations Job's service account (upstream's migrationsJob.serviceAccount.*):
+its own when `create` or `name` is set, else the release's. The Job needs no API access. */}}
+{{- define "vfps.migrationsServiceAccountName" -}}
+{{- $sa := .Values.migrationsJob.serviceAccount -}}
+{{- if $sa.create -}}
+{{- default (printf "%s-migrations" (include "vfps.fullname" .) | trunc 63 | trimSuffix "-") $sa.name -}}
+{{- else -}}
+{{- default (include "vfps.serviceAccountName" .) $sa.name -}}
 {{- end -}}
 {{- end -}}
 
@@ -99,5 +179,114 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     secretKeyRef:
       name: {{ include "vfps.passwordSecretName" . }}
       key: {{ .Values.database.existingSecretKey }}
+{{- end }}
+{{- end -}}
+
+{{/* The StatefulSet names upstream's bundled PostgreSQL had in this release:
+`<release>-postgres` (CloudPirates subchart, with postgres.nameOverride) and
+`<release>-postgresql` (the Bitnami subchart of upstream's older versions). */}}
+{{- define "vfps.upstreamPostgresNames" -}}
+{{- list (printf "%s-%s" .Release.Name (default "postgres" .Values.postgres.nameOverride) | trunc 63 | trimSuffix "-") (printf "%s-postgresql" .Release.Name | trunc 63 | trimSuffix "-") | toJson -}}
+{{- end -}}
+
+{{/* The embedded SQLite file's PersistentVolumeClaim ("" when the data lives in an emptyDir). */}}
+{{- define "vfps.dataClaim" -}}
+{{- if and (not .Values.database.host) .Values.persistence.enabled -}}
+{{- default (printf "%s-data" (include "vfps.fullname" .)) .Values.persistence.existingClaim -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The chart's environment of the vfps container (extraEnv and extraEnvDict
+are merged in by vfps.mergeEnv). */}}
+{{- define "vfps.appEnv" -}}
+{{- include "vfps.databaseEnv" . }}
+- name: VFPS_SHUTDOWN_TIMEOUT
+  value: {{ printf "%ds" (int .Values.gracefulShutdown.shutdownTimeoutSeconds) | quote }}
+- name: Pseudonymization__Caching__Namespaces__IsEnabled
+  value: {{ .Values.caching.namespaces | quote }}
+- name: Pseudonymization__Caching__Pseudonyms__IsEnabled
+  value: {{ .Values.caching.pseudonyms | quote }}
+- name: Pseudonymization__Caching__SizeLimit
+  value: {{ .Values.caching.sizeLimit | int | quote }}
+- name: Pseudonymization__Caching__AbsoluteExpiration
+  value: {{ .Values.caching.absoluteExpiration | quote }}
+- name: VFPS_LOG_JSON
+  value: "true"
+{{- if .Values.tracing.enabled }}
+- name: Tracing__IsEnabled
+  value: "true"
+- name: Tracing__ServiceName
+  value: {{ .Values.tracing.serviceName | quote }}
+- name: Tracing__RootSampler
+  value: {{ .Values.tracing.rootSampler | quote }}
+- name: Tracing__SamplingProbability
+  value: {{ .Values.tracing.samplingProbability | quote }}
+{{- with .Values.tracing.otlp.endpoint }}
+- name: Tracing__Otlp__Endpoint
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- if .Values.appsettings }}
+- name: VFPS_APPSETTINGS_FILE
+  value: /etc/vfps/appsettings/appsettings.json
+{{- end }}
+- name: VFPS_GRPC_REFLECTION
+  value: {{ .Values.grpc.reflection | quote }}
+{{- with .Values.authorization }}
+- name: Authorization__IsEnabled
+  value: {{ .enabled | quote }}
+{{- if .authority }}
+- name: Authorization__Authority
+  value: {{ .authority | quote }}
+{{- end }}
+{{- if .audience }}
+- name: Authorization__Audience
+  value: {{ .audience | quote }}
+{{- end }}
+- name: Authorization__RoleClaimType
+  value: {{ .roleClaimType | quote }}
+- name: Authorization__RequireHttpsMetadata
+  value: {{ .requireHttpsMetadata | quote }}
+- name: VFPS_TOKEN_CACHE_DURATION
+  value: {{ .tokenCacheDuration | quote }}
+{{- range $i, $role := .adminRoles }}
+- name: {{ printf "Authorization__AdminRoles__%d" $i }}
+  value: {{ $role | quote }}
+{{- end }}
+{{- range $i, $rule := .namespaceRules }}
+- name: {{ printf "Authorization__NamespaceRules__%d__Namespace" $i }}
+  value: {{ required "authorization.namespaceRules[].namespace is required" $rule.namespace | quote }}
+{{- range $field := list "readRoles" "writeRoles" "reverseLookupRoles" }}
+{{- range $j, $role := (index $rule $field | default list) }}
+- name: {{ printf "Authorization__NamespaceRules__%d__%s__%d" $i (title $field) $j }}
+  value: {{ $role | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .clientSecret.existingSecret }}
+- name: Authorization__ClientSecret
+  valueFrom:
+    secretKeyRef:
+      name: {{ .clientSecret.existingSecret | quote }}
+      key: {{ .clientSecret.key | quote }}
+{{- end }}
+{{- end }}
+{{- if .Values.tls.enabled }}
+- name: VFPS_TLS_CERT_FILE
+  value: /etc/vfps/tls/tls.crt
+- name: VFPS_TLS_KEY_FILE
+  value: /etc/vfps/tls/tls.key
+- name: VFPS_TLS_RELOAD_INTERVAL
+  value: {{ .Values.tls.reloadInterval | quote }}
+{{- if .Values.tls.clientCaKey }}
+- name: VFPS_TLS_CLIENT_CA_FILE
+  value: {{ printf "/etc/vfps/tls/%s" .Values.tls.clientCaKey | quote }}
+{{- end }}
+{{- end }}
+{{- range $i, $ns := .Values.initNamespaces }}
+{{- range $k, $v := $ns }}
+- name: {{ printf "Init__v1__Namespaces__%d__%s" $i (title $k) }}
+  value: {{ $v | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
