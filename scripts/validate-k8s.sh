@@ -285,6 +285,11 @@ $helm template vfps "$chart" --set postgres.enabled=false --set postgres.auth.us
   || { echo "postgres.auth is refused although postgres.enabled=false" >&2; exit 1; }
 # Upstream's .NET image is refused at render, naming the key.
 refused "image.tag" -f tests/chart/upstream-dotnet-image.yaml
+# The chart version is bumped past 0.1.0 and the README says what changed in it.
+version=$(sed -n 's/^version: //p' "$chart/Chart.yaml")
+if [ "$version" = 0.1.0 ] || ! grep -q "^### $version" "$chart/README.md"; then
+  echo "the chart version ($version) is not bumped or has no README changelog entry" >&2; exit 1
+fi
 # SQLite on a PersistentVolumeClaim by default, one pod at a time; the opt-out is an emptyDir; an upgrade from upstream's bundled PostgreSQL is looked for.
 render >"$out/sqlite.yaml"
 render -f tests/chart/sqlite-ephemeral.yaml >"$out/sqlite-ephemeral.yaml"
@@ -334,11 +339,41 @@ holds "$out/netpol.yaml" '(lambda np: any(r["ports"] == [{"port": 4317, "protoco
   and any(all(by("Pod")[0]["metadata"]["labels"].get(k) == v for k, v in p.get("podSelector", {}).get("matchLabels", {"-": "-"}).items())
           for r in np["spec"]["ingress"] for p in r["from"]))(by("NetworkPolicy")[0])' \
   || { echo "the NetworkPolicy blocks the tracing collector, Prometheus (metricsFrom) or the helm test pod" >&2; exit 1; }
+# Install commands from a checkout set this project's image (the default names upstream's repository).
+found=$(grep -hE 'helm (install|upgrade)[^|]* charts/vfps' "$chart/README.md" docs/kubernetes.md | grep -v 'image.repository=' || true)
+[ -z "$found" ] || { echo "install commands without image.repository (no such image under upstream's name): $found" >&2; exit 1; }
 # A soft spread over nodes by default.
 holds "$out/existing-secret.yaml" 'pod("Deployment")["topologySpreadConstraints"] == [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
   "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": ["pod-template-hash"], "labelSelector": {"matchLabels":
   {"app.kubernetes.io/name": "vfps", "app.kubernetes.io/instance": "vfps", "app.kubernetes.io/component": "api"}}}]' \
   || { echo "no default spread of the replicas over nodes" >&2; exit 1; }
+# The README names every key of values.yaml (up to two levels) and the probes' paths as rendered.
+$py - "$chart" <<'PY' || { echo "the chart README is behind values.yaml" >&2; exit 1; }
+import sys, yaml
+chart = sys.argv[1]
+values = yaml.safe_load(open(f"{chart}/values.yaml"))
+rows = [l for l in open(f"{chart}/README.md") if l.startswith("| `")]
+# Kubernetes objects passed through whole are documented whole.
+whole = {"podSecurityContext", "securityContext", "updateStrategy", "livenessProbe", "readinessProbe", "startupProbe"}
+missing = []
+for key, value in values.items():
+    subs = list(value) if isinstance(value, dict) and value and key not in whole else [None]
+    for sub in subs:
+        if not any(f"`{key}" in r and (sub is None or f".{sub}" in r) for r in rows):
+            missing.append(key if sub is None else f"{key}.{sub}")
+probes = [r for r in rows if r.startswith("| `livenessProbe` / `readinessProbe` / `startupProbe`")]
+if not probes or "`/livez` / `/readyz` / `/livez`" not in probes[0]:
+    missing.append("probe paths /livez /readyz /livez")
+print("README lacks:", missing) if missing else None
+sys.exit(1 if missing else 0)
+PY
+# docs: helm test only after an install that waited for the rollout.
+$py - <<'PY' || { echo "docs/kubernetes.md runs helm test after an install without --wait" >&2; exit 1; }
+import re, sys
+text = open("docs/kubernetes.md").read()
+bad = [b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "helm test" in b and re.search(r"helm (install|upgrade)", b) and "--wait" not in b]
+sys.exit(1 if bad else 0)
+PY
 
 echo "== Kubernetes schemas"
 "$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
