@@ -371,6 +371,34 @@ impl StoreConfig {
             .clone()
             .or_else(|| env.get("ConnectionStrings__PostgreSQL").map(str::to_owned))
             .filter(|s| !s.trim().is_empty());
+        // Upstream's switch: PostgreSQL needs its connection string (upstream
+        // fails without one; falling back to a local file would give each
+        // replica its own pseudonyms).
+        match env.text("Pseudonymization__BackingStore") {
+            Some(b) if b.eq_ignore_ascii_case("postgresql") && connection_string.is_none() => {
+                errors.push(
+                    "Pseudonymization__BackingStore=PostgreSQL but ConnectionStrings__PostgreSQL \
+                     (or --postgres) is not set: set it, or unset the backing store for the \
+                     embedded SQLite file"
+                        .to_owned(),
+                );
+            }
+            Some(b) if b.eq_ignore_ascii_case("sqlite") && connection_string.is_some() => {
+                errors.push(
+                    "Pseudonymization__BackingStore=SQLite but a PostgreSQL connection string is \
+                     set: remove one of them"
+                        .to_owned(),
+                );
+            }
+            Some(b)
+                if !b.eq_ignore_ascii_case("postgresql") && !b.eq_ignore_ascii_case("sqlite") =>
+            {
+                errors.push(format!(
+                    "Pseudonymization__BackingStore={b:?} is not valid: expected PostgreSQL or SQLite"
+                ));
+            }
+            _ => {}
+        }
         let mut store = match connection_string {
             Some(cs) => match npgsql::parse(&cs, env.get("PGUSER"), env.get("PGPASSWORD")) {
                 Ok(parsed) => {
@@ -1146,6 +1174,40 @@ mod tests {
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }
+    }
+
+    #[test]
+    fn a_postgresql_backing_store_without_its_connection_string_is_refused() {
+        let e = load(&[("Pseudonymization__BackingStore", "PostgreSQL")]).unwrap_err();
+        assert!(
+            e.0[0].starts_with(
+                "Pseudonymization__BackingStore=PostgreSQL but ConnectionStrings__PostgreSQL"
+            ),
+            "{e:?}"
+        );
+        let e = load(&[
+            ("pseudonymization__backingstore", "sqlite"),
+            ("ConnectionStrings__PostgreSQL", "Host=db;Username=u"),
+        ])
+        .unwrap_err();
+        assert!(e.0[0].contains("remove one of them"), "{e:?}");
+        let e = load(&[("Pseudonymization__BackingStore", "InMemory")]).unwrap_err();
+        assert!(e.0[0].contains("expected PostgreSQL or SQLite"), "{e:?}");
+        assert!(matches!(
+            load(&[
+                ("Pseudonymization__BackingStore", "postgresql"),
+                ("ConnectionStrings__PostgreSQL", "Host=db;Username=u"),
+            ])
+            .unwrap()
+            .store,
+            StoreConfig::Postgres(_)
+        ));
+        assert!(matches!(
+            load(&[("Pseudonymization__BackingStore", "SQLite")])
+                .unwrap()
+                .store,
+            StoreConfig::Sqlite(_)
+        ));
     }
 
     #[test]
