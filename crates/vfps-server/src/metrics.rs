@@ -65,6 +65,21 @@ struct Inner {
     namespaces: IntGauge,
     refused_commits: IntCounter,
     audit: IntCounterVec,
+    upstream: UpstreamNames,
+}
+
+/// Upstream's metric names (prometheus-net in the .NET service), which
+/// existing dashboards and alerts query; each mirrors one of ours.
+struct UpstreamNames {
+    /// `vfps_store_operation_duration_seconds{operation="upsert_pseudonyms"}`.
+    upsert_duration: Histogram,
+    /// `vfps_create_batch_round_trip_seconds`.
+    batch_upsert_duration: Histogram,
+    /// Entries in this replica's caches (namespaces and pseudonyms).
+    cache_entries: IntGauge,
+    /// `vfps_pseudonym_cache_requests_total` by result; gauges, as upstream's.
+    cache_hits: IntGauge,
+    cache_misses: IntGauge,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -186,6 +201,34 @@ impl Metrics {
             ),
             &["operation", "outcome"],
         )?;
+        let upstream = UpstreamNames {
+            upsert_duration: Histogram::with_opts(HistogramOpts::new(
+                "vfps_upsert_duration_seconds",
+                "Duration of one attempt at upserting a pseudonym (as upstream names it; \
+                 the time in the coalescer's batch included)",
+            ))?,
+            batch_upsert_duration: Histogram::with_opts(HistogramOpts::new(
+                "vfps_batch_upsert_duration_seconds",
+                "Duration of one batch upsert statement (as upstream names it)",
+            ))?,
+            cache_entries: IntGauge::new(
+                "vfps_cache_entries",
+                "Entries in this replica's namespace and pseudonym caches",
+            )?,
+            cache_hits: IntGauge::new(
+                "vfps_cache_hits_total",
+                "Creates answered from this replica's pseudonym cache",
+            )?,
+            cache_misses: IntGauge::new(
+                "vfps_cache_misses_total",
+                "Creates the pseudonym cache could not answer (with the cache on)",
+            )?,
+        };
+        registry.register(Box::new(upstream.upsert_duration.clone()))?;
+        registry.register(Box::new(upstream.batch_upsert_duration.clone()))?;
+        registry.register(Box::new(upstream.cache_entries.clone()))?;
+        registry.register(Box::new(upstream.cache_hits.clone()))?;
+        registry.register(Box::new(upstream.cache_misses.clone()))?;
         registry.register(Box::new(audit.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
@@ -223,6 +266,7 @@ impl Metrics {
                 refused_commits,
                 pseudonyms,
                 audit,
+                upstream,
             }),
         })
     }
@@ -257,6 +301,12 @@ impl Metrics {
     }
 
     pub fn observe_store(&self, operation: &str, elapsed: Duration) {
+        if operation == "upsert_pseudonyms" {
+            self.inner
+                .upstream
+                .upsert_duration
+                .observe(elapsed.as_secs_f64());
+        }
         self.inner
             .store_duration
             .with_label_values(&[operation])
@@ -311,8 +361,22 @@ impl Metrics {
         self.inner.namespaces.set(counts.len() as i64);
     }
 
-    /// The text exposition, with pool gauges read now.
-    pub fn render(&self, store: &dyn Store) -> String {
+    /// The text exposition, with pool and cache gauges read now.
+    pub fn render(&self, store: &dyn Store, cache_entries: usize) -> String {
+        let upstream = &self.inner.upstream;
+        upstream
+            .cache_entries
+            .set(i64::try_from(cache_entries).unwrap_or(i64::MAX));
+        let cache = |result: &str| {
+            let n = self
+                .inner
+                .pseudonym_cache
+                .with_label_values(&[result])
+                .get();
+            i64::try_from(n).unwrap_or(i64::MAX)
+        };
+        upstream.cache_hits.set(cache("hit"));
+        upstream.cache_misses.set(cache("miss"));
         let s = store.pool_status();
         self.inner
             .pool
@@ -370,6 +434,10 @@ impl Observer for Metrics {
     }
     fn statement(&self, elapsed: Duration) {
         self.inner.batch_round_trip.observe(elapsed.as_secs_f64());
+        self.inner
+            .upstream
+            .batch_upsert_duration
+            .observe(elapsed.as_secs_f64());
     }
 }
 

@@ -264,6 +264,11 @@ impl Service {
         Ok(found)
     }
 
+    /// Entries in this replica's caches (namespaces and pseudonyms).
+    pub fn cache_entries(&self) -> usize {
+        self.namespaces.len() + self.pseudonyms.as_ref().map_or(0, |c| c.len())
+    }
+
     /// Forgets a cached namespace (it may have vanished).
     fn forget_namespace(&self, name: &NamespaceName) {
         self.namespaces.remove(name);

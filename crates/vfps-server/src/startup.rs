@@ -301,7 +301,10 @@ impl Application {
                                     axum::http::header::CONTENT_TYPE,
                                     "text/plain; version=0.0.4",
                                 )],
-                                state.metrics.render(state.service.store().as_ref()),
+                                state.metrics.render(
+                                    state.service.store().as_ref(),
+                                    state.service.cache_entries(),
+                                ),
                             )
                         }
                     }

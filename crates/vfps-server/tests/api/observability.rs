@@ -117,9 +117,56 @@ async fn concurrent_gets_each_get_their_own_answer(backend: Backend) {
     }
 }
 
+/// Upstream's own metric names, which existing dashboards and alerts query:
+/// `vfps_upsert_duration_seconds` (one upsert attempt per Create),
+/// `vfps_batch_upsert_duration_seconds` (one statement per batch), and the
+/// cache gauges `vfps_cache_entries`, `vfps_cache_hits_total`,
+/// `vfps_cache_misses_total`.
+async fn upstreams_metric_names_are_exported(backend: Backend) {
+    let mut env = crate::helpers::backend_env(backend).0;
+    env.push((
+        "Pseudonymization__Caching__Pseudonyms__IsEnabled".into(),
+        "true".into(),
+    ));
+    let app = crate::helpers::spawn_app_with(env).await;
+    app.namespace("m", 5, 16).await;
+    for original in ["one", "two", "one"] {
+        app.create("m", original).await.unwrap();
+    }
+    let text = app.metrics_text().await;
+    assert_eq!(
+        sample(&text, "vfps_upsert_duration_seconds_count"),
+        2.0,
+        "{text}"
+    );
+    assert!(sample(&text, "vfps_upsert_duration_seconds_sum") > 0.0);
+    assert_eq!(
+        sample(&text, "vfps_batch_upsert_duration_seconds_count"),
+        2.0
+    );
+    assert!(
+        sample(
+            &text,
+            "vfps_batch_upsert_duration_seconds_bucket{le=\"+Inf\"}"
+        ) >= 2.0
+    );
+    assert_eq!(
+        sample(&text, "vfps_cache_hits_total"),
+        1.0,
+        "the repeated original"
+    );
+    assert_eq!(sample(&text, "vfps_cache_misses_total"), 2.0);
+    assert_eq!(
+        sample(&text, "vfps_cache_entries"),
+        3.0,
+        "two pseudonyms and their namespace"
+    );
+}
+
 on_both_backends!(
     creates_show_in_the_latency_metrics,
-    concurrent_gets_each_get_their_own_answer
+    concurrent_gets_each_get_their_own_answer,
+    upstreams_metric_names_are_exported
 );
 
 /// Every metric the chart's Grafana dashboard queries is one the server
