@@ -15,7 +15,7 @@ COPY crates crates
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked -p vfps-server -p vfps-chaos \
-    && mkdir -p /out \
+    && mkdir -p /out/data \
     && cp target/release/vfps target/release/vfps-chaos /out/
 
 FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f AS runtime
@@ -25,9 +25,13 @@ LABEL org.opencontainers.image.title="vfps" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/vfps /usr/local/bin/vfps
-# The embedded SQLite default needs a writable directory; Kubernetes mounts one.
-WORKDIR /var/lib/vfps
+# The embedded SQLite default needs a directory the server's user may write
+# (Kubernetes mounts a volume there; `docker run` without one gets this one).
+COPY --from=build --chown=65532:65532 /out/data /var/lib/vfps
 ENV VFPS_SQLITE_PATH=/var/lib/vfps/vfps.sqlite
+# Upstream's image reads appsettings.json and appsettings.<environment>.json
+# from its working directory, /opt/vfps; so does vfps, from the same place.
+WORKDIR /opt/vfps
 EXPOSE 8080 8081 8082
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/vfps"]

@@ -308,24 +308,61 @@ impl Settings {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: &Flags,
     ) -> Result<(Self, Vec<String>), ConfigErrors> {
+        Self::load_in(std::env::current_dir().ok().as_deref(), vars, flags)
+    }
+
+    /// [`Settings::load`] with `content_root` as the working directory.
+    pub fn load_in(
+        content_root: Option<&std::path::Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: &Flags,
+    ) -> Result<(Self, Vec<String>), ConfigErrors> {
         let mut errors = Vec::new();
         let mut notes = Vec::new();
         let vars: Vec<(String, String)> = vars.into_iter().collect();
-        // `VFPS_APPSETTINGS_FILE`: an upstream appsettings.json, read first so
-        // that the environment overrides it, as ASP.NET layers them.
-        let file = vars
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("VFPS_APPSETTINGS_FILE"))
-            .map(|(_, v)| v.trim().to_owned())
-            .filter(|v| !v.is_empty());
+        let var = |key: &str| {
+            vars.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        // Layered as ASP.NET layers them, each over the one before:
+        // `appsettings.json` and `appsettings.<environment>.json` in the
+        // working directory (upstream's image reads them from its own),
+        // `VFPS_APPSETTINGS_FILE`, then the environment.
+        let environment = var("ASPNETCORE_ENVIRONMENT")
+            .or_else(|| var("DOTNET_ENVIRONMENT"))
+            .unwrap_or_else(|| "Production".to_owned());
+        let mut files: Vec<(String, std::path::PathBuf, bool)> = Vec::new();
+        if let Some(root) = content_root {
+            for name in [
+                "appsettings.json".to_owned(),
+                format!("appsettings.{environment}.json"),
+            ] {
+                files.push((name.clone(), root.join(name), false));
+            }
+        }
+        if let Some(path) = var("VFPS_APPSETTINGS_FILE") {
+            files.push(("VFPS_APPSETTINGS_FILE".to_owned(), path.into(), true));
+        }
         let mut layered = Vec::new();
-        if let Some(path) = file {
-            match appsettings::read(std::path::Path::new(&path)) {
+        for (what, path, required) in files {
+            if !required && !path.exists() {
+                continue;
+            }
+            match appsettings::read(&path) {
                 Ok(pairs) => {
-                    notes.push(format!("read {} settings from {path}", pairs.len()));
-                    layered = pairs;
+                    notes.push(format!(
+                        "read {} settings from {}",
+                        pairs.len(),
+                        path.display()
+                    ));
+                    layered.extend(pairs);
                 }
-                Err(e) => errors.push(format!("VFPS_APPSETTINGS_FILE={path:?}: {e}")),
+                Err(e) if required => {
+                    errors.push(format!("{what}={:?}: {e}", path.display().to_string()))
+                }
+                Err(e) => errors.push(format!("{}: {e}", path.display())),
             }
         }
         layered.extend(vars);
@@ -1174,6 +1211,48 @@ mod tests {
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }
+    }
+
+    #[test]
+    fn appsettings_in_the_working_directory_are_read_as_aspnet_layers_them() {
+        let dir = std::env::temp_dir().join(format!("vfps-content-root-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("appsettings.json"),
+            r#"{"MetricsPort": 9001, "Kestrel": {"Endpoints": {"Http": {"Url": "http://0.0.0.0:9000"}}}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("appsettings.Production.json"),
+            r#"{"MetricsPort": 9002}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("appsettings.Staging.json"),
+            r#"{"MetricsPort": 9003}"#,
+        )
+        .unwrap();
+        let load = |vars: &[(&str, &str)]| {
+            Settings::load_in(
+                Some(&dir),
+                vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+                &Flags::default(),
+            )
+        };
+        let s = load(&[]).unwrap().0;
+        assert_eq!((s.listen.http_port, s.listen.metrics_port), (9000, 9002));
+        let s = load(&[("ASPNETCORE_ENVIRONMENT", "Staging")]).unwrap().0;
+        assert_eq!(s.listen.metrics_port, 9003, "the environment's file");
+        let s = load(&[("MetricsPort", "9004")]).unwrap().0;
+        assert_eq!(s.listen.metrics_port, 9004, "the environment wins");
+
+        std::fs::write(dir.join("appsettings.Production.json"), "{").unwrap();
+        let e = load(&[]).unwrap_err();
+        assert!(
+            e.0[0].contains("appsettings.Production.json: not JSON"),
+            "{e:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
