@@ -45,8 +45,12 @@ pub mod churn;
 pub mod generator;
 pub mod mix;
 
-/// Whether a call was served, for P1: answered by a replica, whatever the
-/// answer (other properties judge the answer), or not (unavailable, too late).
+/// Whether a call was served, for P1: answered as the API documents for that
+/// call (OK, or a code it may answer, such as NOT_FOUND for a namespace a
+/// churn step deleted), or not: unavailable, too late, or an answer that
+/// failed its caller (RESOURCE_EXHAUSTED, PERMISSION_DENIED, INTERNAL, …;
+/// P5 reports those too). An overloaded or misconfigured replica that answers
+/// every call with an error is an outage, not a served second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
     Yes,
@@ -54,16 +58,11 @@ pub enum Served {
 }
 
 impl Served {
-    fn of(code: Code) -> Self {
-        match code {
-            Code::Unavailable
-            | Code::DeadlineExceeded
-            | Code::Cancelled
-            | Code::Internal
-            | Code::Unknown
-            | Code::DataLoss
-            | Code::Aborted => Served::No,
-            _ => Served::Yes,
+    fn of(code: Code, documented: &[Code]) -> Self {
+        if code == Code::Ok || documented.contains(&code) {
+            Served::Yes
+        } else {
+            Served::No
         }
     }
 }
@@ -199,7 +198,9 @@ impl Mixed {
 
     /// P5: a well-formed call answered other than OK, UNAVAILABLE,
     /// DEADLINE_EXCEEDED, or the codes `also` its model allows.
-    fn judge(&self, op: Operation, second: u64, code: Code, also: &[Code]) {
+    /// Records the answer, reports one that fails an innocent caller (P5),
+    /// and says whether the call was served (P1).
+    fn judge(&self, op: Operation, second: u64, code: Code, also: &[Code]) -> Served {
         self.calls.answered(op, &format!("{code:?}"));
         let allowed = matches!(code, Code::Ok | Code::Unavailable | Code::DeadlineExceeded)
             || also.contains(&code);
@@ -214,6 +215,7 @@ impl Mixed {
                 ),
             );
         }
+        Served::of(code, also)
     }
 
     fn acked_pair(&self) -> Option<(String, String)> {
@@ -232,7 +234,7 @@ impl Mixed {
     async fn create(&self, original: String, second: u64, until: Until) -> Served {
         let outcome = self.client.create(&self.namespace, &original, until).await;
         let code = outcome.code();
-        self.judge(Operation::Create, second, code, &[]);
+        let served = self.judge(Operation::Create, second, code, &[]);
         match outcome {
             Outcome::Ok(p) => {
                 self.ledger.record(
@@ -253,7 +255,7 @@ impl Mixed {
             ),
             Outcome::Fail(_) => {}
         }
-        Served::of(code)
+        served
     }
 
     async fn recreate(
@@ -264,7 +266,7 @@ impl Mixed {
     ) -> Served {
         let outcome = self.client.create(&self.namespace, &original, until).await;
         let code = outcome.code();
-        self.judge(Operation::Recreate, second, code, &[Code::NotFound]);
+        let served = self.judge(Operation::Recreate, second, code, &[Code::NotFound]);
         let changed = match &outcome {
             Outcome::Ok(p) if p.pseudonym_value != acked => {
                 Some(format!("re-created as {}…", short(&p.pseudonym_value)))
@@ -281,13 +283,13 @@ impl Mixed {
                 &how,
             );
         }
-        Served::of(code)
+        served
     }
 
     async fn get(&self, (original, acked): (String, String), second: u64, until: Until) -> Served {
         let outcome = self.client.get(&self.namespace, &acked, until).await;
         let code = outcome.code();
-        self.judge(Operation::Get, second, code, &[Code::NotFound]);
+        let served = self.judge(Operation::Get, second, code, &[Code::NotFound]);
         let lost = match &outcome {
             Outcome::Ok(p) if p.original_value.as_deref() != Some(original.as_str()) => {
                 Some(format!(
@@ -307,7 +309,7 @@ impl Mixed {
                 &how,
             );
         }
-        Served::of(code)
+        served
     }
 
     async fn list(&self, second: u64, until: Until) -> Served {
@@ -329,7 +331,7 @@ impl Mixed {
             )
             .await;
         let code = outcome.code();
-        self.judge(Operation::List, second, code, &[]);
+        let served = self.judge(Operation::List, second, code, &[]);
         if let Outcome::Ok(page) = outcome {
             if page.pseudonyms.iter().any(|p| p.original_value.is_some()) {
                 self.calls.found(
@@ -348,7 +350,7 @@ impl Mixed {
                 }
             }
         }
-        Served::of(code)
+        served
     }
 
     /// Invalid input. The original with U+0000 goes out together with
@@ -388,7 +390,7 @@ impl Mixed {
                 kind.expected()
             ),
         );
-        Served::of(code)
+        Served::No
     }
 }
 
@@ -431,8 +433,7 @@ impl Workload for Mixed {
                     second,
                     code,
                     &[Code::NotFound, Code::AlreadyExists],
-                );
-                Served::of(code)
+                )
             }),
             Operation::Bad => {
                 let (kind, unique) = self.next_bad();
@@ -472,6 +473,31 @@ impl Mixed {
 #[cfg(test)]
 mod acked_tests {
     use super::*;
+
+    /// P1 counts a call as served only when its answer is one the API
+    /// documents for it: an overloaded replica answering RESOURCE_EXHAUSTED,
+    /// or a misconfigured one answering PERMISSION_DENIED, serves nobody.
+    #[test]
+    fn only_documented_answers_count_as_served() {
+        for code in [
+            Code::ResourceExhausted,
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::FailedPrecondition,
+            Code::NotFound,
+            Code::Internal,
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+        ] {
+            assert_eq!(Served::of(code, &[]), Served::No, "{code:?}");
+        }
+        assert_eq!(Served::of(Code::Ok, &[]), Served::Yes);
+        assert_eq!(
+            Served::of(Code::NotFound, &[Code::NotFound, Code::AlreadyExists]),
+            Served::Yes,
+            "a churn step's documented answer"
+        );
+    }
 
     #[test]
     fn the_sample_stays_bounded_and_keeps_late_pairs_too() {
