@@ -138,8 +138,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("vfps: {e:#}");
+            // Said once: in the log, or as a plain line when the log would
+            // not show it (RUST_LOG=off).
+            if tracing::enabled!(tracing::Level::ERROR) {
+                tracing::error!("{e:#}");
+            } else {
+                eprintln!("vfps: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }

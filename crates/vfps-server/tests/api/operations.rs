@@ -254,7 +254,15 @@ fn an_unusable_sqlite_setting_or_file_stops_start_up_naming_it() {
     let out = vfps_on_sqlite(&["tokens", "list", "--sqlite-path", garbage], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains(garbage), "{stderr}");
+    assert_eq!(stderr.matches(garbage).count(), 1, "said once: {stderr}");
+    // With logging off, still said (as a plain line).
+    let out = vfps_on_sqlite(
+        &["tokens", "list", "--sqlite-path", garbage],
+        &[("RUST_LOG", "off")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches(garbage).count(), 1, "said once: {stderr}");
     // Readable but not writable by the process (SQLite would open it read-only
     // and every write would fail): run as nobody on a root-owned 0444 file in
     // a directory nobody may write to (for the -wal and -shm files).
