@@ -116,6 +116,13 @@ async fn the_default_mix_against_a_healthy_service_holds_every_property() {
     let markers = std::fs::read_to_string(cfg.dir().join("load-timeline.csv")).unwrap();
     assert!(markers.starts_with("second,offered,ok,failed,shed"));
     assert!(markers.lines().next().unwrap().contains("churn_ok"));
+    // Invalid input answered INVALID_ARGUMENT, a churn step's NOT_FOUND: the
+    // documented answers, not failures.
+    assert!(
+        summary.failures_by_code.is_empty(),
+        "{:?}",
+        summary.failures_by_code
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -53,6 +53,12 @@ const MAX_FINDINGS: usize = 10_000;
 pub struct CallsReport {
     /// Answers by operation name and status code name.
     pub codes: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Calls not served (P1), by status code name: unavailable, too late, or
+    /// answered with a code their operation does not document. A documented
+    /// answer (INVALID_ARGUMENT to invalid input, NOT_FOUND to a churn step)
+    /// is in `codes` only.
+    #[serde(default)]
+    pub failures: BTreeMap<String, u64>,
     pub findings: Vec<Finding>,
     /// Findings beyond [`MAX_FINDINGS`], counted only.
     pub findings_dropped: u64,
@@ -88,6 +94,13 @@ impl Calls {
                 .or_default()
                 .entry(code.to_owned())
                 .or_default() += 1;
+        }
+    }
+
+    /// A call that was not served ended with `code`.
+    pub fn failed(&self, code: &str) {
+        if let Ok(mut r) = self.inner.lock() {
+            *r.failures.entry(code.to_owned()).or_default() += 1;
         }
     }
 

@@ -215,7 +215,11 @@ impl Mixed {
                 ),
             );
         }
-        Served::of(code, also)
+        let served = Served::of(code, also);
+        if served == Served::No {
+            self.calls.failed(&format!("{code:?}"));
+        }
+        served
     }
 
     fn acked_pair(&self) -> Option<(String, String)> {
@@ -377,6 +381,7 @@ impl Mixed {
         if code == kind.expected() {
             return Served::Yes;
         }
+        self.calls.failed(&format!("{code:?}"));
         if matches!(code, Code::Unavailable | Code::DeadlineExceeded) {
             return Served::No;
         }
