@@ -29,14 +29,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_protos(&files, &[root.clone(), include])?;
 
     let set = std::fs::read(&descriptor)?;
-    // Unknown fields are skipped, as upstream's JSON transcoding does, so a
-    // newer client's extra field does not fail its call (a wrong type still does).
-    // Meta's serde is written by hand (src/meta.rs): its timestamps end in `Z`
-    // as upstream's JSON writes them, where pbjson_types writes `+00:00`.
+    // JSON as upstream's transcoding writes and reads it (ASP.NET Core, default
+    // GrpcJsonSettings). Unknown fields are skipped, so a newer client's extra
+    // field does not fail its call (a wrong type still does). Fields at their
+    // default value are written (`"description": ""`, `"pseudonyms": []`);
+    // fields with presence (`optional`, messages) only when set.
+    // Written by hand instead: Meta (src/meta.rs), whose timestamps end in `Z`
+    // where pbjson_types writes `+00:00`, and PseudonymServiceListResponse
+    // (src/list_response.rs), whose int64 is a number where pbjson writes a
+    // string. A new int64 field needs the same.
     pbjson_build::Builder::new()
         .register_descriptors(&set)?
         .ignore_unknown_fields()
-        .exclude([".vfps.api.v1.Meta"])
+        .emit_fields()
+        .exclude([
+            ".vfps.api.v1.Meta",
+            ".vfps.api.v1.PseudonymServiceListResponse",
+        ])
         .build(&[".vfps.api.v1"])?;
 
     for f in &files {

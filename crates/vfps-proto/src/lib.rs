@@ -1,12 +1,16 @@
 //! The `vfps.api.v1` wire contract, generated from `proto/vfps/api/v1/*.proto`.
 //!
-//! Messages derive `serde` with the proto3 JSON mapping (camelCase names, enums by
-//! name or number, 64-bit integers as strings, RFC 3339 timestamps), so the REST
-//! routes speak exactly what gRPC JSON transcoding would.
+//! Messages derive `serde` with the proto3 JSON mapping as upstream's gRPC JSON
+//! transcoding (ASP.NET Core, default `GrpcJsonSettings`) writes it, so the REST
+//! routes answer what upstream's do: camelCase names, fields at their default
+//! value written (`""`, `0`, `[]`) and fields with presence only when set, enums
+//! by name, 64-bit integers as numbers, RFC 3339 timestamps in UTC with `Z`.
+//! Read: enums by name or number, 64-bit integers as numbers or strings.
 
 #![allow(clippy::all, clippy::unwrap_used, missing_docs)]
 
 pub mod codec;
+mod list_response;
 mod meta;
 
 pub mod v1 {

@@ -1,15 +1,17 @@
-//! REST routes in proto3 JSON, as gRPC JSON transcoding of `vfps.api.v1` serves them.
-//! Errors are `{"code": <grpc code>, "message": ..., "details": []}`.
+//! REST routes in proto3 JSON, as upstream's gRPC JSON transcoding of
+//! `vfps.api.v1` serves them (the JSON itself: `vfps_proto`), labelled
+//! `application/json; charset=utf-8`. Errors are
+//! `{"code": <grpc code>, "message": ..., "details": []}`, in that order.
 
 use std::{collections::HashMap, time::Instant};
 
 use axum::{
     body::Bytes,
     extract::{Path, Query, State},
-    http::{HeaderMap, StatusCode},
+    http::{header::CONTENT_TYPE, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
-    Json, Router,
+    Router,
 };
 use serde::{de::DeserializeOwned, Serialize};
 use vfps_core::Error;
@@ -49,17 +51,54 @@ pub(super) fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
     )
 }
 
+/// The content type of upstream's JSON answers, errors included.
+const JSON_UTF8: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
+
+/// A `google.rpc.Status` as upstream's transcoding writes an error: every
+/// field, in field-number order.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: i32,
+    message: &'a str,
+    /// Never filled here; written, as upstream writes an empty list.
+    details: [(); 0],
+}
+
 pub(super) fn error_response(e: &Error) -> Response {
+    let body = ErrorBody {
+        code: grpc_code(e.kind),
+        message: &e.message,
+        details: [],
+    };
+    // Cannot fail: an integer and a string.
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
     super::challenge(
         e.kind,
-        (
-            http_status(e.kind),
-            Json(
-                serde_json::json!({"code": grpc_code(e.kind), "message": e.message, "details": []}),
-            ),
-        )
-            .into_response(),
+        (http_status(e.kind), [(CONTENT_TYPE, JSON_UTF8)], bytes).into_response(),
     )
+}
+
+/// A call's answer as JSON, or `Internal` if the message cannot be written
+/// (an enum field holding a number the contract does not name).
+fn json_answer(body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (StatusCode::OK, [(CONTENT_TYPE, JSON_UTF8)], bytes).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "an answer could not be written as JSON");
+            error_response(&Error::internal("the answer could not be written as JSON"))
+        }
+    }
+}
+
+/// A namespace as upstream's REST answers it. Upstream's Create stores the
+/// request's prefix and suffix as its C# getters read them, and those give ""
+/// for an unset optional string: every namespace it answers carries both
+/// (`"pseudonymPrefix": ""`). gRPC answers keep them unset.
+fn namespace(ns: &vfps_core::Namespace) -> pb::Namespace {
+    let mut ns = ns_api::to_proto(ns);
+    ns.pseudonym_prefix.get_or_insert_default();
+    ns.pseudonym_suffix.get_or_insert_default();
+    ns
 }
 
 pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {
@@ -84,7 +123,7 @@ pub(super) async fn respond<T: Serialize>(
         .metrics
         .observe_request("http", method, started.elapsed(), result.as_ref().err());
     match result {
-        Ok(body) => (StatusCode::OK, Json(body)).into_response(),
+        Ok(body) => json_answer(&body),
         Err(e) => error_response(&e),
     }
 }
@@ -106,7 +145,7 @@ async fn create_namespace(
             .create_namespace(ns_api::new_namespace(req), d)
             .await?;
         Ok(pb::NamespaceServiceCreateResponse {
-            namespace: Some(ns_api::to_proto(&ns)),
+            namespace: Some(namespace(&ns)),
         })
     })
     .await
@@ -124,7 +163,7 @@ async fn get_all(State(state): State<AppState>, headers: HeaderMap) -> Response 
             namespaces: all
                 .iter()
                 .filter(|ns| state.auth.may_see(&who, ns.name.as_str()))
-                .map(ns_api::to_proto)
+                .map(namespace)
                 .collect(),
         })
     })
@@ -149,7 +188,7 @@ async fn get_namespace(
             .await?;
         let ns = state.service.get_namespace(&name, d).await?;
         Ok(pb::NamespaceServiceGetResponse {
-            namespace: Some(ns_api::to_proto(&ns)),
+            namespace: Some(namespace(&ns)),
         })
     })
     .await

@@ -1,5 +1,6 @@
 //! REST in proto3 JSON: shapes and errors.
 
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, Backend};
@@ -72,7 +73,10 @@ async fn rest_routes_speak_proto3_json(backend: Backend) {
         .json()
         .await
         .unwrap();
-    assert_eq!(list["totalSize"], "1", "int64 is a string in proto3 JSON");
+    assert_eq!(
+        list["totalSize"], 1,
+        "int64 is a number, as upstream's transcoding writes it"
+    );
     assert!(list["pseudonyms"][0].get("originalValue").is_none());
 
     let r = c.delete(url("/v1/namespaces/num")).send().await.unwrap();
@@ -171,8 +175,133 @@ async fn rest_bodies_skip_unknown_fields_but_not_wrong_types(backend: Backend) {
     assert_eq!(r.status(), 400);
 }
 
+/// Upstream answers through ASP.NET Core's gRPC JSON transcoding with the
+/// default `GrpcJsonSettings`: a field at its default value is written (`""`,
+/// `[]`), a field with presence (`optional`, a message) only when set, int64
+/// as a number, fields in field-number order, as
+/// `application/json; charset=utf-8`. Clients index into these answers
+/// (`resp["nextPageToken"]`), so the text itself is compared.
+async fn rest_answers_are_written_as_upstream_writes_them(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let c = &app.http_client;
+    let url = |p: &str| format!("{}{p}", app.http);
+    // The `meta` object of an answer, as the answer wrote it.
+    let meta = |text: &str, pointer: &str| {
+        let v: Value = serde_json::from_str(text).unwrap();
+        v.pointer(pointer).unwrap().to_string()
+    };
+
+    let all = upstream_text(app.get("/v1/namespaces").await).await;
+    assert_eq!(all, r#"{"namespaces":[]}"#);
+
+    // Upstream's Create stores what the request's getters return, and an
+    // unset optional string reads as "": its namespaces carry "" for the
+    // prefix and suffix as for the description.
+    let r = c
+        .post(url("/v1/namespaces"))
+        .json(&json!({"name": "plain", "pseudonymGenerationMethod": "PSEUDONYM_GENERATION_METHOD_UUID4", "pseudonymLength": 36}))
+        .send()
+        .await
+        .unwrap();
+    let created = upstream_text(r).await;
+    let namespace = |text: &str, pointer: &str| {
+        format!(
+            r#"{{"meta":{},"name":"plain","description":"","pseudonymGenerationMethod":"PSEUDONYM_GENERATION_METHOD_UUID4","pseudonymLength":36,"pseudonymPrefix":"","pseudonymSuffix":""}}"#,
+            meta(text, pointer)
+        )
+    };
+    let want = format!(
+        r#"{{"namespace":{}}}"#,
+        namespace(&created, "/namespace/meta")
+    );
+    assert_eq!(created, want);
+    let one = upstream_text(app.get("/v1/namespaces/plain").await).await;
+    let want = format!(r#"{{"namespace":{}}}"#, namespace(&one, "/namespace/meta"));
+    assert_eq!(one, want);
+    let all = upstream_text(app.get("/v1/namespaces").await).await;
+    let want = format!(
+        r#"{{"namespaces":[{}]}}"#,
+        namespace(&all, "/namespaces/0/meta")
+    );
+    assert_eq!(all, want);
+
+    // The last page's token is "", an empty page is [], and totalSize is
+    // written (as a number) only when asked for.
+    let page = upstream_text(app.get("/v1/namespaces/plain/pseudonyms").await).await;
+    assert_eq!(
+        page,
+        r#"{"namespace":"plain","nextPageToken":"","pseudonyms":[]}"#
+    );
+    let page = upstream_text(
+        app.get("/v1/namespaces/plain/pseudonyms?includeTotalSize=true")
+            .await,
+    )
+    .await;
+    assert_eq!(
+        page,
+        r#"{"namespace":"plain","totalSize":0,"nextPageToken":"","pseudonyms":[]}"#
+    );
+
+    // Create and Get carry originalValue; List items never do.
+    let r = c
+        .post(url("/v1/namespaces/plain/pseudonyms"))
+        .json(&json!({"originalValue": "subject-1"}))
+        .send()
+        .await
+        .unwrap();
+    let created = upstream_text(r).await;
+    let value = serde_json::from_str::<Value>(&created).unwrap()["pseudonym"]["pseudonymValue"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let with_original = |text: &str| {
+        format!(
+            r#"{{"pseudonym":{{"meta":{},"namespace":"plain","originalValue":"subject-1","pseudonymValue":"{value}"}}}}"#,
+            meta(text, "/pseudonym/meta")
+        )
+    };
+    assert_eq!(created, with_original(&created));
+    let got = upstream_text(
+        app.get(&format!("/v1/namespaces/plain/pseudonyms/{value}"))
+            .await,
+    )
+    .await;
+    assert_eq!(got, with_original(&got));
+    let page = upstream_text(
+        app.get("/v1/namespaces/plain/pseudonyms?includeTotalSize=true")
+            .await,
+    )
+    .await;
+    let want = format!(
+        r#"{{"namespace":"plain","totalSize":1,"nextPageToken":"","pseudonyms":[{{"meta":{},"namespace":"plain","pseudonymValue":"{value}"}}]}}"#,
+        meta(&page, "/pseudonyms/0/meta")
+    );
+    assert_eq!(page, want);
+
+    // Delete answers an empty object; an error is code, message, details.
+    let r = c.delete(url("/v1/namespaces/plain")).send().await.unwrap();
+    assert_eq!(upstream_text(r).await, "{}");
+    let r = app.get("/v1/namespaces/plain").await;
+    assert_eq!(r.status(), 404);
+    let error = upstream_text(r).await;
+    assert!(
+        error.starts_with(r#"{"code":5,"message":""#) && error.ends_with(r#"","details":[]}"#),
+        "{error}"
+    );
+}
+
+/// The text of an answer, once its content type is checked to be upstream's.
+async fn upstream_text(r: reqwest::Response) -> String {
+    assert_eq!(
+        r.headers().get(CONTENT_TYPE).map(|v| v.to_str().unwrap()),
+        Some("application/json; charset=utf-8")
+    );
+    r.text().await.unwrap()
+}
+
 crate::on_both_backends!(
     rest_routes_speak_proto3_json,
+    rest_answers_are_written_as_upstream_writes_them,
     rest_errors_carry_the_grpc_code_and_http_status,
     rest_bodies_skip_unknown_fields_but_not_wrong_types
 );
