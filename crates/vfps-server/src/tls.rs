@@ -35,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Tls;
 
+mod expiry;
+
 /// Longest a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most finished handshakes waiting to be served.
@@ -45,6 +47,9 @@ struct Reloading {
     cert_file: PathBuf,
     key_file: PathBuf,
     current: RwLock<(Arc<CertifiedKey>, Option<u64>)>,
+    /// The current certificate's end of validity, and its standing as last
+    /// logged (said again when it changes: expiring soon, then expired).
+    expiry: std::sync::Mutex<(Option<std::time::SystemTime>, Option<expiry::Standing>)>,
 }
 
 impl fmt::Debug for Reloading {
@@ -112,6 +117,39 @@ fn load(cert_file: &Path, key_file: &Path) -> anyhow::Result<Arc<CertifiedKey>> 
 }
 
 impl Reloading {
+    /// Warns when the certificate expires within [`expiry::SOON`] or has
+    /// expired, once per change of its standing.
+    fn check_expiry(&self) {
+        let Ok(mut e) = self.expiry.lock() else {
+            return;
+        };
+        let (not_after, said) = *e;
+        let now = std::time::SystemTime::now();
+        let standing = expiry::Standing::of(not_after, now);
+        if said == Some(standing) {
+            return;
+        }
+        e.1 = Some(standing);
+        let file = self.cert_file.display();
+        match (standing, not_after) {
+            (expiry::Standing::Expired, Some(t)) => tracing::error!(
+                cert_file = %file,
+                "the TLS certificate {}: clients will refuse it; replace the file",
+                expiry::describe(t, now)
+            ),
+            (expiry::Standing::ExpiresSoon, Some(t)) => tracing::warn!(
+                cert_file = %file,
+                "the TLS certificate {}: replace the file before then",
+                expiry::describe(t, now)
+            ),
+            (expiry::Standing::Unknown, _) => tracing::warn!(
+                cert_file = %file,
+                "cannot read when the TLS certificate expires"
+            ),
+            _ => {}
+        }
+    }
+
     /// Re-reads the files if either changed; a broken pair (half-written
     /// during a rotation) keeps the old certificate and is tried again later.
     fn refresh(&self) {
@@ -121,10 +159,18 @@ impl Reloading {
         }
         match load(&self.cert_file, &self.key_file) {
             Ok(key) => {
+                let not_after = key
+                    .end_entity_cert()
+                    .ok()
+                    .and_then(|c| expiry::not_after(c));
                 if let Ok(mut c) = self.current.write() {
                     *c = (key, stamp);
                 }
                 tracing::info!(cert_file = %self.cert_file.display(), "TLS certificate reloaded");
+                if let Ok(mut e) = self.expiry.lock() {
+                    *e = (not_after, None);
+                }
+                self.check_expiry();
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "TLS certificate not reloaded; keeping the current one")
@@ -188,11 +234,17 @@ impl Acceptor {
         // at the next check instead of being taken as already loaded.
         let stamp = contents(&[&cert_file, &key_file]);
         let key = load(&cert_file, &key_file)?;
+        let not_after = key
+            .end_entity_cert()
+            .ok()
+            .and_then(|c| expiry::not_after(c));
         let certs = Arc::new(Reloading {
             cert_file,
             key_file,
             current: RwLock::new((key, stamp)),
+            expiry: std::sync::Mutex::new((not_after, None)),
         });
+        certs.check_expiry();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let ca_stamp = tls.client_ca_file.as_ref().map(|f| contents(&[f]));
         let verifier = tls
@@ -272,6 +324,7 @@ impl Acceptor {
             let this = self.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 this.certs.refresh();
+                this.certs.check_expiry();
                 this.refresh_client_ca();
             })
             .await;
