@@ -251,7 +251,7 @@ fn main() -> ExitCode {
             &targets[4],
             per,
             bearer_header(),
-            |h| match vfps_server::auth::bearer(Some(&h)) {
+            |h| match vfps_server::auth::bearer(vfps_server::auth::AuthHeader::One(&h)) {
                 Ok(t) => assert!(!t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic())),
                 Err(e) => assert_eq!(e.kind, ErrorKind::Unauthenticated),
             },

@@ -180,7 +180,7 @@ impl Auth {
     /// identity provider or the database.
     pub async fn check(
         &self,
-        authorization: Option<&[u8]>,
+        authorization: AuthHeader<'_>,
         operation: Operation,
         namespace: Option<&str>,
         deadline: Instant,
@@ -195,7 +195,7 @@ impl Auth {
     /// first, so an unauthenticated caller learns nothing from the body's errors).
     pub async fn authenticate(
         &self,
-        authorization: Option<&[u8]>,
+        authorization: AuthHeader<'_>,
         deadline: Instant,
     ) -> Result<Arc<Principal>, Error> {
         let Some(enabled) = &self.inner else {
@@ -233,7 +233,7 @@ impl Auth {
     /// caller (when known), the outcome and `items(result)` — never a value.
     pub async fn audited<T>(
         &self,
-        authorization: Option<&[u8]>,
+        authorization: AuthHeader<'_>,
         operation: Operation,
         namespace: &str,
         deadline: Instant,
@@ -263,7 +263,7 @@ impl Auth {
 }
 
 impl Enabled {
-    async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Principal>, Error> {
+    async fn authenticate(&self, authorization: AuthHeader<'_>) -> Result<Arc<Principal>, Error> {
         let credential = bearer(authorization)?;
         let key: [u8; 32] = vfps_core::access::TokenHash::of(credential).0;
         let now = std::time::SystemTime::now();
@@ -288,32 +288,39 @@ impl Enabled {
     }
 }
 
-/// The credential of an `Authorization: Bearer <credential>` header.
-/// What a call's `Authorization` is when it came more than once (which one
-/// would count is anyone's guess, so none does). No header value can be this:
-/// HTTP refuses NUL in a header.
-pub const SEVERAL_HEADERS: &[u8] = b"\0several";
-
-/// The one `Authorization` value of a call, [`SEVERAL_HEADERS`] if it came
-/// more than once.
-pub fn single<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> Option<&'a [u8]> {
-    let first = values.next()?;
-    Some(if values.next().is_some() {
-        SEVERAL_HEADERS
-    } else {
-        first
-    })
+/// A call's `Authorization`, as sent: none, one value, or several (which
+/// one would count is anyone's guess, so none does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthHeader<'a> {
+    Missing,
+    One(&'a [u8]),
+    Several,
 }
 
-pub fn bearer(header: Option<&[u8]>) -> Result<&str, Error> {
-    let raw = header.ok_or_else(|| {
-        Error::unauthenticated("this call needs an Authorization: Bearer <token> header")
-    })?;
-    if raw == SEVERAL_HEADERS {
-        return Err(Error::unauthenticated(
-            "the call has more than one Authorization header; send one",
-        ));
+/// The `Authorization` of a call whose header (or metadata) values are `values`.
+pub fn single<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> AuthHeader<'a> {
+    match (values.next(), values.next()) {
+        (None, _) => AuthHeader::Missing,
+        (Some(one), None) => AuthHeader::One(one),
+        (Some(_), Some(_)) => AuthHeader::Several,
     }
+}
+
+/// The credential of an `Authorization: Bearer <credential>` header.
+pub fn bearer(header: AuthHeader<'_>) -> Result<&str, Error> {
+    let raw = match header {
+        AuthHeader::One(raw) => raw,
+        AuthHeader::Missing => {
+            return Err(Error::unauthenticated(
+                "this call needs an Authorization: Bearer <token> header",
+            ))
+        }
+        AuthHeader::Several => {
+            return Err(Error::unauthenticated(
+                "the call has more than one Authorization header; send one",
+            ))
+        }
+    };
     if raw.len() > MAX_CREDENTIAL_BYTES + 7 {
         return Err(Error::unauthenticated(format!(
             "the Authorization header is longer than {MAX_CREDENTIAL_BYTES} bytes"
@@ -350,13 +357,16 @@ mod tests {
         let two = [&b"Bearer a"[..], b"Bearer b"];
         let e = bearer(single(two.into_iter())).unwrap_err();
         assert!(e.message.contains("more than one"), "{e:?}");
-        assert_eq!(single(std::iter::empty()), None);
+        assert_eq!(single(std::iter::empty()), AuthHeader::Missing);
     }
 
     #[test]
     fn bearer_headers_are_parsed_strictly() {
-        assert_eq!(bearer(Some(b"Bearer abc.def")).unwrap(), "abc.def");
-        assert_eq!(bearer(Some(b"bearer  abc ")).unwrap(), "abc");
+        assert_eq!(
+            bearer(AuthHeader::One(b"Bearer abc.def")).unwrap(),
+            "abc.def"
+        );
+        assert_eq!(bearer(AuthHeader::One(b"bearer  abc ")).unwrap(), "abc");
         for bad in [
             &b"Basic dXNlcg=="[..],
             b"Bearer",
@@ -365,13 +375,13 @@ mod tests {
             b"Bearer a\x01b",
             b"Bearer \xff",
         ] {
-            let e = bearer(Some(bad)).unwrap_err();
+            let e = bearer(AuthHeader::One(bad)).unwrap_err();
             assert_eq!(e.kind, vfps_core::ErrorKind::Unauthenticated, "{bad:?}");
         }
         let long = format!("Bearer {}", "a".repeat(MAX_CREDENTIAL_BYTES + 1));
-        assert!(bearer(Some(long.as_bytes())).is_err());
+        assert!(bearer(AuthHeader::One(long.as_bytes())).is_err());
         assert_eq!(
-            bearer(None).unwrap_err().kind,
+            bearer(AuthHeader::Missing).unwrap_err().kind,
             vfps_core::ErrorKind::Unauthenticated
         );
     }

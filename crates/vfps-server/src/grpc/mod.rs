@@ -63,7 +63,9 @@ pub fn deadline<T>(state: &AppState, request: &tonic::Request<T>) -> Instant {
 }
 
 /// The `authorization` metadata's value, as sent.
-pub(crate) fn authorization(metadata: &tonic::metadata::MetadataMap) -> Option<&[u8]> {
+pub(crate) fn authorization(
+    metadata: &tonic::metadata::MetadataMap,
+) -> crate::auth::AuthHeader<'_> {
     crate::auth::single(
         metadata
             .get_all("authorization")

@@ -42,7 +42,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The `Authorization` header's value, as sent.
-pub(super) fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
+pub(super) fn authorization(headers: &HeaderMap) -> crate::auth::AuthHeader<'_> {
     crate::auth::single(
         headers
             .get_all(axum::http::header::AUTHORIZATION)
