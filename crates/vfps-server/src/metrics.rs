@@ -77,7 +77,7 @@ struct UpstreamNames {
     batch_upsert_duration: Histogram,
     /// Entries in this replica's caches (namespaces and pseudonyms).
     cache_entries: IntGauge,
-    /// `vfps_pseudonym_cache_requests_total` by result; gauges, as upstream's.
+    /// As `vfps_pseudonym_cache_requests_total` by result; gauges, as upstream's.
     cache_hits: IntGauge,
     cache_misses: IntGauge,
 }
@@ -326,6 +326,12 @@ impl Metrics {
             .pseudonym_cache
             .with_label_values(&[if hit { "hit" } else { "miss" }])
             .inc();
+        let upstream = &self.inner.upstream;
+        if hit {
+            upstream.cache_hits.inc();
+        } else {
+            upstream.cache_misses.inc();
+        }
     }
 
     pub fn audit(&self, operation: &str, outcome: &str) {
@@ -367,16 +373,6 @@ impl Metrics {
         upstream
             .cache_entries
             .set(i64::try_from(cache_entries).unwrap_or(i64::MAX));
-        let cache = |result: &str| {
-            let n = self
-                .inner
-                .pseudonym_cache
-                .with_label_values(&[result])
-                .get();
-            i64::try_from(n).unwrap_or(i64::MAX)
-        };
-        upstream.cache_hits.set(cache("hit"));
-        upstream.cache_misses.set(cache("miss"));
         let s = store.pool_status();
         self.inner
             .pool
