@@ -9,9 +9,11 @@ use sha2::{Digest, Sha256};
 
 use crate::{NamespaceSettings, OriginalValue};
 
-/// `PseudonymGenerationMethod` of the wire contract (`UNSPECIFIED` is method 1).
+/// `PseudonymGenerationMethod` of the wire contract. `UNSPECIFIED` generates
+/// as method 1 and is kept as given (upstream stores and answers it so).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GenerationMethod {
+    Unspecified,
     SecureRandomBase64UrlEncoded,
     Sha256HexEncoded,
     Uuid4,
@@ -21,10 +23,11 @@ pub enum GenerationMethod {
 }
 
 impl GenerationMethod {
-    /// From the enum number on the wire; 0 (`UNSPECIFIED`) means method 1.
+    /// From the enum number on the wire.
     pub fn from_wire(number: i32) -> Option<Self> {
         Some(match number {
-            0 | 1 => Self::SecureRandomBase64UrlEncoded,
+            0 => Self::Unspecified,
+            1 => Self::SecureRandomBase64UrlEncoded,
             2 => Self::Sha256HexEncoded,
             3 => Self::Uuid4,
             4 => Self::Uuid7,
@@ -36,6 +39,7 @@ impl GenerationMethod {
 
     pub fn to_wire(self) -> i32 {
         match self {
+            Self::Unspecified => 0,
             Self::SecureRandomBase64UrlEncoded => 1,
             Self::Sha256HexEncoded => 2,
             Self::Uuid4 => 3,
@@ -61,7 +65,8 @@ impl GenerationMethod {
             .unwrap_or(&upper)
             .replace('_', "");
         Some(match short.as_str() {
-            "UNSPECIFIED" | "SECURERANDOMBASE64URLENCODED" => Self::SecureRandomBase64UrlEncoded,
+            "UNSPECIFIED" => Self::Unspecified,
+            "SECURERANDOMBASE64URLENCODED" => Self::SecureRandomBase64UrlEncoded,
             "SHA256HEXENCODED" => Self::Sha256HexEncoded,
             "UUID4" => Self::Uuid4,
             "UUID7" => Self::Uuid7,
@@ -73,6 +78,7 @@ impl GenerationMethod {
 
     pub fn wire_name(self) -> &'static str {
         match self {
+            Self::Unspecified => "PSEUDONYM_GENERATION_METHOD_UNSPECIFIED",
             Self::SecureRandomBase64UrlEncoded => {
                 "PSEUDONYM_GENERATION_METHOD_SECURE_RANDOM_BASE64URL_ENCODED"
             }
@@ -132,7 +138,7 @@ pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> Strin
     let len = settings.length as usize;
     let mut rng = rand::rng();
     let core = match settings.method {
-        GenerationMethod::SecureRandomBase64UrlEncoded => {
+        GenerationMethod::Unspecified | GenerationMethod::SecureRandomBase64UrlEncoded => {
             let mut bytes = Vec::with_capacity(8 + len);
             bytes.extend_from_slice(&host_tag());
             bytes.extend_from_slice(&tick_ms().to_le_bytes());
@@ -254,7 +260,11 @@ mod tests {
         );
         assert_eq!(
             GenerationMethod::parse_config("0"),
-            Some(GenerationMethod::SecureRandomBase64UrlEncoded)
+            Some(GenerationMethod::Unspecified)
+        );
+        assert_eq!(
+            GenerationMethod::parse_config("Unspecified"),
+            Some(GenerationMethod::Unspecified)
         );
         // Upstream's appsettings.json writes its .NET enum names.
         assert_eq!(

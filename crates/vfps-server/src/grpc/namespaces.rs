@@ -18,8 +18,9 @@ pub(crate) fn to_proto(ns: &Namespace) -> pb::Namespace {
         description: ns.description.clone(),
         pseudonym_generation_method: ns.settings.method.to_wire(),
         pseudonym_length: ns.settings.length,
-        pseudonym_prefix: ns.settings.prefix.clone(),
-        pseudonym_suffix: ns.settings.suffix.clone(),
+        // Set, and empty when there is none, as upstream answers.
+        pseudonym_prefix: Some(ns.settings.prefix.clone().unwrap_or_default()),
+        pseudonym_suffix: Some(ns.settings.suffix.clone().unwrap_or_default()),
     }
 }
 

@@ -90,15 +90,10 @@ fn json_answer(body: &impl Serialize) -> Response {
     }
 }
 
-/// A namespace as upstream's REST answers it. Upstream's Create stores the
-/// request's prefix and suffix as its C# getters read them, and those give ""
-/// for an unset optional string: every namespace it answers carries both
-/// (`"pseudonymPrefix": ""`). gRPC answers keep them unset.
+/// A namespace as upstream's REST answers it (prefix and suffix set, empty
+/// when there is none, as on gRPC).
 fn namespace(ns: &vfps_core::Namespace) -> pb::Namespace {
-    let mut ns = ns_api::to_proto(ns);
-    ns.pseudonym_prefix.get_or_insert_default();
-    ns.pseudonym_suffix.get_or_insert_default();
-    ns
+    ns_api::to_proto(ns)
 }
 
 pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Error> {

@@ -36,7 +36,8 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
     let created = created.namespace.unwrap();
     assert_eq!(created.name, "alpha");
     assert_eq!(created.pseudonym_prefix.as_deref(), Some("pre-"));
-    assert_eq!(created.pseudonym_suffix, None);
+    // As upstream answers a namespace without one: set, and empty.
+    assert_eq!(created.pseudonym_suffix.as_deref(), Some(""));
     assert!(created.meta.unwrap().created_at.is_some());
 
     fn code<T>(r: Result<tonic::Response<T>, tonic::Status>) -> Code {
@@ -70,7 +71,8 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
         Code::InvalidArgument
     );
 
-    // UNSPECIFIED is method 1.
+    // UNSPECIFIED generates as method 1 and is answered as given, as
+    // upstream keeps it.
     let unspecified = ns
         .create(create("beta", 0, 16))
         .await
@@ -78,7 +80,7 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
         .into_inner()
         .namespace
         .unwrap();
-    assert_eq!(unspecified.pseudonym_generation_method, BASE64URL);
+    assert_eq!(unspecified.pseudonym_generation_method, 0);
 
     let got = ns
         .get(NamespaceServiceGetRequest {
@@ -203,6 +205,21 @@ async fn every_generation_method_has_its_format(backend: Backend) {
         let p = app.create(&name, "hello").await.unwrap().pseudonym_value;
         assert!(valid(&p), "method {method} produced {p:?}");
     }
+    // UNSPECIFIED generates as method 1 and stays UNSPECIFIED, as upstream
+    // keeps it.
+    app.namespace("m0", 0, 32).await;
+    let p = app.create("m0", "hello").await.unwrap().pseudonym_value;
+    assert!(cases[0].2(&p), "method 0 produced {p:?}");
+    let got = app
+        .namespaces
+        .clone()
+        .get(vfps_proto::v1::NamespaceServiceGetRequest { name: "m0".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .namespace
+        .unwrap();
+    assert_eq!(got.pseudonym_generation_method, 0);
 }
 
 async fn list_pages_through_everything_without_originals(backend: Backend) {
