@@ -33,6 +33,7 @@ pub mod health;
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
+pub mod throttle;
 mod tokens;
 pub mod trace;
 

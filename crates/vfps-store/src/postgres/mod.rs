@@ -54,6 +54,13 @@ pub use npgsql::{PgOptions, TargetSession};
 use pool::{Lease, Manager, Pool, Steps};
 use statements::Prepared;
 
+/// One warning per interval while connections fail, or writes meet a
+/// read-only server (each says how many it held back).
+static CONNECT_WARNINGS: crate::throttle::Throttle =
+    crate::throttle::Throttle::new(Duration::from_secs(5));
+static READ_ONLY_WARNINGS: crate::throttle::Throttle =
+    crate::throttle::Throttle::new(Duration::from_secs(5));
+
 /// Arbitrary but fixed: the advisory lock every `vfps migrate` takes.
 const MIGRATION_LOCK_ID: i64 = 0x0076_6670_736d_6967; // "vfpsmig"
 
@@ -197,7 +204,13 @@ impl PgStore {
                         // The source says why (TLS, authentication, refusal);
                         // connection errors carry no stored values.
                         let why = with_sources(&e);
-                        tracing::warn!(error = %why, "cannot connect to a writable database");
+                        if let Some(held) = CONNECT_WARNINGS.pass() {
+                            tracing::warn!(
+                                error = %why,
+                                held_back = held,
+                                "cannot connect to a writable database"
+                            );
+                        }
                         Error::unavailable(format!("cannot connect to the database: {why}"))
                     }
                     PoolError::Timeout(_) => {
@@ -339,8 +352,22 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {
         let code = db.code().code();
         return match sqlstate::kind_of(code) {
+            // The message names the condition (never a value: those are in
+            // the detail, which is not used).
+            vfps_core::ErrorKind::Unavailable if code == "25006" => {
+                let e = Error::unavailable(format!(
+                    "database unavailable ({code}): {}; the server accepts no writes (a standby, \
+                     or read-only): check Host and Target Session Attributes if it lasts",
+                    db.message()
+                ))
+                .because(sqlstate::transient_cause(code));
+                if let Some(held) = READ_ONLY_WARNINGS.pass() {
+                    tracing::warn!(held_back = held, "{}", e.message);
+                }
+                e
+            }
             vfps_core::ErrorKind::Unavailable => {
-                Error::unavailable(format!("database unavailable ({code})"))
+                Error::unavailable(format!("database unavailable ({code}): {}", db.message()))
                     .because(sqlstate::transient_cause(code))
             }
             // The message names the problem, never the value (that would be in
@@ -1104,6 +1131,57 @@ mod tests {
         );
         standby.start_server().unwrap();
         assert_eq!(read_within_2s(&store, statements::EXISTING).await, Some(1));
+    }
+
+    /// A server that accepts no writes (a standby named alone in the
+    /// connection string, a read-only database) is named as such, with what
+    /// to check, not only by its SQLSTATE.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_only_server_is_named_in_the_error() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let store = migrated_store(&db).await;
+        let now = vfps_core::now_micros();
+        let ns = Namespace {
+            name: NamespaceName::parse("n").unwrap(),
+            uid: NamespaceUid(7),
+            description: String::new(),
+            settings: NamespaceSettings::parse(
+                GenerationMethod::from_wire(5).unwrap(),
+                32,
+                None,
+                None,
+            )
+            .unwrap(),
+            created_at: now,
+            last_updated_at: now,
+        };
+        cluster
+            .psql(
+                "postgres",
+                &format!(
+                    "ALTER DATABASE {} SET default_transaction_read_only = on",
+                    db.name
+                ),
+            )
+            .unwrap();
+        // A new store: new sessions take the database's setting.
+        let store2 = migrated_store_without_migrating(&db);
+        drop(store);
+        let e = store2.create_namespace(&ns).await.unwrap_err();
+        assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e:?}");
+        assert!(
+            e.message.contains("read-only transaction")
+                && e.message.contains("Target Session Attributes"),
+            "{e:?}"
+        );
+    }
+
+    fn migrated_store_without_migrating(db: &vfps_testkit::TestDatabase) -> PgStore {
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        PgStore::new(&options).unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
