@@ -171,8 +171,9 @@ pub trait Store: Upsert {
     async fn check_writable(&self) -> Result<(), Error>;
     /// Whether this process reached its database lately (no database call).
     fn database_health(&self) -> health::DatabaseHealth;
-    /// Why the database's schema cannot serve this binary (migrations not
-    /// applied), as last checked; `None` when it can (no database call).
+    /// Why the database cannot serve this binary (migrations not applied,
+    /// its files removed under it), as last checked; `None` when it can (no
+    /// database call).
     fn schema_problem(&self) -> Option<String> {
         None
     }

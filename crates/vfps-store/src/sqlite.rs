@@ -47,6 +47,64 @@ pub struct SqliteStore {
     reachability: Reachability,
     /// Records this process's deletes for its caches.
     coherence: Coherence,
+    /// The files as opened, to notice them removed or replaced.
+    files: FileGuard,
+}
+
+/// The database file and its write-ahead log as this process opened them.
+/// SQLite keeps writing to the files it has open: if one is deleted or
+/// replaced under it (an operator cleaning up, a restore), commits land in a
+/// file nobody will read again and acknowledged writes are lost on restart.
+/// Once that is seen, writes are refused and the store is not ready, until a
+/// restart opens the files again.
+struct FileGuard {
+    path: PathBuf,
+    wal: PathBuf,
+    opened: [Option<(u64, u64)>; 2],
+    broken: std::sync::OnceLock<String>,
+}
+
+impl FileGuard {
+    fn new(path: &Path) -> Self {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        Self {
+            opened: [identity(path), identity(&wal)],
+            path: path.to_owned(),
+            wal,
+            broken: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Why the files can no longer be trusted, if they cannot (said once in
+    /// the log, remembered until restart).
+    fn check(&self) -> Option<&str> {
+        if let Some(why) = self.broken.get() {
+            return Some(why);
+        }
+        let moved = [&self.path, &self.wal]
+            .into_iter()
+            .zip(self.opened)
+            .find(|(p, opened)| opened.is_some() && identity(p) != *opened)?;
+        let why = format!(
+            "{} was removed or replaced while this process had it open: writes are refused \
+             until vfps is restarted (writes acknowledged since then may be lost; restore the \
+             file from a backup if it was replaced by mistake)",
+            moved.0.display()
+        );
+        let why = self.broken.get_or_init(|| {
+            tracing::error!("{why}");
+            why
+        });
+        Some(why)
+    }
+}
+
+/// The device and inode of the file at `path`, `None` if there is none.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Busy, locked, full or failing files are transient (`Unavailable`); a value
@@ -184,6 +242,7 @@ impl SqliteStore {
                 r
             },
             coherence: Coherence::local(),
+            files: FileGuard::new(path),
         })
     }
 
@@ -234,6 +293,9 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        if let Some(why) = self.files.check() {
+            return Err(Error::unavailable(why.to_owned()));
+        }
         let writer = self.writer.clone();
         let in_use = self.in_use.clone();
         let result = tokio::task::spawn_blocking(move || {
@@ -685,6 +747,10 @@ impl Store for SqliteStore {
         self.reachability.snapshot()
     }
 
+    fn schema_problem(&self) -> Option<String> {
+        self.files.check().map(str::to_owned)
+    }
+
     fn coherence(&self) -> &Coherence {
         &self.coherence
     }
@@ -701,5 +767,67 @@ impl Store for SqliteStore {
 
     fn write_parallelism(&self) -> usize {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespace(name: &str) -> Namespace {
+        let now = vfps_core::now_micros();
+        Namespace {
+            name: NamespaceName::parse(name).unwrap(),
+            uid: NamespaceUid(1),
+            description: String::new(),
+            settings: NamespaceSettings::parse(
+                GenerationMethod::from_wire(5).unwrap(),
+                16,
+                None,
+                None,
+            )
+            .unwrap(),
+            created_at: now,
+            last_updated_at: now,
+        }
+    }
+
+    /// A write-ahead log deleted under the server (its commits would go to a
+    /// file nobody reads again): writes are refused and the store says why.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removed_write_ahead_log_stops_writes() {
+        let dir = vfps_testkit::scratch_dir("wal-removed");
+        let path = dir.join("vfps.sqlite");
+        let store = SqliteStore::open(&path).unwrap();
+        store.create_namespace(&namespace("a")).await.unwrap();
+        assert_eq!(store.schema_problem(), None);
+        std::fs::remove_file(dir.join("vfps.sqlite-wal")).unwrap();
+        let e = store.create_namespace(&namespace("b")).await.unwrap_err();
+        assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e:?}");
+        assert!(
+            e.message
+                .contains("vfps.sqlite-wal was removed or replaced"),
+            "{e:?}"
+        );
+        assert!(store
+            .schema_problem()
+            .is_some_and(|p| p.contains("restarted")));
+    }
+
+    /// The database file replaced by another (a restore over a running
+    /// server) is noticed the same way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replaced_database_file_stops_writes() {
+        let dir = vfps_testkit::scratch_dir("db-replaced");
+        let path = dir.join("vfps.sqlite");
+        let store = SqliteStore::open(&path).unwrap();
+        store.create_namespace(&namespace("a")).await.unwrap();
+        std::fs::copy(&path, dir.join("copy")).unwrap();
+        std::fs::rename(dir.join("copy"), &path).unwrap();
+        let e = store.create_namespace(&namespace("b")).await.unwrap_err();
+        assert!(
+            e.message.contains("vfps.sqlite was removed or replaced"),
+            "{e:?}"
+        );
     }
 }
