@@ -312,10 +312,18 @@ impl SqliteStore {
         self.observe(result)
     }
 
-    /// Reports the outcome of a call to reachability.
+    /// Reports the outcome of a call to reachability, and a failing file
+    /// (full, failing I/O) to the log, at most once per 5 s.
     fn observe<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        static WARNINGS: crate::throttle::Throttle =
+            crate::throttle::Throttle::new(Duration::from_secs(5));
         match &result {
-            Err(e) if e.is_transient() => self.reachability.failed(&e.message),
+            Err(e) if e.is_transient() => {
+                self.reachability.failed(&e.message);
+                if let Some(held) = WARNINGS.pass() {
+                    tracing::warn!(held_back = held, error = %e.message, "the SQLite database failed a call");
+                }
+            }
             _ => self.reachability.reached(),
         }
         result
