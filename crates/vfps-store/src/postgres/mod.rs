@@ -1142,20 +1142,7 @@ mod tests {
         let db = cluster.create_database().unwrap();
         let store = migrated_store(&db).await;
         let now = vfps_core::now_micros();
-        let ns = Namespace {
-            name: NamespaceName::parse("n").unwrap(),
-            uid: NamespaceUid(7),
-            description: String::new(),
-            settings: NamespaceSettings::parse(
-                GenerationMethod::from_wire(5).unwrap(),
-                32,
-                None,
-                None,
-            )
-            .unwrap(),
-            created_at: now,
-            last_updated_at: now,
-        };
+        let ns = namespace_n(now);
         cluster
             .psql(
                 "postgres",
@@ -1177,18 +1164,9 @@ mod tests {
         );
     }
 
-    fn migrated_store_without_migrating(db: &vfps_testkit::TestDatabase) -> PgStore {
-        let options = npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        PgStore::new(&options).unwrap()
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_upsert_answering_an_existing_row_waits_for_the_synchronous_standby() {
-        let (primary, standby, db, store) = migrated_on_replicated_pair().await;
-        let now = vfps_core::now_micros();
-        let ns = Namespace {
+    /// Namespace `n` (uid 7, HEX of 32), created at `now`.
+    fn namespace_n(now: std::time::SystemTime) -> Namespace {
+        Namespace {
             name: NamespaceName::parse("n").unwrap(),
             uid: NamespaceUid(7),
             description: String::new(),
@@ -1201,7 +1179,21 @@ mod tests {
             .unwrap(),
             created_at: now,
             last_updated_at: now,
-        };
+        }
+    }
+
+    fn migrated_store_without_migrating(db: &vfps_testkit::TestDatabase) -> PgStore {
+        let options = npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        PgStore::new(&options).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upsert_answering_an_existing_row_waits_for_the_synchronous_standby() {
+        let (primary, standby, db, store) = migrated_on_replicated_pair().await;
+        let now = vfps_core::now_micros();
+        let ns = namespace_n(now);
         store.create_namespace(&ns).await.unwrap();
         primary
             .psql(
