@@ -5,7 +5,10 @@
 //! await its answer. A caller that finds nothing executing and nothing queued
 //! runs its request at once on its own task, as a batch of one: on an idle
 //! machine the hop to a worker and back (two task wake-ups) costs as much as a
-//! lookup. Otherwise a fixed set of workers each take whatever is queued (up to
+//! lookup. If that caller goes away mid-statement (its deadline), the statement
+//! finishes on a task of its own: cut off, its PostgreSQL connection would be
+//! discarded, and callers with tiny deadlines would make the pool reconnect as
+//! fast as they leave. Otherwise a fixed set of workers each take whatever is queued (up to
 //! `max_batch`), drop the requests whose callers have gone, deduplicate the rest
 //! by key (`(namespace, original)`, `(namespace, pseudonym)`), sort them (so
 //! concurrent batches lock rows in the same order and cannot deadlock each other)
@@ -166,6 +169,45 @@ impl<R: Request> Drop for Running<'_, R> {
     }
 }
 
+/// [`Running`] for the batch of one a caller runs, owned by its future.
+struct RunningAlone<R: Request>(Arc<Shared<R>>);
+
+impl<R: Request> Drop for RunningAlone<R> {
+    fn drop(&mut self) {
+        drop(Running(&*self.0));
+    }
+}
+
+/// The batch of one a caller runs on its own task: polled there while the
+/// caller waits; if the caller goes away first (its deadline, a hang-up), the
+/// rest runs on a task of its own instead of being cut off mid-statement.
+struct FinishOnDrop(Option<futures::future::BoxFuture<'static, ()>>);
+
+impl std::future::Future for FinishOnDrop {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let Some(f) = self.0.as_mut() else {
+            return std::task::Poll::Ready(());
+        };
+        let done = f.as_mut().poll(cx);
+        if done.is_ready() {
+            self.0 = None;
+        }
+        done
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        if let (Some(rest), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(rest);
+        }
+    }
+}
+
 impl<R: Request> Shared<R> {
     /// Counts a batch of `size` as executing until the guard is dropped.
     fn start(&self, size: usize) -> Running<'_, R> {
@@ -174,13 +216,17 @@ impl<R: Request> Shared<R> {
         Running(self)
     }
 
-    /// Claims the only slot if nothing executes: the caller runs its request.
-    fn start_if_idle(&self) -> Option<Running<'_, R>> {
-        self.in_flight
+    /// Claims the only slot if nothing executes: the caller runs its request
+    /// (and releases the slot with a [`RunningAlone`]).
+    fn start_if_idle(&self) -> bool {
+        let claimed = self
+            .in_flight
             .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
-            .ok()?;
-        self.last_size.store(1, Ordering::Relaxed);
-        Some(Running(self))
+            .is_ok();
+        if claimed {
+            self.last_size.store(1, Ordering::Relaxed);
+        }
+        claimed
     }
 
     /// Takes the next batch: at least one item; while another batch is executing,
@@ -307,8 +353,8 @@ impl<R: Request> Coalescer<R> {
 
     /// Runs one request as part of whatever batch it lands in, or at once on
     /// this task when nothing else executes or waits. Dropping the future
-    /// before the answer takes the request out of any batch not yet started
-    /// (or stops its own statement, whose connection is then discarded).
+    /// before the answer takes the request out of any batch not yet started;
+    /// a statement of its own already running finishes on another task.
     pub async fn call(&self, request: R) -> Result<R::Answer, Error> {
         let (tx, rx) = oneshot::channel();
         let caller = parent();
@@ -323,14 +369,17 @@ impl<R: Request> Coalescer<R> {
             wait,
         };
         let queued = self.queue.max_capacity() - self.queue.capacity();
-        if queued == 0 {
-            if let Some(running) = self.shared.start_if_idle() {
-                run_batch(self.store.as_ref(), vec![item], self.observer.as_ref()).await;
+        if queued == 0 && self.shared.start_if_idle() {
+            let running = RunningAlone(self.shared.clone());
+            let (store, observer) = (self.store.clone(), self.observer.clone());
+            FinishOnDrop(Some(Box::pin(async move {
+                run_batch(store.as_ref(), vec![item], observer.as_ref()).await;
                 drop(running);
-                return rx
-                    .await
-                    .map_err(|_| Error::internal("a batch of one ended without answering"))?;
-            }
+            })))
+            .await;
+            return rx
+                .await
+                .map_err(|_| Error::internal("a batch of one ended without answering"))?;
         }
         self.observer.enqueued();
         self.queue.try_send(item).map_err(|e| {
@@ -497,6 +546,8 @@ mod tests {
         tasks: StdMutex<Vec<Option<tokio::task::Id>>>,
         gate: tokio::sync::Semaphore,
         transient: bool,
+        /// Batches whose statement ran to its end.
+        finished: AtomicUsize,
     }
 
     impl Recording {
@@ -506,6 +557,7 @@ mod tests {
                 tasks: StdMutex::default(),
                 gate: tokio::sync::Semaphore::new(0),
                 transient,
+                finished: AtomicUsize::new(0),
             })
         }
     }
@@ -520,6 +572,7 @@ mod tests {
             self.batches.lock().unwrap().push(originals.clone());
             self.tasks.lock().unwrap().push(tokio::task::try_id());
             let _permit = self.gate.acquire().await.unwrap();
+            self.finished.fetch_add(1, Ordering::SeqCst);
             if originals.iter().any(|o| o.starts_with("poison")) {
                 return Err(if self.transient {
                     Error::unavailable("connection lost")
@@ -675,14 +728,30 @@ mod tests {
         assert_eq!(store.batches.lock().unwrap().len(), 10);
     }
 
+    /// A caller gone at its deadline while its batch of one runs on its task
+    /// does not cut the statement off (on PostgreSQL its connection would be
+    /// discarded, and a flood of callers with tiny deadlines would reopen
+    /// connections as fast as they leave): the statement finishes on a task
+    /// of its own, and then the slot is free again.
     #[tokio::test]
-    async fn a_call_dropped_while_running_on_its_own_task_frees_its_slot() {
+    async fn a_call_dropped_while_running_on_its_own_task_finishes_its_statement() {
         let store = Recording::new(false);
         let c = spawn(store.clone(), 16);
         // Runs on this task, held at the gate, and is dropped there.
         let gone = tokio::time::timeout(Duration::from_millis(50), c.call(candidate("gone"))).await;
         assert!(gone.is_err(), "the caller timed out");
         store.gate.add_permits(100);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while store.finished.load(Ordering::SeqCst) < 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the dropped caller's statement was cut off"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        while c.shared.in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         // Idle again: the next call runs on its own task too.
         let next = call_in_task(&c, "next");
         let next_task = next.id();
