@@ -1182,6 +1182,84 @@ mod tests {
         }
     }
 
+    /// Callers that leave at tiny deadlines while their batch of one runs
+    /// leave the statement to finish: the pool keeps its connections instead
+    /// of opening one per departed caller (sessions counted by PostgreSQL).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_leaving_mid_statement_do_not_make_the_pool_reconnect() {
+        use crate::coalesce::{Coalescer, Limits};
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let store = Arc::new(migrated_store(&db).await);
+        let now = vfps_core::now_micros();
+        store.create_namespace(&namespace_n(now)).await.unwrap();
+        let limits = Limits {
+            workers: 2,
+            max_batch: 64,
+            max_queue: 1024,
+        };
+        let coalescer: Coalescer<Candidate> =
+            Coalescer::spawn(store.clone(), limits, Arc::new(|_| {}));
+        let sessions = || {
+            cluster
+                .psql(
+                    "postgres",
+                    &format!(
+                        "SELECT sessions FROM pg_stat_database WHERE datname = '{}'",
+                        db.name
+                    ),
+                )
+                .unwrap()
+                .trim()
+                .parse::<i64>()
+                .unwrap()
+        };
+        let before = sessions();
+        // Every upsert waits behind another session's lock meanwhile, so each
+        // caller leaves mid-statement.
+        let locker = {
+            let name = db.name.clone();
+            std::thread::spawn(move || {
+                vfps_testkit::shared()
+                    .psql(
+                        &name,
+                        "BEGIN; LOCK TABLE pseudonyms IN SHARE MODE; SELECT pg_sleep(2); COMMIT;",
+                    )
+                    .unwrap();
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut cut = 0;
+        for i in 0..150 {
+            let candidate = Candidate {
+                namespace: NamespaceName::parse("n").unwrap(),
+                namespace_uid: NamespaceUid(7),
+                original: vfps_core::OriginalValue::parse(&format!("o{i}")).unwrap(),
+                pseudonym: format!("p{i}"),
+                created_at: now,
+            };
+            let call = coalescer.call(candidate);
+            if tokio::time::timeout(Duration::from_millis(5), call)
+                .await
+                .is_err()
+            {
+                cut += 1;
+            }
+        }
+        tokio::task::spawn_blocking(move || locker.join().unwrap())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The statistics collector reports with a delay.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let opened = sessions() - before;
+        assert!(cut > 100, "most callers left mid-statement: {cut}");
+        assert!(
+            opened <= 10,
+            "{opened} sessions opened for {cut} departed callers"
+        );
+    }
+
     fn migrated_store_without_migrating(db: &vfps_testkit::TestDatabase) -> PgStore {
         let options = npgsql::parse(&db.connection_string, None, None)
             .unwrap()
