@@ -58,21 +58,27 @@ pub struct SqliteStore {
 /// Once that is seen, writes are refused and the store is not ready, until a
 /// restart opens the files again.
 struct FileGuard {
-    path: PathBuf,
-    wal: PathBuf,
-    opened: [Option<(u64, u64)>; 2],
+    /// The database file, its write-ahead log, and the [`ServingLock`]'s file
+    /// (removed, a second server could take the file).
+    paths: [PathBuf; 3],
+    opened: [Option<(u64, u64)>; 3],
     broken: std::sync::OnceLock<String>,
 }
 
 impl FileGuard {
     fn new(path: &Path) -> Self {
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let wal = PathBuf::from(wal);
+        let paths = [
+            path.to_owned(),
+            suffixed(path, "-wal"),
+            suffixed(path, ".lock"),
+        ];
         Self {
-            opened: [identity(path), identity(&wal)],
-            path: path.to_owned(),
-            wal,
+            opened: [
+                identity(&paths[0]),
+                identity(&paths[1]),
+                identity(&paths[2]),
+            ],
+            paths,
             broken: std::sync::OnceLock::new(),
         }
     }
@@ -83,8 +89,9 @@ impl FileGuard {
         if let Some(why) = self.broken.get() {
             return Some(why);
         }
-        let moved = [&self.path, &self.wal]
-            .into_iter()
+        let moved = self
+            .paths
+            .iter()
             .zip(self.opened)
             .find(|(p, opened)| opened.is_some() && identity(p) != *opened)?;
         let why = format!(
@@ -99,6 +106,13 @@ impl FileGuard {
         });
         Some(why)
     }
+}
+
+/// `path` with `suffix` appended to its file name.
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// The device and inode of the file at `path`, `None` if there is none.
@@ -146,9 +160,7 @@ impl ServingLock {
     /// other's deletes never reach.
     pub fn acquire(path: &Path) -> Result<Self, Error> {
         use std::io::{Read, Seek, Write};
-        let mut name = path.as_os_str().to_owned();
-        name.push(".lock");
-        let lock_path = PathBuf::from(name);
+        let lock_path = suffixed(path, ".lock");
         if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 Error::unavailable(format!("cannot create directory {}: {e}", dir.display()))
@@ -820,6 +832,24 @@ mod tests {
         assert!(store
             .schema_problem()
             .is_some_and(|p| p.contains("restarted")));
+    }
+
+    /// The serving lock's file removed (a second server could then take the
+    /// database file) is noticed the same way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removed_serving_lock_stops_writes() {
+        let dir = vfps_testkit::scratch_dir("lock-removed");
+        let path = dir.join("vfps.sqlite");
+        let _lock = ServingLock::acquire(&path).unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        store.create_namespace(&namespace("a")).await.unwrap();
+        std::fs::remove_file(dir.join("vfps.sqlite.lock")).unwrap();
+        let e = store.create_namespace(&namespace("b")).await.unwrap_err();
+        assert!(
+            e.message
+                .contains("vfps.sqlite.lock was removed or replaced"),
+            "{e:?}"
+        );
     }
 
     /// The database file replaced by another (a restore over a running
