@@ -39,6 +39,11 @@ pub struct Reachability {
     /// `state` is `Reachable`: every statement reports a success, and in steady
     /// state that costs one atomic load instead of a lock shared by all calls.
     reachable: AtomicBool,
+    /// Since when, and why, the database has refused writes (a standby, a
+    /// read-only database), as the PostgreSQL monitor found: reads that
+    /// succeed meanwhile do not make it usable, only the monitor finding it
+    /// writable again does.
+    refusing_writes: Mutex<Option<(Instant, String)>>,
 }
 
 impl Default for Reachability {
@@ -46,6 +51,7 @@ impl Default for Reachability {
         Self {
             state: Mutex::new(State::NotYetReached),
             reachable: AtomicBool::new(false),
+            refusing_writes: Mutex::new(None),
         }
     }
 }
@@ -81,7 +87,30 @@ impl Reachability {
         }
     }
 
+    /// The database accepts no writes (kept until [`Reachability::writable`]).
+    pub fn refuses_writes(&self, why: &str) {
+        if let Ok(mut r) = self.refusing_writes.lock() {
+            match &mut *r {
+                Some((_, last)) => *last = why.to_owned(),
+                None => *r = Some((Instant::now(), why.to_owned())),
+            }
+        }
+    }
+
+    /// The database accepts writes.
+    pub fn writable(&self) {
+        if let Ok(mut r) = self.refusing_writes.lock() {
+            *r = None;
+        }
+    }
+
     pub fn snapshot(&self) -> DatabaseHealth {
+        if let Ok(Some((since, why))) = self.refusing_writes.lock().as_deref() {
+            return DatabaseHealth::Unreachable {
+                for_: since.elapsed(),
+                why: why.clone(),
+            };
+        }
         match self.state.lock().as_deref() {
             Ok(State::Reachable) => DatabaseHealth::Reachable,
             Ok(State::Unreachable { since, why }) => DatabaseHealth::Unreachable {
@@ -112,6 +141,24 @@ mod tests {
         assert!(for_ >= Duration::from_millis(20), "{for_:?}");
         assert_eq!(why, "timed out");
         r.reached();
+        assert_eq!(r.snapshot(), DatabaseHealth::Reachable);
+    }
+
+    /// A server that refuses writes stays unusable while reads succeed, until
+    /// it is found writable.
+    #[test]
+    fn refused_writes_outlast_successful_reads() {
+        let r = Reachability::default();
+        r.reached();
+        r.refuses_writes("a standby");
+        std::thread::sleep(Duration::from_millis(20));
+        r.reached();
+        let DatabaseHealth::Unreachable { for_, why } = r.snapshot() else {
+            panic!("a read made it usable");
+        };
+        assert!(for_ >= Duration::from_millis(20), "{for_:?}");
+        assert_eq!(why, "a standby");
+        r.writable();
         assert_eq!(r.snapshot(), DatabaseHealth::Reachable);
     }
 }

@@ -1162,6 +1162,22 @@ mod tests {
                 && e.message.contains("Target Session Attributes"),
             "{e:?}"
         );
+        // Readiness sees it too, and reads that succeed meanwhile do not hide it.
+        store2.spawn_monitor().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            store2.get_namespace(&ns.name).await.unwrap();
+            if let DatabaseHealth::Unreachable { why, .. } = store2.database_health() {
+                assert!(why.contains("accepts no writes"), "{why}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a read-only server was reported usable: {:?}",
+                store2.database_health()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Namespace `n` (uid 7, HEX of 32), created at `now`.

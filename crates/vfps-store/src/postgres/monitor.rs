@@ -1,6 +1,7 @@
 //! One connection per process, outside the pool, that watches the database:
 //!
-//! - a round trip every [`PROBE_INTERVAL`] (`SELECT pg_is_in_recovery()`) tells
+//! - a round trip every [`PROBE_INTERVAL`] (`SELECT pg_is_in_recovery()`, or the
+//!   session read-only) tells
 //!   [`Reachability`] whether a writable primary answers from here, without
 //!   borrowing from the pool that serves requests;
 //! - it `LISTEN`s for namespace deletions and renews the cache lease of
@@ -142,7 +143,9 @@ impl Monitor {
         // would parse, describe and close a statement every time: three).
         let probe = match tokio::time::timeout(
             PROBE_TIMEOUT,
-            conn.client.prepare("SELECT pg_is_in_recovery()"),
+            conn.client.prepare(
+                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
+            ),
         )
         .await
         {
@@ -171,9 +174,15 @@ impl Monitor {
                 Ok(Ok(row)) => match row.try_get::<_, bool>(0) {
                     Ok(false) => {
                         self.reachability.reached();
+                        self.reachability.writable();
                         self.coherence.renew(started);
                     }
-                    Ok(true) => return Err("the connected database is a read-only standby".into()),
+                    Ok(true) => {
+                        let why = "the connected database accepts no writes (a standby, or \
+                                   read-only): check Host and Target Session Attributes";
+                        self.reachability.refuses_writes(why);
+                        return Err(why.into());
+                    }
                     Err(e) => return Err(super::classify(&e).message),
                 },
                 Ok(Err(e)) => return Err(super::classify(&e).message),
