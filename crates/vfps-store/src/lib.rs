@@ -216,3 +216,27 @@ pub(crate) fn page_from_rows(
         total_size,
     }
 }
+
+/// A HEX namespace for the store's unit tests, created at `now`.
+#[cfg(test)]
+pub(crate) fn test_namespace(
+    name: &str,
+    uid: i64,
+    length: u32,
+    now: std::time::SystemTime,
+) -> vfps_core::Namespace {
+    vfps_core::Namespace {
+        name: vfps_core::NamespaceName::parse(name).unwrap(),
+        uid: vfps_core::NamespaceUid(uid),
+        description: String::new(),
+        settings: vfps_core::NamespaceSettings::parse(
+            vfps_core::GenerationMethod::from_wire(5).unwrap(),
+            length,
+            None,
+            None,
+        )
+        .unwrap(),
+        created_at: now,
+        last_updated_at: now,
+    }
+}

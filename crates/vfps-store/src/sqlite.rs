@@ -795,21 +795,7 @@ mod tests {
     use super::*;
 
     fn namespace(name: &str) -> Namespace {
-        let now = vfps_core::now_micros();
-        Namespace {
-            name: NamespaceName::parse(name).unwrap(),
-            uid: NamespaceUid(1),
-            description: String::new(),
-            settings: NamespaceSettings::parse(
-                GenerationMethod::from_wire(5).unwrap(),
-                16,
-                None,
-                None,
-            )
-            .unwrap(),
-            created_at: now,
-            last_updated_at: now,
-        }
+        crate::test_namespace(name, 1, 16, vfps_core::now_micros())
     }
 
     /// A write-ahead log deleted under the server (its commits would go to a
