@@ -619,18 +619,35 @@ impl Store for SqliteStore {
                         .collect::<Result<_, _>>()?
                 }
                 Some(cur) => {
+                    // The token's row: at the token's time, or the token was
+                    // altered; gone, the page goes on from the time alone.
+                    let last: Option<String> = match c
+                        .prepare_cached(
+                            "SELECT original_value, created_at = ?3 FROM pseudonyms
+                             WHERE namespace = ?1 AND pseudonym_value = ?2",
+                        )
+                        .map_err(sql_err)?
+                        .query_row(
+                            params![ns, cur.pseudonym_value, cur.created_at_micros],
+                            |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)),
+                        )
+                        .optional()
+                        .map_err(sql_err)?
+                    {
+                        None => None,
+                        Some((original, true)) => Some(original),
+                        Some((_, false)) => return Err(crate::altered_page_token()),
+                    };
                     let mut st = c
                         .prepare_cached(&format!(
                             "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1
-                             AND (created_at, original_value) < (?2, (
-                                 SELECT original_value FROM pseudonyms
-                                 WHERE namespace = ?1 AND pseudonym_value = ?3))
+                             AND (created_at, original_value) < (?2, ?3)
                              ORDER BY created_at DESC, original_value DESC LIMIT ?4"
                         ))
                         .map_err(sql_err)?;
                     let rows = st
                         .query_map(
-                            params![ns, cur.created_at_micros, cur.pseudonym_value, limit],
+                            params![ns, cur.created_at_micros, last, limit],
                             pseudonym_from_row,
                         )
                         .map_err(sql_err)?;

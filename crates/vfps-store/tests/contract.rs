@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use vfps_core::{
     now_micros, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, NamespaceUid,
-    OriginalValue, PseudonymValue,
+    OriginalValue, PageCursor, PseudonymValue,
 };
 use vfps_store::{
     coalesce::{Coalescer, Limits},
@@ -225,6 +225,66 @@ async fn list_pages_newest_first_without_gaps(store: Arc<dyn Store>) {
     assert_eq!(expected.len(), 23, "no item may appear twice");
 }
 
+/// A page token names the last item of the page before it: its time and its
+/// pseudonym. One whose time is not its pseudonym's own is refused (forged:
+/// the time of another caller's row with a pseudonym of one's own would
+/// compare that row's original with one's own, an oracle for originals to
+/// callers who may List but not reverse-look-up). One whose pseudonym is not
+/// in the namespace (lost, deleted) goes on from its time alone.
+async fn a_page_token_must_name_its_own_row_in_the_namespace(store: Arc<dyn Store>) {
+    for name in ["n", "m"] {
+        store.create_namespace(&namespace(name, 8)).await.unwrap();
+    }
+    let t = now_micros();
+    let rows = [
+        ("n", "victim", "p-victim", t),
+        ("n", "mine", "p-mine", t + Duration::from_micros(5)),
+        ("m", "other", "p-other", t + Duration::from_micros(9)),
+    ];
+    let batch: Vec<Candidate> = rows
+        .iter()
+        .map(|(ns, o, p, at)| Candidate {
+            created_at: *at,
+            ..candidate(ns, o, p)
+        })
+        .collect();
+    store.upsert_pseudonyms(&batch).await.unwrap();
+    let n = NamespaceName::parse("n").unwrap();
+    let micros = |at: std::time::SystemTime| {
+        i64::try_from(
+            at.duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros(),
+        )
+        .unwrap()
+    };
+    let cursor = |at, p: &str| PageCursor {
+        created_at_micros: micros(at),
+        pseudonym_value: p.into(),
+    };
+    // Its own: the page after it.
+    let page = store
+        .list_pseudonyms(&n, 10, Some(&cursor(rows[1].3, "p-mine")), false)
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+    let e = store
+        .list_pseudonyms(&n, 10, Some(&cursor(rows[0].3, "p-mine")), false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, vfps_core::ErrorKind::InvalidArgument, "{e:?}");
+    assert!(e.message.contains("page token"), "{e:?}");
+    // Gone: from the time alone (rows strictly older).
+    for gone in ["p-gone", "p-other"] {
+        let page = store
+            .list_pseudonyms(&n, 10, Some(&cursor(rows[1].3, gone)), false)
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1, "{gone}");
+        assert_eq!(page.items[0].pseudonym_value, "p-victim");
+    }
+}
+
 async fn concurrent_creates_through_the_coalescer_agree(store: Arc<dyn Store>) {
     store.create_namespace(&namespace("n", 8)).await.unwrap();
     let coalescer = Coalescer::spawn(store.clone(), limits(store.as_ref(), 64), Arc::new(|_| {}));
@@ -424,6 +484,7 @@ contract!(
     a_colliding_pseudonym_is_a_conflict_and_a_missing_namespace_too,
     delete_cascades_to_pseudonyms,
     list_pages_newest_first_without_gaps,
+    a_page_token_must_name_its_own_row_in_the_namespace,
     concurrent_creates_through_the_coalescer_agree,
     batched_lookups_answer_each_caller_its_own_row,
     a_healthy_store_is_writable,

@@ -694,21 +694,30 @@ impl Store for PgStore {
             }
             Some(cursor) => {
                 let created = vfps_core::from_micros(cursor.created_at_micros);
+                // The token's row: at the token's time, or the token was
+                // altered; gone, the page goes on from the time alone.
+                let last: Option<String> = match steps
+                    .run(c.query_opt(
+                        "SELECT original_value, created_at = $3 FROM pseudonyms
+                         WHERE namespace = $1 AND pseudonym_value = $2",
+                        &[&namespace.as_str(), &cursor.pseudonym_value, &created],
+                    ))
+                    .await?
+                {
+                    None => None,
+                    Some(row) if row.try_get::<_, bool>(1).map_err(|e| classify(&e))? => {
+                        Some(row.try_get(0).map_err(|e| classify(&e))?)
+                    }
+                    Some(_) => return Err(crate::altered_page_token()),
+                };
                 steps
                     .run(c.query(
                         &format!(
                             "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1
-                             AND (created_at, original_value) < ($2, (
-                                 SELECT original_value FROM pseudonyms
-                                 WHERE namespace = $1 AND pseudonym_value = $3))
+                             AND (created_at, original_value) < ($2, $3)
                              ORDER BY created_at DESC, original_value DESC LIMIT $4"
                         ),
-                        &[
-                            &namespace.as_str(),
-                            &created,
-                            &cursor.pseudonym_value,
-                            &limit,
-                        ],
+                        &[&namespace.as_str(), &created, &last, &limit],
                     ))
                     .await?
             }
