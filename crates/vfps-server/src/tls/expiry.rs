@@ -74,8 +74,11 @@ pub fn not_after(der: &[u8]) -> Option<SystemTime> {
     }
     let after = tlv(validity)?.2;
     let (tag, time, _) = tlv(after)?;
-    let text = std::str::from_utf8(time).ok()?;
-    let digits = text.strip_suffix('Z')?;
+    let digits = std::str::from_utf8(time.strip_suffix(b"Z")?).ok()?;
+    // Digits only: no sign, no multi-byte character to slice inside.
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let (year, rest) = match (tag, digits.len()) {
         (0x17, 12) => {
             let yy: i64 = digits[..2].parse().ok()?;
@@ -198,6 +201,19 @@ mod tests {
         let t = not_after(&certificate("20000")).unwrap();
         assert!(t.duration_since(now).unwrap().as_secs() > 50 * 365 * 86_400);
         assert_eq!(not_after(b"\x30\x03\x02\x01\x00"), None);
+        // A time field that is not all digits (a sign, a multi-byte character).
+        for bad in ["1\u{e9}901010000Z", "2601-1000000Z"] {
+            let mut der = vec![0x30, 0, 0x30, 0, 0x02, 1, 1, 0x30, 0, 0x30, 0, 0x30, 0];
+            let time: Vec<u8> = [vec![0x17, bad.len() as u8], bad.as_bytes().to_vec()].concat();
+            der.extend([vec![0x17, 13], b"260101000000Z".to_vec()].concat());
+            der.extend(&time);
+            // validity SEQUENCE length, then tbs and certificate lengths.
+            let validity_len = 15 + time.len();
+            der[12] = validity_len as u8;
+            der[3] = (der.len() - 4) as u8;
+            der[1] = (der.len() - 2) as u8;
+            assert_eq!(not_after(&der), None, "{bad}");
+        }
         assert_eq!(Standing::of(None, now), Standing::Unknown);
     }
 }
