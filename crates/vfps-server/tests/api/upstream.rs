@@ -178,7 +178,8 @@ async fn an_upstream_database_with_an_ambiguous_pseudonym_is_not_adopted_and_lef
     let db = upstream_database(
         "INSERT INTO pseudonyms VALUES ('x2', 'hashes', \
          '2D711642B726B04401627CA9FBAC32F5C8530FB1903CC4DB02258717921A4881-h', now(), now()); \
-         INSERT INTO namespaces VALUES ('', NULL, 3, 36, NULL, NULL, now(), now())",
+         INSERT INTO namespaces VALUES ('', NULL, 3, 36, NULL, NULL, now(), now()); \
+         INSERT INTO namespaces VALUES ('long', NULL, 5, 5000, NULL, NULL, now(), now());",
     );
     let migrated = migrate(&db);
     let stderr = String::from_utf8_lossy(&migrated.stderr);
@@ -215,6 +216,10 @@ async fn an_upstream_database_with_an_ambiguous_pseudonym_is_not_adopted_and_lef
     let stderr = String::from_utf8_lossy(&migrated.stderr);
     assert!(!migrated.status.success(), "{stderr}");
     assert!(stderr.contains("namespace \"\":"), "{stderr}");
+    assert!(
+        stderr.contains("namespace \"long\": pseudonym length must be at most"),
+        "{stderr}"
+    );
     let applied = vfps_testkit::shared()
         .psql(&db.name, "SELECT count(*) FROM vfps_schema_migrations")
         .unwrap();

@@ -65,18 +65,27 @@ pub(super) async fn adopt(c: &Client, steps: &Steps) -> Result<(), Error> {
              (a reverse lookup of them is ambiguous)"
         ));
     }
+    // Namespaces this service would refuse, told before anything changes (a
+    // length past ours would also fail the unique index's build).
     for row in steps
         .run(c.query(
-            "SELECT name, pseudonym_length FROM namespaces \
-             WHERE pseudonym_length NOT BETWEEN 0 AND 2147483647 ORDER BY name",
+            "SELECT name, pseudonym_generation_method, pseudonym_length, pseudonym_prefix, \
+             pseudonym_suffix FROM namespaces ORDER BY name",
             &[],
         ))
         .await?
     {
-        let (name, length): (String, i64) = (row.get(0), row.get(1));
-        problems.push(format!(
-            "namespace {name:?}: pseudonym length {length} is out of range"
-        ));
+        let name: String = row.get(0);
+        let settings = vfps_core::NamespaceName::parse(&name).and_then(|_| {
+            let method = vfps_core::GenerationMethod::from_wire(row.get(1))
+                .ok_or_else(|| Error::invalid_argument("unknown pseudonym generation method"))?;
+            let length = u32::try_from(row.get::<_, i64>(2))
+                .map_err(|_| Error::invalid_argument("pseudonym length out of range"))?;
+            vfps_core::NamespaceSettings::parse(method, length, row.get(3), row.get(4))
+        });
+        if let Err(e) = settings {
+            problems.push(format!("namespace {name:?}: {}", e.message));
+        }
     }
     if problems.is_empty() {
         steps
