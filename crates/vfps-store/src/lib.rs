@@ -217,16 +217,6 @@ pub(crate) fn page_from_rows(
     }
 }
 
-/// A page token whose time is not its pseudonym's own: altered. (Comparing
-/// the rows' originals with a forged token's would let a caller who may List
-/// but not reverse-look-up learn originals by bisection.) A token whose
-/// pseudonym is gone (its row lost or deleted) goes on from its time alone.
-pub(crate) fn altered_page_token() -> Error {
-    Error::invalid_argument(
-        "the page token does not match the item it names (altered): list again without it",
-    )
-}
-
 /// A HEX namespace for the store's unit tests, created at `now`.
 #[cfg(test)]
 pub(crate) fn test_namespace(
