@@ -365,6 +365,12 @@ impl Settings {
                 Err(e) => errors.push(format!("{}: {e}", path.display())),
             }
         }
+        // Upstream's own appsettings.json says BackingStore=PostgreSQL with an
+        // empty connection string: from a file it is not a demand (the SQLite
+        // default stays usable with that file); from the environment it is.
+        if var("Pseudonymization__BackingStore").is_none() {
+            layered.retain(|(k, _)| !k.eq_ignore_ascii_case("Pseudonymization__BackingStore"));
+        }
         layered.extend(vars);
         let env = Env::new(layered);
         // Every section is parsed even after one failed, so all problems are
@@ -1224,7 +1230,8 @@ mod tests {
         .unwrap();
         std::fs::write(
             dir.join("appsettings.Production.json"),
-            r#"{"MetricsPort": 9002}"#,
+            r#"{"MetricsPort": 9002, "Pseudonymization": {"BackingStore": "PostgreSQL"},
+                "ConnectionStrings": {"PostgreSQL": ""}}"#,
         )
         .unwrap();
         std::fs::write(
@@ -1239,8 +1246,13 @@ mod tests {
                 &Flags::default(),
             )
         };
+        // Upstream's stock BackingStore=PostgreSQL with an empty connection
+        // string, from a file: the SQLite default still serves.
         let s = load(&[]).unwrap().0;
         assert_eq!((s.listen.http_port, s.listen.metrics_port), (9000, 9002));
+        assert!(matches!(s.store, StoreConfig::Sqlite(_)));
+        let e = load(&[("Pseudonymization__BackingStore", "PostgreSQL")]).unwrap_err();
+        assert!(e.0[0].contains("BackingStore=PostgreSQL but"), "{e:?}");
         let s = load(&[("ASPNETCORE_ENVIRONMENT", "Staging")]).unwrap().0;
         assert_eq!(s.listen.metrics_port, 9003, "the environment's file");
         let s = load(&[("MetricsPort", "9004")]).unwrap().0;
