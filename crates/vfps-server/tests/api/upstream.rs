@@ -225,3 +225,50 @@ async fn an_upstream_database_with_an_ambiguous_pseudonym_is_not_adopted_and_lef
         .unwrap();
     assert_eq!(applied.trim(), "0", "nothing recorded");
 }
+
+/// An adoption dropped mid-transaction (its caller gone while it waits for
+/// upstream's tables, locked by a replica still running) changes nothing: the
+/// session it held is discarded, rolling back, and the next run adopts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adoption_dropped_mid_transaction_changes_nothing() {
+    let db = upstream_database("");
+    let options = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = vfps_store::postgres::PgStore::new(&options).unwrap();
+    let locker = {
+        let name = db.name.clone();
+        std::thread::spawn(move || {
+            vfps_testkit::shared()
+                .psql(
+                    &name,
+                    "BEGIN; LOCK TABLE pseudonyms IN SHARE MODE; SELECT pg_sleep(2); COMMIT;",
+                )
+                .unwrap();
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let dropped =
+        tokio::time::timeout(std::time::Duration::from_millis(700), store.migrate()).await;
+    assert!(
+        dropped.is_err(),
+        "the adoption waited for the lock: {dropped:?}"
+    );
+    tokio::task::spawn_blocking(move || locker.join().unwrap())
+        .await
+        .unwrap();
+    let state = || {
+        vfps_testkit::shared()
+            .psql(
+                &db.name,
+                "SELECT (SELECT count(*) FROM information_schema.columns \
+                 WHERE table_name = 'pseudonyms' AND column_name = 'namespace_name') || ' ' || \
+                 (SELECT count(*) FROM vfps_schema_migrations)",
+            )
+            .unwrap()
+    };
+    assert_eq!(state().trim(), "1 0", "nothing converted, nothing recorded");
+    let report = store.migrate().await.unwrap();
+    assert!(report.adopted_upstream, "{report:?}");
+    assert_eq!(state().trim(), "0 3");
+}
