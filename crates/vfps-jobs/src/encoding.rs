@@ -136,7 +136,7 @@ impl Encoding {
                 .map(str::to_owned)
                 .map_err(|_| EncodingError::Undecodable(self)),
             Self::Utf16Le | Self::Utf16Be => {
-                if bytes.len() % 2 != 0 {
+                if !bytes.len().is_multiple_of(2) {
                     return Err(EncodingError::Undecodable(self));
                 }
                 let units = (0..bytes.len()).step_by(2).map(|i| self.unit(bytes, i));
@@ -163,7 +163,7 @@ impl Encoding {
                 .map(|_| ())
                 .map_err(|_| EncodingError::Undecodable(self)),
             Self::Utf16Le | Self::Utf16Be => {
-                if bytes.len() % 2 != 0 {
+                if !bytes.len().is_multiple_of(2) {
                     return Err(EncodingError::Undecodable(self));
                 }
                 let units = (0..bytes.len()).step_by(2).map(|i| self.unit(bytes, i));

@@ -14,3 +14,4 @@ pub mod csv;
 pub mod encoding;
 pub mod spec;
 pub mod storage;
+pub mod transform;
