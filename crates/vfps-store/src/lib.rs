@@ -9,6 +9,7 @@
 //!   multi-row lookups.
 //! - [`health`]: whether this process reaches its database, from its own attempts.
 //! - [`coherence`]: when cached namespaces and pseudonyms may be served.
+//! - [`jobs`]: CSV jobs as rows, claimed under a fenced lease.
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
 //! `Unavailable` (the caller retries within its deadline), a value the database
@@ -30,6 +31,7 @@ use vfps_core::{
 pub mod coalesce;
 pub mod coherence;
 pub mod health;
+pub mod jobs;
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
@@ -98,7 +100,7 @@ pub trait Upsert: Send + Sync + 'static {
 
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
-pub trait Store: Upsert {
+pub trait Store: Upsert + jobs::JobStore {
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;

@@ -36,6 +36,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "access_tokens",
         sql: include_str!("../migrations/postgres/0003_access_tokens.sql"),
     },
+    Migration {
+        version: 4,
+        name: "csv_jobs",
+        sql: include_str!("../migrations/postgres/0004_csv_jobs.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -53,6 +58,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "access_tokens",
         sql: include_str!("../migrations/sqlite/0003_access_tokens.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "csv_jobs",
+        sql: include_str!("../migrations/sqlite/0004_csv_jobs.sql"),
     },
 ];
 

@@ -33,6 +33,8 @@ use crate::{
     Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
 };
 
+mod jobs;
+
 const READERS: usize = 4;
 
 pub struct SqliteStore {

@@ -477,6 +477,9 @@ macro_rules! contract {
     };
 }
 
+#[path = "contract/jobs.rs"]
+mod jobs;
+
 contract!(
     namespaces_round_trip,
     upsert_returns_the_existing_pseudonym,
@@ -541,7 +544,7 @@ async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     );
     let third = store.migrate().await.unwrap();
     assert!(third.applied.is_empty());
-    assert_eq!(third.already_applied, vec![1, 2, 3]);
+    assert_eq!(third.already_applied, vec![1, 2, 3, 4]);
 }
 
 #[tokio::test]

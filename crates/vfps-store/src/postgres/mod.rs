@@ -42,6 +42,7 @@ use crate::{
 };
 
 mod adopt;
+mod jobs;
 mod monitor;
 pub mod npgsql;
 mod pool;
