@@ -136,6 +136,10 @@ impl Scanner {
             return Ok(if eof { Scanned::End } else { Scanned::NeedMore });
         }
         match self.find(&buf[..len], eof) {
+            Some(found) if found.end > self.max_record_bytes => Err(ScanError::TooLong {
+                line: self.line,
+                limit: self.max_record_bytes,
+            }),
             Some(found) => {
                 let bytes = buf.split_to(found.end).freeze();
                 let record = Record {

@@ -225,7 +225,7 @@ impl Spec {
 }
 
 /// A new column: the value of `source`, transformed in namespace `slot`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Appended {
     pub source: usize,
     pub slot: usize,
@@ -234,7 +234,7 @@ pub struct Appended {
 
 /// The mappings resolved to field indexes; namespaces by their slot in
 /// [`Spec::namespaces`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     /// `(field, slot)`, by field.
     pub in_place: Vec<(usize, usize)>,

@@ -1,0 +1,251 @@
+//! Answers for a batch's cells from the store, in one round trip where it can:
+//! one multi-row upsert (pseudonymizing) or one multi-row lookup
+//! (de-pseudonymizing) for every namespace of the job at once.
+//!
+//! Jobs share a bounded number of database slots (a semaphore over the whole
+//! process), so however many jobs run, the API's Creates keep the rest of the
+//! pool and the coalescer's workers.
+
+use std::{collections::HashMap, sync::Arc};
+
+use tokio::sync::Semaphore;
+use vfps_core::{
+    generate::generate, now_micros, Error, ErrorKind, Namespace, OriginalValue, PseudonymValue,
+};
+use vfps_store::{Candidate, Lookup, Store, Upserted};
+
+use crate::spec::Direction;
+
+/// How often a freshly generated pseudonym may collide before giving up (as
+/// the API's Create).
+const MAX_COLLISIONS: u32 = 16;
+
+/// Why a batch could not be answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// The database could not answer now: try again.
+    Transient(Error),
+    /// Request `index`'s value cannot be pseudonymized (too long, a NUL).
+    Value { index: usize, reason: String },
+    /// The job cannot go on.
+    Fatal(String),
+}
+
+impl From<Error> for ResolveError {
+    fn from(e: Error) -> Self {
+        if e.is_transient() {
+            Self::Transient(e)
+        } else {
+            Self::Fatal(e.message)
+        }
+    }
+}
+
+/// A job's namespaces and its share of the database.
+pub struct Resolver {
+    store: Arc<dyn Store>,
+    /// By slot, as the job found them when it started: a namespace deleted or
+    /// created anew since fails the job (its earlier rows were answered by the
+    /// one that is gone).
+    namespaces: Vec<Arc<Namespace>>,
+    direction: Direction,
+    slots: Arc<Semaphore>,
+}
+
+impl Resolver {
+    pub fn new(
+        store: Arc<dyn Store>,
+        namespaces: Vec<Arc<Namespace>>,
+        direction: Direction,
+        slots: Arc<Semaphore>,
+    ) -> Self {
+        Self {
+            store,
+            namespaces,
+            direction,
+            slots,
+        }
+    }
+
+    /// The answer to each request `(slot, value)`, in order; `None` where a
+    /// pseudonym is unknown.
+    pub async fn answer(
+        &self,
+        requests: &[(usize, String)],
+    ) -> Result<Vec<Option<String>>, ResolveError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.direction {
+            Direction::Pseudonymize => self.pseudonymize(requests).await,
+            Direction::Depseudonymize => self.depseudonymize(requests).await,
+        }
+    }
+
+    async fn pseudonymize(
+        &self,
+        requests: &[(usize, String)],
+    ) -> Result<Vec<Option<String>>, ResolveError> {
+        let mut originals = Vec::with_capacity(requests.len());
+        for (index, (_, value)) in requests.iter().enumerate() {
+            let original = OriginalValue::parse(value).map_err(|e| ResolveError::Value {
+                index,
+                reason: e.message,
+            })?;
+            originals.push(original);
+        }
+        // Sorted by (namespace, original), as the API's batches: concurrent
+        // upserts lock rows in one order and cannot deadlock each other.
+        let mut order: Vec<usize> = (0..requests.len()).collect();
+        order.sort_by(|&a, &b| {
+            let ka = (
+                self.namespaces[requests[a].0].name.as_str(),
+                originals[a].as_str(),
+            );
+            let kb = (
+                self.namespaces[requests[b].0].name.as_str(),
+                originals[b].as_str(),
+            );
+            ka.cmp(&kb)
+        });
+        let mut answers: Vec<Option<String>> = vec![None; requests.len()];
+        let mut todo = order;
+        let mut rounds = 0;
+        while !todo.is_empty() {
+            let batch: Vec<Candidate> = todo
+                .iter()
+                .map(|&i| {
+                    let ns = &self.namespaces[requests[i].0];
+                    Candidate {
+                        namespace: ns.name.clone(),
+                        namespace_uid: ns.uid,
+                        original: originals[i].clone(),
+                        pseudonym: generate(&ns.settings, &originals[i]),
+                        created_at: now_micros(),
+                    }
+                })
+                .collect();
+            let results = {
+                let _slot = self
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_| ResolveError::Fatal("the job slots are closed".into()))?;
+                self.store.upsert_pseudonyms(&batch).await?
+            };
+            let mut conflicts = Vec::new();
+            for (&i, result) in todo.iter().zip(results) {
+                match result {
+                    Upserted::Stored(p) => answers[i] = Some(p.pseudonym_value),
+                    Upserted::Conflict => conflicts.push(i),
+                }
+            }
+            if conflicts.is_empty() {
+                break;
+            }
+            // A conflict is a collision, or the namespace is gone or another.
+            let slots: Vec<usize> = conflicts.iter().map(|&i| requests[i].0).collect();
+            self.check_namespaces(slots).await?;
+            rounds += 1;
+            let deterministic = conflicts.iter().any(|&i| {
+                self.namespaces[requests[i].0]
+                    .settings
+                    .method
+                    .is_deterministic()
+            });
+            if rounds >= MAX_COLLISIONS || deterministic {
+                return Err(ResolveError::Fatal(format!(
+                    "could not generate an unused pseudonym in namespace {}; choose a longer pseudonym length",
+                    self.namespaces[requests[conflicts[0]].0].name
+                )));
+            }
+            todo = conflicts;
+        }
+        Ok(answers)
+    }
+
+    async fn depseudonymize(
+        &self,
+        requests: &[(usize, String)],
+    ) -> Result<Vec<Option<String>>, ResolveError> {
+        // A value that cannot be a pseudonym is unknown, like one that is none.
+        let mut lookups = Vec::with_capacity(requests.len());
+        let mut positions = Vec::with_capacity(requests.len());
+        for (i, (slot, value)) in requests.iter().enumerate() {
+            if let Ok(pseudonym_value) = PseudonymValue::parse(value) {
+                lookups.push(Lookup {
+                    namespace: self.namespaces[*slot].name.clone(),
+                    pseudonym_value,
+                });
+                positions.push(i);
+            }
+        }
+        let rows = {
+            let _slot = self
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| ResolveError::Fatal("the job slots are closed".into()))?;
+            self.store.get_pseudonyms(&lookups).await?
+        };
+        let mut answers = vec![None; requests.len()];
+        for (i, row) in positions.into_iter().zip(rows) {
+            answers[i] = row.map(|p| p.original_value);
+        }
+        Ok(answers)
+    }
+
+    /// Fails when one of the job's namespaces (by slot) was deleted or created
+    /// anew since the job started.
+    pub async fn check_namespaces(&self, slots: Vec<usize>) -> Result<(), ResolveError> {
+        let mut checked: HashMap<usize, ()> = HashMap::new();
+        for slot in slots {
+            if checked.insert(slot, ()).is_some() {
+                continue;
+            }
+            let ns = &self.namespaces[slot];
+            let now = self.store.get_namespace(&ns.name).await?;
+            match now {
+                Some(current) if current.uid == ns.uid => {}
+                _ => {
+                    return Err(ResolveError::Fatal(format!(
+                        "namespace {} was deleted while the job ran",
+                        ns.name
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every namespace of the job, checked.
+    pub async fn check_all(&self) -> Result<(), ResolveError> {
+        self.check_namespaces((0..self.namespaces.len()).collect())
+            .await
+    }
+}
+
+/// The job's namespaces as they are now, by slot; a missing one is named.
+pub async fn load_namespaces(
+    store: &dyn Store,
+    names: &[vfps_core::NamespaceName],
+) -> Result<Vec<Arc<Namespace>>, ResolveError> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        match store.get_namespace(name).await {
+            Ok(Some(ns)) => out.push(Arc::new(ns)),
+            Ok(None) => {
+                return Err(ResolveError::Fatal(format!(
+                    "namespace {name} does not exist"
+                )))
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                return Err(ResolveError::Fatal(format!(
+                    "namespace {name} does not exist"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
+}
