@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files: Vec<PathBuf> = ["meta", "namespaces", "pseudonyms"]
+    let files: Vec<PathBuf> = ["meta", "namespaces", "pseudonyms", "jobs"]
         .iter()
         .map(|f| root.join(format!("vfps/api/v1/{f}.proto")))
         .collect();

@@ -293,11 +293,11 @@ impl Jobs {
         Ok((job, stream))
     }
 
-    /// Runs this replica's runners until `shutdown`; they finish (at a
-    /// checkpoint) before the returned task ends.
+    /// Runs this replica's runners (none with `workers` 0) until `shutdown`;
+    /// they finish (at a checkpoint) before the returned task ends.
     pub fn spawn_runners(&self, shutdown: CancellationToken) -> JoinHandle<()> {
         let mut tasks = Vec::new();
-        for _ in 0..self.settings.workers.max(1) {
+        for _ in 0..self.settings.workers {
             let (jobs, shutdown) = (self.clone(), shutdown.clone());
             tasks.push(tokio::spawn(
                 async move { jobs.runner_loop(shutdown).await },

@@ -84,6 +84,14 @@ wire!(InvalidArgument:
     PseudonymServiceCreateRequest,
     PseudonymServiceGetRequest,
     PseudonymServiceListRequest,
+    CsvJobServiceCreateRequest,
+    CsvJobServiceStartRequest,
+    CsvJobServiceGetRequest,
+    CsvJobServiceListRequest,
+    CsvJobServiceCancelRequest,
+    CsvJobServiceDeleteRequest,
+    CsvJobServiceClearFinishedRequest,
+    CsvJobServiceGetDownloadAddressRequest,
 );
 wire!(Internal:
     NamespaceServiceCreateResponse,
@@ -93,6 +101,14 @@ wire!(Internal:
     PseudonymServiceCreateResponse,
     PseudonymServiceGetResponse,
     PseudonymServiceListResponse,
+    CsvJobServiceCreateResponse,
+    CsvJobServiceStartResponse,
+    CsvJobServiceGetResponse,
+    CsvJobServiceListResponse,
+    CsvJobServiceCancelResponse,
+    CsvJobServiceDeleteResponse,
+    CsvJobServiceClearFinishedResponse,
+    CsvJobServiceGetDownloadAddressResponse,
 );
 
 /// tonic's prost decoder, with [`Wire::UNDECODABLE`] as the code of a message

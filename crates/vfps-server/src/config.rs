@@ -13,6 +13,7 @@ mod appsettings;
 mod authorization;
 mod env;
 mod init_namespaces;
+mod jobs;
 mod traces;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
@@ -24,6 +25,7 @@ pub use self::{
     authorization::{Authorization, NamespaceRule},
     env::parse_duration,
     init_namespaces::InitNamespace,
+    jobs::{parse_bytes, JobStorage, JobsConfig},
     traces::{Headers, RootSampler, Tracing, DEFAULT_OTLP_ENDPOINT},
 };
 
@@ -60,6 +62,8 @@ pub struct Settings {
     pub grpc_reflection: bool,
     /// `VFPS_TLS_*`: TLS on the API ports; `None` (the default) is plaintext.
     pub tls: Option<Tls>,
+    /// `S3__*`, `CsvProcessing__*`: CSV jobs.
+    pub jobs: JobsConfig,
 }
 
 /// `VFPS_TLS_CERT_FILE` and `VFPS_TLS_KEY_FILE` (PEM, both or neither),
@@ -375,8 +379,10 @@ impl Settings {
         let env = Env::new(layered);
         // Every section is parsed even after one failed, so all problems are
         // reported together; fields are evaluated in the order written.
+        let store = StoreConfig::from_env(&env, flags, &mut errors, &mut notes);
+        let jobs = JobsConfig::from_env(&env, &store, &mut errors);
         let settings = Self {
-            store: StoreConfig::from_env(&env, flags, &mut errors, &mut notes),
+            store,
             listen: Listen::from_env(&env, flags, &mut errors),
             migrations: Migrations::from_env(&env, flags, &mut errors),
             caching: Caching::from_env(&env, &mut errors),
@@ -391,6 +397,7 @@ impl Settings {
             authorization: Authorization::from_env(&env, &mut errors),
             grpc_reflection: authorization::reflection(&env, &mut errors),
             tls: Tls::from_env(&env, &mut errors),
+            jobs,
         };
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));

@@ -10,6 +10,7 @@
 //! - [`http`]: REST in proto3 JSON, FHIR `$create-pseudonym`, health endpoints.
 //! - [`auth`]: bearer tokens (OIDC JWTs, database access tokens), namespace
 //!   roles, and the audit trail of re-identification.
+//! - [`jobs`]: CSV jobs behind the API's authorization and audit; [`jobs_cli`]: `vfps jobs`.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`cache`]: the bounded, expiring namespace and pseudonym caches.
 //! - [`state`]: what the transports share, including readiness.
@@ -24,6 +25,8 @@ pub mod config;
 pub mod counts;
 pub mod grpc;
 pub mod http;
+pub mod jobs;
+pub mod jobs_cli;
 pub mod metrics;
 pub mod service;
 pub mod startup;

@@ -1,4 +1,4 @@
-//! `vfps serve` (the default), `vfps migrate` and `vfps tokens …`.
+//! `vfps serve` (the default), `vfps migrate`, `vfps tokens …` and `vfps jobs …`.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -42,6 +42,11 @@ enum Command {
         #[command(subcommand)]
         action: TokensAction,
     },
+    /// Pseudonymize CSV files and follow the jobs, through a running vfps.
+    Jobs {
+        #[command(subcommand)]
+        action: vfps_server::jobs_cli::JobsAction,
+    },
 }
 
 #[derive(Subcommand)]
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
     let mut tokens = None;
     let flags = cli.flags;
     let (wait, migrate_only, check_only) = match cli.command {
+        Some(Command::Jobs { action }) => return jobs(action),
         None | Some(Command::Serve) => (Duration::ZERO, false, false),
         Some(Command::Migrate { wait, check }) => (wait, true, check),
         Some(Command::Tokens { action }) => {
@@ -145,6 +151,27 @@ fn main() -> ExitCode {
             } else {
                 eprintln!("vfps: {e:#}");
             }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `vfps jobs …`: a client; no server settings are read.
+fn jobs(action: vfps_server::jobs_cli::JobsAction) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vfps: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(vfps_server::jobs_cli::run(action)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vfps jobs: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -6,7 +6,11 @@
 //! reports its queue, waits, batches and statements through [`Observer`];
 //! `docs/observability.md` lists every metric.
 
+mod jobs;
+
 use std::{sync::Arc, time::Duration};
+
+pub use jobs::JobMetrics;
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
@@ -66,6 +70,7 @@ struct Inner {
     refused_commits: IntCounter,
     audit: IntCounterVec,
     upstream: UpstreamNames,
+    jobs: Arc<JobMetrics>,
 }
 
 /// Upstream's metric names (prometheus-net in the .NET service), which
@@ -246,6 +251,7 @@ impl Metrics {
         registry.register(Box::new(pseudonyms_other.clone()))?;
         registry.register(Box::new(namespaces.clone()))?;
         registry.register(Box::new(refused_commits.clone()))?;
+        let jobs = Arc::new(JobMetrics::new(&registry)?);
         Ok(Self {
             inner: Arc::new(Inner {
                 registry,
@@ -267,6 +273,7 @@ impl Metrics {
                 pseudonyms,
                 audit,
                 upstream,
+                jobs,
             }),
         })
     }
@@ -332,6 +339,11 @@ impl Metrics {
         } else {
             upstream.cache_misses.inc();
         }
+    }
+
+    /// What CSV job runners report.
+    pub fn jobs(&self) -> Arc<JobMetrics> {
+        self.inner.jobs.clone()
     }
 
     pub fn audit(&self, operation: &str, outcome: &str) {

@@ -14,7 +14,7 @@ use tonic::codec::CompressionEncoding;
 use tonic_health::ServingStatus;
 use vfps_core::{now_micros, ErrorKind, Namespace, NamespaceName, NamespaceUid};
 use vfps_proto::v1::{
-    namespace_service_server::NamespaceServiceServer,
+    csv_job_service_server::CsvJobServiceServer, namespace_service_server::NamespaceServiceServer,
     pseudonym_service_server::PseudonymServiceServer,
 };
 use vfps_store::{
@@ -26,7 +26,7 @@ use vfps_store::{
 use crate::{
     auth::Auth,
     config::{Settings, StoreConfig},
-    grpc::{NamespaceApi, PseudonymApi},
+    grpc::{CsvJobApi, NamespaceApi, PseudonymApi},
     metrics::Metrics,
     service::Service,
     state::{AppState, Health},
@@ -42,10 +42,11 @@ use crate::{
 pub(crate) const MAX_PENDING_RESET_STREAMS: usize = 4096;
 
 /// The gRPC service names whose health is reported (plus the server as a whole, "").
-const HEALTH_SERVICES: [&str; 3] = [
+const HEALTH_SERVICES: [&str; 4] = [
     "",
     "vfps.api.v1.NamespaceService",
     "vfps.api.v1.PseudonymService",
+    "vfps.api.v1.CsvJobService",
 ];
 
 pub struct Application {
@@ -58,6 +59,75 @@ pub struct Application {
     settings: Settings,
     /// This process's claim on its SQLite file, held while it serves.
     sqlite_lock: Option<ServingLock>,
+}
+
+/// CSV jobs on the configured object store, or why there are none.
+fn open_jobs(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    metrics: &Metrics,
+) -> Result<vfps_jobs::service::Jobs, String> {
+    use crate::config::JobStorage;
+    let config = &settings.jobs;
+    let objects: Arc<dyn vfps_jobs::storage::ObjectStore> = match &config.storage {
+        JobStorage::Off(why) => return Err(why.clone()),
+        JobStorage::Folder(dir) => {
+            Arc::new(vfps_jobs::storage::folder::Folder::new(dir).map_err(|e| {
+                format!(
+                    "CSV jobs are off: the folder {} cannot be used: {e}",
+                    dir.display()
+                )
+            })?)
+        }
+        JobStorage::S3(s3) => open_s3(s3)?,
+    };
+    tracing::info!(store = %objects.describe(), runners = config.workers, instance = %config.instance, "CSV jobs on");
+    if config.runner.restart_from_zero {
+        tracing::warn!("VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO: resumed CSV jobs start again from their first row (for the harness's self-test only)");
+    }
+    // Jobs share at most half of the store's batch workers' connections, so
+    // the API's Creates keep the rest.
+    let slots = (store.write_parallelism() / 2).max(1);
+    let ctx = vfps_jobs::runner::Context {
+        store,
+        objects,
+        settings: Arc::new(config.runner.clone()),
+        slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+        runner: config.instance.clone(),
+        observer: metrics.jobs(),
+    };
+    Ok(vfps_jobs::service::Jobs::new(ctx, config.service()))
+}
+
+// S3PENDING: replaced by the S3 client once it lands.
+fn open_s3(
+    _s3: &vfps_jobs::storage::s3::S3Config,
+) -> Result<Arc<dyn vfps_jobs::storage::ObjectStore>, String> {
+    Err("CSV jobs on S3 are not available in this build yet; use VFPS_JOBS_DIR".into())
+}
+
+/// Applies the object store's lifecycle and CORS rules, retrying until it
+/// answers (a store that is down at start-up does not stop the API).
+async fn configure_objects(jobs: vfps_jobs::service::Jobs, shutdown: CancellationToken) {
+    let objects = jobs.context().objects.clone();
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match objects.configure().await {
+            Ok(()) => return,
+            Err(e) if e.is_transient() => {
+                tracing::warn!(error = %e, "cannot configure the CSV jobs' bucket yet; retrying");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot configure the CSV jobs' bucket (lifecycle and CORS rules)");
+                return;
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
+    }
 }
 
 /// Opens the configured store; migrates SQLite always and PostgreSQL when forced.
@@ -123,6 +193,11 @@ impl Application {
                  may create, reverse-look-up, list and delete pseudonyms"
             );
         }
+        let jobs = crate::jobs::JobApi::new(
+            open_jobs(&settings, store.clone(), &metrics),
+            auth.clone(),
+            metrics.clone(),
+        );
         let service = Service::new(store, settings.batching, settings.caching, metrics.clone());
         let bind = |port: u16| {
             let addr = SocketAddr::new(settings.listen.address, port);
@@ -144,6 +219,7 @@ impl Application {
                 service,
                 metrics,
                 auth,
+                jobs,
                 health: Arc::new(Health::default()),
                 max_call_deadline: settings.calls.max_deadline,
                 readiness_database_grace: settings.readiness.database_grace,
@@ -206,6 +282,20 @@ impl Application {
             background.clone(),
         ));
 
+        // Runners stop when the drain starts: each leaves its job at a
+        // checkpoint with its lease given up, for another replica.
+        let jobs_stop = CancellationToken::new();
+        let runners = match state.jobs.jobs() {
+            Ok(jobs) => {
+                tokio::spawn(configure_objects(jobs.clone(), background.clone()));
+                Some(jobs.spawn_runners(jobs_stop.clone()))
+            }
+            Err(e) => {
+                tracing::info!(reason = %e.message, "CSV jobs are off");
+                None
+            }
+        };
+
         let (reporter, health_service) = tonic_health::server::health_reporter();
         tokio::spawn(report_health(
             state.clone(),
@@ -246,6 +336,13 @@ impl Application {
             )
             .add_service(
                 PseudonymServiceServer::new(PseudonymApi {
+                    state: state.clone(),
+                })
+                .accept_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(settings.calls.max_request_bytes),
+            )
+            .add_service(
+                CsvJobServiceServer::new(CsvJobApi {
                     state: state.clone(),
                 })
                 .accept_compressed(CompressionEncoding::Gzip)
@@ -331,6 +428,7 @@ impl Application {
             "shutdown requested: draining"
         );
         state.health.start_draining();
+        jobs_stop.cancel();
         {
             let _writing = state.health.grpc_status.lock().await;
             for name in HEALTH_SERVICES {
@@ -341,7 +439,14 @@ impl Application {
         }
         tokio::time::sleep(settings.shutdown.pre_stop_delay).await;
         stop.cancel();
-        let drained = tokio::time::timeout(settings.shutdown.timeout, &mut servers).await;
+        let drained = tokio::time::timeout(settings.shutdown.timeout, async {
+            let served = (&mut servers).await;
+            if let Some(runners) = runners {
+                let _ = runners.await;
+            }
+            served
+        })
+        .await;
         background.cancel();
         match drained {
             Ok(result) => {

@@ -10,7 +10,7 @@ use std::{
 
 use vfps_store::health::DatabaseHealth;
 
-use crate::{auth::Auth, metrics::Metrics, service::Service};
+use crate::{auth::Auth, jobs::JobApi, metrics::Metrics, service::Service};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -18,6 +18,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Who may call what (everyone, with authorization off).
     pub auth: Auth,
+    /// CSV jobs (or why there are none).
+    pub jobs: JobApi,
     pub health: Arc<Health>,
     /// Cap on any call's deadline, and the deadline of calls that set none.
     pub max_call_deadline: Duration,

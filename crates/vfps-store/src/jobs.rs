@@ -91,6 +91,8 @@ pub struct JobRecord {
     pub error: Option<String>,
     /// Each resumption by a runner: a JSON array (the jobs crate's `Takeover`).
     pub takeovers: String,
+    /// When a runner first claimed it.
+    pub started_at: Option<SystemTime>,
     pub finished_at: Option<SystemTime>,
 }
 
@@ -115,6 +117,7 @@ impl JobRecord {
             bytes_done: 0,
             error: None,
             takeovers: "[]".into(),
+            started_at: None,
             finished_at: None,
         }
     }
@@ -204,7 +207,7 @@ pub trait JobStore: Send + Sync {
 /// Every column of `csv_jobs`, in the order the row mappers read them.
 pub(crate) const JOB_COLUMNS: &str = "id, created_by, created_at, updated_at, state, spec, plan, \
      input_bytes, epoch, runner, lease_until, progress_at, checkpoint, rows_done, bytes_done, \
-     error, takeovers, finished_at";
+     error, takeovers, started_at, finished_at";
 
 pub(crate) fn decode_state(raw: &str) -> Result<JobState, Error> {
     JobState::parse(raw)

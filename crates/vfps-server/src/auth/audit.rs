@@ -19,6 +19,8 @@ pub struct Event<'a> {
     pub principal: Option<&'a Principal>,
     pub operation: Operation,
     pub namespace: &'a str,
+    /// The CSV job concerned, if any.
+    pub job: Option<&'a str>,
     /// Items returned, or the error.
     pub outcome: Result<u64, ErrorKind>,
 }
@@ -59,6 +61,7 @@ pub fn record(metrics: &Metrics, event: &Event<'_>) {
         subject,
         token_id,
         namespace,
+        job = event.job.unwrap_or(""),
         operation = event.operation.name(),
         outcome,
         code,

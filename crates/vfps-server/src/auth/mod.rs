@@ -41,6 +41,17 @@ pub enum Operation {
     ListPseudonyms,
     /// Create, list and revoke access tokens.
     ManageTokens,
+    /// Create a CSV job pseudonymizing into a namespace (per namespace).
+    PseudonymizeFile,
+    /// Create a CSV job de-pseudonymizing from a namespace (per namespace).
+    DepseudonymizeFile,
+    /// Read, start, list and delete one's own CSV jobs (an admin: anyone's).
+    ManageJobs,
+    /// Cancel a CSV job.
+    CancelJob,
+    /// Fetch a CSV job's output: through vfps, or by a presigned address
+    /// (whose issue is the event, vfps not seeing the download itself).
+    DownloadJob,
 }
 
 impl Operation {
@@ -54,6 +65,10 @@ impl Operation {
             Self::GetPseudonym => "PseudonymService/Get",
             Self::ListPseudonyms => "PseudonymService/List",
             Self::ManageTokens => "Tokens",
+            Self::PseudonymizeFile | Self::DepseudonymizeFile => "CsvJobService/Create",
+            Self::ManageJobs => "CsvJobService",
+            Self::CancelJob => "CsvJobService/Cancel",
+            Self::DownloadJob => "CsvJobService/Download",
         }
     }
 
@@ -62,7 +77,9 @@ impl Operation {
     fn needs(self) -> Need {
         match self {
             Self::CreateNamespace | Self::DeleteNamespace | Self::ManageTokens => Need::Admin,
-            Self::CreatePseudonym => Need::Permission(Permission::Write),
+            Self::CreatePseudonym | Self::PseudonymizeFile => Need::Permission(Permission::Write),
+            Self::DepseudonymizeFile => Need::Permission(Permission::ReverseLookup),
+            Self::ManageJobs | Self::CancelJob | Self::DownloadJob => Need::Authenticated,
             Self::GetPseudonym => Need::Permission(Permission::ReverseLookup),
             Self::ListPseudonyms => Need::Permission(Permission::Read),
             Self::GetNamespace => Need::AnyPermission,
@@ -71,11 +88,17 @@ impl Operation {
     }
 
     /// Audited whatever the outcome: they expose who is behind pseudonyms, or
-    /// which pseudonyms exist, or destroy them.
+    /// which pseudonyms exist, or destroy them, or move whole files of them.
     pub fn audited(self) -> bool {
         matches!(
             self,
-            Self::GetPseudonym | Self::ListPseudonyms | Self::DeleteNamespace
+            Self::GetPseudonym
+                | Self::ListPseudonyms
+                | Self::DeleteNamespace
+                | Self::PseudonymizeFile
+                | Self::DepseudonymizeFile
+                | Self::CancelJob
+                | Self::DownloadJob
         )
     }
 }
@@ -223,6 +246,12 @@ impl Auth {
         }
     }
 
+    /// Whether `principal` has an admin role (everyone, with authorization off).
+    pub fn is_admin(&self, principal: &Principal) -> bool {
+        self.authorize(principal, Operation::ManageTokens, None)
+            .is_ok()
+    }
+
     /// Whether `principal` may see namespace `name` in a listing.
     pub fn may_see(&self, principal: &Principal, name: &str) -> bool {
         self.authorize(principal, Operation::GetNamespace, Some(name))
@@ -255,6 +284,7 @@ impl Auth {
                 principal: who.as_ref().ok().map(|p| &**p),
                 operation,
                 namespace,
+                job: None,
                 outcome: result.as_ref().map(&items).map_err(|e| e.kind),
             },
         );

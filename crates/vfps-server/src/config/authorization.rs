@@ -173,7 +173,7 @@ impl Authorization {
 }
 
 /// `<prefix><N>` entries in index order, blank ones left out.
-fn list(env: &Env, errors: &mut Vec<String>, prefix: &str) -> Vec<String> {
+pub(super) fn list(env: &Env, errors: &mut Vec<String>, prefix: &str) -> Vec<String> {
     let mut by_index = BTreeMap::new();
     for (rest, value) in env.with_prefix(prefix) {
         match rest.parse::<u32>() {

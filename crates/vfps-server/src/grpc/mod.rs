@@ -8,9 +8,11 @@ use vfps_proto::v1 as pb;
 
 use crate::state::AppState;
 
+pub(crate) mod jobs;
 pub(crate) mod namespaces;
 pub(crate) mod pseudonyms;
 
+pub use jobs::CsvJobApi;
 pub use namespaces::NamespaceApi;
 pub use pseudonyms::PseudonymApi;
 

@@ -11,6 +11,7 @@ use vfps_core::{Error, ErrorKind};
 use crate::state::AppState;
 
 mod fhir;
+mod jobs;
 mod json;
 mod rest;
 mod serve;
@@ -29,7 +30,8 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
     let api = Router::new()
         .merge(rest::routes())
         .merge(fhir::routes())
-        .merge(tokens::routes());
+        .merge(tokens::routes())
+        .merge(jobs::routes());
     // Only the routes added so far get the layer.
     let api = if traced {
         api.layer(crate::telemetry::requests::TraceLayer::http())

@@ -9,6 +9,7 @@ mod auth;
 mod fhir;
 mod grpc;
 mod interleavings;
+mod jobs;
 mod limits;
 mod observability;
 mod operations;

@@ -21,6 +21,7 @@ CREATE TABLE csv_jobs (
     bytes_done bigint NOT NULL DEFAULT 0,
     error text,
     takeovers text NOT NULL DEFAULT '[]',
+    started_at timestamptz,
     finished_at timestamptz
 );
 -- What runners look for, oldest first.

@@ -19,6 +19,7 @@ CREATE TABLE csv_jobs (
     bytes_done INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     takeovers TEXT NOT NULL DEFAULT '[]',
+    started_at INTEGER,
     finished_at INTEGER
 );
 CREATE INDEX csv_jobs_runnable ON csv_jobs (created_at) WHERE state IN ('queued', 'running');

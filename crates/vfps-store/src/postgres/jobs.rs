@@ -48,7 +48,8 @@ fn job_from_row(r: &Row) -> Result<JobRecord, Error> {
         bytes_done: r.try_get(14).map_err(get_err)?,
         error: r.try_get(15).map_err(get_err)?,
         takeovers: r.try_get(16).map_err(get_err)?,
-        finished_at: r.try_get(17).map_err(get_err)?,
+        started_at: r.try_get(17).map_err(get_err)?,
+        finished_at: r.try_get(18).map_err(get_err)?,
     })
 }
 
@@ -85,7 +86,7 @@ impl JobStore for PgStore {
             .job_execute(
                 &format!(
                     "INSERT INTO csv_jobs ({JOB_COLUMNS}) VALUES \
-                     ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) \
+                     ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19) \
                      ON CONFLICT DO NOTHING"
                 ),
                 &[
@@ -106,6 +107,7 @@ impl JobStore for PgStore {
                     &j.bytes_done,
                     &j.error,
                     &j.takeovers,
+                    &j.started_at,
                     &j.finished_at,
                 ],
             )
@@ -156,7 +158,7 @@ impl JobStore for PgStore {
                 &format!(
                     "UPDATE csv_jobs j SET state = 'running', epoch = j.epoch + 1, runner = $1, \
                          lease_until = now() + make_interval(secs => $2), progress_at = now(), \
-                         updated_at = now() \
+                         updated_at = now(), started_at = coalesce(j.started_at, now()) \
                      FROM (SELECT id FROM csv_jobs \
                            WHERE state = 'queued' OR (state = 'running' AND (lease_until < now() \
                                  OR progress_at < now() - make_interval(secs => $3))) \

@@ -43,7 +43,8 @@ fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<JobRecord, Err
         bytes_done: r.get(14)?,
         error: r.get(15)?,
         takeovers: r.get(16)?,
-        finished_at: time(17)?,
+        started_at: time(17)?,
+        finished_at: time(18)?,
     };
     Ok(decode_state(&state).map(|state| JobRecord { state, ..record }))
 }
@@ -60,7 +61,7 @@ impl JobStore for SqliteStore {
                 .execute(
                     &format!(
                         "INSERT INTO csv_jobs ({JOB_COLUMNS}) VALUES \
-                         (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18) \
+                         (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19) \
                          ON CONFLICT DO NOTHING"
                     ),
                     params![
@@ -81,6 +82,7 @@ impl JobStore for SqliteStore {
                         j.bytes_done,
                         j.error,
                         j.takeovers,
+                        j.started_at.map(to_micros),
                         j.finished_at.map(to_micros),
                     ],
                 )
@@ -146,7 +148,8 @@ impl JobStore for SqliteStore {
             c.query_row(
                 &format!(
                     "UPDATE csv_jobs SET state = 'running', epoch = epoch + 1, runner = ?1, \
-                         lease_until = ?2 + ?3, progress_at = ?2, updated_at = ?2 \
+                         lease_until = ?2 + ?3, progress_at = ?2, updated_at = ?2, \
+                         started_at = coalesce(started_at, ?2) \
                      WHERE id = (SELECT id FROM csv_jobs WHERE state = 'queued' \
                          OR (state = 'running' AND (lease_until < ?2 OR progress_at < ?2 - ?4)) \
                          ORDER BY created_at LIMIT 1) \

@@ -1,0 +1,313 @@
+//! CSV jobs as the API serves them, whatever the transport: the jobs crate's
+//! service behind the same authentication, authorization and audit as every
+//! other call.
+//!
+//! Upstream's rules: creating a job needs write (pseudonymize) or
+//! reverse-lookup (de-pseudonymize) in every namespace it maps; a job is its
+//! creator's, and only they or an admin see, start, cancel, download or delete
+//! it. Creating, cancelling and every download (of the file through vfps, or
+//! the issue of a presigned address for it) are audit events, one per
+//! namespace of the job.
+
+use std::{sync::Arc, time::Instant};
+
+use vfps_core::{Error, ErrorKind};
+use vfps_jobs::{
+    service::{Address, Jobs},
+    spec::{RawSpec, Spec},
+    storage::{ByteStream, Transfer},
+};
+use vfps_store::jobs::JobRecord;
+
+use crate::{
+    auth::{audit, Auth, AuthHeader, Operation, Principal},
+    metrics::Metrics,
+};
+
+/// Jobs for the API, or why there are none.
+#[derive(Clone)]
+pub struct JobApi {
+    jobs: Result<Jobs, Arc<str>>,
+    auth: Auth,
+    metrics: Metrics,
+}
+
+impl JobApi {
+    pub fn new(jobs: Result<Jobs, String>, auth: Auth, metrics: Metrics) -> Self {
+        Self {
+            jobs: jobs.map_err(Arc::from),
+            auth,
+            metrics,
+        }
+    }
+
+    pub fn jobs(&self) -> Result<&Jobs, Error> {
+        self.jobs
+            .as_ref()
+            .map_err(|why| Error::new(ErrorKind::FailedPrecondition, why.to_string()))
+    }
+
+    /// Whether job files go through vfps (the folder store).
+    pub fn through_vfps(&self) -> bool {
+        self.jobs.as_ref().is_ok_and(|j| j.through_vfps())
+    }
+
+    /// Records one audit event per namespace of `job`'s spec.
+    fn audit(
+        &self,
+        principal: Option<&Principal>,
+        operation: Operation,
+        namespaces: &[String],
+        job: Option<&str>,
+        outcome: Result<u64, ErrorKind>,
+    ) {
+        for namespace in namespaces {
+            audit::record(
+                &self.metrics,
+                &audit::Event {
+                    principal,
+                    operation,
+                    namespace,
+                    job,
+                    outcome,
+                },
+            );
+        }
+    }
+
+    /// Creates a job; answers it and where to upload its input.
+    pub async fn create(
+        &self,
+        header: AuthHeader<'_>,
+        raw: RawSpec,
+        deadline: Instant,
+    ) -> Result<(JobRecord, Address), Error> {
+        let principal = self.auth.authenticate(header, deadline).await?;
+        let jobs = self.jobs()?;
+        let operation = match raw.direction {
+            Some(vfps_jobs::spec::Direction::Depseudonymize) => Operation::DepseudonymizeFile,
+            _ => Operation::PseudonymizeFile,
+        };
+        let mut namespaces: Vec<String> = raw.mappings.iter().map(|m| m.1.clone()).collect();
+        namespaces.dedup();
+        let allowed = namespaces
+            .iter()
+            .try_for_each(|ns| self.auth.authorize(&principal, operation, Some(ns)));
+        let result = match allowed {
+            Ok(()) => {
+                tokio::time::timeout_at(deadline.into(), jobs.create(&principal.subject, raw))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::unavailable(
+                            "the job could not be created within the call's deadline",
+                        ))
+                    })
+            }
+            Err(e) => Err(e),
+        };
+        self.audit(
+            Some(&principal),
+            operation,
+            &namespaces,
+            result.as_ref().ok().map(|(j, _)| j.id.as_str()),
+            result.as_ref().map(|_| 1).map_err(|e| e.kind),
+        );
+        result
+    }
+
+    /// The job, if `principal` may see it (its creator, or an admin); one
+    /// that is not theirs is `NOT_FOUND`, as if absent.
+    async fn owned(&self, principal: &Principal, id: &str) -> Result<JobRecord, Error> {
+        let job = self.jobs()?.get(id).await?;
+        if job.created_by != principal.subject && !self.auth.is_admin(principal) {
+            return Err(Error::not_found(format!("job {id} not found")));
+        }
+        Ok(job)
+    }
+
+    async fn principal(
+        &self,
+        header: AuthHeader<'_>,
+        deadline: Instant,
+    ) -> Result<Arc<Principal>, Error> {
+        let principal = self.auth.authenticate(header, deadline).await?;
+        self.auth
+            .authorize(&principal, Operation::ManageJobs, None)?;
+        Ok(principal)
+    }
+
+    pub async fn get(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<JobRecord, Error> {
+        let p = self.principal(header, deadline).await?;
+        self.owned(&p, id).await
+    }
+
+    pub async fn start(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<JobRecord, Error> {
+        let p = self.principal(header, deadline).await?;
+        self.owned(&p, id).await?;
+        self.jobs()?.start(id).await
+    }
+
+    pub async fn list(
+        &self,
+        header: AuthHeader<'_>,
+        deadline: Instant,
+    ) -> Result<Vec<JobRecord>, Error> {
+        let p = self.principal(header, deadline).await?;
+        let owner = (!self.auth.is_admin(&p)).then_some(p.subject.as_str());
+        self.jobs()?.list(owner).await
+    }
+
+    pub async fn cancel(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<JobRecord, Error> {
+        let p = self.principal(header, deadline).await?;
+        let job = self.owned(&p, id).await?;
+        let result = self.jobs()?.cancel(id).await;
+        self.audit(
+            Some(&p),
+            Operation::CancelJob,
+            &namespaces_of(&job),
+            Some(id),
+            result.as_ref().map(|_| 1).map_err(|e| e.kind),
+        );
+        result
+    }
+
+    pub async fn delete(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let p = self.principal(header, deadline).await?;
+        self.owned(&p, id).await?;
+        self.jobs()?.delete(id).await
+    }
+
+    pub async fn clear_finished(
+        &self,
+        header: AuthHeader<'_>,
+        deadline: Instant,
+    ) -> Result<usize, Error> {
+        let p = self.principal(header, deadline).await?;
+        let owner = (!self.auth.is_admin(&p)).then_some(p.subject.as_str());
+        Ok(self.jobs()?.clear_finished(owner).await?.len())
+    }
+
+    /// Where to download a completed job's output; an audit event.
+    pub async fn download_address(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<Address, Error> {
+        let p = self.principal(header, deadline).await?;
+        let job = self.owned(&p, id).await?;
+        let result = if job.state == vfps_store::jobs::JobState::Completed {
+            Ok(self
+                .jobs()?
+                .address(id, Transfer::Download, Some(&download_name(&job))))
+        } else {
+            Err(Error::new(
+                ErrorKind::FailedPrecondition,
+                format!("job {id} is {}: it has no output", job.state.name()),
+            ))
+        };
+        // A path through vfps is audited when the file is fetched from it.
+        if !self.through_vfps() {
+            self.audit(
+                Some(&p),
+                Operation::DownloadJob,
+                &namespaces_of(&job),
+                Some(id),
+                result.as_ref().map(|_| 1).map_err(|e| e.kind),
+            );
+        }
+        result
+    }
+
+    /// Stores a job's input streamed through vfps.
+    pub async fn upload(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        body: ByteStream,
+        deadline: Instant,
+    ) -> Result<u64, Error> {
+        let p = self.principal(header, deadline).await?;
+        self.owned(&p, id).await?;
+        self.jobs()?.upload(id, body).await
+    }
+
+    /// A completed job's output streamed through vfps, with the name to
+    /// save it under; an audit event.
+    pub async fn download(
+        &self,
+        header: AuthHeader<'_>,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<(String, ByteStream), Error> {
+        let p = self.principal(header, deadline).await?;
+        let job = self.owned(&p, id).await?;
+        let result = self.jobs()?.download(id).await;
+        self.audit(
+            Some(&p),
+            Operation::DownloadJob,
+            &namespaces_of(&job),
+            Some(id),
+            result.as_ref().map(|_| 1).map_err(|e| e.kind),
+        );
+        result.map(|(job, stream)| (download_name(&job), stream))
+    }
+}
+
+/// The namespaces of a stored job's spec.
+pub fn namespaces_of(job: &JobRecord) -> Vec<String> {
+    serde_json::from_str::<Spec>(&job.spec)
+        .map(|s| {
+            s.namespaces()
+                .into_iter()
+                .map(|n| n.as_str().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Upstream's name of a job's output: `<input name>-pseudonymized.csv`.
+pub fn download_name(job: &JobRecord) -> String {
+    let spec = serde_json::from_str::<Spec>(&job.spec).ok();
+    let base = spec
+        .as_ref()
+        .and_then(|s| s.file_name.as_deref())
+        .map(|n| n.rsplit_once('.').map_or(n, |(stem, _)| stem).to_owned())
+        .unwrap_or_else(|| job.id.clone());
+    let suffix = match spec.map(|s| s.direction) {
+        Some(vfps_jobs::spec::Direction::Depseudonymize) => "de-pseudonymized",
+        _ => "pseudonymized",
+    };
+    // Only characters safe in a Content-Disposition header.
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_. ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{base}-{suffix}.csv")
+}
