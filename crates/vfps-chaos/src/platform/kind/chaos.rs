@@ -400,9 +400,10 @@ impl<R: Runner> Faults for Kube<R> {
         let status = self.cnpg_status().await?;
         if !status.healthy() {
             bail!(
-                "disruption budget exhausted: {} of {} database instances ready; refusing to drain",
+                "disruption budget exhausted: {} of {} database instances ready ({}); refusing to drain",
                 status.ready,
-                status.instances
+                status.wanted,
+                status.phase
             );
         }
         let primary_node = self

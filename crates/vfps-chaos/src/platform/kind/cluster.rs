@@ -41,11 +41,21 @@ pub(crate) fn pods_of(list: &Value) -> Vec<Pod> {
         .unwrap_or_default()
 }
 
+/// The phase CloudNativePG reports when every instance it wants is up and
+/// nothing is in progress (`PhaseHealthy`, api/v1/cluster_types.go).
+pub const PHASE_HEALTHY: &str = "Cluster in healthy state";
+
 /// The CloudNativePG cluster's own account of its health.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CnpgStatus {
+    /// `spec.instances`: how many instances the cluster is to have.
+    pub wanted: u64,
+    /// `status.instances`: the PVC groups the operator found so far. While it
+    /// bootstraps, replicas are added one at a time, so this is 1, then 2.
     pub instances: u64,
     pub ready: u64,
+    /// `status.phase`: [`PHASE_HEALTHY`] once nothing is in progress.
+    pub phase: String,
     pub current_primary: String,
     pub target_primary: String,
     /// The timeline the primary writes on (a promotion starts a new one).
@@ -53,10 +63,28 @@ pub struct CnpgStatus {
 }
 
 impl CnpgStatus {
-    /// Every instance ready and no switchover or failover in progress.
+    /// Reads a `Cluster` as `kubectl get -o json` prints it.
+    pub fn of(cluster: &Value) -> Self {
+        let st = &cluster["status"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        Self {
+            wanted: cluster["spec"]["instances"].as_u64().unwrap_or(0),
+            instances: st["instances"].as_u64().unwrap_or(0),
+            ready: st["readyInstances"].as_u64().unwrap_or(0),
+            phase: text(&st["phase"]),
+            current_primary: text(&st["currentPrimary"]),
+            target_primary: text(&st["targetPrimary"]),
+            timeline: st["timelineID"].as_u64(),
+        }
+    }
+
+    /// Every instance of the spec present and ready, the operator reporting
+    /// the healthy phase, and no switchover or failover in progress.
     pub fn healthy(&self) -> bool {
-        self.instances > 0
-            && self.ready == self.instances
+        self.wanted > 0
+            && self.instances == self.wanted
+            && self.ready == self.wanted
+            && self.phase == PHASE_HEALTHY
             && !self.current_primary.is_empty()
             && self.current_primary == self.target_primary
     }
@@ -75,14 +103,7 @@ impl<R: Runner> Kube<R> {
         let c = self
             .get_json(&["cluster", CNPG_CLUSTER, "-n", NAMESPACE])
             .await?;
-        let st = &c["status"];
-        Ok(CnpgStatus {
-            instances: st["instances"].as_u64().unwrap_or(0),
-            ready: st["readyInstances"].as_u64().unwrap_or(0),
-            current_primary: st["currentPrimary"].as_str().unwrap_or_default().into(),
-            target_primary: st["targetPrimary"].as_str().unwrap_or_default().into(),
-            timeline: st["timelineID"].as_u64(),
-        })
+        Ok(CnpgStatus::of(&c))
     }
 
     pub(crate) async fn db_healthy(&self) -> bool {
@@ -136,7 +157,7 @@ impl<R: Runner> Kube<R> {
 
     pub async fn wait_db_healthy(&self, timeout: Duration) -> anyhow::Result<()> {
         wait_every(
-            "a healthy CloudNativePG cluster (every instance ready, no failover in progress)",
+            "a healthy CloudNativePG cluster (every instance of the spec ready, phase healthy, no failover in progress)",
             timeout,
             self.poll,
             || self.db_healthy(),

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::{
     chaos::{partition_burst, pod_kill_schedule, PARTITION_BURST},
+    cluster,
     driver::{KindArgs, KindDriver},
     gray,
     install::{self, inotify_problem},
@@ -55,6 +56,9 @@ struct Model {
     primary: Option<String>,
     /// Status reads until the database is healthy again (0 = healthy).
     db_recovering: u32,
+    /// Status reads while CloudNativePG still bootstraps: it adds the replicas
+    /// one at a time, so only the first instance exists (and is ready).
+    bootstrapping: u32,
     next_uid: u64,
     pod_kill_schedule: bool,
     pod_list_reads: u64,
@@ -274,12 +278,22 @@ impl Model {
     }
 
     fn read_cluster(&mut self) -> Value {
+        let primary = self.primary.clone().unwrap_or_default();
+        if self.bootstrapping > 0 {
+            self.bootstrapping -= 1;
+            return json!({"spec": {"instances": 3}, "status": {"instances": 1, "readyInstances": 1,
+                "phase": "Creating a new replica", "currentPrimary": primary, "targetPrimary": primary, "timelineID": 1}});
+        }
         if self.db_recovering > 0 {
             self.db_recovering -= 1;
         }
-        let ready = if self.healthy() { 3 } else { 2 };
-        let primary = self.primary.clone().unwrap_or_default();
-        json!({"status": {"instances": 3, "readyInstances": ready, "currentPrimary": primary, "targetPrimary": primary, "timelineID": self.timeline}})
+        let (ready, phase) = if self.healthy() {
+            (3, cluster::PHASE_HEALTHY)
+        } else {
+            (2, "Waiting for the instances to become active")
+        };
+        json!({"spec": {"instances": 3}, "status": {"instances": 3, "readyInstances": ready, "phase": phase,
+            "currentPrimary": primary, "targetPrimary": primary, "timelineID": self.timeline}})
     }
 
     fn deployment(&mut self) -> Value {
@@ -511,6 +525,13 @@ impl Runner for FakeKubectl {
         m.commands.push(line.clone());
         if program == "docker" && args.first() == Some(&"run") {
             return Ok("vfps 0.1.0\n".into());
+        }
+        if program == "helm"
+            && args.starts_with(&["upgrade", "--install", "vfps"])
+            && m.bootstrapping > 0
+        {
+            m.violations
+                .push("vfps installed while the database was still bootstrapping".into());
         }
         if program != "kubectl" {
             return Ok(String::new());
@@ -1022,6 +1043,37 @@ async fn up_builds_the_topology_in_order() {
         k.runner.model().tokens_secret,
         "the tokens Secret is applied"
     );
+}
+
+#[test]
+fn a_cluster_is_healthy_only_with_every_instance_of_its_spec_and_the_healthy_phase() {
+    let cluster = |instances: u64, ready: u64, phase: &str, target: &str| {
+        CnpgStatus::of(&json!({"spec": {"instances": 3}, "status": {
+            "instances": instances, "readyInstances": ready, "phase": phase,
+            "currentPrimary": "vfps-db-1", "targetPrimary": target}}))
+    };
+    assert!(cluster(3, 3, cluster::PHASE_HEALTHY, "vfps-db-1").healthy());
+    // CloudNativePG adds replicas one at a time: one instance, ready, is a
+    // cluster still bootstrapping.
+    assert!(!cluster(1, 1, "Creating a new replica", "vfps-db-1").healthy());
+    assert!(!cluster(1, 1, cluster::PHASE_HEALTHY, "vfps-db-1").healthy());
+    assert!(!cluster(3, 2, cluster::PHASE_HEALTHY, "vfps-db-1").healthy());
+    assert!(!cluster(3, 3, "Failing over", "vfps-db-1").healthy());
+    assert!(!cluster(3, 3, cluster::PHASE_HEALTHY, "vfps-db-2").healthy());
+    assert!(!CnpgStatus::of(&json!({})).healthy());
+}
+
+#[tokio::test]
+async fn up_waits_until_the_database_has_every_instance_of_its_spec() {
+    let k = kube();
+    k.runner.model().bootstrapping = 4;
+    install::up(&k, &kind_args(), None).await.unwrap();
+    let m = k.runner.model();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert!(m
+        .commands
+        .iter()
+        .any(|c| c.starts_with("helm upgrade --install vfps")));
 }
 
 #[tokio::test]
