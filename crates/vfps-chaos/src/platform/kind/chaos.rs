@@ -227,15 +227,12 @@ impl<R: Runner> Faults for Kube<R> {
         Ok(self.cnpg_status().await?.timeline)
     }
 
-    /// With `ANY 1` every streaming standby can confirm a commit: the
-    /// "synchronous standby" is the first ready standby by name.
+    /// With `ANY 1` every standby in the quorum can confirm a commit: the
+    /// "synchronous standby" is the first by name that the primary reports
+    /// streaming with `sync_state = quorum` (`pg_stat_replication`). A Ready
+    /// pod proves neither: a standby catching up is Ready too.
     async fn sync_standby(&self) -> anyhow::Result<Option<Instance>> {
-        Ok(self
-            .standbys()
-            .await?
-            .into_iter()
-            .find(|p| p.ready)
-            .map(Kube::<R>::instance_of))
+        self.quorum_standby().await
     }
 
     async fn kill_standby(&self, standby: &Instance) -> anyhow::Result<()> {

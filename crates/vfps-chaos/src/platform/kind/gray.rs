@@ -83,6 +83,24 @@ fn any_values() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The standbys the primary streams to and counts in the `ANY 1` quorum, as
+/// the primary itself reports them. CloudNativePG names each standby's
+/// walreceiver after its pod (`application_name` in its `primary_conninfo`)
+/// and connects it as `streaming_replica`.
+pub(crate) const QUORUM_STANDBYS_SQL: &str =
+    "SELECT application_name FROM pg_catalog.pg_stat_replication \
+     WHERE usename = 'streaming_replica' AND state = 'streaming' AND sync_state = 'quorum' \
+     ORDER BY application_name";
+
+/// The names `psql -At` printed, one a line.
+pub fn names_of(out: &str) -> Vec<String> {
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// What `bash -c` prints for a connect: `connected`, or `exit <status>`.
 pub fn connect_outcome(out: &str) -> anyhow::Result<Connect> {
     match out.trim() {
@@ -154,7 +172,7 @@ impl<R: Runner> Kube<R> {
         .await
     }
 
-    /// The standbys, sorted by name; a ready one first.
+    /// The standbys (pods labelled replica, not terminating), sorted by name.
     pub(crate) async fn standbys(&self) -> anyhow::Result<Vec<super::Pod>> {
         let mut pods = pods_of(
             &self
@@ -162,7 +180,7 @@ impl<R: Runner> Kube<R> {
                 .await?,
         );
         pods.retain(|p| !p.terminating);
-        pods.sort_by(|a, b| (!a.ready, &a.name).cmp(&(!b.ready, &b.name)));
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(pods)
     }
 
@@ -193,6 +211,29 @@ impl<R: Runner> Kube<R> {
         connect_outcome(&out)
     }
 
+    /// `psql` as the superuser inside a database pod (the `postgres`
+    /// container's environment points it at the local socket; CloudNativePG's
+    /// `pg_ident` maps the container's user to `postgres`).
+    pub(crate) async fn psql(&self, pod: &str, sql: &str) -> anyhow::Result<String> {
+        self.kubectl(&[
+            "exec", "-n", NAMESPACE, pod, "-c", "postgres", "--", "psql", "-U", "postgres", "-At",
+            "-c", sql,
+        ])
+        .await
+    }
+
+    /// The first standby, by name, that the primary streams to and counts in
+    /// the quorum: one that confirms commits now, not merely a Ready pod.
+    pub(crate) async fn quorum_standby(&self) -> anyhow::Result<Option<Instance>> {
+        let Some(primary) = self.primary_pod().await? else {
+            return Ok(None);
+        };
+        let streaming = names_of(&self.psql(&primary.name, QUORUM_STANDBYS_SQL).await?);
+        let mut standbys = self.standbys().await?;
+        standbys.retain(|p| streaming.contains(&p.name));
+        Ok(standbys.into_iter().next().map(Kube::<R>::instance_of))
+    }
+
     /// WAL positions of every database pod that answers.
     pub(crate) async fn db_wal_positions(&self) -> anyhow::Result<Vec<WalPosition>> {
         let pods = pods_of(
@@ -204,12 +245,7 @@ impl<R: Runner> Kube<R> {
                    THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END - '0/0'";
         let mut out = Vec::new();
         for p in pods.iter().filter(|p| !p.terminating) {
-            let answer = self
-                .kubectl(&[
-                    "exec", "-n", NAMESPACE, &p.name, "-c", "postgres", "--", "psql", "-U",
-                    "postgres", "-At", "-c", sql,
-                ])
-                .await;
+            let answer = self.psql(&p.name, sql).await;
             if let Some(w) = answer.ok().and_then(|a| wal_line(&p.name, &a)) {
                 out.push(w);
             }
@@ -239,5 +275,10 @@ mod tests {
         assert_eq!((w.lsn, w.primary), (4096, false));
         assert!(wal_line("x", "f|8192").unwrap().primary);
         assert!(wal_line("x", "garbage").is_none());
+        assert_eq!(
+            names_of("vfps-db-2\n\nvfps-db-3\n"),
+            ["vfps-db-2", "vfps-db-3"]
+        );
+        assert!(names_of("").is_empty());
     }
 }

@@ -78,6 +78,9 @@ struct Model {
     replica_cut: Option<(String, u32)>,
     delay: Option<u32>,
     standby_chaos: Option<String>,
+    /// Standbys that are Ready but do not stream (catching up, or their
+    /// walreceiver is down): the primary does not list them as quorum.
+    not_streaming: Vec<String>,
     /// Knobs of a scenario test.
     drain_times_out: bool,
     /// The double failover kills the promoted primary on purpose.
@@ -182,6 +185,23 @@ impl Model {
         json!({ "items": items })
     }
 
+    /// What the primary's pg_stat_replication lists as streaming and quorum.
+    fn quorum_standbys(&self) -> Vec<String> {
+        if self.isolation == Some(0) {
+            return Vec::new();
+        }
+        let mut names: Vec<String> = self
+            .db
+            .iter()
+            .map(|p| p.name.clone())
+            .filter(|n| Some(n) != self.primary.as_ref())
+            .filter(|n| self.standby_chaos.as_ref() != Some(n) || self.db_recovering == 0)
+            .filter(|n| !self.not_streaming.contains(n))
+            .collect();
+        names.sort();
+        names
+    }
+
     fn pod(&self, name: &str) -> Option<&FakePod> {
         self.vfps.iter().chain(&self.db).find(|p| p.name == name)
     }
@@ -194,6 +214,13 @@ impl Model {
         let primary = self.primary.clone().unwrap_or_default();
         let isolated = self.isolation == Some(0);
         if command.first() == Some(&"psql") {
+            if command.iter().any(|c| c.contains("pg_stat_replication")) {
+                if from.name != primary {
+                    // A standby's pg_stat_replication is empty.
+                    return Ok(String::new());
+                }
+                return Ok(self.quorum_standbys().join("\n"));
+            }
             if from.name == primary {
                 self.wal += 100;
                 return Ok(format!("f|{}\n", self.wal));
@@ -883,6 +910,61 @@ async fn an_inert_gray_fault_fails_its_scenario() {
             "{name}: the fault is removed even when its proof failed"
         );
     }
+}
+
+#[tokio::test]
+async fn the_synchronous_standby_is_one_the_primary_streams_to() {
+    let k = kube();
+    // vfps-db-2 is Ready, first by name, but catching up: it confirms nothing.
+    k.runner.model().not_streaming = vec!["vfps-db-2".into()];
+    let (r, events) = run_plan(
+        &k,
+        vec![planned(
+            Scenario::DbSyncStandbyKill,
+            "db-sync-standby-kill",
+            1,
+        )],
+    )
+    .await;
+    let e = r.map(|_| ()).map_err(|e| format!("{e:#}"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.ends_with("killed synchronous standby vfps-db-3")),
+        "{events:#?} {e:?}"
+    );
+    let m = k.runner.model();
+    assert!(
+        m.commands.iter().any(|c| c.contains("pg_stat_replication")),
+        "the primary was asked"
+    );
+}
+
+#[tokio::test]
+async fn a_standby_kill_fails_when_no_other_standby_streams_meanwhile() {
+    let mut k = kube();
+    k.heal_timeout = Duration::from_secs(1);
+    // The other standby is Ready but does not stream: with the streaming one
+    // killed, no standby confirms commits, and the proof must say so.
+    k.runner.model().not_streaming = vec!["vfps-db-3".into()];
+    let (r, events) = run_plan(
+        &k,
+        vec![planned(
+            Scenario::DbSyncStandbyKill,
+            "db-sync-standby-kill",
+            1,
+        )],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(
+        e.contains("no other instance became the synchronous standby"),
+        "{e} {events:#?}"
+    );
+    assert!(
+        k.runner.model().standby_chaos.is_none(),
+        "the kill is removed even when its proof failed"
+    );
 }
 
 #[tokio::test]
