@@ -324,25 +324,19 @@ impl<R: Runner> Faults for Kube<R> {
         self.remove(gray::REPLICA_CUT).await
     }
 
+    /// Returns once a database round trip from a vfps pod is measurably slower.
     async fn delay_database(
         &self,
         delay: Duration,
         jitter: Duration,
         hold: Duration,
     ) -> anyhow::Result<()> {
-        self.inject(
-            gray::DELAY,
-            &[
-                ("LATENCY", gray::millis(delay)),
-                ("JITTER", gray::millis(jitter)),
-                ("DURATION", gray::chaos_duration(hold)),
-            ],
-        )
-        .await
+        self.delay_proven(delay, jitter, hold).await
     }
 
+    /// Returns once the round trips are back to what they were.
     async fn heal_delay(&self) -> anyhow::Result<()> {
-        self.remove(gray::DELAY).await
+        self.delay_removed().await
     }
 
     async fn partition(&self, burst: Duration) -> anyhow::Result<()> {

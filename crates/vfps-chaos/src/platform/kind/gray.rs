@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::{chaos::render, cluster::pods_of, Kube, Runner, NAMESPACE};
+use super::{chaos::render, cluster::pods_of, Kube, Runner, DEPLOYMENT, NAMESPACE};
 use crate::{
     nemesis::{Connect, Instance, WalPosition},
     platform::net::wait_every,
@@ -81,6 +81,30 @@ fn any_values() -> Vec<(&'static str, String)> {
         ("LATENCY", "1ms".into()),
         ("JITTER", "0ms".into()),
     ]
+}
+
+/// Timed database round trips per measurement; the fastest counts, so one
+/// slow `kubectl exec` does not pass for the delay.
+const ROUND_TRIP_SAMPLES: usize = 3;
+
+/// How long the heal may take to show in the round trips (Chaos Mesh removes
+/// the netem when its finalizer runs, before the object is gone).
+const DELAY_HEAL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the delay's proof measured before the delay.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DelayProof {
+    /// The database round trip from a vfps pod before the delay.
+    pub before: Duration,
+    /// The least a delayed round trip adds: one packet's delay less its jitter.
+    pub least: Duration,
+}
+
+impl DelayProof {
+    /// Whether a round trip carries the delay.
+    pub fn delayed(&self, round_trip: Duration) -> bool {
+        round_trip >= self.before + self.least
+    }
 }
 
 /// The standbys the primary streams to and counts in the `ANY 1` quorum, as
@@ -168,6 +192,89 @@ impl<R: Runner> Kube<R> {
                 .await
                 .is_ok_and(|out| out.trim().is_empty())
             },
+        )
+        .await
+    }
+
+    /// A database round trip as vfps makes it, timed from here: `vfps migrate
+    /// --check` inside a vfps pod connects through the `-rw` Service (the path
+    /// of every call; TCP, TLS, authentication and a query are several round
+    /// trips) and reads the schema version. The fastest of a few.
+    pub(crate) async fn db_round_trip(&self) -> anyhow::Result<Duration> {
+        let deployment = format!("deployment/{DEPLOYMENT}");
+        let mut fastest = Duration::MAX;
+        for _ in 0..ROUND_TRIP_SAMPLES {
+            let started = std::time::Instant::now();
+            self.kubectl(&[
+                "exec",
+                "-n",
+                NAMESPACE,
+                &deployment,
+                "-c",
+                "vfps",
+                "--",
+                "vfps",
+                "migrate",
+                "--check",
+            ])
+            .await
+            .context("a database round trip from a vfps pod (vfps migrate --check)")?;
+            fastest = fastest.min(started.elapsed());
+        }
+        Ok(fastest)
+    }
+
+    /// Injects the delay and proves by behaviour that vfps's database traffic
+    /// carries it: Chaos Mesh reports a NetworkChaos injected even when its
+    /// filter matches no packet.
+    pub(crate) async fn delay_proven(
+        &self,
+        delay: Duration,
+        jitter: Duration,
+        hold: Duration,
+    ) -> anyhow::Result<()> {
+        let proof = DelayProof {
+            before: self.db_round_trip().await?,
+            least: delay.saturating_sub(jitter),
+        };
+        *self.delay_proof.lock().await = Some(proof);
+        self.inject(
+            DELAY,
+            &[
+                ("LATENCY", millis(delay)),
+                ("JITTER", millis(jitter)),
+                ("DURATION", chaos_duration(hold)),
+            ],
+        )
+        .await?;
+        let during = self.db_round_trip().await?;
+        if !proof.delayed(during) {
+            bail!(
+                "the delay did not reach vfps's database traffic: Chaos Mesh reports it injected, \
+                 but a round trip from a vfps pod took {during:?} ({:?} before; a delayed one takes at least {:?} more)",
+                proof.before,
+                proof.least
+            );
+        }
+        eprintln!(
+            "db-network-delay: a database round trip from a vfps pod took {during:?}, {:?} before",
+            proof.before
+        );
+        Ok(())
+    }
+
+    /// Removes the delay and proves it gone: round trips back below the delayed ones.
+    pub(crate) async fn delay_removed(&self) -> anyhow::Result<()> {
+        self.remove(DELAY).await?;
+        let Some(proof) = self.delay_proof.lock().await.take() else {
+            // Nothing was measured, so nothing was injected.
+            return Ok(());
+        };
+        wait_every(
+            "vfps's database round trips to lose the delay",
+            DELAY_HEAL_TIMEOUT,
+            self.poll,
+            || async { self.db_round_trip().await.is_ok_and(|t| !proof.delayed(t)) },
         )
         .await
     }

@@ -115,6 +115,9 @@ pub struct Kube<R> {
     pub heal_timeout: Duration,
     /// The vfps pods after the last heal: a kill is one of them going away.
     known: Mutex<Vec<Pod>>,
+    /// The database round trip measured before the delay was injected, and
+    /// the least a delayed one adds: the heal is proven against them.
+    delay_proof: Mutex<Option<gray::DelayProof>>,
 }
 
 impl<R: Runner> Kube<R> {
@@ -125,6 +128,7 @@ impl<R: Runner> Kube<R> {
             poll: Duration::from_secs(2),
             heal_timeout: Duration::from_secs(300),
             known: Mutex::new(Vec::new()),
+            delay_proof: Mutex::new(None),
         }
     }
 

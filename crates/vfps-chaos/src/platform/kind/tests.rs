@@ -77,6 +77,12 @@ struct Model {
     isolation: Option<u32>,
     replica_cut: Option<(String, u32)>,
     delay: Option<u32>,
+    /// What the delay's netem adds to a round trip of vfps's database traffic
+    /// once injected. Chaos Mesh filters netem by destination IP: `to` puts it
+    /// on the vfps pods for the database pods' IPs, which vfps's packets to the
+    /// -rw ClusterIP never carry (zero); `from` and `both` put it on the
+    /// database pods for the vfps pods' IPs, which every reply carries.
+    delay_on_round_trip: Duration,
     standby_chaos: Option<String>,
     /// Standbys that are Ready but do not stream (catching up, or their
     /// walreceiver is down): the primary does not list them as quorum.
@@ -427,6 +433,10 @@ impl Model {
                         .push("the delay is not 200 ms ± 50 ms".into());
                 }
                 self.delay = Some(2);
+                self.delay_on_round_trip = match field(manifest, "  direction:").as_str() {
+                    "from" | "both" => Duration::from_millis(200),
+                    _ => Duration::ZERO,
+                };
             }
             "NetworkChaos" => {
                 self.db_fault("a partition");
@@ -547,6 +557,20 @@ impl Runner for FakeKubectl {
         args: &[&str],
         input: Option<&str>,
     ) -> anyhow::Result<String> {
+        if program == "kubectl" && args.ends_with(&["vfps", "migrate", "--check"]) {
+            // A database round trip from a vfps pod: as slow as the delay makes it.
+            let slower = {
+                let mut m = self.model();
+                m.commands.push(format!("{program} {}", args.join(" ")));
+                if m.delay == Some(0) {
+                    m.delay_on_round_trip
+                } else {
+                    Duration::ZERO
+                }
+            };
+            tokio::time::sleep(slower).await;
+            return Ok(String::new());
+        }
         let mut m = self.model();
         let line = format!("{program} {}", args.join(" "));
         m.commands.push(line.clone());
@@ -861,6 +885,12 @@ async fn every_gray_fault_applies_proves_and_heals_on_kubernetes() {
     let m = k.runner.model();
     assert!(m.violations.is_empty(), "{:?}", m.violations);
     assert!(
+        m.commands
+            .iter()
+            .any(|c| c.ends_with("-c vfps -- vfps migrate --check")),
+        "the delay is measured on vfps's own path to the database"
+    );
+    assert!(
         m.isolation.is_none()
             && m.replica_cut.is_none()
             && m.delay.is_none()
@@ -964,6 +994,39 @@ async fn a_standby_kill_fails_when_no_other_standby_streams_meanwhile() {
     assert!(
         k.runner.model().standby_chaos.is_none(),
         "the kill is removed even when its proof failed"
+    );
+}
+
+/// Chaos Mesh reports the delay injected, but its netem matches none of
+/// vfps's database packets (`direction: to`, toward pods vfps reaches only
+/// through a ClusterIP): the measured round trip fails the scenario.
+#[tokio::test]
+async fn a_delay_that_misses_vfpss_database_traffic_fails_its_scenario() {
+    let dir = vfps_testkit::scratch_dir("kind-delay-to");
+    std::fs::create_dir_all(dir.join("chaos")).unwrap();
+    let asset = std::fs::read_to_string(assets().join(gray::DELAY.asset)).unwrap();
+    assert!(asset.contains("  direction: from\n"), "{asset}");
+    std::fs::write(
+        dir.join(gray::DELAY.asset),
+        asset.replace("  direction: from\n", "  direction: to\n"),
+    )
+    .unwrap();
+    let mut k = Kube::new(FakeKubectl::new(), &dir);
+    k.poll = Duration::from_millis(5);
+    k.heal_timeout = Duration::from_secs(5);
+    let (r, _) = run_plan(
+        &k,
+        vec![planned(Scenario::DbNetworkDelay, "db-network-delay", 1)],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(
+        e.contains("the delay did not reach vfps's database traffic"),
+        "{e}"
+    );
+    assert!(
+        k.runner.model().delay.is_none(),
+        "the delay is removed even when its proof failed"
     );
 }
 
