@@ -4,7 +4,8 @@
 # `vfps-chaos kind`, whose scenarios, order, health gates and checkers
 # are the same code as the local platform's.
 #   run.sh all | up | scenarios | collect | down | render DIR
-# Needs kind, kubectl, helm, docker and the two images built locally:
+# Needs kind, kubectl, helm, docker (28 or later: images are saved per platform)
+# and the two images built locally:
 #   docker buildx build --load -t ghcr.io/miracum/vfps:ci .
 #   docker buildx build --load --target=stress-test -t ghcr.io/miracum/vfps/stress-test:ci .
 # Settings: SCENARIOS, DURATION_<SCENARIO>, MAX_OUTAGE_<SCENARIO>, LOAD_MARGIN_SECONDS,

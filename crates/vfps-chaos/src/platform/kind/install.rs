@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 
 use super::{driver::KindArgs, Kube, Runner, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE};
 
@@ -82,9 +82,7 @@ pub async fn up<R: Runner>(
         format!("{STRESS_TEST_IMAGE}:{}", args.stress_test_tag()),
     ];
     refuse_foreign_image(kube, &images[0]).await?;
-    let mut load = vec!["load", "docker-image", "--name", &args.cluster_name];
-    load.extend(images.iter().map(String::as_str));
-    kube.run("kind", &load).await?;
+    load_images(kube, &args.cluster_name, &images).await?;
     step("images loaded");
     for (name, url) in [
         ("cnpg", "https://cloudnative-pg.github.io/charts"),
@@ -208,6 +206,58 @@ async fn refuse_foreign_image<R: Runner>(kube: &Kube<R>, image: &str) -> anyhow:
             "{image} is not an image of this vfps (it has no /usr/local/bin/vfps: {e:#}); upstream's .NET image cannot run this chart — build this project's with `docker buildx build --load -t {image} .`"
         ),
     }
+}
+
+/// Loads the images into every node, each saved for the one platform this
+/// machine holds it for. `kind load docker-image` runs a plain `docker save`
+/// and kind v0.27.0 imports with `ctr images import --all-platforms`: under
+/// Docker's containerd image store a pulled multi-arch image (a released vfps)
+/// is saved with its whole index while only this machine's platform was
+/// pulled, and the import fails on the first missing blob. `docker image save
+/// --platform` (Docker 28 and later) writes that platform alone.
+async fn load_images<R: Runner>(
+    kube: &Kube<R>,
+    cluster: &str,
+    images: &[String],
+) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("vfps-kind-images-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let loaded = async {
+        for (i, image) in images.iter().enumerate() {
+            let platform = kube
+                .run(
+                    "docker",
+                    &[
+                        "image",
+                        "inspect",
+                        "--format",
+                        "{{.Os}}/{{.Architecture}}{{with .Variant}}/{{.}}{{end}}",
+                        image,
+                    ],
+                )
+                .await?;
+            let platform = platform.trim();
+            let archive = dir.join(format!("image-{i}.tar")).display().to_string();
+            kube.run(
+                "docker",
+                &["image", "save", "--platform", platform, "-o", &archive, image],
+            )
+            .await
+            .with_context(|| {
+                format!("cannot save {image} for {platform} alone (docker image save --platform needs Docker 28 or later)")
+            })?;
+            kube.run(
+                "kind",
+                &["load", "image-archive", "--name", cluster, &archive],
+            )
+            .await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    let removed =
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()));
+    loaded.and(removed)
 }
 
 /// `versions.env`: the pinned chart versions and kind node image.

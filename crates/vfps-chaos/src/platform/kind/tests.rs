@@ -51,6 +51,11 @@ struct FakePod {
 struct Model {
     /// The run's tokens Secret was applied, with every token.
     tokens_secret: bool,
+    /// Image archives `docker image save` wrote: path → holds one platform.
+    /// This Docker uses the containerd image store and the images are
+    /// multi-arch, of which this machine pulled one platform: a plain save
+    /// writes the whole index without the other platforms' blobs.
+    archives: std::collections::BTreeMap<String, bool>,
     vfps: Vec<FakePod>,
     db: Vec<FakePod>,
     primary: Option<String>,
@@ -526,6 +531,44 @@ impl Model {
         }
     }
 
+    /// Saving and loading images, as Docker's containerd image store and
+    /// kind v0.27.0 do it: kind imports with `ctr images import
+    /// --all-platforms`, which fails on an archive of a whole multi-arch index
+    /// whose other platforms were never pulled.
+    fn docker_and_kind_images(
+        &mut self,
+        program: &str,
+        args: &[&str],
+    ) -> Option<anyhow::Result<String>> {
+        let missing_blob = || {
+            Err(anyhow::anyhow!(
+                "ERROR: failed to load image: command \"docker exec --privileged -i vfps-ha-control-plane \
+                 ctr --namespace=k8s.io images import --all-platforms --digests --snapshotter=overlayfs -\" \
+                 failed with error: exit status 1\nCommand Output: ctr: content digest sha256:9106d839: not found"
+            ))
+        };
+        match (program, args) {
+            ("docker", ["image", "inspect", "--format", _, _]) => Some(Ok("linux/amd64\n".into())),
+            ("docker", ["image", "save", rest @ ..]) => {
+                let path = rest.iter().skip_while(|a| **a != "-o").nth(1)?;
+                let one_platform = rest.contains(&"--platform");
+                self.archives.insert((*path).to_owned(), one_platform);
+                Some(Ok(String::new()))
+            }
+            ("kind", ["load", "docker-image", ..]) => Some(missing_blob()),
+            ("kind", ["load", "image-archive", "--name", _, path]) => {
+                Some(match self.archives.get(*path) {
+                    Some(true) => Ok(String::new()),
+                    Some(false) => missing_blob(),
+                    None => Err(anyhow::anyhow!(
+                        "ERROR: stat {path}: no such file or directory"
+                    )),
+                })
+            }
+            _ => None,
+        }
+    }
+
     fn job_log(&self) -> String {
         if self.job.is_none() {
             return String::new();
@@ -576,6 +619,9 @@ impl Runner for FakeKubectl {
         m.commands.push(line.clone());
         if program == "docker" && args.first() == Some(&"run") {
             return Ok("vfps 0.1.0\n".into());
+        }
+        if let Some(answer) = m.docker_and_kind_images(program, args) {
+            return answer;
         }
         if program == "helm"
             && args.starts_with(&["upgrade", "--install", "vfps"])
@@ -1162,8 +1208,15 @@ async fn up_builds_the_topology_in_order() {
             .position(|c| c.contains(s))
             .unwrap_or_else(|| panic!("{s:?} not run: {cmds:#?}"))
     };
-    assert!(at("kind create cluster --name vfps-ha") < at("kind load docker-image"));
-    assert!(cmds[at("kind load docker-image")].contains("ghcr.io/miracum/vfps/stress-test:ci"));
+    assert!(
+        at("kind create cluster --name vfps-ha") < at("kind load image-archive --name vfps-ha")
+    );
+    assert!(at("docker image save --platform linux/amd64") < at("kind load image-archive"));
+    assert!(cmds[at("docker image save")].ends_with("ghcr.io/miracum/vfps:ci"));
+    assert!(cmds.iter().any(
+        |c| c.starts_with("docker image save --platform linux/amd64")
+            && c.ends_with("ghcr.io/miracum/vfps/stress-test:ci")
+    ));
     assert!(cmds[at("chaos-mesh/chaos-mesh")].contains("dashboard.create=false"));
     // Pinned: the operators the manifests are validated against, the node image by digest.
     assert!(cmds[at("cnpg/cloudnative-pg")].contains("--version 0.26.1"));
@@ -1240,6 +1293,32 @@ async fn up_refuses_an_image_that_is_not_this_vfps_before_loading_it() {
         let cmds = k.runner.0.model().commands.clone();
         assert!(!cmds.iter().any(|c| c.contains("kind load")), "{cmds:#?}");
     }
+}
+
+/// A released vfps is a multi-arch image, pulled for this machine's platform
+/// into a Docker with the containerd image store: `kind load docker-image`
+/// would fail; each image is saved for its one platform and loaded as an
+/// archive, which kind imports whole.
+#[tokio::test]
+async fn a_released_multi_arch_image_is_loaded_as_one_platforms_archive() {
+    let k = kube();
+    let args = KindArgs {
+        image_tag: "1.2.3".into(),
+        stress_test_tag: Some("ci".into()),
+        ..kind_args()
+    };
+    install::up(&k, &args, None).await.unwrap();
+    let m = k.runner.model();
+    assert_eq!(
+        m.archives.values().filter(|one| **one).count(),
+        2,
+        "{:#?}",
+        m.commands
+    );
+    assert!(!m
+        .commands
+        .iter()
+        .any(|c| c.contains("kind load docker-image")));
 }
 
 #[test]
@@ -1503,14 +1582,18 @@ async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
     };
     install::up(&k, &args, None).await.unwrap();
     let cmds = k.runner.model().commands.clone();
-    let load = cmds
+    let saved: Vec<&String> = cmds
         .iter()
-        .find(|c| c.starts_with("kind load docker-image"))
-        .unwrap();
+        .filter(|c| c.starts_with("docker image save"))
+        .collect();
     assert!(
-        load.contains("ghcr.io/miracum/vfps:1.2.3")
-            && load.contains("ghcr.io/miracum/vfps/stress-test:ci"),
-        "{load}"
+        saved
+            .iter()
+            .any(|c| c.ends_with("ghcr.io/miracum/vfps:1.2.3"))
+            && saved
+                .iter()
+                .any(|c| c.ends_with("ghcr.io/miracum/vfps/stress-test:ci")),
+        "{saved:#?}"
     );
     assert!(cmds.iter().any(|c| c.contains("image.tag=1.2.3")));
     let plan = Plan {
