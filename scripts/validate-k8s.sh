@@ -417,6 +417,29 @@ printf 'steps:\n  - uses: actions/checkout@v4\n  - uses: a/b@0123456789abcdef012
 found=$(unpinned .github/workflows/*.yaml)
 [ -z "$found" ] || { echo "actions not pinned by commit SHA (with the tag in a comment):" >&2; echo "$found" >&2; exit 1; }
 
+# A weekly run that fails before the suite step (a build, a pull, installing
+# kind) still files its issue: the report step, run alone on a fresh runner
+# (no $OUT yet) as GitHub runs it, writes the file the issue step reads.
+$py - "$out/report" <<'PY' || { echo "ha-chaos.yaml: a run failing before the suite step writes no issue report" >&2; exit 1; }
+import os, subprocess, sys, yaml
+workspace = sys.argv[1]
+wf = yaml.safe_load(open(".github/workflows/ha-chaos.yaml"))
+job = wf["jobs"]["ha-chaos"]
+steps = job["steps"]
+report = next(s for s in steps if "issue-report.md" in s.get("run", ""))
+issue = next(s for s in steps if "content-filepath" in s.get("with", {}))
+assert "failure()" in report["if"] and "failure()" in issue["if"], "the report and issue steps do not run on failure"
+out = job["env"]["OUT"].replace("${{ github.workspace }}", workspace)
+env = {"PATH": os.environ["PATH"], "OUT": out, "RUN_URL": "https://example.invalid/run/1", "OUTCOME": "failure"}
+os.makedirs(workspace)  # the checkout, and nothing else yet
+done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", report["run"]], env=env, cwd=workspace,
+                      capture_output=True, text=True)
+path = os.path.join(workspace, issue["with"]["content-filepath"])
+ok = done.returncode == 0 and os.path.isfile(path) and "https://example.invalid/run/1" in open(path).read()
+print(done.stderr, end="", file=sys.stderr) if not ok else print("the issue report is written when a run fails before the suite step")
+sys.exit(0 if ok else 1)
+PY
+
 echo "== hadolint (the Dockerfile; docker build itself cannot run here)"
 "$tools/venv/bin/hadolint" Dockerfile
 
