@@ -405,7 +405,8 @@ print("the fields the driver reads are in the CRDs")
 PY
 
 echo "== HA wiring"
-$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60
+$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60 \
+  "${custom[@]}"
 echo "the load window of the full kind suite: $load s"
 
 echo "== actionlint, and every action pinned by commit"

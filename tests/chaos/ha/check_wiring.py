@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Asserts the HA wiring of the rendered Kubernetes assets.
 
-Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS
+Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS [CHAOS...]
        check_wiring.py --self-test ...same arguments...
 LOADGEN_JOB and PLAN_JSON are what `vfps-chaos kind render` writes; the
 load window is recomputed here from the plan's durations and margin.
+CHAOS are the Chaos Mesh objects the driver applies: each label selector must
+select the pods it is meant for (vfps's API pods, or CloudNativePG's instance
+pods) and none of the other pods those labels appear on.
 The self-test feeds the checker broken copies and requires each to be caught.
 """
 import copy
@@ -94,6 +97,57 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
 
 
 PLAN_SEED = None
+CHAOS = []
+
+
+def cnpg_pods(cnpg):
+    """The labels of the pods CloudNativePG 1.27.1 makes for a Cluster: its
+    instances (pkg/specs/pods.go, and the role from SetInstanceRole in
+    pkg/utils/labels_annotations.go) and its Jobs' pods (pkg/specs/jobs.go:
+    initdb, join, ...; deleted only once the cluster is healthy)."""
+    name = cnpg["metadata"]["name"]
+    instances = [{"cnpg.io/cluster": name, "cnpg.io/instanceName": f"{name}-{i}", "cnpg.io/podRole": "instance",
+                  "cnpg.io/instanceRole": role, "role": role}
+                 for i, role in ((1, "primary"), (2, "replica"), (3, "replica"))]
+    jobs = [{"cnpg.io/cluster": name, "cnpg.io/instanceName": f"{name}-{i}", "cnpg.io/jobRole": role}
+            for i, role in ((1, "initdb"), (2, "join"), (3, "join"))]
+    return instances, jobs
+
+
+def selectors(doc):
+    """(where, labelSelectors) of a chaos object's pod selectors."""
+    spec = doc["spec"]
+    for kind in ("podChaos", "networkChaos"):
+        spec = spec.get(kind, spec)
+    found = []
+    for where, sel in (("selector", spec.get("selector")), ("target", (spec.get("target") or {}).get("selector"))):
+        if sel and sel.get("labelSelectors"):
+            found.append((where, sel["labelSelectors"]))
+    return found
+
+
+def check_selectors(chart, cnpg, chaos_docs):
+    """Every label selector selects some of vfps's API pods or CloudNativePG's
+    instance pods, and no other pod carrying those labels: a chaos object that
+    also selects a finished Job's pod or a helm test pod waits for an injection
+    that cannot happen there (Chaos Mesh 2.7.2 filters no pod phase by default),
+    or kills the wrong pod."""
+    problems = []
+    api = find(chart, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    others = [d["spec"]["template"]["metadata"]["labels"] for d in chart if d["kind"] == "Job"]
+    others += [d["metadata"]["labels"] for d in chart if d["kind"] == "Pod"]
+    instances, jobs = cnpg_pods(cnpg)
+    def matches(sel, labels):
+        return all(labels.get(k) == v for k, v in sel.items())
+    for doc in chaos_docs:
+        for where, sel in selectors(doc):
+            name = f"{doc['kind']} {doc['metadata']['name']} {where}"
+            if not any(matches(sel, p) for p in [api] + instances):
+                problems.append(f"{name} {sel} selects neither vfps's API pods nor a database instance")
+            wrong = [p for p in others + jobs if matches(sel, p)]
+            if wrong:
+                problems.append(f"{name} {sel} also selects pods labelled {wrong}")
+    return problems
 
 
 def self_test(args):
@@ -137,7 +191,24 @@ def self_test(args):
     cases["another seed"] = lambda c, n, j: set_job_env(j, "RESILIENCE_SEED", str((PLAN_SEED or 0) + 1))
     for name, mutate in cases.items():
         assert broken(mutate), f"the checker missed: {name}"
-    print(f"check_wiring self-test: {len(cases)} violations caught")
+    caught = len(cases)
+    if CHAOS:
+        assert not check_selectors(chart, cnpg, CHAOS), "the real chaos objects must pass before mutating them"
+        def loosened(label, kind):
+            docs = copy.deepcopy(CHAOS)
+            for d in docs:
+                for _, sel in selectors(d):
+                    if label in sel:
+                        sel.pop(kind, None)
+            return check_selectors(chart, cnpg, docs)
+        selector_cases = {
+            "vfps pods by name only (the helm test pod too)": loosened("app.kubernetes.io/name", "app.kubernetes.io/component"),
+            "database pods by cluster only (its Jobs' pods too)": loosened("cnpg.io/podRole", "cnpg.io/podRole"),
+        }
+        for name, found in selector_cases.items():
+            assert found, f"the checker missed: {name}"
+        caught += len(selector_cases)
+    print(f"check_wiring self-test: {caught} violations caught")
 
 
 if __name__ == "__main__":
@@ -152,9 +223,10 @@ if __name__ == "__main__":
         plan = json.load(f)
     LOADS = (sum(p["duration_seconds"] for p in plan["scenarios"]) + plan["margin_seconds"], int(argv[4]))
     PLAN_SEED = plan.get("seed")
+    CHAOS = [d for path in argv[5:] for d in load_all(path)]
     if test:
         self_test((chart_docs, cnpg_doc, job_docs))
-    found = check(chart_docs, cnpg_doc, job_docs, *LOADS)
+    found = check(chart_docs, cnpg_doc, job_docs, *LOADS) + check_selectors(chart_docs, cnpg_doc, CHAOS)
     for p in found:
         print(f"HA wiring: {p}", file=sys.stderr)
     sys.exit(1 if found else 0)

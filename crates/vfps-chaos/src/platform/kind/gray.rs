@@ -16,8 +16,10 @@ use crate::{
     platform::net::wait_every,
 };
 
-/// Every database instance pod.
-pub(crate) const DB_PODS: &str = "cnpg.io/cluster=vfps-db";
+/// Every database instance pod. `cnpg.io/cluster` alone also selects the
+/// pods of CloudNativePG's Jobs (initdb, join), which stay until the cluster
+/// is healthy.
+pub(crate) const DB_PODS: &str = "cnpg.io/cluster=vfps-db,cnpg.io/podRole=instance";
 /// The standbys.
 pub(crate) const STANDBY_PODS: &str = "cnpg.io/cluster=vfps-db,cnpg.io/instanceRole=replica";
 

@@ -48,7 +48,10 @@ pub const LOADGEN_JOB: &str = "vfps-loadgen";
 pub const CNPG_CLUSTER: &str = "vfps-db";
 /// The vfps Deployment (Helm release `vfps`).
 pub const DEPLOYMENT: &str = "vfps";
-pub(crate) const VFPS_PODS: &str = "app.kubernetes.io/name=vfps";
+/// vfps's API pods: the Deployment's own selector. `app.kubernetes.io/name`
+/// alone also selects the release's helm test pod.
+pub(crate) const VFPS_PODS: &str =
+    "app.kubernetes.io/name=vfps,app.kubernetes.io/instance=vfps,app.kubernetes.io/component=api";
 pub(crate) const PRIMARY_POD: &str = "cnpg.io/cluster=vfps-db,cnpg.io/instanceRole=primary";
 /// What `kubectl drain` may take before the drain counts as failed.
 pub const DRAIN_TIMEOUT: &str = "120s";

@@ -1396,6 +1396,54 @@ fn the_job_runs_the_plans_load_window_with_its_deadline() {
         .contains("${NOT_A_VARIABLE}"));
 }
 
+/// The `labelSelectors` blocks of a manifest, each as `k=v,…` sorted.
+fn label_selectors(manifest: &str) -> Vec<String> {
+    let lines: Vec<&str> = manifest.lines().collect();
+    let mut found = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim() != "labelSelectors:" {
+            continue;
+        }
+        let indent = l.len() - l.trim_start().len();
+        let mut labels: Vec<String> = lines[i + 1..]
+            .iter()
+            .take_while(|m| m.len() - m.trim_start().len() > indent)
+            .filter_map(|m| m.trim().split_once(": "))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        labels.sort();
+        found.push(labels.join(","));
+    }
+    found
+}
+
+#[test]
+fn the_chaos_objects_select_the_pods_the_driver_watches() {
+    let sorted = |selector: &str| {
+        let mut labels: Vec<&str> = selector.split(',').collect();
+        labels.sort();
+        labels.join(",")
+    };
+    let mut seen = 0;
+    for entry in std::fs::read_dir(assets().join("chaos")).unwrap() {
+        let path = entry.unwrap().path();
+        for selector in label_selectors(&std::fs::read_to_string(&path).unwrap()) {
+            let expected = if selector.contains("app.kubernetes.io/name=vfps") {
+                sorted(VFPS_PODS)
+            } else if selector.contains("cnpg.io/instanceRole=primary") {
+                sorted(PRIMARY_POD)
+            } else if selector.contains("cnpg.io/instanceRole=replica") {
+                sorted(gray::STANDBY_PODS)
+            } else {
+                sorted(gray::DB_PODS)
+            };
+            assert_eq!(selector, expected, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 8, "{seen} selectors");
+}
+
 #[test]
 fn the_partition_burst_comes_from_the_schedules_template() {
     let schedule =
