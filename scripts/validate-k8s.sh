@@ -356,8 +356,18 @@ bad = [b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "helm test" in b
 sys.exit(1 if bad else 0)
 PY
 
-echo "== Kubernetes schemas"
-"$tools/venv/bin/kubernetes-validate" --strict "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
+# Against the chart's kubeVersion floor, the Kubernetes of the pinned kind node
+# image (what the kind path runs on) and kubernetes-validate's newest.
+floor=$(sed -n 's/^kubeVersion: ">=\([0-9]*\.[0-9]*\)\..*/\1/p' charts/vfps/Chart.yaml)
+node=$(sed -n 's/^KIND_NODE_IMAGE=kindest\/node:v\([0-9]*\.[0-9]*\)\..*/\1/p' tests/chaos/ha/versions.env)
+if [ -z "$floor" ] || [ -z "$node" ]; then echo "cannot read the chart's kubeVersion or the kind node's Kubernetes version" >&2; exit 1; fi
+k8s_validate() {
+  for version in "$floor.0" "$node.0" ""; do
+    "$tools/venv/bin/kubernetes-validate" --strict --quiet ${version:+-k "$version"} "$@"
+  done
+}
+echo "== Kubernetes schemas ($floor, $node of the kind node, and the newest)"
+k8s_validate "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
   "$out/placement.yaml" "$out/existing-secret.yaml" "$out/upstream-keys.yaml" "$out/sqlite.yaml" "$out/sqlite-ephemeral.yaml" \
   "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml"
 chaos=${VFPS_CHAOS:-}
@@ -369,7 +379,7 @@ fi
 load=$(env -u SCENARIOS "$chaos" kind render --settle-seconds 60 --out "$out/kind")
 SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
   "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
-"$tools/venv/bin/kubernetes-validate" --strict "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
+k8s_validate "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
 
 echo "== CRD schemas (CloudNativePG $CNPG_VERSION, Chaos Mesh $CHAOS_MESH_VERSION; unknown fields refused)"
 # Every asset under chaos/ is validated: as it is, or as the driver renders it.
