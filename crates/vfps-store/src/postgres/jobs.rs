@@ -228,7 +228,9 @@ impl JobStore for PgStore {
         let n = self
             .job_execute(
                 "UPDATE csv_jobs SET state = $3, error = $4, checkpoint = $5, rows_done = $6, \
-                     bytes_done = $7, lease_until = NULL, updated_at = now(), finished_at = now() \
+                     bytes_done = $7, lease_until = NULL, updated_at = now(), finished_at = now(), \
+                     takeovers = CASE WHEN $8::text IS NULL THEN takeovers \
+                         ELSE (takeovers::jsonb || jsonb_build_array($8::jsonb))::text END \
                  WHERE id = $1 AND epoch = $2 AND state = 'running'",
                 &[
                     &id,
@@ -238,6 +240,7 @@ impl JobStore for PgStore {
                     &p.checkpoint,
                     &p.rows_done,
                     &p.bytes_done,
+                    &p.takeover,
                 ],
             )
             .await?;

@@ -233,7 +233,9 @@ impl JobStore for SqliteStore {
             let n = c
                 .execute(
                     "UPDATE csv_jobs SET state = ?3, error = ?4, checkpoint = ?5, rows_done = ?6, \
-                         bytes_done = ?7, lease_until = NULL, updated_at = ?8, finished_at = ?8 \
+                         bytes_done = ?7, lease_until = NULL, updated_at = ?8, finished_at = ?8, \
+                         takeovers = CASE WHEN ?9 IS NULL THEN takeovers \
+                                          ELSE json_insert(takeovers, '$[#]', json(?9)) END \
                      WHERE id = ?1 AND epoch = ?2 AND state = 'running'",
                     params![
                         id,
@@ -243,7 +245,8 @@ impl JobStore for SqliteStore {
                         p.checkpoint,
                         p.rows_done,
                         p.bytes_done,
-                        now()
+                        now(),
+                        p.takeover
                     ],
                 )
                 .map_err(sql_err)?;

@@ -75,12 +75,20 @@ async fn a_job_is_queued_claimed_checkpointed_and_finished(store: Arc<dyn Store>
     assert_eq!((seen.rows_done, seen.bytes_done), (5000, 50000));
     assert_eq!(seen.checkpoint.as_deref(), Some("{\"rows\":5000}"));
     assert!(store
-        .finish_job("j1", 1, Finish::Completed, &progress(9000, None))
+        .finish_job(
+            "j1",
+            1,
+            Finish::Completed,
+            &progress(9000, Some(r#"{"resumed_rows":9000}"#))
+        )
         .await
         .unwrap());
     let done = store.get_job("j1").await.unwrap().unwrap();
     assert_eq!(done.state, JobState::Completed);
     assert_eq!(done.rows_done, 9000);
+    // A runner that resumes straight into completion still notes its takeover.
+    let takeovers: serde_json::Value = serde_json::from_str(&done.takeovers).unwrap();
+    assert_eq!(takeovers, serde_json::json!([{"resumed_rows": 9000}]));
     assert!(done.finished_at.is_some() && done.lease_until.is_none());
     assert!(!store
         .renew_job_lease("j1", 1, Duration::from_secs(60))
