@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 
 use crate::{
@@ -34,8 +34,11 @@ pub struct Output {
     seq: u64,
     upload_id: String,
     parts: Vec<PartRecord>,
-    /// The output since the last part.
-    pending: Vec<u8>,
+    /// The output since the last part; whole parts are split off it without
+    /// a copy.
+    pending: BytesMut,
+    /// A batch's records are written here first (reused).
+    scratch: Vec<u8>,
     /// `pending[..durable]` is what `segments` hold.
     durable: usize,
     segments: Vec<SegmentRecord>,
@@ -66,7 +69,7 @@ impl Output {
                     .await?
             }
         };
-        let mut pending = Vec::new();
+        let mut pending = BytesMut::with_capacity(part_bytes + (1 << 20));
         for s in &checkpoint.segments {
             let bytes = persist
                 .run("read an output segment", || {
@@ -93,6 +96,7 @@ impl Output {
             parts: checkpoint.parts.clone(),
             durable: pending.len(),
             pending,
+            scratch: Vec::new(),
             segments: checkpoint.segments.clone(),
             cuts: Vec::new(),
             part_bytes,
@@ -110,15 +114,22 @@ impl Output {
         &mut self,
         f: impl FnOnce(&mut Vec<u8>, &mut dyn FnMut(&mut Vec<u8>)) -> R,
     ) -> R {
+        let base = self.pending.len();
         let part_bytes = self.part_bytes;
         let cuts = &mut self.cuts;
         let mut row_end = move |out: &mut Vec<u8>| {
+            let at = base + out.len();
             let last = cuts.last().copied().unwrap_or(0);
-            if out.len() - last >= part_bytes {
-                cuts.push(out.len());
+            if at - last >= part_bytes {
+                cuts.push(at);
             }
         };
-        f(&mut self.pending, &mut row_end)
+        let mut batch = std::mem::take(&mut self.scratch);
+        batch.clear();
+        let result = f(&mut batch, &mut row_end);
+        self.pending.extend_from_slice(&batch);
+        self.scratch = batch;
+        result
     }
 
     /// Uploads the whole parts written since the last call.
@@ -129,7 +140,7 @@ impl Output {
         let mut start = 0;
         for &end in &self.cuts {
             let number = self.parts.len() as u32 + 1;
-            let body = Bytes::copy_from_slice(&self.pending[start..end]);
+            let body = self.pending.split_to(end - start).freeze();
             let etag = persist
                 .run("upload an output part", || {
                     self.store
@@ -144,7 +155,6 @@ impl Output {
             self.parted += (end - start) as u64;
             start = end;
         }
-        self.pending.drain(..start);
         self.cuts.clear();
         // The segments held the front of `pending`, now in parts.
         self.durable = 0;

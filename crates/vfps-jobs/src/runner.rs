@@ -14,6 +14,7 @@
 //! the committed pseudonym), so nothing it wrote can conflict.
 
 use std::{
+    collections::VecDeque,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -56,13 +57,16 @@ pub struct RunnerSettings {
     pub stalled: Duration,
     /// `CsvProcessing__MaxLineLength`: the longest record, in bytes.
     pub max_record_bytes: usize,
-    /// Output part size (8 MiB; S3 needs at least 5 MiB but for the last).
+    /// Output part size (5 MiB, S3's least but for the last): bounds memory.
     pub part_bytes: usize,
     /// `CsvProcessing__MissingValuePlaceholders`.
     pub placeholders: Vec<String>,
     /// Unsafe, for the harness's self-test only: a resumed job starts again
     /// from its first row.
     pub restart_from_zero: bool,
+    /// Batches of one job in flight at once (2): the next is answered while
+    /// the last one's rows are written. Within the jobs' database slots.
+    pub pipeline_depth: usize,
 }
 
 impl Default for RunnerSettings {
@@ -74,9 +78,10 @@ impl Default for RunnerSettings {
             lease: Duration::from_secs(10),
             stalled: Duration::from_secs(600),
             max_record_bytes: 1024 * 1024,
-            part_bytes: 8 * 1024 * 1024,
+            part_bytes: crate::storage::MIN_PART_BYTES,
             placeholders: vec!["NA".into(), "NULL".into()],
             restart_from_zero: false,
+            pipeline_depth: 2,
         }
     }
 }
@@ -95,6 +100,24 @@ pub trait Observer: Send + Sync + 'static {
     fn ended(&self, _outcome: &Outcome) {}
 }
 
+/// Whether interactive callers are using the database now: a job then keeps
+/// one small batch in flight instead of a pipeline of full ones, and rests as
+/// long as each took, so their latency stays near what it is without a job.
+pub trait Pressure: Send + Sync + 'static {
+    fn interactive(&self) -> bool;
+}
+
+/// No interactive callers to make way for.
+pub struct NoPressure;
+impl Pressure for NoPressure {
+    fn interactive(&self) -> bool {
+        false
+    }
+}
+
+/// Rows per batch while interactive callers are served.
+pub const YIELDING_BATCH_ROWS: usize = 100;
+
 /// An observer that does nothing.
 pub struct Unobserved;
 impl Observer for Unobserved {}
@@ -110,6 +133,8 @@ pub struct Context {
     /// This replica, as a job's runner.
     pub runner: String,
     pub observer: Arc<dyn Observer>,
+    /// Whether to make way for interactive callers.
+    pub pressure: Arc<dyn Pressure>,
 }
 
 /// How a run ended.
@@ -314,21 +339,73 @@ impl<'a> Run<'a> {
         (self.record()).await?;
         let mut since = Instant::now();
         let mut rows_since = 0u64;
-        let mut next = (self.read_batch(&mut input, &mut scanner, &plan, &rules)).await?;
-        while let Some(batch) = next.take() {
-            let started = Instant::now();
-            let (answers, following) = tokio::join!(
-                (self.answer(&resolver, &batch.prepared)),
-                (self.read_batch(&mut input, &mut scanner, &plan, &rules))
-            );
-            let answers = answers?;
-            ctx.observer.batch(batch.prepared.len(), started.elapsed());
+        let resolver = Arc::new(resolver);
+        // Batches whose answers are on their way, in input order: the next
+        // ones are read and prepared while the database answers these.
+        let mut inflight: VecDeque<(Batch, Task, Instant)> = VecDeque::new();
+        let mut input_done = false;
+        loop {
+            let yielding = ctx.pressure.interactive();
+            let depth = if yielding {
+                1
+            } else {
+                settings.pipeline_depth.max(1)
+            };
+            let rows = if yielding {
+                settings.batch_rows.min(YIELDING_BATCH_ROWS)
+            } else {
+                settings.batch_rows
+            };
+            while inflight.len() < depth && !input_done {
+                match self
+                    .read_batch(&mut input, &mut scanner, &plan, &rules, rows)
+                    .await?
+                {
+                    Some(mut batch) => {
+                        let requests = std::mem::take(&mut batch.prepared.requests);
+                        let task = Task(tokio::spawn(answer_task(
+                            resolver.clone(),
+                            self.persist.clone(),
+                            requests,
+                        )));
+                        inflight.push_back((batch, task, Instant::now()));
+                    }
+                    None => input_done = true,
+                }
+            }
+            let Some((batch, mut task, started)) = inflight.pop_front() else {
+                break;
+            };
+            let answers = match (&mut task.0).await {
+                Ok(Ok(Ok(answers))) => answers,
+                Ok(Ok(Err(ResolveError::Value { index, reason }))) => {
+                    return Err(Halt::Fail(format!(
+                        "line {}: {reason}",
+                        batch.prepared.line_of_request(index)
+                    )))
+                }
+                Ok(Ok(Err(e))) => return Err(resolve_halt(e)),
+                Ok(Err(_)) => return Err(self.stopped()),
+                Err(e) => return Err(Halt::Fail(format!("a batch's task failed: {e}"))),
+            };
+            let took = started.elapsed();
+            ctx.observer.batch(batch.prepared.len(), took);
+            if yielding {
+                // Half the database's time for interactive callers: as long
+                // as the batch took, before the next is sent.
+                tokio::time::sleep(took.min(Duration::from_millis(200))).await;
+            }
             let output = self.output.as_mut().ok_or(Halt::Lost)?;
             let counters = output.write(|out, row_end| {
                 batch
                     .prepared
                     .write(&answers, &plan.plan, &rules, out, row_end)
             })?;
+            // A full part leaves memory at once.
+            output
+                .upload_parts(&self.persist)
+                .await
+                .map_err(|e| storage_halt(&self.persist, e))?;
             let rows = counters.rows;
             self.checkpoint.counters.add(counters);
             self.checkpoint.offset = batch.end_offset;
@@ -342,7 +419,6 @@ impl<'a> Run<'a> {
                 since = Instant::now();
                 rows_since = 0;
             }
-            next = following?;
         }
         let output = self.output.as_mut().ok_or(Halt::Lost)?;
         output
@@ -400,10 +476,11 @@ impl<'a> Run<'a> {
         scanner: &mut Scanner,
         plan: &JobPlan,
         rules: &Rules,
+        rows: usize,
     ) -> Result<Option<Batch>, Halt> {
-        let mut records: Vec<Record> = Vec::with_capacity(self.ctx.settings.batch_rows);
+        let mut records: Vec<Record> = Vec::with_capacity(rows);
         let mut offset = input.offset_of_buffer();
-        while records.len() < self.ctx.settings.batch_rows {
+        while records.len() < rows.max(1) {
             match scanner.next(&mut input.buf, input.eof) {
                 Ok(Scanned::Record(r)) => {
                     plan.encoding
@@ -459,29 +536,6 @@ impl<'a> Run<'a> {
                 }
                 Err(e) => return Err(self.storage_halt(e)),
             }
-        }
-    }
-
-    /// The answers to a batch's cells, waiting out transient failures.
-    async fn answer(
-        &self,
-        resolver: &Resolver,
-        prepared: &Prepared,
-    ) -> Result<Vec<Option<String>>, Halt> {
-        let answered = self
-            .persist
-            .run("reach the database", || {
-                answer_once(resolver, &prepared.requests)
-            })
-            .await
-            .map_err(|_| self.stopped())?;
-        match answered {
-            Ok(answers) => Ok(answers),
-            Err(ResolveError::Value { index, reason }) => Err(Halt::Fail(format!(
-                "line {}: {reason}",
-                prepared.line_of_request(index)
-            ))),
-            Err(e) => Err(resolve_halt(e)),
         }
     }
 
@@ -713,13 +767,35 @@ fn storage_halt(persist: &Persist, e: StorageError) -> Halt {
     }
 }
 
+/// A batch's answers on a task of its own, waiting out transient failures
+/// (the outer error: the runner stopped meanwhile).
+async fn answer_task(
+    resolver: Arc<Resolver>,
+    persist: Persist,
+    requests: Vec<(usize, String)>,
+) -> Answers {
+    persist
+        .run("reach the database", || answer_once(&resolver, &requests))
+        .await
+}
+
+/// A spawned batch, aborted if the run ends first (its upsert is idempotent:
+/// finishing or not changes nothing another runner relies on).
+struct Task(tokio::task::JoinHandle<Answers>);
+
+/// A batch's answers; the outer error: the runner stopped meanwhile.
+type Answers = Result<Result<Vec<Option<String>>, ResolveError>, vfps_core::Error>;
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// One attempt at a batch's answers: a transient failure as the error (to
 /// retry), anything else as the answer. (Named functions rather than async
 /// blocks in closures, whose lifetimes the compiler cannot prove `Send`.)
-async fn answer_once(
-    resolver: &Resolver,
-    requests: &[(usize, String)],
-) -> Result<Result<Vec<Option<String>>, ResolveError>, vfps_core::Error> {
+async fn answer_once(resolver: &Resolver, requests: &[(usize, String)]) -> Answers {
     match resolver.answer(requests).await {
         Err(ResolveError::Transient(e)) => Err(e),
         other => Ok(other),

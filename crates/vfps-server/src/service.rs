@@ -61,6 +61,43 @@ pub struct Service {
     /// under the same rule.
     pseudonyms: Option<Arc<TtlCache<(NamespaceName, OriginalValue), Pseudonym>>>,
     metrics: Metrics,
+    /// When the last interactive Create or Get arrived, for the CSV jobs'
+    /// runners to make way.
+    interactive: Arc<Interactive>,
+}
+
+/// When interactive callers last used the pseudonym calls.
+#[derive(Debug)]
+pub struct Interactive {
+    origin: Instant,
+    /// Milliseconds since `origin` of the last call.
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Interactive {
+    /// Calls within this long count as interactive load now.
+    const RECENT: Duration = Duration::from_millis(500);
+
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last_ms
+            .store(now.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl vfps_jobs::runner::Pressure for Interactive {
+    fn interactive(&self) -> bool {
+        let last = self.last_ms.load(std::sync::atomic::Ordering::Relaxed);
+        last > 0
+            && self.origin.elapsed().as_millis() as u64 <= last + Self::RECENT.as_millis() as u64
+    }
 }
 
 /// How a store operation shows in a trace.
@@ -101,11 +138,17 @@ impl Service {
                 Arc::new(TtlCache::new(expiration, size))
             }),
             metrics,
+            interactive: Arc::new(Interactive::new()),
         }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// When interactive callers last used Create or Get.
+    pub fn interactive(&self) -> Arc<Interactive> {
+        self.interactive.clone()
     }
 
     /// Runs a store operation, retrying transient failures with capped exponential
@@ -411,6 +454,7 @@ impl Service {
         original: &str,
         deadline: Instant,
     ) -> Result<Pseudonym, Error> {
+        self.interactive.touch();
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
         let mut ns = self.namespace_for_create(&name, deadline).await?;
@@ -474,6 +518,7 @@ impl Service {
         pseudonym_value: &str,
         deadline: Instant,
     ) -> Result<Pseudonym, Error> {
+        self.interactive.touch();
         let name = NamespaceName::parse(namespace)?;
         let pseudonym_value = PseudonymValue::parse(pseudonym_value)?;
         let lookup = Lookup {

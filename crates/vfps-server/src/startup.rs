@@ -66,6 +66,7 @@ fn open_jobs(
     settings: &Settings,
     store: Arc<dyn Store>,
     metrics: &Metrics,
+    pressure: Arc<crate::service::Interactive>,
 ) -> Result<vfps_jobs::service::Jobs, String> {
     use crate::config::JobStorage;
     let config = &settings.jobs;
@@ -95,6 +96,7 @@ fn open_jobs(
         slots: Arc::new(tokio::sync::Semaphore::new(slots)),
         runner: config.instance.clone(),
         observer: metrics.jobs(),
+        pressure,
     };
     Ok(vfps_jobs::service::Jobs::new(ctx, config.service()))
 }
@@ -193,12 +195,17 @@ impl Application {
                  may create, reverse-look-up, list and delete pseudonyms"
             );
         }
+        let service = Service::new(
+            store.clone(),
+            settings.batching,
+            settings.caching,
+            metrics.clone(),
+        );
         let jobs = crate::jobs::JobApi::new(
-            open_jobs(&settings, store.clone(), &metrics),
+            open_jobs(&settings, store, &metrics, service.interactive()),
             auth.clone(),
             metrics.clone(),
         );
-        let service = Service::new(store, settings.batching, settings.caching, metrics.clone());
         let bind = |port: u16| {
             let addr = SocketAddr::new(settings.listen.address, port);
             async move {

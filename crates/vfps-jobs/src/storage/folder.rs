@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use super::{ByteStream, ObjectStore, StorageError, Transfer};
 
@@ -240,7 +240,8 @@ impl ObjectStore for Folder {
         let guard = RemoveOnDrop(Some(temporary.clone()));
         let mut out = tokio::fs::File::create(&temporary).await.map_err(io_err)?;
         for (number, etag) in parts {
-            let bytes = tokio::fs::read(dir.join(format!("part-{number:05}")))
+            let path = dir.join(format!("part-{number:05}"));
+            let mut part = tokio::fs::File::open(&path)
                 .await
                 .map_err(|e| match e.kind() {
                     io::ErrorKind::NotFound => {
@@ -248,12 +249,22 @@ impl ObjectStore for Folder {
                     }
                     _ => io_err(e),
                 })?;
-            if hex::encode(Sha256::digest(&bytes)) != *etag {
+            // Copied in small pieces, hashed as it goes: a part is never held whole.
+            let mut hash = Sha256::new();
+            let mut piece = vec![0u8; 64 * 1024];
+            loop {
+                let n = part.read(&mut piece).await.map_err(io_err)?;
+                if n == 0 {
+                    break;
+                }
+                hash.update(&piece[..n]);
+                out.write_all(&piece[..n]).await.map_err(io_err)?;
+            }
+            if hex::encode(hash.finalize()) != *etag {
                 return Err(StorageError::Refused(format!(
                     "part {number} is not the part whose tag was given"
                 )));
             }
-            out.write_all(&bytes).await.map_err(io_err)?;
         }
         out.sync_all().await.map_err(io_err)?;
         drop(out);

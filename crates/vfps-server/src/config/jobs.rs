@@ -222,6 +222,7 @@ impl JobsConfig {
                 parse_bool,
                 "true or false",
             ),
+            pipeline_depth: d.pipeline_depth,
         };
         let s3_enabled = setting(
             env,

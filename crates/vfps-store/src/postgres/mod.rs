@@ -47,7 +47,7 @@ mod monitor;
 pub mod npgsql;
 mod pool;
 pub mod sqlstate;
-mod statements;
+pub mod statements;
 pub mod tls;
 
 pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};

@@ -27,7 +27,7 @@
 /// as it grows. (Returning the existing rows from this statement too, through a
 /// join with `pseudonyms`, was tried: a plan cached on a fresh database scanned
 /// the whole table on every batch once it had grown.)
-const UPSERT: &str = "WITH live AS MATERIALIZED (
+pub const UPSERT: &str = "WITH live AS MATERIALIZED (
         SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
     INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
     SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at

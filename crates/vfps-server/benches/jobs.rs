@@ -1,0 +1,367 @@
+//! CSV job benchmark, every figure a ratio against a baseline measured in the
+//! same run:
+//!
+//! 1. rows/s of a job of `BENCH_JOB_ROWS` (1,000,000) rows with two mapped
+//!    columns on PostgreSQL, against the database's own ceiling for the same
+//!    rows: the same batched upsert statement (vfps's) sent by a plain client
+//!    1000 rows (2000 values) per statement, pseudonyms generated alike, on
+//!    one connection and on two at once (a job keeps two batches in flight):
+//!    the faster is the ceiling — target ≥ 0.8; and µs per row against upstream's
+//!    published 30–35 µs — target ≤ 15;
+//! 2. the peak resident memory (VmHWM) of a server of its own while a
+//!    `BENCH_JOB_MIB` (1024) MiB input is uploaded through it and processed —
+//!    target < 64 MiB;
+//! 3. interactive Create p99 at `BENCH_RATE` (200) Creates/s, open model,
+//!    while a job runs against the same without one — target ≤ 2×.
+//!
+//! The PostgreSQL cluster is durable (fsync on), as in production. The server
+//! is the real `vfps` binary in its own process.
+//!
+//! `cargo bench -p vfps-server --bench jobs`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, Instant, SystemTime},
+};
+
+use serde_json::{json, Value};
+use vfps_core::{generate::generate, GenerationMethod, NamespaceSettings, OriginalValue};
+
+const BATCH_ROWS: usize = 1000;
+const UPSTREAM_MICROS_PER_ROW: (f64, f64) = (30.0, 35.0);
+
+fn env_or(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A `vfps` process on free loopback ports.
+struct Server {
+    http: String,
+    child: std::process::Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start(env: &[(String, String)]) -> Server {
+    let port = || vfps_testkit::free_port().unwrap().to_string();
+    let (http, grpc, metrics) = (port(), port(), port());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(["serve", "--listen-address", "127.0.0.1"])
+        .args(["--http-port", &http, "--grpc-port", &grpc])
+        .args(["--metrics-port", &metrics])
+        .envs(env.iter().cloned())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the vfps binary starts");
+    let server = Server {
+        http: format!("http://127.0.0.1:{http}"),
+        child,
+    };
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = client.get(format!("{}/readyz", server.http)).send().await {
+            if r.status().is_success() {
+                return server;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "vfps never became ready"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn post(server: &Server, path: &str, body: Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", server.http))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    r.json().await.unwrap()
+}
+
+async fn namespace(server: &Server, name: &str) {
+    let r = post(
+        server,
+        "/v1/namespaces",
+        json!({"name": name, "pseudonymGenerationMethod": 5, "pseudonymLength": 32}),
+    )
+    .await;
+    assert_eq!(r["namespace"]["name"], name, "{r}");
+}
+
+/// `rows` rows of `id,name,ref,note`: two columns of distinct values to map,
+/// and a note of `note_bytes`.
+fn write_input(path: &Path, rows: u64, note_bytes: usize, distinct_names: u64) {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    out.write_all(b"id,name,ref,note\n").unwrap();
+    let note = "x".repeat(note_bytes);
+    for i in 0..rows {
+        writeln!(out, "{i},name-{},ref-{i},{note}", i % distinct_names).unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// Uploads `file` as a job mapping `name` and `ref` into `ns`, starts it,
+/// and waits for it; answers the finished job.
+async fn run_job(server: &Server, file: &Path, ns: &str, on_progress: impl Fn(&Value)) -> Value {
+    let created = post(
+        server,
+        "/v1/csv-jobs",
+        json!({"columnMappings": [
+            {"sourceColumn": "name", "namespace": ns},
+            {"sourceColumn": "ref", "namespace": ns}],
+         "hasHeaderRow": true}),
+    )
+    .await;
+    let id = created["job"]["id"].as_str().unwrap().to_owned();
+    let url = created["upload"]["url"].as_str().unwrap();
+    let size = std::fs::metadata(file).unwrap().len();
+    let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
+        tokio::fs::File::open(file).await.unwrap(),
+        256 * 1024,
+    ));
+    let r = reqwest::Client::new()
+        .put(format!("{}{url}", server.http))
+        .header(reqwest::header::CONTENT_LENGTH, size)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let started = post(server, &format!("/v1/csv-jobs/{id}:start"), json!({})).await;
+    assert!(started["job"]["id"].is_string(), "{started}");
+    let client = reqwest::Client::new();
+    loop {
+        let job: Value = client
+            .get(format!("{}/v1/csv-jobs/{id}", server.http))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        on_progress(&job["job"]);
+        match job["job"]["state"].as_str().unwrap() {
+            "CSV_JOB_STATE_COMPLETED" => return job["job"].clone(),
+            "CSV_JOB_STATE_FAILED" | "CSV_JOB_STATE_CANCELLED" => panic!("job ended: {job}"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The database's ceiling: the same rows through vfps's own upsert
+/// statement, sent by a plain client, one statement per 1000 rows, on
+/// `connections` connections at once (batch `k` on connection `k % n`).
+async fn ceiling(
+    cluster: &vfps_testkit::PgCluster,
+    db: &str,
+    ns: &str,
+    rows: u64,
+    connections: u64,
+) -> f64 {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let url = format!(
+            "host=127.0.0.1 port={} user=postgres dbname={db}",
+            cluster.port()
+        );
+        let ns = ns.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let uid: i64 = client
+                .query_one("SELECT uid FROM namespaces WHERE name = $1", &[&ns])
+                .await
+                .unwrap()
+                .get(0);
+            let statement = client
+                .prepare(vfps_store::postgres::statements::UPSERT)
+                .await
+                .unwrap();
+            let settings =
+                NamespaceSettings::parse(GenerationMethod::FullRandomHexEncoded, 32, None, None)
+                    .unwrap();
+            let mut batch = c;
+            while batch * (BATCH_ROWS as u64) < rows {
+                let from = batch * BATCH_ROWS as u64;
+                let end = (from + BATCH_ROWS as u64).min(rows);
+                let mut originals: Vec<String> = (from..end)
+                    .flat_map(|k| [format!("name-{k}"), format!("ref-{k}")])
+                    .collect();
+                originals.sort();
+                let pseudonyms: Vec<String> = originals
+                    .iter()
+                    .map(|o| generate(&settings, &OriginalValue::parse(o).unwrap()))
+                    .collect();
+                let n = originals.len();
+                let namespaces = vec![ns.as_str(); n];
+                let now = vec![SystemTime::now(); n];
+                let uids = vec![uid; n];
+                client
+                    .query(
+                        &statement,
+                        &[&namespaces, &originals, &pseudonyms, &now, &uids],
+                    )
+                    .await
+                    .unwrap();
+                batch += connections;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    rows as f64 / started.elapsed().as_secs_f64()
+}
+
+fn peak_rss_mib(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Open-model Creates at `rate`/s for `seconds`; answers the p99 latency
+/// (from the intended send time) in milliseconds.
+async fn create_p99(server: &Server, rate: u64, seconds: u64, tag: &str) -> f64 {
+    let client = reqwest::Client::new();
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for k in 0..rate * seconds {
+        let intended = start + interval * k as u32;
+        tokio::time::sleep_until(intended).await;
+        let url = format!("{}/v1/namespaces/interactive/pseudonyms", server.http);
+        let client = client.clone();
+        let tag = tag.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .json(&json!({"originalValue": format!("{tag}-{k}")}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+            intended.elapsed().as_secs_f64() * 1000.0
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.push(t.await.unwrap());
+    }
+    latencies.sort_by(f64::total_cmp);
+    latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() {
+    let rows = env_or("BENCH_JOB_ROWS", 1_000_000);
+    let mib = env_or("BENCH_JOB_MIB", 1024);
+    let rate = env_or("BENCH_RATE", 200);
+    let scratch: PathBuf = vfps_testkit::scratch_dir("jobs-bench");
+    let cluster = vfps_testkit::PgCluster::start_with("").unwrap();
+    let db = cluster.create_database().unwrap();
+    let files = scratch.join("files");
+    let env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string.clone(),
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ("VFPS_JOBS_DIR".to_owned(), files.display().to_string()),
+        ("CsvProcessing__PollInterval".to_owned(), "100ms".to_owned()),
+    ];
+    let server = start(&env).await;
+    for ns in ["ceiling-1", "ceiling-2", "job", "interactive", "busy"] {
+        namespace(&server, ns).await;
+    }
+    let input = scratch.join("input.csv");
+    write_input(&input, rows, 8, u64::MAX);
+
+    // 1. Rows/s against the database's ceiling.
+    eprintln!("ceiling: {rows} rows through vfps's upsert statement, plain client, 1 connection…");
+    let sequential = ceiling(&cluster, &db.name, "ceiling-1", rows, 1).await;
+    eprintln!("ceiling: the same on 2 connections at once (as a job's 2 batches in flight)…");
+    let concurrent = ceiling(&cluster, &db.name, "ceiling-2", rows, 2).await;
+    let ceiling_rate = sequential.max(concurrent);
+    eprintln!("job: {rows} rows, 2 mapped columns…");
+    let job = run_job(&server, &input, "job", |_| {}).await;
+    let job_rate = job["rowsPerSecond"].as_f64().unwrap();
+    let micros = 1e6 / job_rate;
+
+    // 3. Interactive Creates with and without a job running.
+    eprintln!("interactive Creates at {rate}/s, idle…");
+    let idle_p99 = create_p99(&server, rate, 10, "idle").await;
+    eprintln!("interactive Creates at {rate}/s while a job runs…");
+    let busy = run_job(&server, &input, "busy", |_| {});
+    let measured = async {
+        // Once the job is under way.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        create_p99(&server, rate, 10, "busy").await
+    };
+    let (_, busy_p99) = tokio::join!(busy, measured);
+    drop(server);
+
+    // 2. Memory while a large input streams through a server of its own
+    //    (on the same database), from upload to the end of the job.
+    eprintln!("memory: a {mib} MiB input uploaded through vfps and processed…");
+    let big = scratch.join("big.csv");
+    let note = 1000;
+    write_input(&big, mib * (1 << 20) / (note as u64 + 30), note, 1000);
+    let big_bytes = std::fs::metadata(&big).unwrap().len();
+    let fresh = start(&env).await;
+    namespace(&fresh, "mem").await;
+    let pid = fresh.child.id();
+    let before = peak_rss_mib(pid, "VmRSS");
+    run_job(&fresh, &big, "mem", |_| {}).await;
+    let peak = peak_rss_mib(pid, "VmHWM");
+    drop(fresh);
+    let _ = std::fs::remove_file(&big);
+
+    println!("CSV jobs (PostgreSQL durable, {rows} rows, 2 mapped columns, this machine):");
+    println!(
+        "  job {job_rate:.0} rows/s vs the database's ceiling {ceiling_rate:.0} rows/s: {:.2} (target >= 0.80); \
+         the ceiling is the faster of 1 connection ({sequential:.0} rows/s) and 2 ({concurrent:.0} rows/s)",
+        job_rate / ceiling_rate
+    );
+    println!(
+        "  {micros:.1} µs per row vs upstream's published {}–{} µs: {:.2}–{:.2} of it (target <= 15 µs)",
+        UPSTREAM_MICROS_PER_ROW.0,
+        UPSTREAM_MICROS_PER_ROW.1,
+        micros / UPSTREAM_MICROS_PER_ROW.1,
+        micros / UPSTREAM_MICROS_PER_ROW.0
+    );
+    println!(
+        "  peak RSS {peak:.1} MiB while streaming a {:.2} GiB input (idle {before:.1} MiB; target < 64 MiB)",
+        big_bytes as f64 / (1u64 << 30) as f64
+    );
+    println!(
+        "  interactive Create p99 at {rate}/s: {busy_p99:.1} ms with a job vs {idle_p99:.1} ms without: {:.2}x (target <= 2x)",
+        busy_p99 / idle_p99
+    );
+}
