@@ -1006,6 +1006,32 @@ mod tests {
         assert!(fine.is_ok(), "{fine:?}");
     }
 
+    /// Upstream's settings for its admin UI's sign-in start the service (they
+    /// stopped it once, as unknown) and are taken; a bad value is named.
+    #[test]
+    fn upstreams_ui_sign_in_settings_are_taken() {
+        let c = load(&[
+            ("Authorization__IsEnabled", "true"),
+            ("Authorization__Authority", "https://idp.example/realms/x"),
+            ("Authorization__ClientId", "vfps-ui"),
+            ("Authorization__ClientSecret", "hunter2"),
+            ("Authorization__UsePushedAuthorizationRequests", "false"),
+        ])
+        .unwrap();
+        let a = &c.authorization;
+        assert_eq!(a.client_id.as_deref(), Some("vfps-ui"));
+        assert_eq!(a.client_secret.as_deref(), Some("hunter2"));
+        assert!(!a.use_pushed_authorization_requests);
+        assert!(Authorization::default().use_pushed_authorization_requests);
+        let e = load(&[("Authorization__UsePushedAuthorizationRequests", "sometimes")])
+            .unwrap_err();
+        let all = e.0.join("\n");
+        assert!(
+            all.contains("Authorization__UsePushedAuthorizationRequests"),
+            "{all}"
+        );
+    }
+
     /// An init namespace's every bad field is named, with why.
     #[test]
     fn init_namespaces_name_every_bad_field() {

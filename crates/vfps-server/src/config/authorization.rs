@@ -27,6 +27,13 @@ pub struct Authorization {
     pub require_https_metadata: bool,
     /// `Authorization__ClockSkew` (30s): leeway on `exp` and `nbf`.
     pub clock_skew: Duration,
+    /// `Authorization__ClientId` and `ClientSecret`: the admin UI's confidential
+    /// client for its sign-in (the secret is never logged).
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// `Authorization__UsePushedAuthorizationRequests` (true): the UI's sign-in
+    /// pushes its authorization request when the issuer offers it (RFC 9126).
+    pub use_pushed_authorization_requests: bool,
     /// `VFPS_JWKS_REFRESH_INTERVAL` (10s): the least time between two JWKS
     /// fetches caused by tokens with an unknown `kid`.
     pub jwks_refresh_interval: Duration,
@@ -56,6 +63,9 @@ impl Default for Authorization {
             namespace_rules: Vec::new(),
             require_https_metadata: true,
             clock_skew: Duration::from_secs(30),
+            client_id: None,
+            client_secret: None,
+            use_pushed_authorization_requests: true,
             jwks_refresh_interval: Duration::from_secs(10),
             token_cache_duration: Duration::from_secs(5),
         }
@@ -76,16 +86,17 @@ pub(super) fn reflection(env: &Env, errors: &mut Vec<String>) -> bool {
 
 /// The `Authorization__*` keys there are (lower case, without the prefix); a
 /// list or rule key is checked where its entries are read.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "isenabled",
     "authority",
     "audience",
     "roleclaimtype",
     "requirehttpsmetadata",
     "clockskew",
-    // Accepted for deployments that configure it; vfps validates offline.
+    // The admin UI's sign-in, as upstream configures it.
     "clientsecret",
     "clientid",
+    "usepushedauthorizationrequests",
 ];
 
 impl Authorization {
@@ -101,7 +112,8 @@ impl Authorization {
             if !known {
                 errors.push(format!(
                     "{key}: unknown setting (known: Authorization__IsEnabled, Authority, Audience, \
-                     RoleClaimType, RequireHttpsMetadata, ClockSkew, AdminRoles__N, NamespaceRules__N__…)"
+                     RoleClaimType, RequireHttpsMetadata, ClockSkew, ClientId, ClientSecret, \
+                     UsePushedAuthorizationRequests, AdminRoles__N, NamespaceRules__N__…)"
                 ));
             }
         }
@@ -160,6 +172,16 @@ impl Authorization {
                 d.clock_skew,
                 super::parse_duration,
                 "a duration such as 00:00:30 or 30s",
+            ),
+            client_id: text("Authorization__ClientId"),
+            client_secret: text("Authorization__ClientSecret"),
+            use_pushed_authorization_requests: setting(
+                env,
+                errors,
+                "Authorization__UsePushedAuthorizationRequests",
+                d.use_pushed_authorization_requests,
+                parse_bool,
+                "true or false",
             ),
             jwks_refresh_interval: duration(
                 env,
