@@ -40,3 +40,7 @@ if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$patroni_dir/bin/pat
   "${sudo_cmd[@]}" cp "$requirements" "$stamp"
 fi
 "$patroni_dir/bin/patroni" --version
+
+# Garage, pinned, from crates.io: the S3-compatible store the job tests and the
+# local platform run (built once per machine).
+"$(dirname "$0")/install-garage.sh"

@@ -15,10 +15,12 @@
 //! and benchmark; [`fault_proxy`] sits in front of a real vfps and answers some
 //! of its Creates `INTERNAL`. [`oidc`] is a real OIDC issuer (discovery, JWKS,
 //! signed tokens good and bad). [`otlp`] is an OpenTelemetry collector that
-//! keeps the spans exported to it.
+//! keeps the spans exported to it. [`garage`] is a real S3-compatible object
+//! store (one Garage node) with a bucket and a key.
 
 pub mod fake_vfps;
 pub mod fault_proxy;
+pub mod garage;
 pub mod oidc;
 pub mod otlp;
 
