@@ -121,6 +121,14 @@ pub struct Workload {
     /// `create=100` is the upstream Create-only workload.
     #[arg(long, env = "RESILIENCE_MIX", default_value = crate::workload::mix::DEFAULT_MIX)]
     pub mix: String,
+    /// Rows of each CSV job run beside the load (0: none). Jobs are submitted
+    /// one after another through the window and each is judged by P7.
+    #[arg(long, env = "RESILIENCE_JOB_ROWS", default_value_t = 0)]
+    pub job_rows: u64,
+    /// vfps's HTTP addresses, comma-separated, for jobs' files that go through
+    /// vfps (default: each gRPC endpoint's host on port 8080).
+    #[arg(long, env = "RESILIENCE_HTTP_ADDRESS")]
+    pub http_address: Option<String>,
 }
 
 impl Workload {

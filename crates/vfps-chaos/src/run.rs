@@ -20,10 +20,15 @@ use crate::{
     verify,
     workload::{
         generator::{self, Schedule},
+        jobs::{Jobs, Submitted},
         mix::Mix,
         Mixed,
     },
 };
+
+/// How long verification follows the run's CSV jobs (and their
+/// de-pseudonymizing twins) to their end.
+const JOB_VERIFY_DEADLINE: Duration = Duration::from_secs(300);
 
 /// What a run remembers about itself, for `check`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +59,12 @@ pub struct RunInfo {
     /// harnesses).
     #[serde(default)]
     pub ledger_kept: Option<u64>,
+    /// Rows of each CSV job run beside the load (0: none).
+    #[serde(default)]
+    pub job_rows: u64,
+    /// `RESILIENCE_HTTP_ADDRESS`, as run.
+    #[serde(default)]
+    pub http_address: Option<String>,
 }
 
 impl RunInfo {
@@ -160,6 +171,8 @@ pub struct Loaded {
     pub ledger: Vec<Entry>,
     pub calls: CallsReport,
     pub leftovers: Leftovers,
+    /// The CSV jobs submitted during the window, and who follows them.
+    pub jobs: Option<(Jobs, Vec<Submitted>)>,
 }
 
 /// Dispatch lag beyond which the schedule was not kept and the summary says so.
@@ -215,7 +228,27 @@ pub async fn load(
         Box::new(move || format!("ledger={}", ledger.len()))
             as Box<dyn Fn() -> String + Send + Sync>
     });
-    let totals = generator::run(&schedule, workload.clone(), timeline.clone(), progress).await;
+    let jobs = match cfg.workload.job_rows {
+        0 => None,
+        rows => Some(Jobs::new(
+            prepared.client.clone(),
+            cfg.workload.http_address.as_deref(),
+            &cfg.service.namespace,
+            prepared.seed,
+            rows,
+        )?),
+    };
+    let window_end = tokio::time::Instant::now() + Duration::from_secs(cfg.workload.load_seconds);
+    let jobs_run = async {
+        match &jobs {
+            Some(j) => j.during(window_end).await,
+            None => Vec::new(),
+        }
+    };
+    let (totals, submitted) = tokio::join!(
+        generator::run(&schedule, workload.clone(), timeline.clone(), progress),
+        jobs_run
+    );
     ledger.flush();
     let rows = timeline.rows();
     let latency = timeline.latency_buckets();
@@ -272,6 +305,8 @@ pub async fn load(
         ledger_ok_seen: ledger.ok_seen(),
         ledger_ok_written: Some(ledger.ok_written()),
         ledger_kept: Some(ledger.len() as u64),
+        job_rows: cfg.workload.job_rows,
+        http_address: cfg.workload.http_address.clone(),
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
@@ -280,6 +315,7 @@ pub async fn load(
         ledger: ledger.entries(),
         calls,
         leftovers,
+        jobs: jobs.map(|j| (j, submitted)),
     })
 }
 
@@ -386,6 +422,8 @@ pub struct Evidence<'a> {
     /// Acknowledged lines and entries read back from `ledger.jsonl`, when the
     /// ledger came from the file.
     pub ledger_read: Option<(u64, u64)>,
+    /// The run's CSV jobs, when it ran any (P7).
+    pub jobs: Option<&'a [checker::jobs::JobObservation]>,
 }
 
 /// Assert: every checker over the history, into the run's summary.
@@ -398,6 +436,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         calls,
         finals,
         ledger_read,
+        jobs,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -422,7 +461,10 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             observations,
         )
     };
-    let verdicts = checker::compose(&history, checker::LOAD_CHECKS);
+    let mut verdicts = checker::compose(&history, checker::LOAD_CHECKS);
+    if let Some(jobs) = jobs {
+        verdicts.push(checker::jobs::check(jobs));
+    }
     let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
     let mut per_operation = std::collections::BTreeMap::new();
     for op in Operation::ALL {
@@ -491,6 +533,10 @@ pub async fn under_chaos(
         progress,
     )
     .await?;
+    let jobs = match loaded.jobs {
+        Some((jobs, submitted)) => Some(verify_jobs(cfg.dir(), &jobs, submitted).await?),
+        None => None,
+    };
     assert(Evidence {
         info: &loaded.info,
         rows: &loaded.rows,
@@ -499,7 +545,23 @@ pub async fn under_chaos(
         calls: &loaded.calls,
         finals: &finals,
         ledger_read: None,
+        jobs: jobs.as_deref(),
     })
+}
+
+/// The run's CSV jobs followed to their end and looked at; what was seen goes
+/// to `jobs.json` (which `check` reads to look again).
+async fn verify_jobs(
+    dir: &Path,
+    jobs: &Jobs,
+    submitted: Vec<Submitted>,
+) -> anyhow::Result<Vec<checker::jobs::JobObservation>> {
+    eprintln!("jobs: verifying {} jobs", submitted.len());
+    let observed = jobs
+        .verify(submitted, tokio::time::Instant::now() + JOB_VERIFY_DEADLINE)
+        .await;
+    report::write_file(dir, "jobs.json", serde_json::to_string_pretty(&observed)?)?;
+    Ok(observed)
 }
 
 /// `vfps-chaos load`: every phase. The summary's `passed` decides exit 0 or 1.
@@ -553,6 +615,30 @@ pub async fn check(
         progress,
     )
     .await?;
+    // The jobs the run submitted, looked at again.
+    let jobs = match (info.job_rows, read("jobs.json")) {
+        (0, _) | (_, Err(_)) => None,
+        (rows, Ok(saved)) => {
+            let saved: Vec<checker::jobs::JobObservation> =
+                serde_json::from_str(&saved).context("jobs.json")?;
+            let submitted = saved
+                .into_iter()
+                .map(|o| Submitted {
+                    id: o.id,
+                    index: o.index,
+                    samples: o.samples,
+                })
+                .collect();
+            let jobs = Jobs::new(
+                probe.clone(),
+                info.http_address.as_deref(),
+                &info.namespace,
+                info.seed,
+                rows,
+            )?;
+            Some(verify_jobs(dir, &jobs, submitted).await?)
+        }
+    };
     let summary = assert(Evidence {
         info: &info,
         rows: &rows,
@@ -561,6 +647,7 @@ pub async fn check(
         calls: &calls,
         finals: &finals,
         ledger_read: Some((saved.ok_lines, ledger.len() as u64)),
+        jobs: jobs.as_deref(),
     })?;
     report(dir, &summary)?;
     Ok(summary)

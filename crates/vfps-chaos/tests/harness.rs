@@ -38,6 +38,8 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             max_in_flight: 500,
             seed: Some(7),
             mix: "create=100".into(),
+            job_rows: 0,
+            http_address: None,
         },
         limits: Limits {
             max_outage_seconds: 0,

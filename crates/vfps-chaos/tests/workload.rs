@@ -32,6 +32,8 @@ fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConf
             max_in_flight: 500,
             seed: Some(11),
             mix: mix.into(),
+            job_rows: 0,
+            http_address: None,
         },
         limits: Limits {
             max_outage_seconds: 0,
@@ -240,4 +242,42 @@ async fn side_namespaces_whose_rows_vanish_before_their_delete_fail_p6() {
         "{:?}",
         summary.verdicts
     );
+}
+
+/// CSV jobs beside the load against a healthy vfps (PostgreSQL, a job folder):
+/// every job finishes, row for row, with the API's pseudonyms, and
+/// round-trips; P7 holds and says how much it checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_jobs_beside_the_load_hold_p7() {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let jobs_dir = vfps_testkit::scratch_dir("chaos-jobs-folder");
+    let server = startup::spawn(
+        vec![
+            ("ConnectionStrings__PostgreSQL".into(), db.connection_string),
+            ("ForceRunDatabaseMigrations".into(), "true".into()),
+            ("VFPS_JOBS_DIR".into(), jobs_dir.display().to_string()),
+        ],
+        Flags::default(),
+    )
+    .await
+    .unwrap();
+    let mut cfg = config(
+        format!("http://{}", server.grpc_addr),
+        "jobs-clean",
+        "create=80,get=20",
+        8,
+    );
+    cfg.workload.job_rows = 2000;
+    cfg.workload.http_address = Some(server.http_addr.to_string());
+    let summary = run::standalone(&cfg, false).await.unwrap();
+    let p7 = summary
+        .verdicts
+        .iter()
+        .find(|v| v.property == Property::Jobs)
+        .expect("a P7 verdict");
+    assert_eq!(p7.validity, Validity::Valid, "{p7:#?}");
+    assert!(p7.summary.contains(" rows checked"), "{}", p7.summary);
+    assert!(!p7.summary.contains(" 0 jobs"), "{}", p7.summary);
+    let saved = std::fs::read_to_string(cfg.dir().join("jobs.json")).unwrap();
+    assert!(saved.contains("\"completed\""), "{saved}");
 }

@@ -8,7 +8,7 @@
 //! - [`endpoints`]: a fixed list or `dns:///host:port` re-resolved periodically;
 //!   one channel per endpoint, round-robin, skipping failing endpoints.
 //! - [`retry`]: the retry policy.
-//! - [`Client`]: the typed calls.
+//! - [`Client`]: the typed calls; [`jobs`]: those of CSV jobs.
 
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use vfps_proto::v1::{
 };
 
 pub mod endpoints;
+pub mod jobs;
 pub mod retry;
 
 pub use endpoints::{EndpointError, Endpoints};

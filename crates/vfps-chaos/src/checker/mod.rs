@@ -13,6 +13,8 @@
 //! - [`innocent`]: P5 — no well-formed call answered with a code no model allows.
 //! - [`lifecycle`]: P6 — side namespaces' pairs resolve until their delete is
 //!   acknowledged, and not after.
+//! - [`jobs`]: P7 — CSV jobs finish, row for row, with the API's pseudonyms,
+//!   round-trip byte for byte, and resume where they were checkpointed.
 //! - [`inputs`]: invalid input gets its documented code; List pages keep
 //!   originals out and list only pseudonyms that resolve.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
@@ -32,6 +34,7 @@ pub mod chaos;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
+pub mod jobs;
 pub mod lifecycle;
 pub mod reverse_lookup;
 pub mod stability;
@@ -59,6 +62,9 @@ pub enum Property {
     NoInnocentFailure,
     #[serde(rename = "P6-namespace-lifecycle")]
     NamespaceLifecycle,
+    #[serde(rename = "P7-jobs")]
+    Jobs,
+
     #[serde(rename = "invalid-input-codes")]
     InvalidInputCodes,
     #[serde(rename = "list-pages")]
@@ -91,6 +97,8 @@ impl Property {
             Property::OneSubjectOnePseudonym => "P4-one-subject-one-pseudonym",
             Property::NoInnocentFailure => "P5-no-innocent-failure",
             Property::NamespaceLifecycle => "P6-namespace-lifecycle",
+            Property::Jobs => "P7-jobs",
+
             Property::InvalidInputCodes => "invalid-input-codes",
             Property::ListPages => "list-pages",
             Property::ServedTraffic => "guard-served-traffic",

@@ -10,6 +10,7 @@
 //!   schedule whatever the service does, shed past an in-flight cap.
 //! - [`churn`]: side namespaces created, filled, read and deleted (P6).
 //! - [`bad`]: invalid input and the code documented for each kind.
+//! - [`jobs`]: CSV jobs submitted beside the load and followed to their end (P7).
 //! - [`capacity`]: the capacity sweep's Creates and Gets, judged only by
 //!   speed (every answer other than OK a failure).
 //!
@@ -43,6 +44,7 @@ pub mod bad;
 pub mod capacity;
 pub mod churn;
 pub mod generator;
+pub mod jobs;
 pub mod mix;
 
 /// Whether a call was served, for P1: answered as the API documents for that
