@@ -18,6 +18,8 @@ use futures::Stream;
 
 pub mod folder;
 pub mod s3;
+mod sigv4;
+mod xml;
 
 /// The bytes of an object, in chunks.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, StorageError>> + Send>>;

@@ -1,9 +1,36 @@
 //! An S3-compatible bucket, by upstream's `S3__*` settings.
+//!
+//! Requests are signed here ([`super::sigv4`]) and S3's XML is read by hand
+//! ([`super::xml`]): a dozen calls do not need an SDK. Every request has a
+//! deadline — a connection within [`CONNECT_TIMEOUT`], an answer within
+//! [`REQUEST_TIMEOUT`] (more for a large body), a read's next bytes within
+//! [`READ_IDLE_TIMEOUT`] — so a bucket that is paused or unreachable is
+//! `Unavailable` within seconds and the runner retries, rather than hanging.
+//!
+//! Errors are classified by S3's status and error code: 5xx, 429, `SlowDown`
+//! and a dropped connection are transient; `NoSuchUpload` is its own, since a
+//! completion may find its upload completed already; anything else is
+//! refused, naming S3's code and never a credential.
 
-use std::time::Duration;
+use std::{
+    fmt,
+    time::{Duration, SystemTime},
+};
+
+use async_trait::async_trait;
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use reqwest::{header, Method, Response, StatusCode};
+
+use super::{
+    sigv4::{self, Signer},
+    xml, ByteStream, ObjectStore, StorageError, Transfer, PREFIX,
+};
 
 /// `S3__*`, as upstream names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct S3Config {
     /// `S3__ServiceUrl`: the endpoint, e.g. `http://garage:3900`.
     pub service_url: String,
@@ -27,3 +54,863 @@ pub struct S3Config {
     /// leaves the bucket's CORS alone.
     pub allowed_origins: Vec<String>,
 }
+
+impl fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Config")
+            .field("service_url", &self.service_url)
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("force_path_style", &self.force_path_style)
+            .field("presigned_url_expiry", &self.presigned_url_expiry)
+            .field("object_retention_days", &self.object_retention_days)
+            .field("allowed_origins", &self.allowed_origins)
+            .finish()
+    }
+}
+
+/// A bucket that does not accept a connection within this is down.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// From sending a request to the last byte of its answer (a read: to its
+/// headers), for a request without a large body.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Added to [`REQUEST_TIMEOUT`] per MiB sent, so a part still goes through
+/// at a slow 512 KiB/s.
+const TIMEOUT_PER_MIB: Duration = Duration::from_secs(2);
+/// A read's longest wait for its next bytes: a stalled bucket mid-stream.
+pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Assembling a large object's parts may take S3 a while.
+const COMPLETE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Parts of an upload streamed through vfps: 10 GiB in 1280 parts, within
+/// S3's 10,000.
+const STREAM_PART_BYTES: usize = 8 * 1024 * 1024;
+
+/// An error body read past this is cut (S3's are a few hundred bytes).
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// S3 error codes that say "not now" whatever their status.
+const TRANSIENT_CODES: &[&str] = &[
+    "SlowDown",
+    "ServiceUnavailable",
+    "InternalError",
+    "RequestTimeout",
+    "OperationAborted",
+];
+
+/// The deadlines of one bucket's requests.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    request: Duration,
+    read_idle: Duration,
+    complete: Duration,
+}
+
+/// An S3-compatible bucket. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct S3 {
+    http: reqwest::Client,
+    signer: Signer,
+    /// `http` or `https`.
+    scheme: &'static str,
+    /// Where requests go, `host[:port]`; the bucket's name in front with
+    /// virtual-host addressing.
+    host: String,
+    /// Before every key's path: `/<bucket>` path-style, nothing virtual-host.
+    bucket_path: String,
+    bucket: String,
+    /// The endpoint as configured, for logs.
+    service_url: String,
+    object_retention_days: u32,
+    allowed_origins: Vec<String>,
+    /// Keys per listing page, and so per DeleteObjects (S3's maximum: 1000).
+    list_page_keys: u32,
+    timeouts: Timeouts,
+}
+
+impl S3 {
+    /// Checks `config` and makes the client; an error names the bad setting
+    /// (never the secret key).
+    pub fn new(config: S3Config) -> Result<S3, String> {
+        let shown = &config.service_url;
+        let url = reqwest::Url::parse(shown)
+            .map_err(|e| format!("S3__ServiceUrl={shown:?} is not a valid URL: {e}"))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            // Not shown: it holds a credential.
+            return Err(
+                "S3__ServiceUrl holds credentials; give them as S3__AccessKey and S3__SecretKey"
+                    .into(),
+            );
+        }
+        let scheme = match url.scheme() {
+            "http" => "http",
+            "https" => "https",
+            other => {
+                return Err(format!(
+                    "S3__ServiceUrl={shown:?} is not valid: expected http or https, not {other}"
+                ))
+            }
+        };
+        if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+            return Err(format!(
+                "S3__ServiceUrl={shown:?} is not valid: expected an endpoint without a path or query, e.g. http://garage:3900"
+            ));
+        }
+        let Some(host) = url.host_str() else {
+            return Err(format!("S3__ServiceUrl={shown:?} has no host"));
+        };
+        let endpoint = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let bucket = &config.bucket;
+        let dns_name = bucket.len() >= 3
+            && bucket.len() <= 63
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if bucket.is_empty() || bucket.contains('/') {
+            return Err(format!("S3__Bucket={bucket:?} is not a bucket name"));
+        }
+        if !config.force_path_style && !dns_name {
+            return Err(format!(
+                "S3__Bucket={bucket:?} cannot be a host name: set S3__ForcePathStyle=true or name the bucket in lowercase letters, digits, '-' and '.'"
+            ));
+        }
+        if config.region.is_empty() {
+            return Err("S3__Region is empty".into());
+        }
+        if config.access_key.is_empty() {
+            return Err("S3__AccessKey is empty".into());
+        }
+        if config.secret_key.is_empty() {
+            return Err("S3__SecretKey is empty".into());
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            // A redirect (a bucket in another region) would not carry the
+            // signature; its error is clearer.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client for S3: {e}"))?;
+        let (host, bucket_path) = if config.force_path_style {
+            (endpoint, format!("/{}", sigv4::encode(bucket)))
+        } else {
+            (format!("{bucket}.{endpoint}"), String::new())
+        };
+        Ok(S3 {
+            http,
+            signer: Signer::new(&config.access_key, &config.secret_key, &config.region),
+            scheme,
+            host,
+            bucket_path,
+            bucket: config.bucket,
+            service_url: config.service_url,
+            object_retention_days: config.object_retention_days,
+            allowed_origins: config.allowed_origins,
+            list_page_keys: 1000,
+            timeouts: Timeouts {
+                request: REQUEST_TIMEOUT,
+                read_idle: READ_IDLE_TIMEOUT,
+                complete: COMPLETE_TIMEOUT,
+            },
+        })
+    }
+
+    /// Lists (and deletes) `keys` at a time (1 to 1000) rather than 1000, so
+    /// tests cross pages with a few objects.
+    pub fn with_list_page_keys(mut self, keys: u32) -> Self {
+        self.list_page_keys = keys.clamp(1, 1000);
+        self
+    }
+
+    /// The path of `key`, encoded; keys are relative, without `.` or `..`
+    /// segments (an HTTP client would resolve them).
+    fn key_path(&self, key: &str) -> Result<String, StorageError> {
+        let plain = !key.is_empty()
+            && !key.starts_with('/')
+            && key.split('/').all(|s| s != "." && s != "..");
+        if !plain {
+            return Err(StorageError::Refused(format!("invalid object key {key:?}")));
+        }
+        Ok(format!("{}/{}", self.bucket_path, sigv4::encode_key(key)))
+    }
+
+    /// The path of the bucket itself.
+    fn bucket_root(&self) -> String {
+        if self.bucket_path.is_empty() {
+            "/".to_owned()
+        } else {
+            self.bucket_path.clone()
+        }
+    }
+
+    /// A request without a body, answered within the request timeout.
+    fn call<'a>(&self, method: Method, what: &'static str, key: Option<&'a str>) -> Call<'a> {
+        Call {
+            method,
+            what,
+            key,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: Payload::Empty,
+            deadline: Deadline::Whole(self.timeouts.request),
+        }
+    }
+
+    fn timeout_for(&self, body_bytes: usize) -> Duration {
+        self.timeouts.request + TIMEOUT_PER_MIB * (body_bytes / (1024 * 1024)) as u32
+    }
+
+    /// Signs and sends `call`; answers whatever S3 answered.
+    async fn send_raw(&self, call: Call<'_>) -> Result<Response, StorageError> {
+        let path = match call.key {
+            Some(key) => self.key_path(key)?,
+            None => self.bucket_root(),
+        };
+        let mut headers = call.headers;
+        let (payload_hash, body) = match call.body {
+            Payload::Empty => (sigv4::payload_hash(b""), None),
+            Payload::Signed(body) => {
+                headers.push(("content-md5", content_md5(&body)));
+                (sigv4::payload_hash(&body), Some(body))
+            }
+            Payload::Unsigned(body) => {
+                headers.push(("content-md5", content_md5(&body)));
+                (sigv4::UNSIGNED_PAYLOAD.to_owned(), Some(body))
+            }
+        };
+        let signed = self.signer.sign(
+            &sigv4::Request {
+                method: call.method.as_str(),
+                host: &self.host,
+                path: &path,
+                query: &call.query,
+                headers: &headers,
+            },
+            &payload_hash,
+            SystemTime::now(),
+        );
+        let query = query_string(&call.query);
+        let url = format!("{}://{}{path}{query}", self.scheme, self.host);
+        let mut request = self
+            .http
+            .request(call.method, url)
+            .header(header::HOST, &self.host);
+        for (name, value) in headers.iter().chain(signed.iter()) {
+            request = request.header(*name, value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let what = call.what;
+        match call.deadline {
+            Deadline::Whole(limit) => request
+                .timeout(limit)
+                .send()
+                .await
+                .map_err(|e| transport(what, e)),
+            Deadline::Headers(limit) => match tokio::time::timeout(limit, request.send()).await {
+                Ok(sent) => sent.map_err(|e| transport(what, e)),
+                Err(_) => Err(StorageError::Unavailable(format!(
+                    "S3 {what}: no answer within {limit:?}"
+                ))),
+            },
+        }
+    }
+
+    /// Sends `call`; an answer other than success is an error.
+    async fn send(&self, call: Call<'_>) -> Result<Response, StorageError> {
+        let what = call.what;
+        let response = self.send_raw(call).await?;
+        self.check(what, response).await
+    }
+
+    /// Sends `call` and reads its whole (small) answer.
+    async fn send_for_text(&self, call: Call<'_>) -> Result<String, StorageError> {
+        let what = call.what;
+        let response = self.send(call).await?;
+        let body = response.bytes().await.map_err(|e| transport(what, e))?;
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// `response` if it is a success, else its error.
+    async fn check(
+        &self,
+        what: &'static str,
+        response: Response,
+    ) -> Result<Response, StorageError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = tokio::time::timeout(self.timeouts.request, read_capped(response))
+            .await
+            .unwrap_or_default();
+        Err(self.s3_error(what, status, &body))
+    }
+
+    /// The error an S3 answer says, by its status and `<Code>`.
+    fn s3_error(&self, what: &str, status: StatusCode, body: &str) -> StorageError {
+        let code = xml::text(body, "Code").unwrap_or_default();
+        let mut text = format!("S3 {what} answered {status}");
+        if !code.is_empty() {
+            text.push_str(&format!(": {code}"));
+        }
+        if let Some(message) = xml::text(body, "Message").filter(|m| !m.is_empty()) {
+            text.push_str(&format!(" ({message})"));
+        }
+        if self.signer.reveals_secret(&text) {
+            text = format!("S3 {what} answered {status}: {code} (its message withheld)");
+        }
+        if code == "NoSuchUpload" {
+            StorageError::NoSuchUpload
+        } else if status.is_server_error()
+            || status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::REQUEST_TIMEOUT
+            || TRANSIENT_CODES.contains(&code.as_str())
+        {
+            StorageError::Unavailable(text)
+        } else if status == StatusCode::NOT_FOUND {
+            StorageError::NotFound(text)
+        } else {
+            StorageError::Refused(text)
+        }
+    }
+
+    /// DeleteObjects: `keys` (at most 1000) in one request.
+    async fn delete_objects(&self, keys: &[String]) -> Result<(), StorageError> {
+        let mut body = String::from("<Delete><Quiet>true</Quiet>");
+        for key in keys {
+            body.push_str(&format!("<Object><Key>{}</Key></Object>", xml::escape(key)));
+        }
+        body.push_str("</Delete>");
+        let call = self
+            .call(Method::POST, "DeleteObjects", None)
+            .query("delete", "")
+            .payload(Payload::Signed(body.into()), self.timeouts.request);
+        let answer = self.send_for_text(call).await?;
+        // Quiet: only the keys that could not be deleted are listed.
+        match xml::elements(&answer, "Error").first() {
+            None => Ok(()),
+            Some(first) => {
+                let failed = xml::elements(&answer, "Error").len();
+                Err(self.s3_error(
+                    &format!("DeleteObjects ({failed} of {} keys)", keys.len()),
+                    StatusCode::OK,
+                    first,
+                ))
+            }
+        }
+    }
+
+    /// PutBucketLifecycleConfiguration: objects under `csv-jobs/` (and
+    /// uploads left unfinished there) expire after the retention days.
+    async fn put_lifecycle(&self) -> Result<(), StorageError> {
+        let days = self.object_retention_days;
+        let body = format!(
+            "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Rule>\
+             <ID>vfps-csv-jobs-retention</ID><Filter><Prefix>{PREFIX}</Prefix></Filter>\
+             <Status>Enabled</Status><Expiration><Days>{days}</Days></Expiration>\
+             <AbortIncompleteMultipartUpload><DaysAfterInitiation>{days}</DaysAfterInitiation>\
+             </AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>"
+        );
+        let call = self
+            .call(Method::PUT, "PutBucketLifecycleConfiguration", None)
+            .query("lifecycle", "")
+            .payload(Payload::Signed(body.into()), self.timeouts.request);
+        self.send(call).await?;
+        tracing::info!(bucket = %self.bucket, prefix = PREFIX, days, "S3 lifecycle rule applied: CSV jobs' files expire");
+        Ok(())
+    }
+
+    /// PutBucketCors: browsers on the allowed origins may GET and PUT the
+    /// presigned addresses.
+    async fn put_cors(&self) -> Result<(), StorageError> {
+        let origins: String = self
+            .allowed_origins
+            .iter()
+            .map(|o| format!("<AllowedOrigin>{}</AllowedOrigin>", xml::escape(o)))
+            .collect();
+        let body = format!(
+            "<CORSConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><CORSRule>\
+             <ID>vfps-csv-jobs-cors</ID>{origins}<AllowedMethod>GET</AllowedMethod>\
+             <AllowedMethod>PUT</AllowedMethod><AllowedMethod>HEAD</AllowedMethod>\
+             <AllowedHeader>*</AllowedHeader><ExposeHeader>ETag</ExposeHeader>\
+             <MaxAgeSeconds>3600</MaxAgeSeconds></CORSRule></CORSConfiguration>"
+        );
+        let call = self
+            .call(Method::PUT, "PutBucketCors", None)
+            .query("cors", "")
+            .payload(Payload::Signed(body.into()), self.timeouts.request);
+        self.send(call).await?;
+        tracing::info!(bucket = %self.bucket, origins = ?self.allowed_origins, "S3 CORS rule applied");
+        Ok(())
+    }
+}
+
+/// A request's body and how it is signed.
+enum Payload {
+    Empty,
+    /// Hashed into the signature: small XML.
+    Signed(Bytes),
+    /// Not hashed (an object's bytes); S3 checks it against its Content-MD5.
+    Unsigned(Bytes),
+}
+
+/// How long a request may take.
+enum Deadline {
+    /// Until its answer's last byte.
+    Whole(Duration),
+    /// Until its answer's headers; the body is a stream read at its
+    /// consumer's pace.
+    Headers(Duration),
+}
+
+/// One request to the bucket.
+struct Call<'a> {
+    method: Method,
+    /// S3's name of the operation, for errors.
+    what: &'static str,
+    /// The object, or `None` for the bucket.
+    key: Option<&'a str>,
+    query: Vec<(String, String)>,
+    headers: Vec<(&'static str, String)>,
+    body: Payload,
+    deadline: Deadline,
+}
+
+impl<'a> Call<'a> {
+    fn query(mut self, name: &str, value: &str) -> Self {
+        self.query.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    fn payload(mut self, body: Payload, limit: Duration) -> Self {
+        self.body = body;
+        self.deadline = Deadline::Whole(limit);
+        self
+    }
+}
+
+/// `?` and the query, encoded as it was signed; nothing for none.
+fn query_string(query: &[(String, String)]) -> String {
+    if query.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = query
+        .iter()
+        .map(|(name, value)| format!("{}={}", sigv4::encode(name), sigv4::encode(value)))
+        .collect();
+    format!("?{}", pairs.join("&"))
+}
+
+fn content_md5(body: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(Md5::digest(body))
+}
+
+/// A failure to reach S3 or to hear it out: a refused or reset connection, a
+/// timeout, an answer cut short — all may pass.
+fn transport(what: &str, e: reqwest::Error) -> StorageError {
+    let builder = e.is_builder();
+    // The URL holds nothing secret, but the operation says more in a log.
+    let e = e.without_url();
+    let mut text = format!("S3 {what}: {e}");
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if builder {
+        StorageError::Refused(text)
+    } else {
+        StorageError::Unavailable(text)
+    }
+}
+
+/// Up to [`MAX_ERROR_BODY_BYTES`] of an answer, as text.
+async fn read_capped(response: Response) -> String {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= MAX_ERROR_BODY_BYTES {
+            body.truncate(MAX_ERROR_BODY_BYTES);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// An answer's body as a [`ByteStream`] that fails (transiently) when no
+/// bytes come for `idle` while its consumer waits for them, and ends after
+/// its first error.
+fn idle_limited(
+    body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    idle: Duration,
+) -> ByteStream {
+    let body = Box::pin(body);
+    Box::pin(futures::stream::unfold(
+        Some(body),
+        move |state| async move {
+            let mut body = state?;
+            match tokio::time::timeout(idle, body.next()).await {
+                Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(body))),
+                Ok(None) => None,
+                Ok(Some(Err(e))) => Some((Err(transport("GetObject", e)), None)),
+                Err(_) => Some((
+                    Err(StorageError::Unavailable(format!(
+                        "S3 GetObject: no bytes for {idle:?}"
+                    ))),
+                    None,
+                )),
+            }
+        },
+    ))
+}
+
+/// Aborts a multipart upload when dropped before it is completed, so an
+/// upload through vfps that fails or is dropped leaves no parts behind.
+struct AbortOnDrop {
+    store: S3,
+    key: String,
+    upload_id: Option<String>,
+}
+
+impl AbortOnDrop {
+    fn id(&self) -> &str {
+        self.upload_id.as_deref().unwrap_or_default()
+    }
+
+    /// Aborts now, waiting for it.
+    async fn abort(mut self) {
+        if let Some(id) = self.upload_id.take() {
+            if let Err(e) = self.store.abort_multipart(&self.key, &id).await {
+                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
+            }
+        }
+    }
+
+    fn completed(mut self) {
+        self.upload_id = None;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.upload_id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
+        runtime.spawn(async move {
+            if let Err(e) = store.abort_multipart(&key, &id).await {
+                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl ObjectStore for S3 {
+    fn describe(&self) -> String {
+        format!("the S3 bucket {} at {}", self.bucket, self.service_url)
+    }
+
+    async fn configure(&self) -> Result<(), StorageError> {
+        // Each applied whatever became of the other, as upstream does: a
+        // permission missing for one should not cost the other.
+        let lifecycle = if self.object_retention_days == 0 {
+            tracing::info!(
+                "S3__ObjectRetentionDays is 0: the bucket's lifecycle rules are left alone"
+            );
+            Ok(())
+        } else {
+            self.put_lifecycle().await
+        };
+        let cors = if self.allowed_origins.is_empty() {
+            tracing::info!("S3__AllowedOrigins is empty: the bucket's CORS rules are left alone");
+            Ok(())
+        } else {
+            self.put_cors().await
+        };
+        lifecycle.and(cors)
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
+        let what = "HeadObject";
+        let response = self
+            .send_raw(self.call(Method::HEAD, what, Some(key)))
+            .await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let response = self.check(what, response).await?;
+        // Not `content_length()`: an answer to HEAD has no body, and says 0.
+        response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .map(Some)
+            .ok_or_else(|| StorageError::Refused(format!("S3 {what} answered no size")))
+    }
+
+    async fn read(&self, key: &str, offset: u64) -> Result<ByteStream, StorageError> {
+        let what = "GetObject";
+        let mut call = self
+            .call(Method::GET, what, Some(key))
+            .deadline(Deadline::Headers(self.timeouts.request));
+        if offset > 0 {
+            call.headers.push(("range", format!("bytes={offset}-")));
+        }
+        let response = self.send_raw(call).await?;
+        if offset > 0 && response.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+            // At or past the end: nothing left, as from a file.
+            return Ok(Box::pin(futures::stream::empty()));
+        }
+        let response = self.check(what, response).await?;
+        if offset > 0 && response.status() != StatusCode::PARTIAL_CONTENT {
+            return Err(StorageError::Refused(format!(
+                "S3 {what} answered {} to a ranged read, not 206",
+                response.status()
+            )));
+        }
+        Ok(idle_limited(
+            response.bytes_stream(),
+            self.timeouts.read_idle,
+        ))
+    }
+
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError> {
+        let limit = self.timeout_for(body.len());
+        let call = self
+            .call(Method::PUT, "PutObject", Some(key))
+            .payload(Payload::Unsigned(body), limit);
+        self.send(call).await?;
+        Ok(())
+    }
+
+    async fn put_stream(
+        &self,
+        key: &str,
+        mut body: ByteStream,
+        limit: u64,
+    ) -> Result<u64, StorageError> {
+        self.key_path(key)?;
+        // Up to a part in memory: a small file is one PutObject, a larger one
+        // a multipart upload (S3 takes no body of unknown length).
+        let mut pending = BytesMut::new();
+        let mut size = 0u64;
+        let mut upload: Option<AbortOnDrop> = None;
+        let mut parts = Vec::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            size += chunk.len() as u64;
+            if size > limit {
+                if let Some(upload) = upload.take() {
+                    upload.abort().await;
+                }
+                return Err(StorageError::TooLarge { limit });
+            }
+            pending.extend_from_slice(&chunk);
+            while pending.len() >= STREAM_PART_BYTES {
+                let upload_id = match &upload {
+                    Some(upload) => upload.id().to_owned(),
+                    None => {
+                        let id = self.start_multipart(key).await?;
+                        upload = Some(AbortOnDrop {
+                            store: self.clone(),
+                            key: key.to_owned(),
+                            upload_id: Some(id.clone()),
+                        });
+                        id
+                    }
+                };
+                let number = parts.len() as u32 + 1;
+                let part = pending.split_to(STREAM_PART_BYTES).freeze();
+                let etag = self.put_part(key, &upload_id, number, part).await?;
+                parts.push((number, etag));
+            }
+        }
+        match upload {
+            None => self.put(key, pending.freeze()).await?,
+            Some(upload) => {
+                if !pending.is_empty() {
+                    let number = parts.len() as u32 + 1;
+                    let etag = self
+                        .put_part(key, upload.id(), number, pending.freeze())
+                        .await?;
+                    parts.push((number, etag));
+                }
+                self.complete_multipart(key, upload.id(), &parts).await?;
+                upload.completed();
+            }
+        }
+        Ok(size)
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let what = "DeleteObject";
+        let response = self
+            .send_raw(self.call(Method::DELETE, what, Some(key)))
+            .await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        self.check(what, response).await?;
+        Ok(())
+    }
+
+    async fn delete_prefix(&self, prefix: &str) -> Result<(), StorageError> {
+        let mut token: Option<String> = None;
+        loop {
+            let mut call = self
+                .call(Method::GET, "ListObjectsV2", None)
+                .query("list-type", "2")
+                .query("prefix", prefix)
+                .query("max-keys", &self.list_page_keys.to_string());
+            if let Some(token) = &token {
+                call = call.query("continuation-token", token);
+            }
+            let page = self.send_for_text(call).await?;
+            let keys: Vec<String> = xml::elements(&page, "Contents")
+                .iter()
+                .filter_map(|c| xml::text(c, "Key"))
+                .collect();
+            if !keys.is_empty() {
+                self.delete_objects(&keys).await?;
+            }
+            if xml::text(&page, "IsTruncated").as_deref() != Some("true") {
+                return Ok(());
+            }
+            token =
+                match xml::text(&page, "NextContinuationToken") {
+                    Some(next) if !next.is_empty() => Some(next),
+                    _ => return Err(StorageError::Refused(
+                        "S3 ListObjectsV2 answered a truncated page without a continuation token"
+                            .into(),
+                    )),
+                };
+        }
+    }
+
+    async fn start_multipart(&self, key: &str) -> Result<String, StorageError> {
+        let what = "CreateMultipartUpload";
+        let call = self
+            .call(Method::POST, what, Some(key))
+            .query("uploads", "");
+        let answer = self.send_for_text(call).await?;
+        xml::text(&answer, "UploadId")
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| StorageError::Refused(format!("S3 {what} answered no UploadId")))
+    }
+
+    async fn put_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+        body: Bytes,
+    ) -> Result<String, StorageError> {
+        let what = "UploadPart";
+        let limit = self.timeout_for(body.len());
+        let call = self
+            .call(Method::PUT, what, Some(key))
+            .query("partNumber", &number.to_string())
+            .query("uploadId", upload_id)
+            .payload(Payload::Unsigned(body), limit);
+        let response = self.send(call).await?;
+        response
+            .headers()
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| StorageError::Refused(format!("S3 {what} answered no ETag")))
+    }
+
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StorageError> {
+        let what = "CompleteMultipartUpload";
+        let mut body = String::from("<CompleteMultipartUpload>");
+        for (number, etag) in parts {
+            body.push_str(&format!(
+                "<Part><PartNumber>{number}</PartNumber><ETag>{}</ETag></Part>",
+                xml::escape(etag)
+            ));
+        }
+        body.push_str("</CompleteMultipartUpload>");
+        let call = self
+            .call(Method::POST, what, Some(key))
+            .query("uploadId", upload_id)
+            .payload(Payload::Signed(body.into()), self.timeouts.complete);
+        let answer = self.send_for_text(call).await?;
+        // S3 may answer 200 and an error in the body (it failed after it
+        // began answering).
+        if xml::elements(&answer, "Error").is_empty() {
+            Ok(())
+        } else {
+            Err(self.s3_error(what, StatusCode::OK, &answer))
+        }
+    }
+
+    async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), StorageError> {
+        let call = self
+            .call(Method::DELETE, "AbortMultipartUpload", Some(key))
+            .query("uploadId", upload_id);
+        match self.send(call).await {
+            Ok(_) | Err(StorageError::NoSuchUpload) | Err(StorageError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn presign(
+        &self,
+        transfer: Transfer,
+        key: &str,
+        expires: Duration,
+        download_name: Option<&str>,
+    ) -> Option<String> {
+        let path = self.key_path(key).ok()?;
+        let (method, query) = match transfer {
+            Transfer::Upload => ("PUT", Vec::new()),
+            Transfer::Download => (
+                "GET",
+                download_name
+                    .map(|name| {
+                        let name = name.replace(['"', '\\'], "_");
+                        vec![(
+                            "response-content-disposition".to_owned(),
+                            format!("attachment; filename=\"{name}\""),
+                        )]
+                    })
+                    .unwrap_or_default(),
+            ),
+        };
+        let request = sigv4::Request {
+            method,
+            host: &self.host,
+            path: &path,
+            query: &query,
+            headers: &[],
+        };
+        let signed = self.signer.presign(&request, expires, SystemTime::now());
+        Some(format!("{}://{}{path}?{signed}", self.scheme, self.host))
+    }
+}
+
+#[cfg(test)]
+mod tests;

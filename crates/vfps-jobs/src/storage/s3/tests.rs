@@ -1,0 +1,252 @@
+//! What needs no bucket: settings checked, addresses built, errors
+//! classified, and deadlines kept against servers that do not answer.
+//! Against a real bucket: `tests/s3.rs`.
+
+use std::time::Instant;
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpListener,
+};
+
+use super::*;
+
+const SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+fn config(service_url: &str, force_path_style: bool) -> S3Config {
+    S3Config {
+        service_url: service_url.to_owned(),
+        access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
+        secret_key: SECRET.to_owned(),
+        bucket: "vfps-jobs".to_owned(),
+        region: "eu-central-1".to_owned(),
+        force_path_style,
+        presigned_url_expiry: Duration::from_secs(900),
+        object_retention_days: 30,
+        allowed_origins: vec!["https://vfps.example.org".to_owned()],
+    }
+}
+
+/// `S3` at `url` with deadlines short enough for a test.
+fn impatient(url: &str) -> S3 {
+    let mut s3 = S3::new(config(url, true)).unwrap();
+    s3.timeouts = Timeouts {
+        request: Duration::from_millis(300),
+        read_idle: Duration::from_millis(300),
+        complete: Duration::from_millis(300),
+    };
+    s3
+}
+
+#[test]
+fn bad_settings_are_refused_naming_them_and_never_the_secret() {
+    let refused = |c: S3Config| S3::new(c).err().unwrap();
+    for (url, expected) in [
+        ("garage:3900", "S3__ServiceUrl=\"garage:3900\""),
+        ("ftp://garage:3900", "expected http or https"),
+        ("http://garage:3900/vfps", "without a path"),
+        ("http://garage:3900/?x=1", "without a path"),
+        ("http://key:pw@garage:3900", "holds credentials"),
+    ] {
+        let error = refused(config(url, true));
+        assert!(error.contains(expected), "{url}: {error}");
+        assert!(!error.contains(SECRET) && !error.contains("pw"), "{error}");
+    }
+    let upper = S3Config {
+        bucket: "Jobs_Bucket".to_owned(),
+        ..config("https://s3.example.org", false)
+    };
+    assert!(refused(upper.clone()).contains("S3__ForcePathStyle"));
+    assert!(S3::new(S3Config {
+        force_path_style: true,
+        ..upper
+    })
+    .is_ok());
+    let no_secret = S3Config {
+        secret_key: String::new(),
+        ..config("https://s3.example.org", true)
+    };
+    assert_eq!(refused(no_secret), "S3__SecretKey is empty");
+}
+
+#[test]
+fn the_secret_key_is_in_no_debug_output() {
+    let config = config("https://s3.example.org", true);
+    let s3 = S3::new(config.clone()).unwrap();
+    for shown in [format!("{config:?}"), format!("{s3:?}"), s3.describe()] {
+        assert!(!shown.contains(SECRET), "{shown}");
+    }
+}
+
+#[test]
+fn presigned_addresses_name_the_bucket_in_the_path_or_the_host() {
+    let key = "csv-jobs/0b5e/input.csv";
+    let expires = Duration::from_secs(900);
+    let path_style = S3::new(config("http://127.0.0.1:3900", true)).unwrap();
+    let url = path_style
+        .presign(Transfer::Upload, key, expires, None)
+        .unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:3900/vfps-jobs/csv-jobs/0b5e/input.csv?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F"),
+        "{url}"
+    );
+    assert!(
+        url.contains("%2Feu-central-1%2Fs3%2Faws4_request&"),
+        "{url}"
+    );
+    assert!(url.contains("&X-Amz-Expires=900&"), "{url}");
+    let virtual_host = S3::new(config("https://s3.example.org", false)).unwrap();
+    let url = virtual_host
+        .presign(
+            Transfer::Download,
+            key,
+            expires,
+            Some("patients pseudonymized.csv"),
+        )
+        .unwrap();
+    assert!(
+        url.starts_with("https://vfps-jobs.s3.example.org/csv-jobs/0b5e/input.csv?X-Amz-"),
+        "{url}"
+    );
+    assert!(
+        url.contains("&response-content-disposition=attachment%3B%20filename%3D%22patients%20pseudonymized.csv%22&"),
+        "{url}"
+    );
+    assert!(!url.contains(SECRET));
+}
+
+#[test]
+fn keys_that_an_http_client_would_rewrite_are_refused() {
+    let s3 = S3::new(config("https://s3.example.org", true)).unwrap();
+    for key in ["", "/csv-jobs/a", "csv-jobs/../etc", "csv-jobs/./a"] {
+        assert!(
+            matches!(s3.key_path(key), Err(StorageError::Refused(_))),
+            "{key:?}"
+        );
+    }
+    assert_eq!(
+        s3.key_path("csv-jobs/a b/input.csv").unwrap(),
+        "/vfps-jobs/csv-jobs/a%20b/input.csv"
+    );
+}
+
+#[test]
+fn s3_errors_are_classified_by_status_and_code() {
+    let s3 = S3::new(config("https://s3.example.org", true)).unwrap();
+    let body = |code: &str, message: &str| {
+        format!("<Error><Code>{code}</Code><Message>{message}</Message></Error>")
+    };
+    let error = |status: u16, body: &str| {
+        s3.s3_error("PutObject", StatusCode::from_u16(status).unwrap(), body)
+    };
+    assert!(error(503, &body("SlowDown", "Please reduce your request rate.")).is_transient());
+    assert!(error(500, "").is_transient());
+    assert!(error(429, "").is_transient());
+    assert!(error(400, &body("RequestTimeout", "idle")).is_transient());
+    assert_eq!(
+        error(404, &body("NoSuchUpload", "gone")),
+        StorageError::NoSuchUpload
+    );
+    assert!(matches!(
+        error(404, &body("NoSuchKey", "no")),
+        StorageError::NotFound(_)
+    ));
+    let denied = error(
+        403,
+        &body(
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match",
+        ),
+    );
+    assert!(!denied.is_transient());
+    assert_eq!(
+        denied.to_string(),
+        "the object store refused the request: S3 PutObject answered 403 Forbidden: SignatureDoesNotMatch (The request signature we calculated does not match)"
+    );
+    let leaky = error(403, &body("AccessDenied", &format!("key {SECRET}")));
+    assert!(!leaky.to_string().contains(SECRET), "{leaky}");
+    assert!(leaky.to_string().contains("AccessDenied"), "{leaky}");
+}
+
+#[tokio::test]
+async fn a_bucket_that_accepts_and_never_answers_is_unavailable_within_the_deadline() {
+    // Connections complete in the kernel's backlog; nothing ever answers.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let s3 = impatient(&format!("http://{}", listener.local_addr().unwrap()));
+    let started = Instant::now();
+    let size = s3.size("csv-jobs/a/input.csv").await;
+    let read = s3.read("csv-jobs/a/input.csv", 0).await.err();
+    let put = s3.put("csv-jobs/a/x", Bytes::from_static(b"x")).await;
+    assert!(
+        matches!(size, Err(StorageError::Unavailable(_))),
+        "{size:?}"
+    );
+    assert!(
+        matches!(read, Some(StorageError::Unavailable(_))),
+        "{read:?}"
+    );
+    assert!(matches!(put, Err(StorageError::Unavailable(_))), "{put:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn a_closed_port_is_unavailable_at_once() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let s3 = S3::new(config(&format!("http://127.0.0.1:{port}"), true)).unwrap();
+    let started = Instant::now();
+    let error = s3.size("csv-jobs/a/input.csv").await.unwrap_err();
+    assert!(error.is_transient(), "{error}");
+    assert!(
+        started.elapsed() < CONNECT_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_read_that_stalls_mid_body_fails_transiently_and_says_so() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let s3 = impatient(&format!("http://{}", listener.local_addr().unwrap()));
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client hung up before its request ended");
+            request.extend_from_slice(&buf[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+            .await
+            .unwrap();
+        // Holds the connection open, sending nothing more.
+        std::future::pending::<()>().await;
+    });
+    let mut stream = s3.read("csv-jobs/a/input.csv", 0).await.unwrap();
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        Bytes::from_static(b"abc")
+    );
+    let started = Instant::now();
+    let stalled = stream.next().await.unwrap().unwrap_err();
+    assert!(stalled.is_transient(), "{stalled}");
+    assert!(stalled.to_string().contains("no bytes for"), "{stalled}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after its error"
+    );
+}
