@@ -80,7 +80,10 @@ fn open_jobs(
                 )
             })?)
         }
-        JobStorage::S3(s3) => open_s3(s3)?,
+        JobStorage::S3(s3) => Arc::new(
+            vfps_jobs::storage::s3::S3::new(s3.as_ref().clone())
+                .map_err(|e| format!("CSV jobs are off: {e}"))?,
+        ),
     };
     tracing::info!(store = %objects.describe(), runners = config.workers, instance = %config.instance, "CSV jobs on");
     if config.runner.restart_from_zero {
@@ -99,13 +102,6 @@ fn open_jobs(
         pressure,
     };
     Ok(vfps_jobs::service::Jobs::new(ctx, config.service()))
-}
-
-// S3PENDING: replaced by the S3 client once it lands.
-fn open_s3(
-    _s3: &vfps_jobs::storage::s3::S3Config,
-) -> Result<Arc<dyn vfps_jobs::storage::ObjectStore>, String> {
-    Err("CSV jobs on S3 are not available in this build yet; use VFPS_JOBS_DIR".into())
 }
 
 /// Applies the object store's lifecycle and CORS rules, retrying until it
