@@ -4,7 +4,9 @@
 # Needs root. Durations come from DURATION_* (defaults: the full suite, ~17 min of
 # load); `--ci` selects the trimmed set used by .ci/run (~5 min of load);
 # `--self-test` runs db-primary-isolation on asynchronous replication and
-# succeeds only if the harness reports the writes that loses (P3).
+# succeeds only if the harness reports the writes that loses (P3);
+# `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
+# from row 0 and succeeds only if the harness reports it (P7).
 # The run directory (report.html, timelines, logs) is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ profile=${1:-full}
 ./scripts/install-deps.sh
 db_profile=safe
 case "$profile" in
-  --ci | --self-test)
+  --ci | --self-test | --self-test-jobs)
     cargo build --locked --bins -p vfps-server -p vfps-chaos
     bin=target/debug
     # Short windows for every scenario; the replicas inherit a 10 s readiness
@@ -36,6 +38,8 @@ case "$profile" in
       DURATION_VFPS_PARTITION=${DURATION_VFPS_PARTITION:-28} VFPS_PARTITION_SECONDS=${VFPS_PARTITION_SECONDS:-16} \
       VFPS_READINESS_DATABASE_GRACE=${VFPS_READINESS_DATABASE_GRACE:-10s} \
       DURATION_DB_DOUBLE_FAILOVER=${DURATION_DB_DOUBLE_FAILOVER:-65} \
+      DURATION_VFPS_JOB_RUNNER_KILL=${DURATION_VFPS_JOB_RUNNER_KILL:-35} \
+      DURATION_VFPS_JOB_RUNNER_PAUSE=${DURATION_VFPS_JOB_RUNNER_PAUSE:-35} \
       LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
       RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
     if [ "$profile" = "--self-test" ]; then
@@ -44,13 +48,19 @@ case "$profile" in
       db_profile=unsafe-async
       export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
     fi
+    if [ "$profile" = "--self-test-jobs" ]; then
+      # The harness's self-test of P7: replicas that restart a job from row 0
+      # when they take it over redo work; the run must fail on it.
+      export VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO=true
+      export SCENARIOS=${SCENARIOS:-baseline,vfps-job-runner-kill}
+    fi
     ;;
   full)
     cargo build --locked --release --bins -p vfps-server -p vfps-chaos
     bin=target/release
     ;;
   *)
-    echo "chaos-local: unknown profile $profile (full, --ci, --self-test)" >&2
+    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs)" >&2
     exit 2
     ;;
 esac
@@ -77,6 +87,20 @@ print(p3.get("summary", "").split(" ")[0] if p3.get("validity") == "invalid" and
     exit 0
   fi
   echo "chaos-local: self-test FAILED: the harness did not detect a known loss (exit $status, P3 lost ${lost:-0})" >&2
+  exit 1
+fi
+if [ "$profile" = "--self-test-jobs" ]; then
+  # Expected: the run failed, and on a job resumed behind its checkpoint (P7).
+  redone=$(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p7 = v.get("P7-jobs", {})
+print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0)
+  if [ "$status" -ne 0 ] && [ "${redone:-0}" -gt 0 ]; then
+    echo "chaos-local: self-test passed: replicas restarting jobs from row 0 redid work $redone times and the harness reported it (P7)"
+    exit 0
+  fi
+  echo "chaos-local: self-test FAILED: the harness did not detect a job restarted from row 0 (exit $status, P7 findings ${redone:-0})" >&2
   exit 1
 fi
 exit "$status"

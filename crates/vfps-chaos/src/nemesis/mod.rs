@@ -11,6 +11,7 @@
 //! - the gray faults: [`primary_pause`], [`isolation`], [`double_failover`],
 //!   [`standby_kill`], [`replica_faults`] (a replica paused, a replica cut off
 //!   from the database), [`delay`] (latency to the database).
+//! - [`job_runner`]: the replica running a CSV job killed or paused.
 //!
 //! Every scenario proves by behaviour that its fault applied and healed — a new
 //! leader on a higher timeline, WAL that stops arriving, a connection that times
@@ -31,6 +32,7 @@ pub mod delay;
 pub mod double_failover;
 pub mod drain;
 pub mod isolation;
+pub mod job_runner;
 pub mod partition;
 pub mod pod_kill;
 pub mod primary_kill;
@@ -171,6 +173,20 @@ pub struct Victim {
     pub incarnation: String,
 }
 
+/// A CSV job as the service reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJob {
+    pub id: String,
+    /// Whether it is running now (not queued, not finished).
+    pub running: bool,
+    /// The replica holding (or last holding) its lease.
+    pub runner: String,
+    /// Its fencing epoch: a takeover raises it.
+    pub epoch: i64,
+    /// Rows of its last checkpoint.
+    pub rows: i64,
+}
+
 /// A database instance and its incarnation (a restarted instance keeps its name
 /// and changes its incarnation).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,6 +323,12 @@ pub trait Faults: Sync {
     async fn drain(&self, node: &str) -> anyhow::Result<()>;
     /// Returns the node to service.
     async fn uncordon(&self, node: &str) -> anyhow::Result<()>;
+
+    /// The run's CSV jobs as the service reports them (none where the
+    /// platform does not look).
+    async fn jobs_now(&self) -> anyhow::Result<Vec<RunningJob>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Waits until `instance` is a standby by its own account — in recovery,
@@ -395,6 +417,12 @@ pub async fn run<F: Faults>(
                 .await
                 .map(|()| tally.partitions += 1),
             Scenario::DbNetworkDelay => delay::run(f, name, knobs, rec)
+                .await
+                .map(|()| tally.gray_faults += 1),
+            Scenario::JobRunnerKill => job_runner::kill(f, s, rec, until)
+                .await
+                .map(|()| tally.replica_kills += 1),
+            Scenario::JobRunnerPause => job_runner::pause(f, s, knobs, rec, until)
                 .await
                 .map(|()| tally.gray_faults += 1),
         };

@@ -42,10 +42,14 @@ pub enum Scenario {
     /// Latency to the database (200 ms ± 50 ms; Kubernetes only: the local
     /// kernel has no netem).
     DbNetworkDelay,
+    /// The replica running a CSV job killed (SIGKILL) once it checkpointed.
+    JobRunnerKill,
+    /// The replica running a CSV job stopped (SIGSTOP) past the job's lease.
+    JobRunnerPause,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Baseline,
         Scenario::VfpsPodKill,
         Scenario::DbPrimaryKill,
@@ -59,6 +63,8 @@ impl Scenario {
         Scenario::VfpsPodPause,
         Scenario::VfpsPartition,
         Scenario::DbNetworkDelay,
+        Scenario::JobRunnerKill,
+        Scenario::JobRunnerPause,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +82,8 @@ impl Scenario {
             Scenario::VfpsPodPause => "vfps-pod-pause",
             Scenario::VfpsPartition => "vfps-partition",
             Scenario::DbNetworkDelay => "db-network-delay",
+            Scenario::JobRunnerKill => "vfps-job-runner-kill",
+            Scenario::JobRunnerPause => "vfps-job-runner-pause",
         }
     }
 
@@ -83,7 +91,11 @@ impl Scenario {
     /// (SIGSTOP), and the local kernel has no netem for latency.
     pub fn runs_on(self, target: Target) -> bool {
         match self {
-            Scenario::DbPrimaryPause | Scenario::VfpsPodPause => target == Target::Local,
+            // The kind driver does not yet look at the service's jobs.
+            Scenario::DbPrimaryPause
+            | Scenario::VfpsPodPause
+            | Scenario::JobRunnerKill
+            | Scenario::JobRunnerPause => target == Target::Local,
             Scenario::DbNetworkDelay => target == Target::Kind,
             _ => true,
         }
@@ -116,6 +128,8 @@ impl Scenario {
             Scenario::VfpsPodPause => (40, 0),
             Scenario::VfpsPartition => (65, 120),
             Scenario::DbNetworkDelay => (0, 90),
+            Scenario::JobRunnerKill => (45, 0),
+            Scenario::JobRunnerPause => (40, 0),
         };
         Duration::from_secs(match target {
             Target::Local => local,
@@ -135,6 +149,7 @@ impl Scenario {
             Scenario::DbSyncStandbyKill => 5,
             Scenario::VfpsPodPause | Scenario::VfpsPartition => 0,
             Scenario::DbNetworkDelay => 0,
+            Scenario::JobRunnerKill | Scenario::JobRunnerPause => 0,
             Scenario::Baseline | Scenario::VfpsPodKill | Scenario::Rollout | Scenario::Drain => 0,
         }
     }
@@ -173,7 +188,7 @@ pub fn default_scenarios(target: Target) -> &'static str {
         Target::Local => {
             "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain,\
              db-primary-pause,db-primary-isolation,db-sync-standby-kill,vfps-pod-pause,\
-             vfps-partition,db-double-failover"
+             vfps-partition,vfps-job-runner-kill,vfps-job-runner-pause,db-double-failover"
         }
         Target::Kind => {
             "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\

@@ -31,6 +31,9 @@ const POLL: Duration = Duration::from_millis(500);
 const CALL: Duration = Duration::from_secs(10);
 /// Originals the API creates before the first job (the job must answer theirs).
 const API_FIRST: u64 = 20;
+/// The pause between one job's end and the next one's start: jobs run
+/// through the whole window without filling the database with their rows.
+const GAP: Duration = Duration::from_secs(10);
 
 /// The original of row `k` of job `index`: every third row repeats a subject
 /// of an earlier row; the first rows of job 0 are the API's.
@@ -203,6 +206,7 @@ impl Jobs {
             );
             submitted.push(job);
             index += 1;
+            tokio::time::sleep_until((Instant::now() + GAP).min(until)).await;
         }
         submitted
     }

@@ -11,8 +11,13 @@ use crate::{
     driver::{artifacts, Collected, Driver},
     nemesis::{self, Knobs, Recorder},
     run,
-    scenario::ScenarioPlan,
+    scenario::{Scenario, ScenarioPlan},
 };
+
+/// Rows of each CSV job when the plan faults jobs and `RESILIENCE_JOB_ROWS`
+/// is not set: a job runs for seconds here (several checkpoints to fault),
+/// and the run's jobs do not fill the database.
+const DEFAULT_JOB_ROWS: u64 = 50_000;
 
 /// Settings of a local run beyond the load's.
 #[derive(Debug, Clone, clap::Args)]
@@ -76,6 +81,16 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, base: &std::path::Path) -
     let mut cfg = load.clone();
     cfg.service.address = grpc_endpoints();
     cfg.workload.load_seconds = plan.load_seconds();
+    // A plan with job scenarios needs jobs to fault.
+    let faults_jobs = plan.scenarios.iter().any(|s| {
+        matches!(
+            s.scenario,
+            Scenario::JobRunnerKill | Scenario::JobRunnerPause
+        )
+    });
+    if faults_jobs && cfg.workload.job_rows == 0 {
+        cfg.workload.job_rows = DEFAULT_JOB_ROWS;
+    }
     let tokens = super::database::tokens_dir(base);
     let c = &mut cfg.credentials;
     if c.bearer_token.is_none() && c.bearer_token_file.is_none() {

@@ -12,7 +12,7 @@ use super::{
     Local, ZONES,
 };
 use crate::{
-    nemesis::{Faults, Instance, Knobs, Pod, Recorder, Victim, WalPosition},
+    nemesis::{Faults, Instance, Knobs, Pod, Recorder, RunningJob, Victim, WalPosition},
     platform::net::{cmd, wait_for},
     scenario::ScenarioName,
 };
@@ -343,5 +343,28 @@ impl Faults for Local {
         let started = self.start_db(node).await;
         self.uncordon_replica(node).await;
         started
+    }
+
+    async fn jobs_now(&self) -> anyhow::Result<Vec<RunningJob>> {
+        let token = std::fs::read_to_string(
+            super::database::tokens_dir(&self.opts.base).join(crate::platform::access::LOAD.file),
+        )
+        .context("the load's token")?;
+        let endpoints = vfps_client::Endpoints::parse(&super::grpc_endpoints()).await?;
+        let client = vfps_client::Client::new(endpoints, vfps_client::RetryPolicy::default())
+            .with_bearer(Some(&token))?;
+        match client.list_jobs(Duration::from_secs(3)).await {
+            vfps_client::Outcome::Ok(jobs) => Ok(jobs
+                .into_iter()
+                .map(|j| RunningJob {
+                    running: j.state == vfps_proto::v1::CsvJobState::Running as i32,
+                    id: j.id,
+                    runner: j.runner,
+                    epoch: j.epoch,
+                    rows: j.rows_processed,
+                })
+                .collect()),
+            other => bail!("CsvJobService/List answered {:?}", other.code()),
+        }
     }
 }

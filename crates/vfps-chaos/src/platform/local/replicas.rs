@@ -52,6 +52,13 @@ done"#,
                 ),
             )
             .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
+            // CSV jobs: one folder all replicas share (they run on this
+            // machine), each replica naming itself as the harness names it,
+            // and a lease short enough that a takeover fits a scenario.
+            .env("VFPS_JOBS_DIR", self.opts.base.join("jobs"))
+            .env("VFPS_INSTANCE_NAME", format!("vfps-app-{zone}"))
+            .env("CsvProcessing__LeaseDuration", "4s")
+            .env("CsvProcessing__CheckpointInterval", "2s")
             // As production should run: every call needs a token (the load's
             // comes from `up`, see `create_tokens`).
             .env("Authorization__IsEnabled", "true")

@@ -1,0 +1,164 @@
+//! Faults of the replica running a CSV job (the run's jobs: `RESILIENCE_JOB_ROWS`):
+//! - [`kill`] (`vfps-job-runner-kill`): SIGKILL of the replica that holds a
+//!   running job's lease, once the job has checkpointed progress.
+//! - [`pause`] (`vfps-job-runner-pause`): that replica stopped (SIGSTOP) past
+//!   the job's lease, then resumed: its late writes must be fenced out.
+//!
+//! Proof by behaviour: the job is taken over — its fencing epoch rises and it
+//! runs on (or finishes) under the new holder. What the takeover resumed from
+//! is P7's to judge.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tokio::time::Instant;
+
+use super::{Faults, Knobs, Recorder, RunningJob};
+use crate::scenario::Planned;
+
+/// A running job with checkpointed progress, waited for until `until`.
+async fn job_in_progress<F: Faults>(f: &F, until: Instant) -> anyhow::Result<RunningJob> {
+    loop {
+        let jobs = f.jobs_now().await.unwrap_or_default();
+        if let Some(job) = jobs
+            .into_iter()
+            .filter(|j| j.running && j.rows > 0 && !j.runner.is_empty())
+            .max_by_key(|j| j.rows)
+        {
+            return Ok(job);
+        }
+        if Instant::now() >= until {
+            bail!("no CSV job with checkpointed progress was running (set RESILIENCE_JOB_ROWS)");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits until job `id` is held under a higher epoch than `epoch`: its new
+/// holder and epoch.
+async fn taken_over<F: Faults>(
+    f: &F,
+    id: &str,
+    epoch: i64,
+    until: Instant,
+) -> anyhow::Result<RunningJob> {
+    loop {
+        let jobs = f.jobs_now().await.unwrap_or_default();
+        match jobs.into_iter().find(|j| j.id == id) {
+            Some(j) if j.epoch > epoch => return Ok(j),
+            Some(j) if !j.running => {
+                bail!("job {id} ended without a takeover: the fault never took effect on it")
+            }
+            _ => {}
+        }
+        if Instant::now() >= until {
+            bail!("job {id} was not taken over (still epoch {epoch})");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The index of the runner among the replicas (a runner names itself
+/// `<VFPS_INSTANCE_NAME>/<pid>`, the instance named as its replica).
+async fn replica_of<F: Faults>(f: &F, job: &RunningJob) -> anyhow::Result<(usize, String)> {
+    let replicas = f.replicas().await?;
+    let instance = job.runner.split('/').next().unwrap_or_default();
+    replicas
+        .iter()
+        .position(|r| r == instance)
+        .map(|i| (i, replicas[i].clone()))
+        .with_context(|| {
+            format!(
+                "job {} runs on {:?}, which is none of the replicas {replicas:?}",
+                job.id, job.runner
+            )
+        })
+}
+
+pub async fn kill<F: Faults>(
+    f: &F,
+    planned: &Planned,
+    rec: &Recorder,
+    until: Instant,
+) -> anyhow::Result<()> {
+    let scenario = &planned.name;
+    f.wait_replicas_ready(f.heal_timeout()).await?;
+    let job = job_in_progress(f, until).await?;
+    let (index, _) = replica_of(f, &job).await?;
+    f.pod_kill_begin(Duration::from_secs(1)).await?;
+    let victim = f.pod_kill_next(index, until).await;
+    let ended = f.pod_kill_end().await;
+    let victim = victim?.context("the job's runner was not killed")?;
+    ended?;
+    rec.fault(
+        scenario,
+        format!(
+            "killed {} running job {} (epoch {}, {} rows checkpointed)",
+            victim.name, job.id, job.epoch, job.rows
+        ),
+    )
+    .await;
+    let resumed = taken_over(f, &job.id, job.epoch, Instant::now() + f.heal_timeout()).await?;
+    f.wait_replaced(&victim).await?;
+    rec.heal(
+        scenario,
+        format!(
+            "healed: job {} taken over by {} (epoch {}); {} replaced",
+            job.id, resumed.runner, resumed.epoch, victim.name
+        ),
+    )
+    .await;
+    Ok(())
+}
+
+pub async fn pause<F: Faults>(
+    f: &F,
+    planned: &Planned,
+    knobs: &Knobs,
+    rec: &Recorder,
+    until: Instant,
+) -> anyhow::Result<()> {
+    let scenario = &planned.name;
+    f.wait_replicas_ready(f.heal_timeout()).await?;
+    let job = job_in_progress(f, until).await?;
+    let (_, replica) = replica_of(f, &job).await?;
+    let resume_at = Instant::now() + knobs.vfps_pause;
+    f.pause_replica(&replica).await?;
+    let silent = !f.replica_answers(&replica).await;
+    rec.fault(
+        scenario,
+        format!(
+            "paused {replica} running job {} (epoch {}, {} rows checkpointed) for {:?}",
+            job.id, job.epoch, job.rows, knobs.vfps_pause
+        ),
+    )
+    .await;
+    // The job's lease runs out while its holder is stopped: another takes it.
+    let resumed = taken_over(
+        f,
+        &job.id,
+        job.epoch,
+        resume_at.max(Instant::now() + f.heal_timeout()),
+    )
+    .await;
+    tokio::time::sleep_until(resume_at).await;
+    let back = f.resume_replica(&replica).await;
+    if !silent {
+        back?;
+        bail!("the pause did not take effect: {replica} answered HTTP while stopped");
+    }
+    back?;
+    let resumed = resumed?;
+    f.wait_replicas_ready(f.heal_timeout())
+        .await
+        .with_context(|| format!("{replica} after it resumed"))?;
+    rec.heal(
+        scenario,
+        format!(
+            "healed: job {} taken over by {} (epoch {}); {replica} resumed, its late writes fenced",
+            job.id, resumed.runner, resumed.epoch
+        ),
+    )
+    .await;
+    Ok(())
+}
