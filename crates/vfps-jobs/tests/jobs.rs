@@ -1,5 +1,6 @@
-//! CSV jobs end to end on both stores with the folder store: the output's
-//! bytes, resumption after a runner dies anywhere, racing runners, cancel,
+//! CSV jobs end to end on both stores with the folder store, and on
+//! PostgreSQL with an S3 bucket (a Garage node; ignored unless run): the
+//! output's bytes, resumption after a runner dies anywhere, racing runners, cancel,
 //! a namespace deleted mid-job, and every error answered at start.
 
 #![allow(clippy::unwrap_used)]
@@ -22,7 +23,12 @@ use vfps_jobs::{
     runner::{self, Context, NoPressure, Outcome, RunnerSettings, Unobserved},
     service::{Jobs, ServiceSettings},
     spec::{Direction, RawSpec},
-    storage::{folder::Folder, input_key, output_key, ObjectStore},
+    storage::{
+        folder::Folder,
+        input_key, output_key,
+        s3::{S3Config, S3},
+        ObjectStore,
+    },
 };
 use vfps_store::{
     jobs::{Claim, JobRecord, JobState},
@@ -30,6 +36,7 @@ use vfps_store::{
     sqlite::SqliteStore,
     Store,
 };
+use vfps_testkit::garage::Garage;
 
 async fn postgres() -> Arc<dyn Store> {
     let db = vfps_testkit::shared().create_database().unwrap();
@@ -64,10 +71,36 @@ struct Setup {
     jobs: Jobs,
 }
 
-fn setup_with(store: Arc<dyn Store>, settings: RunnerSettings, runner: &str) -> Setup {
-    let objects: Arc<dyn ObjectStore> =
-        Arc::new(Folder::new(vfps_testkit::scratch_dir("job-files")).unwrap());
+fn setup_with(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+    settings: RunnerSettings,
+    runner: &str,
+) -> Setup {
     jobs_for(store, objects, settings, runner)
+}
+
+/// Job files in a new folder.
+fn folder() -> Arc<dyn ObjectStore> {
+    Arc::new(Folder::new(vfps_testkit::scratch_dir("job-files")).unwrap())
+}
+
+/// Job files in `garage`'s bucket.
+fn bucket(garage: &Garage) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        S3::new(S3Config {
+            service_url: garage.s3_url(),
+            access_key: garage.access_key().to_owned(),
+            secret_key: garage.secret_key().to_owned(),
+            bucket: garage.bucket().to_owned(),
+            region: garage.region().to_owned(),
+            force_path_style: true,
+            presigned_url_expiry: Duration::from_secs(900),
+            object_retention_days: 30,
+            allowed_origins: Vec::new(),
+        })
+        .unwrap(),
+    )
 }
 
 fn jobs_for(
@@ -145,11 +178,22 @@ fn raw(direction: Direction, mappings: Vec<(String, String, Option<String>)>) ->
 
 async fn submit(s: &Setup, input: &[u8], spec: RawSpec) -> String {
     let (job, address) = s.jobs.create("alice", spec).await.unwrap();
-    assert!(address.through_vfps);
-    s.objects
-        .put(&input_key(&job.id), Bytes::copy_from_slice(input))
-        .await
-        .unwrap();
+    if address.through_vfps {
+        s.objects
+            .put(&input_key(&job.id), Bytes::copy_from_slice(input))
+            .await
+            .unwrap();
+    } else {
+        // A bucket: the client sends the file itself, to the presigned address.
+        assert_eq!(address.method, "PUT");
+        let sent = reqwest::Client::new()
+            .put(&address.url)
+            .body(input.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert!(sent.status().is_success(), "{}", sent.status());
+    }
     let started = s.jobs.start(&job.id).await.unwrap();
     assert_eq!(started.state, JobState::Queued);
     job.id
@@ -193,8 +237,9 @@ async fn run_to_end(s: &Setup, id: &str) -> (JobRecord, Vec<u8>) {
 
 async fn a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_input(
     store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
 ) {
-    let s = setup_with(store, settings(), "r1");
+    let s = setup_with(store, objects, settings(), "r1");
     namespace(s.store.as_ref(), "names").await;
     let input = patients(300);
     let id = submit(
@@ -285,8 +330,9 @@ async fn die_after(s: &Setup, after: Duration) -> bool {
 
 async fn a_runner_that_dies_anywhere_is_resumed_from_its_checkpoint_with_identical_output(
     store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
 ) {
-    let s = setup_with(store, settings(), "r2");
+    let s = setup_with(store, objects, settings(), "r2");
     namespace(s.store.as_ref(), "names").await;
     let input = patients(2000);
     let spec = || {
@@ -323,8 +369,11 @@ async fn a_runner_that_dies_anywhere_is_resumed_from_its_checkpoint_with_identic
     assert!(resumed_mid_file > 0, "no runner died after a checkpoint");
 }
 
-async fn a_fenced_runner_writes_nothing_that_counts(store: Arc<dyn Store>) {
-    let s = setup_with(store, settings(), "r3");
+async fn a_fenced_runner_writes_nothing_that_counts(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
+    let s = setup_with(store, objects, settings(), "r3");
     namespace(s.store.as_ref(), "names").await;
     let input = patients(1500);
     let spec = || {
@@ -360,12 +409,15 @@ async fn a_fenced_runner_writes_nothing_that_counts(store: Arc<dyn Store>) {
     assert_eq!(read(s.objects.as_ref(), &output_key(&id)).await, expected);
 }
 
-async fn cancel_lands_within_a_checkpoint_interval_and_leaves_no_output(store: Arc<dyn Store>) {
+async fn cancel_lands_within_a_checkpoint_interval_and_leaves_no_output(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
     let settings = RunnerSettings {
         batch_rows: 4,
         ..settings()
     };
-    let s = setup_with(store, settings, "r4");
+    let s = setup_with(store, objects, settings, "r4");
     namespace(s.store.as_ref(), "names").await;
     let id = submit(
         &s,
@@ -401,12 +453,15 @@ async fn cancel_lands_within_a_checkpoint_interval_and_leaves_no_output(store: A
     assert_eq!(s.objects.size(&input_key(&id)).await.unwrap(), None);
 }
 
-async fn deleting_a_namespace_fails_the_job_using_it(store: Arc<dyn Store>) {
+async fn deleting_a_namespace_fails_the_job_using_it(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
     let settings = RunnerSettings {
         batch_rows: 4,
         ..settings()
     };
-    let s = setup_with(store, settings, "r5");
+    let s = setup_with(store, objects, settings, "r5");
     namespace(s.store.as_ref(), "doomed").await;
     let id = submit(
         &s,
@@ -439,10 +494,13 @@ async fn deleting_a_namespace_fails_the_job_using_it(store: Arc<dyn Store>) {
     assert_eq!(s.objects.size(&output_key(&id)).await.unwrap(), None);
 }
 
-async fn bad_input_is_refused_at_start_naming_the_problem(store: Arc<dyn Store>) {
+async fn bad_input_is_refused_at_start_naming_the_problem(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
     let mut settings = settings();
     settings.max_record_bytes = 64;
-    let mut s = setup_with(store, settings, "r6");
+    let mut s = setup_with(store, objects, settings, "r6");
     let mut service = ServiceSettings::default();
     service.limits.max_file_bytes = 10_000;
     service.limits.max_columns = 5;
@@ -521,10 +579,11 @@ async fn bad_input_is_refused_at_start_naming_the_problem(store: Arc<dyn Store>)
 
 async fn a_bad_byte_or_an_overlong_line_mid_file_fails_the_job_naming_its_line(
     store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
 ) {
     let mut settings = settings();
     settings.max_record_bytes = 64;
-    let s = setup_with(store, settings, "r7");
+    let s = setup_with(store, objects, settings, "r7");
     namespace(s.store.as_ref(), "names").await;
     let mut input = patients(100);
     input.extend_from_slice(b"100,\xC3(,x\r\n");
@@ -567,8 +626,11 @@ async fn a_bad_byte_or_an_overlong_line_mid_file_fails_the_job_naming_its_line(
 }
 
 /// Every encoding and dialect, there and back, byte for byte.
-async fn every_encoding_and_dialect_round_trips(store: Arc<dyn Store>) {
-    let s = setup_with(store, settings(), "r8");
+async fn every_encoding_and_dialect_round_trips(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
+    let s = setup_with(store, objects, settings(), "r8");
     namespace(s.store.as_ref(), "names").await;
     namespace(s.store.as_ref(), "cities").await;
     let text = "id;name;city\r\n1;Zoë;Köln\r\n2;\"Müller; Hans\";NULL\r\n3;Zoë;Bonn\r\n";
@@ -676,22 +738,32 @@ async fn every_encoding_and_dialect_round_trips(store: Arc<dyn Store>) {
     }
 }
 
-macro_rules! on_both_stores {
+macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
             use super::*;
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(postgres().await).await })*
+            async fn $name() { super::$name(postgres().await, folder()).await })*
         }
         mod on_sqlite {
             use super::*;
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(sqlite().await).await })*
+            async fn $name() { super::$name(sqlite().await, folder()).await })*
+        }
+        /// PostgreSQL and a bucket, as replicas share them in production.
+        mod on_s3 {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = "needs Garage (scripts/install-garage.sh); run by ./scripts/test.sh"]
+            async fn $name() {
+                let garage = Garage::start().await;
+                super::$name(postgres().await, bucket(&garage)).await
+            })*
         }
     };
 }
 
-on_both_stores!(
+on_every_store!(
     a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_input,
     a_runner_that_dies_anywhere_is_resumed_from_its_checkpoint_with_identical_output,
     a_fenced_runner_writes_nothing_that_counts,
