@@ -4,9 +4,9 @@
 # Needs root. Durations come from DURATION_* (defaults: the full suite, ~17 min of
 # load); `--ci` selects the trimmed set used by .ci/run (~5 min of load);
 # `--self-test` runs db-primary-isolation on asynchronous replication and
-# succeeds only if the harness reports the writes that loses (P3);
-# `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
-# from row 0 and succeeds only if the harness reports it (P7).
+# kills a CSV job's runner on replicas that restart jobs from row 0, and
+# succeeds only if the harness reports the writes that loses (P3) and the
+# restart (P7); `--self-test-jobs` does the second alone.
 # The run directory (report.html, timelines, logs) is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +45,10 @@ case "$profile" in
     if [ "$profile" = "--self-test" ]; then
       # The harness's self-test: asynchronous replication and an isolated
       # primary lose acknowledged writes; the run must fail on them.
+      # With them, P7's: replicas that restart a taken-over job from row 0.
       db_profile=unsafe-async
-      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+      export VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO=true
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation,vfps-job-runner-kill}
     fi
     if [ "$profile" = "--self-test-jobs" ]; then
       # The harness's self-test of P7: replicas that restart a job from row 0
@@ -75,32 +77,42 @@ status=0
 # down is idempotent and runs whatever happened.
 "$bin/vfps-chaos" local down || true
 echo "chaos-local: run directory $RESILIENCE_OUTPUT_DIR (exit $status)"
-if [ "$profile" = "--self-test" ]; then
-  # Expected: the run failed, and on lost writes (P3) with evidence.
-  lost=$(python3 -c 'import json, sys
+# What the self-tests look for in the summary: acknowledged writes lost (P3),
+# and jobs resumed behind their checkpoint (P7).
+p3_lost() {
+  python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 v = {x["property"]: x for x in s["verdicts"]}
 p3 = v.get("P3-reverse-lookup", {})
-print(p3.get("summary", "").split(" ")[0] if p3.get("validity") == "invalid" and p3.get("evidence") else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0)
-  if [ "$status" -ne 0 ] && [ "${lost:-0}" -gt 0 ]; then
-    echo "chaos-local: self-test passed: the unsafe profile lost $lost acknowledged writes and the harness reported them (P3)"
-    exit 0
-  fi
-  echo "chaos-local: self-test FAILED: the harness did not detect a known loss (exit $status, P3 lost ${lost:-0})" >&2
-  exit 1
-fi
-if [ "$profile" = "--self-test-jobs" ]; then
-  # Expected: the run failed, and on a job resumed behind its checkpoint (P7).
-  redone=$(python3 -c 'import json, sys
+print(p3.get("summary", "").split(" ")[0] if p3.get("validity") == "invalid" and p3.get("evidence") else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
+p7_redone() {
+  python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 v = {x["property"]: x for x in s["verdicts"]}
 p7 = v.get("P7-jobs", {})
-print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0)
-  if [ "$status" -ne 0 ] && [ "${redone:-0}" -gt 0 ]; then
-    echo "chaos-local: self-test passed: replicas restarting jobs from row 0 redid work $redone times and the harness reported it (P7)"
-    exit 0
-  fi
-  echo "chaos-local: self-test FAILED: the harness did not detect a job restarted from row 0 (exit $status, P7 findings ${redone:-0})" >&2
-  exit 1
-fi
+print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
+case "$profile" in
+  --self-test)
+    # Expected: the run failed, on lost writes (P3) and on a job restarted
+    # from row 0 (P7), each with evidence.
+    lost=$(p3_lost) redone=$(p7_redone)
+    if [ "$status" -ne 0 ] && [ "${lost:-0}" -gt 0 ] && [ "${redone:-0}" -gt 0 ]; then
+      echo "chaos-local: self-test passed: the unsafe profile lost $lost acknowledged writes (P3) and restarted jobs from row 0 $redone times (P7), and the harness reported both"
+      exit 0
+    fi
+    echo "chaos-local: self-test FAILED: the harness did not detect a known loss (exit $status, P3 lost ${lost:-0}, P7 restarts ${redone:-0})" >&2
+    exit 1
+    ;;
+  --self-test-jobs)
+    redone=$(p7_redone)
+    if [ "$status" -ne 0 ] && [ "${redone:-0}" -gt 0 ]; then
+      echo "chaos-local: self-test passed: replicas restarting jobs from row 0 redid work $redone times and the harness reported it (P7)"
+      exit 0
+    fi
+    echo "chaos-local: self-test FAILED: the harness did not detect a job restarted from row 0 (exit $status, P7 findings ${redone:-0})" >&2
+    exit 1
+    ;;
+esac
 exit "$status"
