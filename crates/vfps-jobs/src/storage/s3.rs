@@ -1,7 +1,7 @@
 //! An S3-compatible bucket, by upstream's `S3__*` settings.
 //!
-//! Requests are signed here ([`super::sigv4`]) and S3's XML is read by hand
-//! ([`super::xml`]): a dozen calls do not need an SDK. Every request has a
+//! Requests are signed by our own SigV4 (`storage::sigv4`) and S3's XML is
+//! read by hand (`storage::xml`): a dozen calls do not need an SDK. Every request has a
 //! deadline — a connection within [`CONNECT_TIMEOUT`], an answer within
 //! [`REQUEST_TIMEOUT`] (more for a large body), a read's next bytes within
 //! [`READ_IDLE_TIMEOUT`] — so a bucket that is paused or unreachable is
@@ -11,6 +11,10 @@
 //! and a dropped connection are transient; `NoSuchUpload` is its own, since a
 //! completion may find its upload completed already; anything else is
 //! refused, naming S3's code and never a credential.
+//!
+//! Here: the settings, and each [`ObjectStore`] call as S3 operations.
+//! `request`: one request signed, sent under its deadline, its answer
+//! classified. `rules`: the lifecycle and CORS rules applied at start-up.
 
 use std::{
     fmt,
@@ -18,15 +22,14 @@ use std::{
 };
 
 use async_trait::async_trait;
-use base64::Engine;
 use bytes::{Bytes, BytesMut};
-use futures::{Stream, StreamExt};
-use md5::{Digest, Md5};
-use reqwest::{header, Method, Response, StatusCode};
+use futures::StreamExt;
+use reqwest::{header, Method, StatusCode};
 
+use self::request::{idle_limited, Deadline, Payload};
 use super::{
     sigv4::{self, Signer},
-    xml, ByteStream, ObjectStore, StorageError, Transfer, PREFIX,
+    xml, ByteStream, ObjectStore, StorageError, Transfer,
 };
 
 /// `S3__*`, as upstream names them.
@@ -87,18 +90,6 @@ const COMPLETE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Parts of an upload streamed through vfps: 10 GiB in 1280 parts, within
 /// S3's 10,000.
 const STREAM_PART_BYTES: usize = 8 * 1024 * 1024;
-
-/// An error body read past this is cut (S3's are a few hundred bytes).
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
-
-/// S3 error codes that say "not now" whatever their status.
-const TRANSIENT_CODES: &[&str] = &[
-    "SlowDown",
-    "ServiceUnavailable",
-    "InternalError",
-    "RequestTimeout",
-    "OperationAborted",
-];
 
 /// The deadlines of one bucket's requests.
 #[derive(Debug, Clone, Copy)]
@@ -247,139 +238,6 @@ impl S3 {
         }
     }
 
-    /// A request without a body, answered within the request timeout.
-    fn call<'a>(&self, method: Method, what: &'static str, key: Option<&'a str>) -> Call<'a> {
-        Call {
-            method,
-            what,
-            key,
-            query: Vec::new(),
-            headers: Vec::new(),
-            body: Payload::Empty,
-            deadline: Deadline::Whole(self.timeouts.request),
-        }
-    }
-
-    fn timeout_for(&self, body_bytes: usize) -> Duration {
-        self.timeouts.request + TIMEOUT_PER_MIB * (body_bytes / (1024 * 1024)) as u32
-    }
-
-    /// Signs and sends `call`; answers whatever S3 answered.
-    async fn send_raw(&self, call: Call<'_>) -> Result<Response, StorageError> {
-        let path = match call.key {
-            Some(key) => self.key_path(key)?,
-            None => self.bucket_root(),
-        };
-        let mut headers = call.headers;
-        let (payload_hash, body) = match call.body {
-            Payload::Empty => (sigv4::payload_hash(b""), None),
-            Payload::Signed(body) => {
-                headers.push(("content-md5", content_md5(&body)));
-                (sigv4::payload_hash(&body), Some(body))
-            }
-            Payload::Unsigned(body) => {
-                headers.push(("content-md5", content_md5(&body)));
-                (sigv4::UNSIGNED_PAYLOAD.to_owned(), Some(body))
-            }
-        };
-        let signed = self.signer.sign(
-            &sigv4::Request {
-                method: call.method.as_str(),
-                host: &self.host,
-                path: &path,
-                query: &call.query,
-                headers: &headers,
-            },
-            &payload_hash,
-            SystemTime::now(),
-        );
-        let query = query_string(&call.query);
-        let url = format!("{}://{}{path}{query}", self.scheme, self.host);
-        let mut request = self
-            .http
-            .request(call.method, url)
-            .header(header::HOST, &self.host);
-        for (name, value) in headers.iter().chain(signed.iter()) {
-            request = request.header(*name, value);
-        }
-        if let Some(body) = body {
-            request = request.body(body);
-        }
-        let what = call.what;
-        match call.deadline {
-            Deadline::Whole(limit) => request
-                .timeout(limit)
-                .send()
-                .await
-                .map_err(|e| transport(what, e)),
-            Deadline::Headers(limit) => match tokio::time::timeout(limit, request.send()).await {
-                Ok(sent) => sent.map_err(|e| transport(what, e)),
-                Err(_) => Err(StorageError::Unavailable(format!(
-                    "S3 {what}: no answer within {limit:?}"
-                ))),
-            },
-        }
-    }
-
-    /// Sends `call`; an answer other than success is an error.
-    async fn send(&self, call: Call<'_>) -> Result<Response, StorageError> {
-        let what = call.what;
-        let response = self.send_raw(call).await?;
-        self.check(what, response).await
-    }
-
-    /// Sends `call` and reads its whole (small) answer.
-    async fn send_for_text(&self, call: Call<'_>) -> Result<String, StorageError> {
-        let what = call.what;
-        let response = self.send(call).await?;
-        let body = response.bytes().await.map_err(|e| transport(what, e))?;
-        Ok(String::from_utf8_lossy(&body).into_owned())
-    }
-
-    /// `response` if it is a success, else its error.
-    async fn check(
-        &self,
-        what: &'static str,
-        response: Response,
-    ) -> Result<Response, StorageError> {
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let body = tokio::time::timeout(self.timeouts.request, read_capped(response))
-            .await
-            .unwrap_or_default();
-        Err(self.s3_error(what, status, &body))
-    }
-
-    /// The error an S3 answer says, by its status and `<Code>`.
-    fn s3_error(&self, what: &str, status: StatusCode, body: &str) -> StorageError {
-        let code = xml::text(body, "Code").unwrap_or_default();
-        let mut text = format!("S3 {what} answered {status}");
-        if !code.is_empty() {
-            text.push_str(&format!(": {code}"));
-        }
-        if let Some(message) = xml::text(body, "Message").filter(|m| !m.is_empty()) {
-            text.push_str(&format!(" ({message})"));
-        }
-        if self.signer.reveals_secret(&text) {
-            text = format!("S3 {what} answered {status}: {code} (its message withheld)");
-        }
-        if code == "NoSuchUpload" {
-            StorageError::NoSuchUpload
-        } else if status.is_server_error()
-            || status == StatusCode::TOO_MANY_REQUESTS
-            || status == StatusCode::REQUEST_TIMEOUT
-            || TRANSIENT_CODES.contains(&code.as_str())
-        {
-            StorageError::Unavailable(text)
-        } else if status == StatusCode::NOT_FOUND {
-            StorageError::NotFound(text)
-        } else {
-            StorageError::Refused(text)
-        }
-    }
-
     /// DeleteObjects: `keys` (at most 1000) in one request.
     async fn delete_objects(&self, keys: &[String]) -> Result<(), StorageError> {
         let mut body = String::from("<Delete><Quiet>true</Quiet>");
@@ -405,175 +263,6 @@ impl S3 {
             }
         }
     }
-
-    /// PutBucketLifecycleConfiguration: objects under `csv-jobs/` (and
-    /// uploads left unfinished there) expire after the retention days.
-    async fn put_lifecycle(&self) -> Result<(), StorageError> {
-        let days = self.object_retention_days;
-        let body = format!(
-            "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Rule>\
-             <ID>vfps-csv-jobs-retention</ID><Filter><Prefix>{PREFIX}</Prefix></Filter>\
-             <Status>Enabled</Status><Expiration><Days>{days}</Days></Expiration>\
-             <AbortIncompleteMultipartUpload><DaysAfterInitiation>{days}</DaysAfterInitiation>\
-             </AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>"
-        );
-        let call = self
-            .call(Method::PUT, "PutBucketLifecycleConfiguration", None)
-            .query("lifecycle", "")
-            .payload(Payload::Signed(body.into()), self.timeouts.request);
-        self.send(call).await?;
-        tracing::info!(bucket = %self.bucket, prefix = PREFIX, days, "S3 lifecycle rule applied: CSV jobs' files expire");
-        Ok(())
-    }
-
-    /// PutBucketCors: browsers on the allowed origins may GET and PUT the
-    /// presigned addresses.
-    async fn put_cors(&self) -> Result<(), StorageError> {
-        let origins: String = self
-            .allowed_origins
-            .iter()
-            .map(|o| format!("<AllowedOrigin>{}</AllowedOrigin>", xml::escape(o)))
-            .collect();
-        let body = format!(
-            "<CORSConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><CORSRule>\
-             <ID>vfps-csv-jobs-cors</ID>{origins}<AllowedMethod>GET</AllowedMethod>\
-             <AllowedMethod>PUT</AllowedMethod><AllowedMethod>HEAD</AllowedMethod>\
-             <AllowedHeader>*</AllowedHeader><ExposeHeader>ETag</ExposeHeader>\
-             <MaxAgeSeconds>3600</MaxAgeSeconds></CORSRule></CORSConfiguration>"
-        );
-        let call = self
-            .call(Method::PUT, "PutBucketCors", None)
-            .query("cors", "")
-            .payload(Payload::Signed(body.into()), self.timeouts.request);
-        self.send(call).await?;
-        tracing::info!(bucket = %self.bucket, origins = ?self.allowed_origins, "S3 CORS rule applied");
-        Ok(())
-    }
-}
-
-/// A request's body and how it is signed.
-enum Payload {
-    Empty,
-    /// Hashed into the signature: small XML.
-    Signed(Bytes),
-    /// Not hashed (an object's bytes); S3 checks it against its Content-MD5.
-    Unsigned(Bytes),
-}
-
-/// How long a request may take.
-enum Deadline {
-    /// Until its answer's last byte.
-    Whole(Duration),
-    /// Until its answer's headers; the body is a stream read at its
-    /// consumer's pace.
-    Headers(Duration),
-}
-
-/// One request to the bucket.
-struct Call<'a> {
-    method: Method,
-    /// S3's name of the operation, for errors.
-    what: &'static str,
-    /// The object, or `None` for the bucket.
-    key: Option<&'a str>,
-    query: Vec<(String, String)>,
-    headers: Vec<(&'static str, String)>,
-    body: Payload,
-    deadline: Deadline,
-}
-
-impl<'a> Call<'a> {
-    fn query(mut self, name: &str, value: &str) -> Self {
-        self.query.push((name.to_owned(), value.to_owned()));
-        self
-    }
-
-    fn deadline(mut self, deadline: Deadline) -> Self {
-        self.deadline = deadline;
-        self
-    }
-
-    fn payload(mut self, body: Payload, limit: Duration) -> Self {
-        self.body = body;
-        self.deadline = Deadline::Whole(limit);
-        self
-    }
-}
-
-/// `?` and the query, encoded as it was signed; nothing for none.
-fn query_string(query: &[(String, String)]) -> String {
-    if query.is_empty() {
-        return String::new();
-    }
-    let pairs: Vec<String> = query
-        .iter()
-        .map(|(name, value)| format!("{}={}", sigv4::encode(name), sigv4::encode(value)))
-        .collect();
-    format!("?{}", pairs.join("&"))
-}
-
-fn content_md5(body: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(Md5::digest(body))
-}
-
-/// A failure to reach S3 or to hear it out: a refused or reset connection, a
-/// timeout, an answer cut short — all may pass.
-fn transport(what: &str, e: reqwest::Error) -> StorageError {
-    let builder = e.is_builder();
-    // The URL holds nothing secret, but the operation says more in a log.
-    let e = e.without_url();
-    let mut text = format!("S3 {what}: {e}");
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    if builder {
-        StorageError::Refused(text)
-    } else {
-        StorageError::Unavailable(text)
-    }
-}
-
-/// Up to [`MAX_ERROR_BODY_BYTES`] of an answer, as text.
-async fn read_capped(response: Response) -> String {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY_BYTES {
-            body.truncate(MAX_ERROR_BODY_BYTES);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// An answer's body as a [`ByteStream`] that fails (transiently) when no
-/// bytes come for `idle` while its consumer waits for them, and ends after
-/// its first error.
-fn idle_limited(
-    body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
-    idle: Duration,
-) -> ByteStream {
-    let body = Box::pin(body);
-    Box::pin(futures::stream::unfold(
-        Some(body),
-        move |state| async move {
-            let mut body = state?;
-            match tokio::time::timeout(idle, body.next()).await {
-                Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(body))),
-                Ok(None) => None,
-                Ok(Some(Err(e))) => Some((Err(transport("GetObject", e)), None)),
-                Err(_) => Some((
-                    Err(StorageError::Unavailable(format!(
-                        "S3 GetObject: no bytes for {idle:?}"
-                    ))),
-                    None,
-                )),
-            }
-        },
-    ))
 }
 
 /// Aborts a multipart upload when dropped before it is completed, so an
@@ -912,5 +601,7 @@ impl ObjectStore for S3 {
     }
 }
 
+mod request;
+mod rules;
 #[cfg(test)]
 mod tests;
