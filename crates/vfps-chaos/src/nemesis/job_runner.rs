@@ -16,14 +16,16 @@ use tokio::time::Instant;
 use super::{Faults, Knobs, Recorder, RunningJob};
 use crate::scenario::Planned;
 
-/// A running job with checkpointed progress, waited for until `until`.
+/// A running job with checkpointed progress and most of its input still
+/// ahead (so it is still running when the fault lands), waited for until
+/// `until`.
 async fn job_in_progress<F: Faults>(f: &F, until: Instant) -> anyhow::Result<RunningJob> {
     loop {
         let jobs = f.jobs_now().await.unwrap_or_default();
         if let Some(job) = jobs
             .into_iter()
             .filter(|j| j.running && j.rows > 0 && !j.runner.is_empty())
-            .max_by_key(|j| j.rows)
+            .find(|j| j.bytes_done.saturating_mul(10) <= j.bytes_total.saturating_mul(6))
         {
             return Ok(job);
         }
@@ -46,9 +48,7 @@ async fn taken_over<F: Faults>(
         let jobs = f.jobs_now().await.unwrap_or_default();
         match jobs.into_iter().find(|j| j.id == id) {
             Some(j) if j.epoch > epoch => return Ok(j),
-            Some(j) if !j.running => {
-                bail!("job {id} ended without a takeover: the fault never took effect on it")
-            }
+            Some(j) if !j.running => return Err(Outran(id.to_owned()).into()),
             _ => {}
         }
         if Instant::now() >= until {
@@ -82,7 +82,31 @@ pub async fn kill<F: Faults>(
     until: Instant,
 ) -> anyhow::Result<()> {
     let scenario = &planned.name;
-    f.wait_replicas_ready(f.heal_timeout()).await?;
+    loop {
+        f.wait_replicas_ready(f.heal_timeout()).await?;
+        match kill_once(f, planned, rec, until).await {
+            // The job outran the kill: fault the next one while time remains.
+            Err(e) if e.is::<Outran>() && Instant::now() + Duration::from_secs(10) < until => {
+                rec.note(scenario, format!("{e}; trying the next job"))
+                    .await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The faulted job ended before the fault reached it.
+#[derive(Debug, thiserror::Error)]
+#[error("job {0} ended before the fault reached it")]
+struct Outran(String);
+
+async fn kill_once<F: Faults>(
+    f: &F,
+    planned: &Planned,
+    rec: &Recorder,
+    until: Instant,
+) -> anyhow::Result<()> {
+    let scenario = &planned.name;
     let job = job_in_progress(f, until).await?;
     let (index, _) = replica_of(f, &job).await?;
     f.pod_kill_begin(Duration::from_secs(1)).await?;
@@ -98,8 +122,9 @@ pub async fn kill<F: Faults>(
         ),
     )
     .await;
-    let resumed = taken_over(f, &job.id, job.epoch, Instant::now() + f.heal_timeout()).await?;
+    let resumed = taken_over(f, &job.id, job.epoch, Instant::now() + f.heal_timeout()).await;
     f.wait_replaced(&victim).await?;
+    let resumed = resumed?;
     rec.heal(
         scenario,
         format!(
@@ -119,7 +144,26 @@ pub async fn pause<F: Faults>(
     until: Instant,
 ) -> anyhow::Result<()> {
     let scenario = &planned.name;
-    f.wait_replicas_ready(f.heal_timeout()).await?;
+    loop {
+        f.wait_replicas_ready(f.heal_timeout()).await?;
+        match pause_once(f, planned, knobs, rec, until).await {
+            Err(e) if e.is::<Outran>() && Instant::now() + knobs.vfps_pause < until => {
+                rec.note(scenario, format!("{e}; trying the next job"))
+                    .await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn pause_once<F: Faults>(
+    f: &F,
+    planned: &Planned,
+    knobs: &Knobs,
+    rec: &Recorder,
+    until: Instant,
+) -> anyhow::Result<()> {
+    let scenario = &planned.name;
     let job = job_in_progress(f, until).await?;
     let (_, replica) = replica_of(f, &job).await?;
     let resume_at = Instant::now() + knobs.vfps_pause;

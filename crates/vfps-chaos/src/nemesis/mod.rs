@@ -185,6 +185,9 @@ pub struct RunningJob {
     pub epoch: i64,
     /// Rows of its last checkpoint.
     pub rows: i64,
+    /// Input bytes of its last checkpoint, and in all.
+    pub bytes_done: i64,
+    pub bytes_total: i64,
 }
 
 /// A database instance and its incarnation (a restarted instance keeps its name

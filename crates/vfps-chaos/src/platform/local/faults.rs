@@ -362,6 +362,8 @@ impl Faults for Local {
                     runner: j.runner,
                     epoch: j.epoch,
                     rows: j.rows_processed,
+                    bytes_done: j.bytes_processed,
+                    bytes_total: j.total_bytes,
                 })
                 .collect()),
             other => bail!("CsvJobService/List answered {:?}", other.code()),
