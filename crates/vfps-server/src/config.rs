@@ -1023,8 +1023,8 @@ mod tests {
         assert_eq!(a.client_secret.as_deref(), Some("hunter2"));
         assert!(!a.use_pushed_authorization_requests);
         assert!(Authorization::default().use_pushed_authorization_requests);
-        let e = load(&[("Authorization__UsePushedAuthorizationRequests", "sometimes")])
-            .unwrap_err();
+        let e =
+            load(&[("Authorization__UsePushedAuthorizationRequests", "sometimes")]).unwrap_err();
         let all = e.0.join("\n");
         assert!(
             all.contains("Authorization__UsePushedAuthorizationRequests"),

@@ -143,7 +143,8 @@ impl Garage {
         c
     }
 
-    /// Waits for the node's RPC to answer; its `<id>@<addr>`.
+    /// Waits for the node's RPC to answer; its `<id>@<addr>`. (`node id`
+    /// reads the node's key from disk; `status` needs the RPC port.)
     async fn until_up(&mut self, dir: &Path) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -153,10 +154,16 @@ impl Garage {
                     std::fs::read_to_string(dir.join("garage.log")).unwrap_or_default()
                 );
             }
-            if let Ok(out) = self.command(&["node", "id", "-q"]).output() {
-                let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-                if out.status.success() && id.contains('@') {
-                    return id;
+            let answers = self
+                .command(&["status"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if answers {
+                if let Ok(out) = self.command(&["node", "id", "-q"]).output() {
+                    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                    if out.status.success() && id.contains('@') {
+                        return id;
+                    }
                 }
             }
             assert!(Instant::now() < deadline, "Garage did not come up in 30 s");

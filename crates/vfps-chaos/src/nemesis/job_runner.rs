@@ -177,14 +177,9 @@ async fn pause_once<F: Faults>(
         ),
     )
     .await;
-    // The job's lease runs out while its holder is stopped: another takes it.
-    let resumed = taken_over(
-        f,
-        &job.id,
-        job.epoch,
-        resume_at.max(Instant::now() + f.heal_timeout()),
-    )
-    .await;
+    // The job's lease runs out while its holder is stopped (the pause outlasts
+    // it): another replica takes the job before the holder resumes.
+    let resumed = taken_over(f, &job.id, job.epoch, resume_at).await;
     tokio::time::sleep_until(resume_at).await;
     let back = f.resume_replica(&replica).await;
     if !silent {

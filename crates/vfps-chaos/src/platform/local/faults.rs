@@ -350,11 +350,22 @@ impl Faults for Local {
             super::database::tokens_dir(&self.opts.base).join(crate::platform::access::LOAD.file),
         )
         .context("the load's token")?;
+        // Every replica asked at once, the first answer taken: one of them may
+        // be the stopped holder of a job, which answers nothing.
         let endpoints = vfps_client::Endpoints::parse(&super::grpc_endpoints()).await?;
-        let client = vfps_client::Client::new(endpoints, vfps_client::RetryPolicy::default())
-            .with_bearer(Some(&token))?;
-        match client.list_jobs(Duration::from_secs(3)).await {
-            vfps_client::Outcome::Ok(jobs) => Ok(jobs
+        let mut asks = Vec::new();
+        for e in endpoints.each()? {
+            let client = vfps_client::Client::new(e, vfps_client::RetryPolicy::default())
+                .with_bearer(Some(&token))?;
+            asks.push(Box::pin(async move {
+                match client.list_jobs(Duration::from_secs(2)).await {
+                    vfps_client::Outcome::Ok(jobs) => Ok(jobs),
+                    other => Err(other.code()),
+                }
+            }));
+        }
+        match futures::future::select_ok(asks).await.map(|(jobs, _)| jobs) {
+            Ok(jobs) => Ok(jobs
                 .into_iter()
                 .map(|j| RunningJob {
                     running: j.state == vfps_proto::v1::CsvJobState::Running as i32,
@@ -366,7 +377,7 @@ impl Faults for Local {
                     bytes_total: j.total_bytes,
                 })
                 .collect()),
-            other => bail!("CsvJobService/List answered {:?}", other.code()),
+            Err(code) => bail!("CsvJobService/List answered {code:?} on every replica"),
         }
     }
 }
