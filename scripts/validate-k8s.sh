@@ -145,7 +145,8 @@ print(env.get("Tracing__IsEnabled") == "true" and env.get("Tracing__Otlp__Endpoi
   || { echo "the tracing values do not reach the Tracing__* settings" >&2; exit 1; }
 # values.schema.json refuses a misspelt key and a wrong type, naming them.
 for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld" \
-  "tracing.rootSampler=Bogus:rootSampler"; do
+  "tracing.rootSampler=Bogus:rootSampler" "s3.enabeld=true:enabeld" "s3.objectRetentionDays=-1:objectRetentionDays" \
+  "csvProcessing.workers=99:workers"; do
   if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then
     echo "the values schema accepts ${bad%%:*}" >&2; exit 1
   fi
@@ -356,6 +357,61 @@ bad = [b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "helm test" in b
 sys.exit(1 if bad else 0)
 PY
 
+# CSV jobs' object storage (s3.*, upstream's chart's keys): the S3__* settings,
+# the credentials from a Secret by secretKeyRef only, the object store's port
+# let through a restricted egress; an S3 setup the server would refuse is
+# refused at render, naming the key.
+cat >"$out/s3-values.yaml" <<'YAML'
+s3:
+  enabled: true
+  serviceUrl: https://objects.example.org:9443
+  region: us-east-1
+  bucket: vfps-jobs
+  allowedOrigins: [https://vfps.example.org]
+  existingSecret: vfps-objects
+  existingSecretAccessKeyKey: id
+  existingSecretSecretKeyKey: secret
+csvProcessing: {pseudonymizeBatchSize: 500, workers: 4, stalledJobThreshold: "00:02:00"}
+networkPolicy:
+  enabled: true
+  egress:
+    enabled: true
+    objectStoreTo: [{ipBlock: {cidr: 192.0.2.0/24}}]
+YAML
+s3on=(-f tests/chaos/ha/vfps-ha-values.yaml -f "$out/s3-values.yaml")
+render "${s3on[@]}" >"$out/s3.yaml"
+holds "$out/s3.yaml" '(lambda e: all([
+  e["S3__IsEnabled"] == "true", e["S3__ServiceUrl"] == "https://objects.example.org:9443", e["S3__Bucket"] == "vfps-jobs",
+  e["S3__Region"] == "us-east-1", e["S3__ForcePathStyle"] == "true", e["S3__PresignedUrlExpiry"] == "0.00:15:00",
+  e["S3__ObjectRetentionDays"] == "30", e["S3__AllowedOrigins__0"] == "https://vfps.example.org",
+  e["S3__AccessKey"] == {"secretKeyRef": {"name": "vfps-objects", "key": "id"}},
+  e["S3__SecretKey"] == {"secretKeyRef": {"name": "vfps-objects", "key": "secret"}},
+  e["CsvProcessing__PseudonymizeBatchSize"] == "500", e["CsvProcessing__Workers"] == "4",
+  e["CsvProcessing__StalledJobThreshold"] == "00:02:00",
+  not any(d["kind"] == "Secret" for d in docs),
+  any(r["ports"] == [{"port": 9443, "protocol": "TCP"}] and r["to"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
+      for r in by("NetworkPolicy")[0]["spec"]["egress"]),
+]))(env(pod("Deployment")["containers"][0]))' \
+  || { echo "s3.* does not reach S3__* (credentials by secretKeyRef), csvProcessing.* CsvProcessing__*, or the egress" >&2; exit 1; }
+# No credential of the object store in the migrations Job (it never reaches the bucket).
+holds "$out/s3.yaml" 'not any(n.startswith("S3__") for n in env(pod("Job")["containers"][0]))' \
+  || { echo "the migrations Job carries S3__ settings" >&2; exit 1; }
+# Keys given inline: a chart-made Secret under upstream's chart's name and keys;
+# the plaintext nowhere in what is rendered (the Secret holds it base64).
+render "${s3on[@]}" --set s3.existingSecret= --set s3.accessKey=GKplainaccess \
+  --set s3.secretKey=plainsecretvalue >"$out/s3-chart-secret.yaml"
+holds "$out/s3-chart-secret.yaml" 'all([
+  env(pod("Deployment")["containers"][0])["S3__SecretKey"] == {"secretKeyRef": {"name": "vfps-s3-secret", "key": "secretKey"}},
+  env(pod("Deployment")["containers"][0])["S3__AccessKey"] == {"secretKeyRef": {"name": "vfps-s3-secret", "key": "accessKey"}},
+  [sorted(d["data"]) for d in by("Secret") if d["metadata"]["name"] == "vfps-s3-secret"] == [["accessKey", "secretKey"]],
+  "plainsecretvalue" not in open(sys.argv[1]).read(),
+])' || { echo "s3.accessKey/secretKey are not kept in the chart-made Secret vfps-s3-secret alone" >&2; exit 1; }
+refused "s3.serviceUrl" "${s3on[@]}" --set s3.serviceUrl=
+refused "s3.serviceUrl" "${s3on[@]}" --set s3.serviceUrl=garage:3900
+refused "s3.bucket" "${s3on[@]}" --set s3.bucket=
+refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret=
+refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret= --set s3.accessKey=only-the-access-key
+
 # Against the chart's kubeVersion floor, the Kubernetes of the pinned kind node
 # image (what the kind path runs on) and kubernetes-validate's newest.
 floor=$(sed -n 's/^kubeVersion: ">=\([0-9]*\.[0-9]*\)\..*/\1/p' charts/vfps/Chart.yaml)
@@ -369,7 +425,8 @@ k8s_validate() {
 echo "== Kubernetes schemas ($floor, $node of the kind node, and the newest)"
 k8s_validate "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
   "$out/placement.yaml" "$out/existing-secret.yaml" "$out/upstream-keys.yaml" "$out/sqlite.yaml" "$out/sqlite-ephemeral.yaml" \
-  "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml"
+  "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml" \
+  "$out/s3.yaml" "$out/s3-chart-secret.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos

@@ -168,6 +168,82 @@ its own when `create` or `name` is set, else the release's. The Job needs no API
 {{- default (printf "%s-db" (include "vfps.fullname" .)) .Values.database.existingSecret -}}
 {{- end -}}
 
+{{/* The Secret of the S3 credentials: `s3.existingSecret`, else the chart's
+(upstream's chart's name, so an upgrade from it keeps the object). */}}
+{{- define "vfps.s3SecretName" -}}
+{{- default (printf "%s-s3-secret" (include "vfps.fullname" .)) .Values.s3.existingSecret -}}
+{{- end -}}
+
+{{/* The keys in that Secret: the configurable names apply to an existing
+Secret only; the chart's own always holds accessKey and secretKey. */}}
+{{- define "vfps.s3SecretKeys" -}}
+{{- if .Values.s3.existingSecret -}}
+{{- list .Values.s3.existingSecretAccessKeyKey .Values.s3.existingSecretSecretKeyKey | toJson -}}
+{{- else -}}
+{{- list "accessKey" "secretKey" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Refuses an S3 setup the server would refuse at start-up, naming the key. */}}
+{{- define "vfps.s3Checks" -}}
+{{- $s3 := .Values.s3 }}
+{{- if not (regexMatch "^https?://[^/]+" $s3.serviceUrl) }}
+{{- fail (printf "s3.enabled needs s3.serviceUrl, the S3 endpoint as http(s)://host[:port] (it is %q)" $s3.serviceUrl) }}
+{{- end }}
+{{- if not $s3.bucket }}
+{{- fail "s3.enabled needs s3.bucket (a bucket dedicated to vfps: its lifecycle and CORS rules are replaced at start-up)" }}
+{{- end }}
+{{- if not (or $s3.existingSecret (and $s3.accessKey $s3.secretKey)) }}
+{{- fail "s3.enabled needs the credentials: s3.existingSecret (with existingSecretAccessKeyKey and existingSecretSecretKeyKey), or s3.accessKey and s3.secretKey for a chart-made Secret" }}
+{{- end }}
+{{- end -}}
+
+{{/* CSV jobs' settings (`S3__*`, `CsvProcessing__*`) of the vfps container;
+the credentials only ever from a Secret. */}}
+{{- define "vfps.jobsEnv" -}}
+{{- with .Values.csvProcessing }}
+- name: CsvProcessing__PseudonymizeBatchSize
+  value: {{ .pseudonymizeBatchSize | int | quote }}
+- name: CsvProcessing__Workers
+  value: {{ .workers | int | quote }}
+- name: CsvProcessing__StalledJobThreshold
+  value: {{ .stalledJobThreshold | quote }}
+{{- end }}
+{{- if .Values.s3.enabled }}
+{{- include "vfps.s3Checks" . }}
+{{- $s3 := .Values.s3 }}
+{{- $keys := include "vfps.s3SecretKeys" . | fromJsonArray }}
+- name: S3__IsEnabled
+  value: "true"
+- name: S3__ServiceUrl
+  value: {{ $s3.serviceUrl | quote }}
+- name: S3__Bucket
+  value: {{ $s3.bucket | quote }}
+- name: S3__Region
+  value: {{ $s3.region | quote }}
+- name: S3__ForcePathStyle
+  value: {{ $s3.forcePathStyle | quote }}
+- name: S3__PresignedUrlExpiry
+  value: {{ $s3.presignedUrlExpiry | quote }}
+- name: S3__ObjectRetentionDays
+  value: {{ $s3.objectRetentionDays | int | quote }}
+{{- range $i, $origin := $s3.allowedOrigins }}
+- name: {{ printf "S3__AllowedOrigins__%d" $i }}
+  value: {{ $origin | quote }}
+{{- end }}
+- name: S3__AccessKey
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vfps.s3SecretName" . | quote }}
+      key: {{ index $keys 0 | quote }}
+- name: S3__SecretKey
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vfps.s3SecretName" . | quote }}
+      key: {{ index $keys 1 | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The database environment shared by the app pods and the migrations Job. */}}
 {{- define "vfps.databaseEnv" -}}
 {{- $host := include "vfps.databaseHost" . -}}
@@ -212,6 +288,7 @@ are merged in by vfps.mergeEnv). */}}
   value: {{ .Values.caching.absoluteExpiration | quote }}
 - name: VFPS_LOG_JSON
   value: "true"
+{{- include "vfps.jobsEnv" . }}
 {{- if .Values.tracing.enabled }}
 - name: Tracing__IsEnabled
   value: "true"
