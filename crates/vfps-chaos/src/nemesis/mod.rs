@@ -11,7 +11,8 @@
 //! - the gray faults: [`primary_pause`], [`isolation`], [`double_failover`],
 //!   [`standby_kill`], [`replica_faults`] (a replica paused, a replica cut off
 //!   from the database), [`delay`] (latency to the database).
-//! - [`job_runner`]: the replica running a CSV job killed or paused.
+//! - [`job_runner`]: the replica running a CSV job killed or paused;
+//!   [`objects`]: a node of the jobs' object store killed.
 //!
 //! Every scenario proves by behaviour that its fault applied and healed — a new
 //! leader on a higher timeline, WAL that stops arriving, a connection that times
@@ -33,6 +34,7 @@ pub mod double_failover;
 pub mod drain;
 pub mod isolation;
 pub mod job_runner;
+pub mod objects;
 pub mod partition;
 pub mod pod_kill;
 pub mod primary_kill;
@@ -59,6 +61,8 @@ pub struct Knobs {
     pub vfps_partition: Duration,
     /// How long the database is slow (`DELAY_SECONDS`).
     pub delay: Duration,
+    /// How long an object store node stays down (`OBJECTS_DOWN_SECONDS`).
+    pub objects_down: Duration,
 }
 
 /// A knob that is not a positive number of seconds.
@@ -90,6 +94,7 @@ impl Knobs {
             vfps_pause: secs("VFPS_PAUSE_SECONDS", 10)?,
             vfps_partition: secs("VFPS_PARTITION_SECONDS", 40)?,
             delay: secs("DELAY_SECONDS", 40)?,
+            objects_down: secs("OBJECTS_DOWN_SECONDS", 15)?,
         })
     }
 }
@@ -332,6 +337,24 @@ pub trait Faults: Sync {
     async fn jobs_now(&self) -> anyhow::Result<Vec<RunningJob>> {
         Ok(Vec::new())
     }
+
+    /// The nodes of the jobs' object store, by name (none where the
+    /// platform does not run it).
+    async fn objects_nodes(&self) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// SIGKILLs an object store node; returns once it is gone.
+    async fn kill_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        anyhow::bail!("no object store node {node} on this platform")
+    }
+    /// Starts a killed node; returns once it serves and the store sees every node.
+    async fn restore_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        anyhow::bail!("no object store node {node} on this platform")
+    }
+    /// Whether a node's S3 API answers at all.
+    async fn objects_node_answers(&self, _node: &str) -> bool {
+        false
+    }
 }
 
 /// Waits until `instance` is a standby by its own account — in recovery,
@@ -428,6 +451,7 @@ pub async fn run<F: Faults>(
             Scenario::JobRunnerPause => job_runner::pause(f, s, knobs, rec, until)
                 .await
                 .map(|()| tally.gray_faults += 1),
+            Scenario::ObjectsNodeKill => objects::node_kill(f, s, knobs, rec).await,
         };
         if let Err(e) = &result {
             rec.note(&s.name, format!("error: {e:#}")).await;

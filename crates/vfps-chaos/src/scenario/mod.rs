@@ -46,10 +46,12 @@ pub enum Scenario {
     JobRunnerKill,
     /// The replica running a CSV job stopped (SIGSTOP) past the job's lease.
     JobRunnerPause,
+    /// One node of the jobs' object store killed, then started again.
+    ObjectsNodeKill,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Baseline,
         Scenario::VfpsPodKill,
         Scenario::DbPrimaryKill,
@@ -65,6 +67,7 @@ impl Scenario {
         Scenario::DbNetworkDelay,
         Scenario::JobRunnerKill,
         Scenario::JobRunnerPause,
+        Scenario::ObjectsNodeKill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl Scenario {
             Scenario::DbNetworkDelay => "db-network-delay",
             Scenario::JobRunnerKill => "vfps-job-runner-kill",
             Scenario::JobRunnerPause => "vfps-job-runner-pause",
+            Scenario::ObjectsNodeKill => "objects-node-kill",
         }
     }
 
@@ -95,7 +99,8 @@ impl Scenario {
             Scenario::DbPrimaryPause
             | Scenario::VfpsPodPause
             | Scenario::JobRunnerKill
-            | Scenario::JobRunnerPause => target == Target::Local,
+            | Scenario::JobRunnerPause
+            | Scenario::ObjectsNodeKill => target == Target::Local,
             Scenario::DbNetworkDelay => target == Target::Kind,
             _ => true,
         }
@@ -130,6 +135,7 @@ impl Scenario {
             Scenario::DbNetworkDelay => (0, 90),
             Scenario::JobRunnerKill => (45, 0),
             Scenario::JobRunnerPause => (40, 0),
+            Scenario::ObjectsNodeKill => (40, 0),
         };
         Duration::from_secs(match target {
             Target::Local => local,
@@ -149,7 +155,7 @@ impl Scenario {
             Scenario::DbSyncStandbyKill => 5,
             Scenario::VfpsPodPause | Scenario::VfpsPartition => 0,
             Scenario::DbNetworkDelay => 0,
-            Scenario::JobRunnerKill | Scenario::JobRunnerPause => 0,
+            Scenario::JobRunnerKill | Scenario::JobRunnerPause | Scenario::ObjectsNodeKill => 0,
             Scenario::Baseline | Scenario::VfpsPodKill | Scenario::Rollout | Scenario::Drain => 0,
         }
     }
@@ -188,7 +194,8 @@ pub fn default_scenarios(target: Target) -> &'static str {
         Target::Local => {
             "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain,\
              db-primary-pause,db-primary-isolation,db-sync-standby-kill,vfps-pod-pause,\
-             vfps-partition,vfps-job-runner-kill,vfps-job-runner-pause,db-double-failover"
+             vfps-partition,vfps-job-runner-kill,vfps-job-runner-pause,objects-node-kill,\
+             db-double-failover"
         }
         Target::Kind => {
             "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\

@@ -58,7 +58,13 @@ bootstrap:
     ttl: 5
     loop_wait: 1
     retry_timeout: 2
-    maximum_lag_on_failover: 1048576
+    # A standby may be promoted however far it is behind the WAL the primary
+    # reported: in synchronous mode the standby holds every acknowledged
+    # commit, and what it lacks is WAL nobody was told is committed. At
+    # Patroni's 1 MiB default, the WAL a CSV job's batches write on an
+    # isolated primary (while they wait for the standby) kept any failover
+    # from happening.
+    maximum_lag_on_failover: 134217728
     synchronous_mode: {synchronous}
     synchronous_mode_strict: {synchronous}
     synchronous_node_count: 1

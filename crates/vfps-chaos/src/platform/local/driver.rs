@@ -85,7 +85,7 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, base: &std::path::Path) -
     let faults_jobs = plan.scenarios.iter().any(|s| {
         matches!(
             s.scenario,
-            Scenario::JobRunnerKill | Scenario::JobRunnerPause
+            Scenario::JobRunnerKill | Scenario::JobRunnerPause | Scenario::ObjectsNodeKill
         )
     });
     if faults_jobs && cfg.workload.job_rows == 0 {

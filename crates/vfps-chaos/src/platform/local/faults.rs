@@ -29,6 +29,14 @@ pub(super) fn zone_of(name: &str) -> anyhow::Result<&str> {
     Ok(zone)
 }
 
+/// The zone of an object store node (`vfps-s3-<z>`).
+fn objects_zone(name: &str) -> anyhow::Result<&str> {
+    match name.strip_prefix("vfps-s3-") {
+        Some(z) if ZONES.contains(&z) => Ok(z),
+        _ => bail!("{name:?} is not a local object store node"),
+    }
+}
+
 fn instance(name: &str) -> Instance {
     Instance {
         name: name.to_owned(),
@@ -378,6 +386,27 @@ impl Faults for Local {
                 })
                 .collect()),
             Err(code) => bail!("CsvJobService/List answered {code:?} on every replica"),
+        }
+    }
+
+    async fn objects_nodes(&self) -> anyhow::Result<Vec<String>> {
+        Ok(ZONES.map(|z| format!("vfps-s3-{z}")).to_vec())
+    }
+
+    async fn kill_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        self.kill_objects_pod(objects_zone(node)?).await.map(drop)
+    }
+
+    async fn restore_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        let zone = objects_zone(node)?;
+        self.start_objects_node(zone).await?;
+        self.wait_objects_node(zone, Duration::from_secs(60)).await
+    }
+
+    async fn objects_node_answers(&self, node: &str) -> bool {
+        match objects_zone(node) {
+            Ok(z) => self.objects_pod_answers(z).await,
+            Err(_) => false,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Pods are network namespaces on a bridge, nodes are zones a, b, c: each zone has
 //! a database pod (`vfps-db-<z>`: Patroni + PostgreSQL) and a vfps pod
-//! (`vfps-app-<z>`). The control plane (etcd, the generator, this driver) stays in
+//! (`vfps-app-<z>`), and an object store node (`vfps-s3-<z>`: Garage, for CSV
+//! jobs). The control plane (etcd, the generator, this driver) stays in
 //! the root namespace on the bridge address. Addresses are in 10.213.0.0/24, used
 //! only inside these namespaces. Every process started is recorded by PID, so
 //! `down` works after a crash.
@@ -13,6 +14,7 @@
 //!   `down`.
 //! - [`database`]: etcd, Patroni and PostgreSQL, the application database.
 //! - [`replicas`]: the vfps replicas and their supervisor (the local ReplicaSet).
+//! - [`objects`]: the object store (Garage, three nodes, one per zone).
 //! - [`faults`]: the shared scenarios' faults on this platform.
 //! - [`cuts`]: network cuts (nftables in a pod's namespace).
 //! - [`probe`]: behavioural proofs — TCP connects from inside a pod, WAL positions.
@@ -31,6 +33,7 @@ pub mod driver;
 pub mod evidence;
 pub mod faults;
 pub mod network;
+pub mod objects;
 pub mod probe;
 pub mod replicas;
 
@@ -144,7 +147,8 @@ pub fn require_root() -> anyhow::Result<()> {
 
 impl Local {
     /// Builds the topology to steady state: 3 database members (a leader, a
-    /// synchronous standby, a replica, all running) and 3 ready replicas. A
+    /// synchronous standby, a replica, all running), 3 object store nodes
+    /// and 3 ready replicas. A
     /// stale previous run is removed first. On failure, what was built is left
     /// for the evidence and for `down`.
     pub async fn up(opts: Options, events: &dyn Fn(&str)) -> anyhow::Result<Local> {
@@ -163,6 +167,8 @@ impl Local {
         events("database cluster healthy");
         local.create_app_database().await?;
         events("migrations applied");
+        local.start_objects().await?;
+        events("object store healthy (3 Garage nodes)");
         local.start_replicas().await?;
         events("3 replicas ready");
         Ok(local)

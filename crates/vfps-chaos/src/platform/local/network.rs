@@ -39,7 +39,13 @@ fn pids_dir() -> PathBuf {
 fn namespaces() -> Vec<String> {
     ZONES
         .iter()
-        .flat_map(|z| [format!("vfps-db-{z}"), format!("vfps-app-{z}")])
+        .flat_map(|z| {
+            [
+                format!("vfps-db-{z}"),
+                format!("vfps-app-{z}"),
+                format!("vfps-s3-{z}"),
+            ]
+        })
         .collect()
 }
 
@@ -63,7 +69,8 @@ async fn add_pod(ns: &str, veth: &str, ip: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The bridge on the control-plane address and a pod per database and replica.
+/// The bridge on the control-plane address and a pod per database, replica
+/// and object store node.
 pub(super) async fn create() -> anyhow::Result<()> {
     cmd("ip", &["link", "add", BRIDGE, "type", "bridge"]).await?;
     cmd(
@@ -75,6 +82,12 @@ pub(super) async fn create() -> anyhow::Result<()> {
     for z in ZONES {
         add_pod(&format!("vfps-db-{z}"), &format!("vfpsd{z}"), &db_ip(z)).await?;
         add_pod(&format!("vfps-app-{z}"), &format!("vfpsa{z}"), &app_ip(z)).await?;
+        add_pod(
+            &format!("vfps-s3-{z}"),
+            &format!("vfpss{z}"),
+            &super::objects::s3_ip(z),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -125,6 +138,7 @@ pub async fn down(base: &Path) {
     for z in ZONES {
         cmd_quiet("ip", &["link", "del", &format!("vfpsd{z}")]).await;
         cmd_quiet("ip", &["link", "del", &format!("vfpsa{z}")]).await;
+        cmd_quiet("ip", &["link", "del", &format!("vfpss{z}")]).await;
     }
     cmd_quiet("ip", &["link", "del", BRIDGE]).await;
     let _ = std::fs::remove_dir_all(base);

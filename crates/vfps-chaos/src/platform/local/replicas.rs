@@ -26,6 +26,7 @@ impl Local {
     /// that restarts vfps after a back-off, at once after a requested restart,
     /// and not while the replica's node is drained (`paused` file).
     fn supervise(&self, zone: &str) -> anyhow::Result<()> {
+        let key = self.s3_key()?;
         let dir = self.app_dir(zone);
         std::fs::create_dir_all(&dir)?;
         let script = format!(
@@ -52,10 +53,16 @@ done"#,
                 ),
             )
             .env("Pseudonymization__Caching__Namespaces__IsEnabled", "true")
-            // CSV jobs: one folder all replicas share (they run on this
-            // machine), each replica naming itself as the harness names it,
-            // and a lease short enough that a takeover fits a scenario.
-            .env("VFPS_JOBS_DIR", self.opts.base.join("jobs"))
+            // CSV jobs: on the object store, through this zone's node; each
+            // replica naming itself as the harness names it, and a lease
+            // short enough that a takeover fits a scenario.
+            .env("S3__IsEnabled", "true")
+            .env("S3__ServiceUrl", super::objects::s3_url(zone))
+            .env("S3__AccessKey", &key.id)
+            .env("S3__SecretKey", &key.secret)
+            .env("S3__Bucket", super::objects::BUCKET)
+            .env("S3__Region", super::objects::REGION)
+            .env("S3__ForcePathStyle", "true")
             .env("VFPS_INSTANCE_NAME", format!("vfps-app-{zone}"))
             .env("CsvProcessing__LeaseDuration", "4s")
             .env("CsvProcessing__CheckpointInterval", "2s")
