@@ -81,13 +81,33 @@ pub async fn kill<F: Faults>(
     rec: &Recorder,
     until: Instant,
 ) -> anyhow::Result<()> {
-    let scenario = &planned.name;
+    let margin = Duration::from_secs(10);
+    next_job_if_outran(f, planned, rec, until, margin, || {
+        kill_once(f, planned, rec, until)
+    })
+    .await
+}
+
+/// Runs `attempt` on a ready topology; when its job outran the fault, the
+/// next job is faulted while `margin` still fits before `until`.
+async fn next_job_if_outran<F, A, Fut>(
+    f: &F,
+    planned: &Planned,
+    rec: &Recorder,
+    until: Instant,
+    margin: Duration,
+    mut attempt: A,
+) -> anyhow::Result<()>
+where
+    F: Faults,
+    A: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     loop {
         f.wait_replicas_ready(f.heal_timeout()).await?;
-        match kill_once(f, planned, rec, until).await {
-            // The job outran the kill: fault the next one while time remains.
-            Err(e) if e.is::<Outran>() && Instant::now() + Duration::from_secs(10) < until => {
-                rec.note(scenario, format!("{e}; trying the next job"))
+        match attempt().await {
+            Err(e) if e.is::<Outran>() && Instant::now() + margin < until => {
+                rec.note(&planned.name, format!("{e}; trying the next job"))
                     .await;
             }
             other => return other,
@@ -143,17 +163,10 @@ pub async fn pause<F: Faults>(
     rec: &Recorder,
     until: Instant,
 ) -> anyhow::Result<()> {
-    let scenario = &planned.name;
-    loop {
-        f.wait_replicas_ready(f.heal_timeout()).await?;
-        match pause_once(f, planned, knobs, rec, until).await {
-            Err(e) if e.is::<Outran>() && Instant::now() + knobs.vfps_pause < until => {
-                rec.note(scenario, format!("{e}; trying the next job"))
-                    .await;
-            }
-            other => return other,
-        }
-    }
+    next_job_if_outran(f, planned, rec, until, knobs.vfps_pause, || {
+        pause_once(f, planned, knobs, rec, until)
+    })
+    .await
 }
 
 async fn pause_once<F: Faults>(

@@ -284,29 +284,7 @@ impl Jobs {
         data: Vec<u8>,
         until: Instant,
     ) -> anyhow::Result<()> {
-        let targets = self.targets(address);
-        let mut last = String::new();
-        for attempt in 0.. {
-            if Instant::now() >= until {
-                break;
-            }
-            let (url, ours) = &targets[attempt % targets.len()];
-            match self
-                .request(reqwest::Method::PUT, url, *ours)
-                .body(data.clone())
-                .send()
-                .await
-            {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) if r.status().is_client_error() => {
-                    bail!("the upload was refused: {}", r.status())
-                }
-                Ok(r) => last = r.status().to_string(),
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        bail!("the upload did not go through before the deadline: {last}")
+        self.transfer(address, Some(data), until).await.map(drop)
     }
 
     async fn fetch(
@@ -314,6 +292,21 @@ impl Jobs {
         address: &CsvJobTransferAddress,
         until: Instant,
     ) -> anyhow::Result<Vec<u8>> {
+        self.transfer(address, None, until).await
+    }
+
+    /// An upload (`body`) or a download, tried on each target in turn until
+    /// it goes through, is refused, or `until`: what came back.
+    async fn transfer(
+        &self,
+        address: &CsvJobTransferAddress,
+        body: Option<Vec<u8>>,
+        until: Instant,
+    ) -> anyhow::Result<Vec<u8>> {
+        let (method, what) = match body {
+            Some(_) => (reqwest::Method::PUT, "upload"),
+            None => (reqwest::Method::GET, "download"),
+        };
         let targets = self.targets(address);
         let mut last = String::new();
         for attempt in 0.. {
@@ -321,17 +314,24 @@ impl Jobs {
                 break;
             }
             let (url, ours) = &targets[attempt % targets.len()];
-            match self.request(reqwest::Method::GET, url, *ours).send().await {
+            let mut request = self.request(method.clone(), url, *ours);
+            if let Some(body) = &body {
+                request = request.body(body.clone());
+            }
+            match request.send().await {
                 Ok(r) if r.status().is_success() => match r.bytes().await {
                     Ok(b) => return Ok(b.to_vec()),
                     Err(e) => last = e.to_string(),
                 },
+                Ok(r) if r.status().is_client_error() && body.is_some() => {
+                    bail!("the {what} was refused: {}", r.status())
+                }
                 Ok(r) => last = r.status().to_string(),
                 Err(e) => last = e.to_string(),
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        bail!("the download did not go through before the deadline: {last}")
+        bail!("the {what} did not go through before the deadline: {last}")
     }
 
     /// A completed job's output.
