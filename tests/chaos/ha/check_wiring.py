@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Asserts the HA wiring of the rendered Kubernetes assets.
 
-Usage: check_wiring.py RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS [CHAOS...]
+Usage: check_wiring.py [--objects GARAGE] RENDERED_CHART CNPG_CLUSTER LOADGEN_JOB PLAN_JSON SETTLE_SECONDS [CHAOS...]
        check_wiring.py --self-test ...same arguments...
 LOADGEN_JOB and PLAN_JSON are what `vfps-chaos kind render` writes; the
 load window is recomputed here from the plan's durations and margin.
 CHAOS are the Chaos Mesh objects the driver applies: each label selector must
 select the pods it is meant for (vfps's API pods, or CloudNativePG's instance
 pods) and none of the other pods those labels appear on.
+GARAGE is the object store's manifest as the driver applies it: one node per
+zone holding every object, its volume and RPC secret, and vfps's S3 settings
+naming its Service, port and region, the credentials from a Secret.
 The self-test feeds the checker broken copies and requires each to be caught.
 """
 import copy
@@ -98,6 +101,61 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
 
 PLAN_SEED = None
 CHAOS = []
+OBJECTS = []
+
+
+def toml_value(text, key):
+    """A top-level or section value of garage.toml, as written there (a string unquoted)."""
+    for line in text.splitlines():
+        k, _, v = line.partition("=")
+        if k.strip() == key:
+            return v.strip().strip('"')
+    return None
+
+
+def check_objects(chart, garage):
+    """The object store is three nodes, one per zone, every object on each, a
+    node that is killed keeps its identity (a volume), the RPC secret comes from
+    a Secret; vfps talks to its Service's S3 port in its region, with the
+    credentials from a Secret."""
+    problems = []
+    sts, conf = find(garage, "StatefulSet"), find(garage, "ConfigMap")
+    services = {d["metadata"]["name"]: d for d in garage if d["kind"] == "Service"}
+    if sts is None or conf is None:
+        return ["the object store has no StatefulSet or ConfigMap"]
+    spec = sts["spec"]
+    pod = spec["template"]["spec"]
+    toml = next(iter(conf["data"].values()))
+    if spec.get("replicas") != 3 or toml_value(toml, "replication_factor") != "3":
+        problems.append("the object store is not three nodes with every object on each (replication_factor 3)")
+    spread = [c for c in pod.get("topologySpreadConstraints") or []
+              if c.get("topologyKey") == "topology.kubernetes.io/zone" and c.get("maxSkew") == 1
+              and c.get("whenUnsatisfiable") == "DoNotSchedule"]
+    if not spread:
+        problems.append("the object store's nodes are not spread one per zone (DoNotSchedule)")
+    if not spec.get("volumeClaimTemplates"):
+        problems.append("the object store's nodes keep no volume: a killed node would come back as a stranger to the layout")
+    genv = {e["name"]: e for e in pod["containers"][0].get("env", [])}
+    rpc = genv.get("GARAGE_RPC_SECRET", {})
+    if "value" in rpc or "secretKeyRef" not in rpc.get("valueFrom", {}) or "rpc_secret" in toml:
+        problems.append("the object store's RPC secret is not taken from a Secret")
+    container = find(chart, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    venv = {e["name"]: e for e in container.get("env", [])}
+    value = lambda k: venv.get(k, {}).get("value")
+    if value("S3__IsEnabled") != "true":
+        return problems + ["vfps's CSV jobs do not use the object store (S3__IsEnabled)"]
+    url = re.match(r"^https?://([^.:/]+)(?:\.([^.:/]+)\.svc[^:/]*)?:(\d+)$", value("S3__ServiceUrl") or "")
+    svc = url and services.get(url.group(1))
+    ports = [p["port"] for p in (svc or {}).get("spec", {}).get("ports", [])]
+    if not url or not svc or url.group(2) != svc["metadata"]["namespace"] or int(url.group(3)) not in ports \
+            or svc["spec"].get("clusterIP") == "None":
+        problems.append(f"S3__ServiceUrl {value('S3__ServiceUrl')!r} is not the object store's Service, namespace and port")
+    if value("S3__Region") != toml_value(toml, "s3_region"):
+        problems.append(f"S3__Region {value('S3__Region')!r} is not the store's s3_region {toml_value(toml, 's3_region')!r}")
+    for key in ("S3__AccessKey", "S3__SecretKey"):
+        if "secretKeyRef" not in venv.get(key, {}).get("valueFrom", {}):
+            problems.append(f"{key} does not come from a Secret")
+    return problems
 
 
 def cnpg_pods(cnpg):
@@ -208,14 +266,45 @@ def self_test(args):
         for name, found in selector_cases.items():
             assert found, f"the checker missed: {name}"
         caught += len(selector_cases)
+    if OBJECTS:
+        assert not check_objects(chart, OBJECTS), "the real object store must pass before mutating it"
+        def objects_broken(mutate):
+            c, g = copy.deepcopy(chart), copy.deepcopy(OBJECTS)
+            mutate(c, g)
+            return check_objects(c, g)
+        sts = lambda g: find(g, "StatefulSet")["spec"]
+        def venv(c, name, value):
+            for e in find(c, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]:
+                if e["name"] == name:
+                    e.clear()
+                    e.update({"name": name, "value": value})
+        def plain_rpc(g):
+            sts(g)["template"]["spec"]["containers"][0]["env"][0] = {"name": "GARAGE_RPC_SECRET", "value": "00" * 32}
+        objects_cases = {
+            "two nodes": lambda c, g: sts(g).__setitem__("replicas", 2),
+            "no zone spread": lambda c, g: sts(g)["template"]["spec"].pop("topologySpreadConstraints"),
+            "no volume": lambda c, g: sts(g).pop("volumeClaimTemplates"),
+            "RPC secret in plain": lambda c, g: plain_rpc(g),
+            "another region": lambda c, g: venv(c, "S3__Region", "us-east-1"),
+            "another port": lambda c, g: venv(c, "S3__ServiceUrl", "http://garage.vfps.svc:9000"),
+            "the headless Service": lambda c, g: venv(c, "S3__ServiceUrl", "http://garage-headless.vfps.svc:3901"),
+            "secret key in plain": lambda c, g: venv(c, "S3__SecretKey", "plain"),
+        }
+        for name, mutate in objects_cases.items():
+            assert objects_broken(mutate), f"the checker missed: {name}"
+        caught += len(objects_cases)
     print(f"check_wiring self-test: {caught} violations caught")
 
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    test = argv and argv[0] == "--self-test"
+    test = "--self-test" in argv
     if test:
-        argv = argv[1:]
+        argv.remove("--self-test")
+    if "--objects" in argv:
+        i = argv.index("--objects")
+        OBJECTS = load_all(argv[i + 1])
+        del argv[i:i + 2]
     chart_docs = load_all(argv[0])
     cnpg_doc = load_all(argv[1])[0]
     job_docs = load_all(argv[2])
@@ -227,6 +316,8 @@ if __name__ == "__main__":
     if test:
         self_test((chart_docs, cnpg_doc, job_docs))
     found = check(chart_docs, cnpg_doc, job_docs, *LOADS) + check_selectors(chart_docs, cnpg_doc, CHAOS)
+    if OBJECTS:
+        found += check_objects(chart_docs, OBJECTS)
     for p in found:
         print(f"HA wiring: {p}", file=sys.stderr)
     sys.exit(1 if found else 0)

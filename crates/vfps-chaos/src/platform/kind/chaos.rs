@@ -1,7 +1,8 @@
 //! Faults on Kubernetes: the Chaos Mesh objects (a pod-kill Schedule, a
 //! one-shot PodChaos on the primary, a NetworkChaos partition burst made from the
-//! partition Schedule's template), `kubectl rollout restart` and `kubectl drain`,
-//! each proven applied and healed by the cluster's state.
+//! partition Schedule's template, a one-shot PodChaos on an object store node),
+//! `kubectl rollout restart` and `kubectl drain`, each proven applied and healed
+//! by the cluster's state.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -123,6 +124,7 @@ impl<R: Runner> Kube<R> {
         for o in super::gray::ONE_SHOTS {
             results.push(self.remove(o).await);
         }
+        results.push(self.remove(super::objects::OBJECTS_KILL).await);
         results.into_iter().collect()
     }
 }
@@ -432,5 +434,23 @@ impl<R: Runner> Faults for Kube<R> {
 
     async fn uncordon(&self, node: &str) -> anyhow::Result<()> {
         self.kubectl(&["uncordon", node]).await.map(|_| ())
+    }
+
+    async fn objects_nodes(&self) -> anyhow::Result<Vec<String>> {
+        self.objects_node_names().await
+    }
+
+    /// The one-shot PodChaos; the StatefulSet re-creates the pod at once, so
+    /// on Kubernetes a node is down only until its replacement starts.
+    async fn kill_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        self.kill_objects_pod(node).await
+    }
+
+    async fn restore_objects_node(&self, node: &str) -> anyhow::Result<()> {
+        self.restore_objects_pod(node).await
+    }
+
+    async fn objects_node_answers(&self, node: &str) -> bool {
+        self.objects_pod_answers(node).await
     }
 }

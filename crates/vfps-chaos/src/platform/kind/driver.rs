@@ -16,7 +16,7 @@ use super::{
         self, job_finished, job_log, render_job, tail, unix_now, wait_load_start, with_progress,
         JOB_DEADLINE_MARGIN_SECONDS,
     },
-    Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE,
+    objects, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE,
 };
 use crate::{
     config::LoadConfig,
@@ -88,6 +88,7 @@ impl<R: Runner> Driver for KindDriver<R> {
         );
         // Preconditions: a healthy cluster before the first fault.
         kube.wait_db_healthy(kube.heal_timeout).await?;
+        kube.wait_objects_healthy(kube.heal_timeout).await?;
         kube.wait_replicas_ready(kube.heal_timeout).await?;
         let job = render_job(
             &kube.asset("loadgen-job.yaml")?,
@@ -303,6 +304,21 @@ pub fn render(
                     ("JITTER", gray::millis(crate::nemesis::delay::JITTER)),
                     ("DURATION", gray::chaos_duration(knobs.delay)),
                 ],
+            )?,
+        ),
+        (
+            "objects-pod-kill.yaml",
+            // The node is drawn from the seed at run time.
+            gray::render_asset(
+                &read(objects::OBJECTS_KILL.asset)?,
+                &[("POD", "garage-1".to_owned())],
+            )?,
+        ),
+        (
+            "garage.yaml",
+            objects::manifest(
+                &read("garage.yaml")?,
+                &install::Versions::parse(&read("versions.env")?)?.garage_image,
             )?,
         ),
         ("plan.json", serde_json::to_string_pretty(&plan)?),

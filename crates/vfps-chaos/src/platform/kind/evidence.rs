@@ -1,6 +1,6 @@
 //! Evidence of a Kubernetes run, best effort (a step that fails is written as
-//! its error): pods, events, the CloudNativePG status, instance and vfps logs,
-//! chaos objects, a cluster dump, and the cnpg plugin's report when installed.
+//! its error): pods, events, the CloudNativePG status, instance, vfps and
+//! object store logs, chaos objects, a cluster dump, and the cnpg plugin's report when installed.
 
 use std::path::Path;
 
@@ -23,7 +23,7 @@ async fn capture<R: Runner>(
 }
 
 /// The cluster's state and logs into the run directory: pods, events, the CNPG
-/// status, instance and vfps logs, chaos objects, a cluster dump. What the
+/// status, instance, vfps and object store logs, chaos objects, a cluster dump. What the
 /// cluster will not tell is written as its error; what cannot be written fails.
 pub async fn capture_state<R: Runner>(kube: &Kube<R>, dir: &Path) -> anyhow::Result<()> {
     for (file, args) in [
@@ -65,6 +65,19 @@ pub async fn capture_state<R: Runner>(kube: &Kube<R>, dir: &Path) -> anyhow::Res
                 NAMESPACE,
                 "-l",
                 "app.kubernetes.io/name=vfps",
+                "--all-containers",
+                "--prefix",
+                "--tail=-1",
+            ],
+        ),
+        (
+            "objects.log",
+            vec![
+                "logs",
+                "-n",
+                NAMESPACE,
+                "-l",
+                super::objects::GARAGE_PODS,
                 "--all-containers",
                 "--prefix",
                 "--tail=-1",

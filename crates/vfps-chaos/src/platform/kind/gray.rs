@@ -82,6 +82,7 @@ fn any_values() -> Vec<(&'static str, String)> {
         ("REPLICA", "none".into()),
         ("LATENCY", "1ms".into()),
         ("JITTER", "0ms".into()),
+        ("POD", "none".into()),
     ]
 }
 

@@ -1,5 +1,6 @@
 //! `up` and `down` on Kubernetes: the kind cluster (3 zone-labelled workers),
-//! the images, CloudNativePG and Chaos Mesh, the database, vfps from its chart —
+//! the images, CloudNativePG and Chaos Mesh, the database, the object store of
+//! CSV jobs, vfps from its chart —
 //! to a steady state before any chaos — and the cluster's deletion.
 
 use std::time::Duration;
@@ -41,8 +42,9 @@ pub fn inotify_limits() -> Option<(u64, u64)> {
     ))
 }
 
-/// `up`: the cluster, the operators, the images, the database, vfps — to a
-/// steady state (3 ready instances, a completed rollout) before any chaos.
+/// `up`: the cluster, the operators, the images, the database, the object
+/// store, vfps — to a steady state (3 ready instances, a healthy object store,
+/// a completed rollout) before any chaos.
 pub async fn up<R: Runner>(
     kube: &Kube<R>,
     args: &KindArgs,
@@ -136,6 +138,10 @@ pub async fn up<R: Runner>(
     ))
     .await?;
     kube.apply(&kube.asset("cnpg-cluster.yaml")?).await?;
+    // While CloudNativePG bootstraps the database.
+    kube.install_objects(&versions.garage_image, Duration::from_secs(600))
+        .await?;
+    step("object store: 3 Garage nodes, one per zone, bucket and vfps's key made");
     kube.wait_db_healthy(Duration::from_secs(900)).await?;
     step("CloudNativePG: 3 ready instances");
     let values = args
@@ -175,7 +181,7 @@ pub async fn up<R: Runner>(
     kube.wait_replicas_ready(Duration::from_secs(300)).await?;
     create_tokens(kube).await?;
     step("access tokens of the run made (authorization is on)");
-    step("steady state: 3 ready database instances, vfps rolled out");
+    step("steady state: 3 ready database instances, a healthy object store, vfps rolled out");
     Ok(())
 }
 
@@ -260,12 +266,14 @@ async fn load_images<R: Runner>(
     loaded.and(removed)
 }
 
-/// `versions.env`: the pinned chart versions and kind node image.
+/// `versions.env`: the pinned chart versions and images.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versions {
     pub cnpg_chart: String,
     pub chaos_mesh_chart: String,
     pub kind_node_image: String,
+    /// Garage, the object store of CSV jobs: pinned by its release tag.
+    pub garage_image: String,
 }
 
 impl Versions {
@@ -282,10 +290,23 @@ impl Versions {
         if !kind_node_image.contains("@sha256:") {
             bail!("versions.env: KIND_NODE_IMAGE={kind_node_image} is not pinned by digest");
         }
+        let garage_image = get("GARAGE_IMAGE")?;
+        let tag = garage_image
+            .rsplit_once(':')
+            .filter(|(name, _)| !name.is_empty() && !name.ends_with('/'))
+            .map(|(_, tag)| tag);
+        if !tag
+            .is_some_and(|t| t.starts_with('v') && t[1..].starts_with(|c: char| c.is_ascii_digit()))
+        {
+            bail!(
+                "versions.env: GARAGE_IMAGE={garage_image} is not pinned to a release tag (vX.Y.Z)"
+            );
+        }
         Ok(Self {
             cnpg_chart: get("CNPG_CHART_VERSION")?,
             chaos_mesh_chart: get("CHAOS_MESH_CHART_VERSION")?,
             kind_node_image,
+            garage_image,
         })
     }
 }

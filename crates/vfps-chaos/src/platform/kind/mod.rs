@@ -14,8 +14,10 @@
 //! - [`chaos`]: the Chaos Mesh objects and the shared scenarios' faults here.
 //! - [`gray`]: the one-shot gray faults (isolation, standby kill, replica cut,
 //!   delay) and the probes run inside the database pods.
-//! - [`install`]: `up` (kind, the operators, the images, the database, vfps) and
-//!   `down`.
+//! - [`install`]: `up` (kind, the operators, the images, the database, the
+//!   object store, vfps) and `down`.
+//! - [`objects`]: the object store of CSV jobs (Garage, one node per zone):
+//!   its install and its node kill.
 //! - [`job`]: the load generator as a Job: its manifest, its log, its clock.
 //! - [`evidence`]: the cluster's state and logs into the run directory.
 //! - [`driver`]: `vfps-chaos kind …`, the driver steps and `render`.
@@ -36,6 +38,7 @@ pub mod evidence;
 pub mod gray;
 pub mod install;
 pub mod job;
+pub mod objects;
 
 pub use cluster::{CnpgStatus, Pod};
 

@@ -1,10 +1,12 @@
 //! The kind driver against a simulated cluster. No Kubernetes API can run on the
 //! project's machines, so a fake `kubectl` answers from a small model of the HA
 //! topology (three vfps pods, a three-instance CloudNativePG cluster, Chaos Mesh
-//! objects, nodes) and records every command. The model also checks the driver's
-//! promises: faults only on a healthy cluster, never two database faults at once,
-//! never draining the primary's node, and nothing left behind. The manifests
-//! themselves are validated with real tools by `scripts/validate-k8s.sh`.
+//! objects, nodes, and the object store in [`garage`]) and records every
+//! command. The model also checks the driver's promises: faults only on a
+//! healthy cluster, never two database faults at once, never draining the
+//! primary's node, and nothing left behind. The manifests themselves are
+//! validated with real tools by `scripts/validate-k8s.sh`. The object store's
+//! tests are in [`objects`].
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,6 +29,9 @@ use crate::{
     scenario::{Draw, Planned, Scenario, ScenarioName, ScenarioPlan as Plan},
     target::Target,
 };
+
+mod garage;
+mod objects;
 
 /// The driver over a (simulated) cluster.
 fn driver<R: Runner>(kube: Kube<R>) -> KindDriver<R> {
@@ -97,6 +102,8 @@ struct Model {
     /// The double failover kills the promoted primary on purpose.
     second_kill_expected: bool,
     no_primary: bool,
+    /// The object store and its Secrets.
+    objects: garage::FakeGarage,
     commands: Vec<String>,
     violations: Vec<String>,
 }
@@ -617,6 +624,9 @@ impl Runner for FakeKubectl {
         let mut m = self.model();
         let line = format!("{program} {}", args.join(" "));
         m.commands.push(line.clone());
+        if let Some(answer) = m.objects.answer(program, args, input) {
+            return answer;
+        }
         if program == "docker" && args.first() == Some(&"run") {
             return Ok("vfps 0.1.0\n".into());
         }
@@ -804,6 +814,7 @@ fn knobs() -> Knobs {
         vfps_pause: Duration::from_millis(300),
         vfps_partition: Duration::from_millis(300),
         delay: Duration::from_millis(300),
+        objects_down: Duration::from_millis(300),
     }
 }
 
@@ -1473,6 +1484,7 @@ fn the_partition_burst_comes_from_the_schedules_template() {
 async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
     let dir = vfps_testkit::scratch_dir("kind-run");
     let d = driver(kube());
+    objects::install(&d.kube).await;
     // Two seconds, so that second 1 lies well inside the window even when the
     // machine is busy.
     let plan = Plan {
@@ -1679,6 +1691,7 @@ async fn a_load_generator_that_dies_ends_the_scenarios_at_once() {
     };
     let mut k = Kube::new(Overriding(FakeKubectl::new(), dies), &assets());
     k.poll = Duration::from_millis(5);
+    objects::install(&k).await;
     let dir = vfps_testkit::scratch_dir("kind-dies");
     let plan = Plan {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 60)],
