@@ -42,5 +42,7 @@ fi
 "$patroni_dir/bin/patroni" --version
 
 # Garage, pinned, from crates.io: the S3-compatible store the job tests and the
-# local platform run (built once per machine).
-"$(dirname "$0")/install-garage.sh"
+# local platform run (built once per machine; CI builds it in the background).
+if [ -z "${VFPS_GARAGE_IN_BACKGROUND:-}" ]; then
+  "$(dirname "$0")/install-garage.sh"
+fi

@@ -11,6 +11,11 @@
 set -euo pipefail
 version=2.5.0
 dir=${VFPS_GARAGE_DIR:-/opt/vfps-chaos/garage-$version}
+# One build at a time: a second caller (CI starts one early, in the
+# background) waits for the first and then finds the binary.
+mkdir -p "$(dirname "$dir")"
+exec 9>"$(dirname "$dir")/.garage-$version.lock"
+flock 9
 bin="$dir/bin/garage"
 flags="features=bundled-libs,sqlite opt-level=0"
 if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -qF "$version" &&
