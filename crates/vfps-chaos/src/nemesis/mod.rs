@@ -355,6 +355,12 @@ pub trait Faults: Sync {
     async fn objects_node_answers(&self, _node: &str) -> bool {
         false
     }
+    /// Whether a killed node comes back by itself within seconds (a
+    /// StatefulSet re-creates its pod), so it cannot be held down: its kill is
+    /// proven by its incarnation gone instead of by silence.
+    fn objects_node_returns_by_itself(&self) -> bool {
+        false
+    }
 }
 
 /// Waits until `instance` is a standby by its own account — in recovery,

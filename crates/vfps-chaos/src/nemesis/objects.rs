@@ -4,6 +4,12 @@
 //! replica whose own node is gone retries until it is back), and P7 judges
 //! what they wrote. Proof: the node's S3 API stops answering while it is down
 //! / answers again, and the store sees every node.
+//!
+//! Where a killed node comes back by itself (Kubernetes: the StatefulSet
+//! re-creates the pod within seconds) it cannot be held down, so silence at
+//! the end of the window proves nothing: the kill is proven by the node's
+//! incarnation gone (the platform's `kill_objects_node` waits for that), the
+//! heal by the node answering again in a healthy store.
 
 use anyhow::bail;
 use tokio::time::Instant;
@@ -25,6 +31,25 @@ pub async fn node_kill<F: Faults>(
     let node = &nodes[planned.draw.replica(0, nodes.len())];
     let back_at = Instant::now() + knobs.objects_down;
     f.kill_objects_node(node).await?;
+    if f.objects_node_returns_by_itself() {
+        rec.fault(
+            scenario,
+            format!("killed object store node {node}: that incarnation is gone"),
+        )
+        .await;
+        // The jobs meet the store while the node restarts and catches up.
+        tokio::time::sleep_until(back_at).await;
+        f.restore_objects_node(node).await?;
+        if !f.objects_node_answers(node).await {
+            bail!("object store node {node} came back but its S3 API does not answer");
+        }
+        rec.heal(
+            scenario,
+            format!("healed: object store node {node} re-created and answering, every node seen"),
+        )
+        .await;
+        return Ok(());
+    }
     let silent = !f.objects_node_answers(node).await;
     rec.fault(
         scenario,

@@ -453,4 +453,9 @@ impl<R: Runner> Faults for Kube<R> {
     async fn objects_node_answers(&self, node: &str) -> bool {
         self.objects_pod_answers(node).await
     }
+
+    /// The StatefulSet re-creates a killed pod within seconds.
+    fn objects_node_returns_by_itself(&self) -> bool {
+        true
+    }
 }

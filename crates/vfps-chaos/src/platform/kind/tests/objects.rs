@@ -179,6 +179,82 @@ async fn a_killed_object_store_node_is_proven_gone_and_back_as_the_same_node() {
         .any(|c| c.contains("-c postgres -- bash -c") && c.contains("/3900'")));
 }
 
+/// The shared scenario on Kubernetes: the StatefulSet re-creates the pod at
+/// once, so the kill is proven by the incarnation gone and the heal by the
+/// node answering in a healthy store — not by silence at the window's end.
+#[tokio::test]
+async fn objects_node_kill_runs_on_kubernetes_proven_by_the_incarnation_and_the_heal() {
+    let k = kube();
+    install(&k).await;
+    let before = k.runner.model().objects.pods.clone();
+    let scenario = super::run_plan(
+        &k,
+        vec![super::planned(
+            crate::scenario::Scenario::ObjectsNodeKill,
+            "objects-node-kill",
+            2,
+        )],
+    );
+    // Time passes for the cluster while the node is held down: the
+    // StatefulSet's replacement starts (the fake's pods warm up as they are
+    // read), as it does within seconds on a real cluster.
+    let cluster_moves_on = async {
+        loop {
+            let _ = k.objects_node_names().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let (r, events) = tokio::select! {
+        done = scenario => done,
+        () = cluster_moves_on => unreachable!("the cluster's clock never stops"),
+    };
+    r.unwrap();
+    let has = |s: &str| events.iter().any(|e| e.contains(s));
+    for expected in [
+        "objects-node-kill killed object store node garage-0: that incarnation is gone",
+        "objects-node-kill healed: object store node garage-0 re-created and answering",
+    ] {
+        assert!(has(expected), "missing event {expected:?} in {events:#?}");
+    }
+    let m = k.runner.model();
+    assert_ne!(
+        m.objects.pods[0].uid, before[0].uid,
+        "the drawn node's pod was re-created"
+    );
+    let uids = |pods: &[super::garage::GaragePod]| pods.iter().map(|p| p.uid).collect::<Vec<_>>();
+    assert_eq!(
+        uids(&m.objects.pods[1..]),
+        uids(&before[1..]),
+        "the others untouched"
+    );
+    assert!(!m.objects.kill_chaos, "the spent PodChaos is removed");
+    assert!(
+        m.objects.violations.is_empty(),
+        "{:?}",
+        m.objects.violations
+    );
+}
+
+/// A PodChaos that kills nothing fails the shared scenario too.
+#[tokio::test]
+async fn objects_node_kill_fails_on_kubernetes_when_nothing_was_killed() {
+    let mut k = kube();
+    k.heal_timeout = Duration::from_millis(300);
+    install(&k).await;
+    k.runner.model().objects.inert = true;
+    let (r, _) = super::run_plan(
+        &k,
+        vec![super::planned(
+            crate::scenario::Scenario::ObjectsNodeKill,
+            "objects-node-kill",
+            1,
+        )],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(e.contains("object store pod garage-0 killed"), "{e}");
+}
+
 /// Chaos Mesh takes the PodChaos and kills nothing: the kill never took
 /// effect, the scenario fails, and the run's cleanup removes the object.
 #[tokio::test]
