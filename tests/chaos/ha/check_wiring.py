@@ -10,7 +10,9 @@ select the pods it is meant for (vfps's API pods, or CloudNativePG's instance
 pods) and none of the other pods those labels appear on.
 GARAGE is the object store's manifest as the driver applies it: one node per
 zone holding every object, its volume and RPC secret, and vfps's S3 settings
-naming its Service, port and region, the credentials from a Secret.
+naming its Service, port and region, the credentials from a Secret. A plan
+that faults CSV jobs or their store has the load Job submit jobs, and no
+NetworkPolicy keeps the Job's pod from the store its presigned URLs name.
 The self-test feeds the checker broken copies and requires each to be caught.
 """
 import copy
@@ -96,10 +98,20 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
         problems.append("the load generator does not use client-side load balancing (dns:///)")
     if PLAN_SEED is not None and jenv.get("RESILIENCE_SEED") != str(PLAN_SEED):
         problems.append(f"the Job's seed {jenv.get('RESILIENCE_SEED')!r} is not the plan's {PLAN_SEED}: one seed must replay both")
+    rows = jenv.get("RESILIENCE_JOB_ROWS")
+    if rows is None or not rows.isdigit():
+        problems.append(f"the load generator's RESILIENCE_JOB_ROWS {rows!r} is not a number of rows")
+    elif JOB_FAULTS & set(PLAN_KINDS) and int(rows) == 0:
+        problems.append(f"the plan faults CSV jobs ({sorted(JOB_FAULTS & set(PLAN_KINDS))}) but the load submits none (RESILIENCE_JOB_ROWS 0)")
     return problems
 
 
+# Scenarios that prove nothing without CSV jobs beside the load.
+JOB_FAULTS = {"vfps-job-runner-kill", "vfps-job-runner-pause", "objects-node-kill"}
+
+
 PLAN_SEED = None
+PLAN_KINDS = []
 CHAOS = []
 OBJECTS = []
 
@@ -155,7 +167,45 @@ def check_objects(chart, garage):
     for key in ("S3__AccessKey", "S3__SecretKey"):
         if "secretKeyRef" not in venv.get(key, {}).get("valueFrom", {}):
             problems.append(f"{key} does not come from a Secret")
+    problems += check_store_reachable(chart + garage, sts)
     return problems
+
+
+def check_store_reachable(docs, sts):
+    """The load Job's pod follows presigned URLs to the store's S3 port: a
+    NetworkPolicy selecting the store's pods for ingress must admit the load
+    generator's namespace (an empty ingress rule admits everyone)."""
+    problems = []
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    ns = sts["metadata"]["namespace"]
+    for pol in (d for d in docs if d.get("kind") == "NetworkPolicy"):
+        spec = pol["spec"]
+        if pol["metadata"].get("namespace", ns) != ns:
+            continue
+        sel = (spec.get("podSelector") or {}).get("matchLabels") or {}
+        if not all(labels.get(k) == v for k, v in sel.items()):
+            continue
+        if "Ingress" not in spec.get("policyTypes", ["Ingress"]):
+            continue
+        loadgen = {"kubernetes.io/metadata.name": LOADGEN_NAMESPACE}
+        def admits_peer(p):
+            # Only a namespaceSelector reaches another namespace; any pod
+            # there (an empty podSelector) and labels the namespace has.
+            ns_sel = p.get("namespaceSelector")
+            if ns_sel is None or "ipBlock" in p or (p.get("podSelector") or {}) != {}:
+                return False
+            return not ns_sel.get("matchExpressions") and \
+                all(loadgen.get(k) == v for k, v in (ns_sel.get("matchLabels") or {}).items())
+        def admits(rule):
+            peers = rule.get("from")
+            return not peers or any(admits_peer(p) for p in peers)
+        if not any(admits(r) for r in spec.get("ingress") or []):
+            problems.append(f"NetworkPolicy {pol['metadata']['name']} keeps the load generator ({LOADGEN_NAMESPACE}) "
+                            "from the object store its jobs' presigned URLs name")
+    return problems
+
+
+LOADGEN_NAMESPACE = "vfps-loadgen"
 
 
 def cnpg_pods(cnpg):
@@ -247,6 +297,9 @@ def self_test(args):
     cases["load window off by one"] = lambda c, n, j: set_job_env(j, "RESILIENCE_LOAD_SECONDS", str(LOADS[0] + 1))
     cases["short Job deadline"] = lambda c, n, j: find(j, "Job")["spec"].__setitem__("activeDeadlineSeconds", LOADS[0])
     cases["another seed"] = lambda c, n, j: set_job_env(j, "RESILIENCE_SEED", str((PLAN_SEED or 0) + 1))
+    cases["no job rows"] = lambda c, n, j: set_job_env(j, "RESILIENCE_JOB_ROWS", "")
+    if JOB_FAULTS & set(PLAN_KINDS):
+        cases["no CSV jobs though the plan faults them"] = lambda c, n, j: set_job_env(j, "RESILIENCE_JOB_ROWS", "0")
     for name, mutate in cases.items():
         assert broken(mutate), f"the checker missed: {name}"
     caught = len(cases)
@@ -289,6 +342,11 @@ def self_test(args):
             "another port": lambda c, g: venv(c, "S3__ServiceUrl", "http://garage.vfps.svc:9000"),
             "the headless Service": lambda c, g: venv(c, "S3__ServiceUrl", "http://garage-headless.vfps.svc:3901"),
             "secret key in plain": lambda c, g: venv(c, "S3__SecretKey", "plain"),
+            "the store closed to the load generator": lambda c, g: g.append({
+                "kind": "NetworkPolicy", "metadata": {"name": "garage-deny", "namespace": "vfps"},
+                "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "garage"}},
+                         "policyTypes": ["Ingress"],
+                         "ingress": [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "vfps"}}}]}]}}),
         }
         for name, mutate in objects_cases.items():
             assert objects_broken(mutate), f"the checker missed: {name}"
@@ -312,6 +370,7 @@ if __name__ == "__main__":
         plan = json.load(f)
     LOADS = (sum(p["duration_seconds"] for p in plan["scenarios"]) + plan["margin_seconds"], int(argv[4]))
     PLAN_SEED = plan.get("seed")
+    PLAN_KINDS = [s["kind"] for s in plan["scenarios"]]
     CHAOS = [d for path in argv[5:] for d in load_all(path)]
     if test:
         self_test((chart_docs, cnpg_doc, job_docs))

@@ -8,10 +8,36 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 
 use super::{chaos::render, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE};
-use crate::{config::LoadConfig, report::markers, scenario::ScenarioPlan};
+use crate::{
+    config::LoadConfig,
+    report::markers,
+    scenario::{Scenario, ScenarioPlan},
+};
 
 /// Beyond load + settle: verification of every ledger entry, and slack.
 pub const JOB_DEADLINE_MARGIN_SECONDS: u64 = 900;
+
+/// Rows of each CSV job when the plan faults the jobs or their store and
+/// `RESILIENCE_JOB_ROWS` is not set: as on the local platform, a job runs
+/// long enough to be met by the fault, and the run's jobs do not fill the
+/// database.
+pub const DEFAULT_JOB_ROWS: u64 = 50_000;
+
+/// Rows of each CSV job the load submits: the configured number, else
+/// [`DEFAULT_JOB_ROWS`] when a scenario faults the jobs or their object
+/// store (without jobs it would prove nothing about them), else none.
+pub fn job_rows(plan: &ScenarioPlan, load: &LoadConfig) -> u64 {
+    let faults_jobs = plan.scenarios.iter().any(|s| {
+        matches!(
+            s.scenario,
+            Scenario::JobRunnerKill | Scenario::JobRunnerPause | Scenario::ObjectsNodeKill
+        )
+    });
+    match load.workload.job_rows {
+        0 if faults_jobs => DEFAULT_JOB_ROWS,
+        rows => rows,
+    }
+}
 
 /// The variables of `loadgen-job.yaml`: the load window is the plan's, the
 /// deadline is load + settle + margin.
@@ -51,6 +77,9 @@ pub fn job_variables(
             load.limits.max_unavailable_seconds.to_string(),
         ),
         ("RESILIENCE_MIX", load.workload.mix.clone()),
+        // The jobs' files go to Garage through presigned URLs naming its
+        // Service (s3.serviceUrl), not through vfps: no HTTP address needed.
+        ("RESILIENCE_JOB_ROWS", job_rows(plan, load).to_string()),
         // The seed the plan's fault schedule was drawn from: one seed replays both.
         (
             "RESILIENCE_SEED",

@@ -1407,6 +1407,31 @@ fn the_job_runs_the_plans_load_window_with_its_deadline() {
         .contains("${NOT_A_VARIABLE}"));
 }
 
+#[test]
+fn the_job_submits_csv_jobs_when_the_plan_faults_their_store() {
+    let template = std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap();
+    let dir = std::env::temp_dir();
+    let render = |list: &str, rows: u64| {
+        let plan = Plan::from_env(list, Target::Kind, |_| None).unwrap();
+        let mut load = load_config(&dir);
+        load.workload.job_rows = rows;
+        job::render_job(&template, &plan, &load, "v9").unwrap()
+    };
+    let rows = |n: u64| format!(r#"{{name: RESILIENCE_JOB_ROWS, value: "{n}"}}"#);
+    let job = render("baseline,objects-node-kill", 0);
+    assert!(job.contains(&rows(job::DEFAULT_JOB_ROWS)), "{job}");
+    assert!(
+        !job.contains("RESILIENCE_HTTP_ADDRESS"),
+        "the files go to the object store through presigned URLs, not through vfps"
+    );
+    assert!(render("baseline,vfps-pod-kill", 0).contains(&rows(0)));
+    assert!(
+        render("baseline,vfps-pod-kill", 7).contains(&rows(7)),
+        "RESILIENCE_JOB_ROWS as configured"
+    );
+    assert!(render("baseline,objects-node-kill", 9).contains(&rows(9)));
+}
+
 /// The `labelSelectors` blocks of a manifest, each as `k=v,…` sorted.
 fn label_selectors(manifest: &str) -> Vec<String> {
     let lines: Vec<&str> = manifest.lines().collect();
