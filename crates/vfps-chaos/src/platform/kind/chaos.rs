@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{gray, Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
 use crate::{
-    nemesis::{Connect, Faults, Instance, Knobs, Pod, Recorder, Victim, WalPosition},
+    nemesis::{Connect, Faults, Instance, Knobs, Pod, Recorder, RunningJob, Victim, WalPosition},
     platform::net::wait_every,
     scenario::ScenarioName,
 };
@@ -434,6 +434,11 @@ impl<R: Runner> Faults for Kube<R> {
 
     async fn uncordon(&self, node: &str) -> anyhow::Result<()> {
         self.kubectl(&["uncordon", node]).await.map(|_| ())
+    }
+
+    /// From the database primary: the driver has no route to vfps's API.
+    async fn jobs_now(&self) -> anyhow::Result<Vec<RunningJob>> {
+        self.db_jobs().await
     }
 
     async fn objects_nodes(&self) -> anyhow::Result<Vec<String>> {

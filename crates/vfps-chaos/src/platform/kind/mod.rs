@@ -19,6 +19,7 @@
 //! - [`objects`]: the object store of CSV jobs (Garage, one node per zone):
 //!   its install and its node kill.
 //! - [`job`]: the load generator as a Job: its manifest, its log, its clock.
+//! - [`jobs`]: the service's CSV jobs, read from the database primary.
 //! - [`evidence`]: the cluster's state and logs into the run directory.
 //! - [`driver`]: `vfps-chaos kind …`, the driver steps and `render`.
 
@@ -38,6 +39,7 @@ pub mod evidence;
 pub mod gray;
 pub mod install;
 pub mod job;
+pub mod jobs;
 pub mod objects;
 
 pub use cluster::{CnpgStatus, Pod};

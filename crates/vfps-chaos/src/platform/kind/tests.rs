@@ -31,6 +31,7 @@ use crate::{
 };
 
 mod garage;
+mod jobs;
 mod objects;
 
 /// The driver over a (simulated) cluster.
@@ -104,6 +105,8 @@ struct Model {
     no_primary: bool,
     /// The object store and its Secrets.
     objects: garage::FakeGarage,
+    /// vfps's `csv_jobs` as the primary holds them, as `psql -At` prints them.
+    csv_jobs: Vec<String>,
     commands: Vec<String>,
     violations: Vec<String>,
 }
@@ -232,6 +235,16 @@ impl Model {
         let primary = self.primary.clone().unwrap_or_default();
         let isolated = self.isolation == Some(0);
         if command.first() == Some(&"psql") {
+            if command.iter().any(|c| c.contains("csv_jobs")) {
+                if !command.windows(2).any(|w| w == ["-d", "vfps"]) {
+                    anyhow::bail!("ERROR:  relation \"csv_jobs\" does not exist");
+                }
+                if from.name != primary {
+                    // A standby that has not replayed the latest takeover.
+                    return Ok(String::new());
+                }
+                return Ok(self.csv_jobs.iter().map(|l| format!("{l}\n")).collect());
+            }
             if command.iter().any(|c| c.contains("pg_stat_replication")) {
                 if from.name != primary {
                     // A standby's pg_stat_replication is empty.
