@@ -118,6 +118,10 @@ impl Pressure for NoPressure {
 /// Rows per batch while interactive callers are served.
 pub const YIELDING_BATCH_ROWS: usize = 100;
 
+/// While interactive callers are served, a runner waits this many times as
+/// long as its last batch took before sending the next.
+const YIELD_FACTOR: u32 = 3;
+
 /// An observer that does nothing.
 pub struct Unobserved;
 impl Observer for Unobserved {}
@@ -391,9 +395,10 @@ impl<'a> Run<'a> {
             let took = started.elapsed();
             ctx.observer.batch(batch.prepared.len(), took);
             if yielding {
-                // Half the database's time for interactive callers: as long
-                // as the batch took, before the next is sent.
-                tokio::time::sleep(took.min(Duration::from_millis(200))).await;
+                // Three quarters of the database's time for interactive
+                // callers: three times as long as the batch took, before the
+                // next is sent.
+                tokio::time::sleep((took * YIELD_FACTOR).min(Duration::from_millis(300))).await;
             }
             let output = self.output.as_mut().ok_or(Halt::Lost)?;
             let counters = output.write(|out, row_end| {
