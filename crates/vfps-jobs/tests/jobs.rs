@@ -738,6 +738,76 @@ async fn every_encoding_and_dialect_round_trips(
     }
 }
 
+/// Interactive callers always present.
+struct Busy;
+impl runner::Pressure for Busy {
+    fn interactive(&self) -> bool {
+        true
+    }
+}
+
+/// The largest batch a runner sent.
+#[derive(Default)]
+struct LargestBatch(std::sync::atomic::AtomicUsize);
+impl runner::Observer for LargestBatch {
+    fn batch(&self, rows: usize, _took: Duration) {
+        self.0.fetch_max(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A runner serving beside interactive callers sends small batches, one at
+/// a time, and still finishes with the same output; alone it sends large ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_makes_way_for_interactive_callers() {
+    let store = sqlite().await;
+    namespace(store.as_ref(), "names").await;
+    let input = patients(1500);
+    let mut outputs = Vec::new();
+    for busy in [false, true] {
+        let largest = Arc::new(LargestBatch::default());
+        let mut s = jobs_for(
+            store.clone(),
+            folder(),
+            RunnerSettings {
+                batch_rows: 1000,
+                ..settings()
+            },
+            "r-busy",
+        );
+        let mut ctx = s.jobs.context().clone();
+        ctx.observer = largest.clone();
+        if busy {
+            ctx.pressure = Arc::new(Busy);
+        }
+        s.jobs = Jobs::new(
+            ctx,
+            ServiceSettings {
+                poll_interval: Duration::from_millis(50),
+                ..ServiceSettings::default()
+            },
+        );
+        let id = submit(
+            &s,
+            &input,
+            raw(
+                Direction::Pseudonymize,
+                vec![mapping("name", "names", None)],
+            ),
+        )
+        .await;
+        let (job, output) = run_to_end(&s, &id).await;
+        assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
+        let largest = largest.0.load(std::sync::atomic::Ordering::Relaxed);
+        if busy {
+            assert!(largest <= runner::YIELDING_BATCH_ROWS, "{largest}");
+        } else {
+            assert!(largest > runner::YIELDING_BATCH_ROWS, "{largest}");
+        }
+        outputs.push(output);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
+
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
