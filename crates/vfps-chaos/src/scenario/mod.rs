@@ -91,6 +91,17 @@ impl Scenario {
         }
     }
 
+    /// Why the target cannot do the fault (for a scenario it cannot run).
+    fn why_not_on(self, target: Target) -> &'static str {
+        match (self, target) {
+            (Scenario::JobRunnerKill, Target::Kind) => {
+                "the kind driver cannot yet kill a replica it names (its pod kills are a Chaos Mesh Schedule's)"
+            }
+            (_, Target::Kind) => "Chaos Mesh cannot stop a process (SIGSTOP)",
+            (_, Target::Local) => "this kernel has no netem for latency",
+        }
+    }
+
     /// Whether the target can do the fault: Chaos Mesh cannot stop a process
     /// (SIGSTOP), and the local kernel has no netem for latency.
     pub fn runs_on(self, target: Target) -> bool {
@@ -315,10 +326,7 @@ impl ScenarioPlan {
                 return Err(err(format!(
                     "scenario {name:?} cannot run on {}: {}",
                     target.name(),
-                    match target {
-                        Target::Kind => "Chaos Mesh cannot stop a process (SIGSTOP)",
-                        Target::Local => "this kernel has no netem for latency",
-                    }
+                    scenario.why_not_on(target)
                 )));
             }
             if scenarios.iter().any(|p: &Planned| p.name.as_str() == name) {
