@@ -15,6 +15,7 @@ mod env;
 mod init_namespaces;
 mod jobs;
 mod traces;
+mod ui;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
 
@@ -27,6 +28,7 @@ pub use self::{
     init_namespaces::InitNamespace,
     jobs::{parse_bytes, JobStorage, JobsConfig},
     traces::{Headers, RootSampler, Tracing, DEFAULT_OTLP_ENDPOINT},
+    ui::UiConfig,
 };
 
 /// Everything `vfps serve` needs, validated.
@@ -64,6 +66,8 @@ pub struct Settings {
     pub tls: Option<Tls>,
     /// `S3__*`, `CsvProcessing__*`: CSV jobs.
     pub jobs: JobsConfig,
+    /// `VFPS_UI_*`: the admin UI's sessions.
+    pub ui: UiConfig,
 }
 
 /// `VFPS_TLS_CERT_FILE` and `VFPS_TLS_KEY_FILE` (PEM, both or neither),
@@ -398,6 +402,7 @@ impl Settings {
             grpc_reflection: authorization::reflection(&env, &mut errors),
             tls: Tls::from_env(&env, &mut errors),
             jobs,
+            ui: UiConfig::from_env(&env, &mut errors),
         };
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));

@@ -34,3 +34,4 @@ pub mod state;
 pub mod telemetry;
 pub mod tls;
 pub mod tokens;
+pub mod ui;

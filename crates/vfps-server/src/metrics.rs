@@ -48,6 +48,8 @@ pub struct Metrics {
 
 struct Inner {
     registry: Registry,
+    /// The last pseudonym counts, for the admin UI's home page.
+    last_counts: std::sync::RwLock<Arc<Vec<(String, i64)>>>,
     requests: IntCounterVec,
     request_duration: HistogramVec,
     store_duration: HistogramVec,
@@ -255,6 +257,7 @@ impl Metrics {
         Ok(Self {
             inner: Arc::new(Inner {
                 registry,
+                last_counts: Default::default(),
                 requests,
                 request_duration,
                 store_duration,
@@ -377,6 +380,18 @@ impl Metrics {
                 .sum(),
         );
         self.inner.namespaces.set(counts.len() as i64);
+        if let Ok(mut last) = self.inner.last_counts.write() {
+            *last = Arc::new(counts.to_vec());
+        }
+    }
+
+    /// The pseudonyms per namespace at the last refresh (empty before it).
+    pub fn pseudonym_counts(&self) -> Arc<Vec<(String, i64)>> {
+        self.inner
+            .last_counts
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 
     /// The text exposition, with pool and cache gauges read now.

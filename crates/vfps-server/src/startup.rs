@@ -173,7 +173,21 @@ impl Application {
         };
         let store = open_store(&settings).await?;
         let metrics = Metrics::new()?;
-        let auth = Auth::new(&settings.authorization, store.clone(), metrics.clone());
+        let sessions = Arc::new(match &settings.ui.session_key {
+            Some(secret) => crate::auth::session::SessionKey::from_secret(secret),
+            None => crate::auth::session::SessionKey::random(),
+        });
+        let auth = Auth::new(
+            &settings.authorization,
+            store.clone(),
+            metrics.clone(),
+            sessions.clone(),
+        );
+        if auth.enabled() && !sessions.is_shared() {
+            tracing::warn!(
+                "VFPS_UI_SESSION_KEY is not set: admin UI sessions are sealed with a key of this                  process, so a restart or another replica signs users out; set the same key on every replica"
+            );
+        }
         if auth.enabled() {
             tracing::info!(
                 identity_provider = settings
@@ -223,6 +237,11 @@ impl Application {
                 metrics,
                 auth,
                 jobs,
+                ui: Arc::new(crate::ui::Ui::new(
+                    &settings.ui,
+                    &settings.authorization,
+                    settings.tls.is_some(),
+                )),
                 health: Arc::new(Health::default()),
                 max_call_deadline: settings.calls.max_deadline,
                 readiness_database_grace: settings.readiness.database_grace,

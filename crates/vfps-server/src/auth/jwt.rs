@@ -88,6 +88,32 @@ impl Verifier {
     }
 
     pub async fn verify(&self, token: &str) -> Result<Principal, Error> {
+        let claims = self.verified_claims(token).await?;
+        Ok(self.principal(&claims))
+    }
+
+    /// Who a verified token's claims say the caller is.
+    pub fn principal(&self, claims: &serde_json::Map<String, Value>) -> Principal {
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        let valid_until = SystemTime::UNIX_EPOCH + Duration::from_secs(exp) + self.leeway;
+        Principal {
+            subject: claims
+                .get("sub")
+                .and_then(Value::as_str)
+                .map(|s| s.chars().take(256).collect())
+                .unwrap_or_else(|| "unknown".to_owned()),
+            token_id: None,
+            access: Access::Roles(roles(claims, &self.role_claim)),
+            valid_until: Some(valid_until),
+        }
+    }
+
+    /// A token's claims once its signature, issuer, audience and times
+    /// verify.
+    pub async fn verified_claims(
+        &self,
+        token: &str,
+    ) -> Result<serde_json::Map<String, Value>, Error> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| unauthenticated("not a JWT signed with an accepted algorithm"))?;
         let keys = self.key_set(header.kid.as_deref()).await?;
@@ -134,18 +160,7 @@ impl Verifier {
             })
         })?
         .claims;
-        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        let valid_until = SystemTime::UNIX_EPOCH + Duration::from_secs(exp) + self.leeway;
-        Ok(Principal {
-            subject: claims
-                .get("sub")
-                .and_then(Value::as_str)
-                .map(|s| s.chars().take(256).collect())
-                .unwrap_or_else(|| "unknown".to_owned()),
-            token_id: None,
-            access: Access::Roles(roles(&claims, &self.role_claim)),
-            valid_until: Some(valid_until),
-        })
+        Ok(claims)
     }
 
     /// The keys, fetched if there are none yet or if `kid` is unknown and the
@@ -250,34 +265,64 @@ impl Verifier {
         Ok(KeySet { issuer, keys })
     }
 
-    async fn get_json(&self, url: &str) -> Result<Value, Error> {
-        let unavailable = |why: String| {
-            Error::unavailable(format!("the identity provider cannot be read: {why}"))
-        };
-        let mut response = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| unavailable(e.without_url().to_string()))?;
-        if !response.status().is_success() {
-            return Err(unavailable(format!("HTTP {}", response.status())));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| unavailable(e.without_url().to_string()))?
-        {
-            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                return Err(unavailable(format!(
-                    "a document is larger than {MAX_DOCUMENT_BYTES} bytes"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON: {e}")))
+    /// A JSON document of the provider's.
+    pub(crate) async fn get_json(&self, url: &str) -> Result<Value, Error> {
+        let response = self.http.get(url).send().await;
+        json_answer(response, false).await
     }
+
+    /// A form posted to the provider (token and pushed-authorization
+    /// endpoints), with the client's credentials in `Authorization: Basic`
+    /// when it has a secret; its JSON answer, an error answer included.
+    pub(crate) async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        client: (&str, Option<&str>),
+    ) -> Result<Value, Error> {
+        let mut request = self.http.post(url).form(form);
+        if let (id, Some(secret)) = client {
+            // RFC 6749 2.3.1: each form-urlencoded before the Basic encoding.
+            let pair = format!(
+                "{}:{}",
+                crate::ui::url_encode(id),
+                crate::ui::url_encode(secret)
+            );
+            use base64::Engine;
+            let basic = base64::engine::general_purpose::STANDARD.encode(pair);
+            request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+        }
+        json_answer(request.send().await, true).await
+    }
+}
+
+/// A provider's JSON answer; with `errors_too`, an OAuth error answer (4xx
+/// with a JSON body) is answered as the JSON, for the caller to read.
+async fn json_answer(
+    response: Result<reqwest::Response, reqwest::Error>,
+    errors_too: bool,
+) -> Result<Value, Error> {
+    let unavailable =
+        |why: String| Error::unavailable(format!("the identity provider cannot be read: {why}"));
+    let mut response = response.map_err(|e| unavailable(e.without_url().to_string()))?;
+    let status = response.status();
+    if !(status.is_success() || (errors_too && status.is_client_error())) {
+        return Err(unavailable(format!("HTTP {status}")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| unavailable(e.without_url().to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(unavailable(format!(
+                "a document is larger than {MAX_DOCUMENT_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON (HTTP {status}): {e}")))
 }
 
 /// The signature algorithms a key may verify: its `alg`, else what its type

@@ -24,6 +24,7 @@ use crate::{cache::TtlCache, config::Authorization, metrics::Metrics};
 pub mod audit;
 pub mod jwt;
 pub mod rules;
+pub mod session;
 pub mod tokens;
 
 /// What a call wants to do, and to which namespace.
@@ -145,6 +146,9 @@ pub struct Auth {
     metrics: Metrics,
     /// Who every caller is with authorization off.
     anonymous: Arc<Principal>,
+    /// Seals the admin UI's sessions, which are credentials too (the
+    /// `Session` scheme, see [`session`]).
+    sessions: Arc<session::SessionKey>,
 }
 
 struct Enabled {
@@ -166,6 +170,7 @@ impl Auth {
         Self {
             inner: None,
             metrics,
+            sessions: Arc::new(session::SessionKey::random()),
             anonymous: Arc::new(Principal {
                 subject: "anonymous".into(),
                 token_id: None,
@@ -175,12 +180,21 @@ impl Auth {
         }
     }
 
-    pub fn new(config: &Authorization, store: Arc<dyn Store>, metrics: Metrics) -> Self {
+    pub fn new(
+        config: &Authorization,
+        store: Arc<dyn Store>,
+        metrics: Metrics,
+        sessions: Arc<session::SessionKey>,
+    ) -> Self {
         if !config.enabled {
-            return Self::disabled(metrics);
+            return Self {
+                sessions,
+                ..Self::disabled(metrics)
+            };
         }
         Self {
             anonymous: Self::disabled(metrics.clone()).anonymous,
+            sessions,
             inner: Some(Arc::new(Enabled {
                 rules: rules::Rules::new(config),
                 oidc: config
@@ -196,6 +210,11 @@ impl Auth {
 
     pub fn enabled(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// The key of the admin UI's sessions.
+    pub fn sessions(&self) -> &session::SessionKey {
+        &self.sessions
     }
 
     /// Authenticates the `Authorization` header's value and authorizes
@@ -224,6 +243,19 @@ impl Auth {
         let Some(enabled) = &self.inner else {
             return Ok(self.anonymous.clone());
         };
+        if let Some(sealed) = session_credential(authorization) {
+            // Opened here, not cached: it costs microseconds.
+            return self
+                .sessions
+                .open_session(sealed)
+                .and_then(|s| s.principal())
+                .map(Arc::new)
+                .ok_or_else(|| {
+                    Error::unauthenticated(
+                        "the UI session has ended or is not valid; sign in again",
+                    )
+                });
+        }
         tokio::time::timeout_at(deadline.into(), enabled.authenticate(authorization))
             .await
             .unwrap_or_else(|_| {
@@ -334,6 +366,19 @@ pub fn single<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> AuthHeader<'a> 
         (Some(one), None) => AuthHeader::One(one),
         (Some(_), Some(_)) => AuthHeader::Several,
     }
+}
+
+/// The sealed session of an `Authorization: Session <sealed>` header: the
+/// admin UI's cookie, which its pages and scripts present (see [`session`]).
+pub fn session_credential(header: AuthHeader<'_>) -> Option<&str> {
+    let AuthHeader::One(raw) = header else {
+        return None;
+    };
+    let text = std::str::from_utf8(raw).ok()?.trim();
+    let (scheme, sealed) = text.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("session")
+        .then_some(sealed.trim())
 }
 
 /// The credential of an `Authorization: Bearer <credential>` header.

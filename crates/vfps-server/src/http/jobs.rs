@@ -238,9 +238,19 @@ async fn download(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
+    download_response(&state, authorization(&headers), &id).await
+}
+
+/// A completed job's output streamed through vfps to `credential`'s holder
+/// (the API's route and the UI's).
+pub(crate) async fn download_response(
+    state: &AppState,
+    credential: crate::auth::AuthHeader<'_>,
+    id: &str,
+) -> Response {
     let d = state.deadline(None);
     let started = std::time::Instant::now();
-    let result = state.jobs.download(authorization(&headers), &id, d).await;
+    let result = state.jobs.download(credential, id, d).await;
     state.metrics.observe_request(
         "http",
         "CsvJobService/Download",

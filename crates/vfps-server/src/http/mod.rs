@@ -11,11 +11,11 @@ use vfps_core::{Error, ErrorKind};
 use crate::state::AppState;
 
 mod fhir;
-mod jobs;
+pub(crate) mod jobs;
 mod json;
 mod rest;
 mod serve;
-mod tokens;
+pub(crate) mod tokens;
 
 pub use serve::serve;
 
@@ -38,7 +38,13 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
     } else {
         api
     };
+    // The UI's scripts call the API with the browser's session.
+    let api = api.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::ui::session_bridge,
+    ));
     api.merge(health_routes())
+        .merge(crate::ui::routes())
         .layer(axum::middleware::from_fn(move |req, next| {
             rejections_in_kind(req, next, max_body_bytes)
         }))

@@ -22,9 +22,9 @@ use super::rest::{authorization, parse_body, respond};
 use crate::{auth::Operation, state::AppState, tokens};
 
 /// Who may manage tokens: an admin, and only while authorization is on.
-async fn admin(
+pub(crate) async fn admin(
     state: &AppState,
-    headers: &HeaderMap,
+    credential: crate::auth::AuthHeader<'_>,
     deadline: std::time::Instant,
 ) -> Result<(), Error> {
     if !state.auth.enabled() {
@@ -35,12 +35,7 @@ async fn admin(
     }
     state
         .auth
-        .check(
-            authorization(headers),
-            Operation::ManageTokens,
-            None,
-            deadline,
-        )
+        .check(credential, Operation::ManageTokens, None, deadline)
         .await?;
     Ok(())
 }
@@ -68,7 +63,7 @@ struct CreateRequest {
 async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Create", async {
-        admin(&state, &headers, d).await?;
+        admin(&state, authorization(&headers), d).await?;
         let req: CreateRequest = parse_body(&body)?;
         let request = tokens::NewToken::parse(
             &req.kind,
@@ -86,7 +81,7 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
 async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/List", async {
-        admin(&state, &headers, d).await?;
+        admin(&state, authorization(&headers), d).await?;
         let all = state.service.store().list_tokens().await?;
         Ok(json!({"tokens": all.iter().map(tokens::to_json).collect::<Vec<Value>>()}))
     })
@@ -100,7 +95,7 @@ async fn revoke(
 ) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Revoke", async {
-        admin(&state, &headers, d).await?;
+        admin(&state, authorization(&headers), d).await?;
         if !tokens::revoke(state.service.store().as_ref(), &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }

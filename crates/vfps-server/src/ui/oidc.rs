@@ -1,0 +1,524 @@
+//! Signing in to the UI as upstream does: the OIDC authorization code flow
+//! with PKCE (S256) and the confidential client `Authorization__ClientId` /
+//! `ClientSecret`; the authorization request pushed (RFC 9126) when the
+//! issuer's discovery document offers it and
+//! `Authorization__UsePushedAuthorizationRequests` is not false; sign-out
+//! RP-initiated at the issuer when it offers an `end_session_endpoint`.
+//!
+//! Nothing of a sign-in under way is kept on a replica: its state, nonce and
+//! PKCE verifier are sealed into a short-lived cookie, so the provider's
+//! redirect back may land on any replica.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    extract::{Query, State},
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Redirect, Response},
+};
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD as B64, Engine};
+use maud::html;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::Digest;
+use vfps_core::Error;
+
+use super::{csrf_field, session_cookie, url_encode, Visit};
+use crate::{
+    auth::{
+        jwt::Verifier,
+        session::{random_text, unix_now, Purpose, Session},
+    },
+    config::Authorization,
+    state::AppState,
+};
+
+/// The cookie of a sign-in under way, sent back only to the callback.
+const SIGN_IN_COOKIE: &str = "vfps_sign_in";
+/// How long a sign-in may take at the provider.
+const SIGN_IN_WINDOW: Duration = Duration::from_secs(600);
+/// The callback's path, registered at the provider as the redirect address.
+pub const CALLBACK_PATH: &str = "/ui/authentication/callback";
+/// An ID token larger than this is not kept for the sign-out hint: cookies
+/// over 4 KiB are dropped by browsers.
+const MAX_KEPT_ID_TOKEN_BYTES: usize = 1800;
+
+/// The UI's OIDC client.
+pub struct SignIn {
+    client_id: String,
+    client_secret: Option<String>,
+    use_par: bool,
+    authority: String,
+    /// Verifies ID tokens: the API's verifier (same keys, issuer and clock
+    /// rules) with the client as the audience.
+    verifier: Verifier,
+    /// The discovery document, read once.
+    endpoints: tokio::sync::OnceCell<Arc<Endpoints>>,
+}
+
+/// What the sign-in needs of the discovery document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Endpoints {
+    authorization: String,
+    token: String,
+    pushed: Option<String>,
+    end_session: Option<String>,
+}
+
+/// A sign-in under way, sealed into its cookie.
+#[derive(Serialize, Deserialize)]
+struct Pending {
+    state: String,
+    nonce: String,
+    verifier: String,
+    redirect_uri: String,
+    return_to: String,
+    expires_at: u64,
+}
+
+impl SignIn {
+    pub fn new(
+        authority: &str,
+        client_id: &str,
+        client_secret: Option<&str>,
+        use_par: bool,
+        authorization: &Authorization,
+    ) -> Self {
+        let id_tokens = Authorization {
+            audience: Some(client_id.to_owned()),
+            ..authorization.clone()
+        };
+        Self {
+            client_id: client_id.to_owned(),
+            client_secret: client_secret.map(str::to_owned),
+            use_par,
+            authority: authority.trim_end_matches('/').to_owned(),
+            verifier: Verifier::new(authority, &id_tokens),
+            endpoints: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn endpoints(&self) -> Result<Arc<Endpoints>, Error> {
+        self.endpoints
+            .get_or_try_init(|| async {
+                let doc = self
+                    .verifier
+                    .get_json(&format!(
+                        "{}/.well-known/openid-configuration",
+                        self.authority
+                    ))
+                    .await?;
+                Endpoints::from_discovery(&doc).map(Arc::new)
+            })
+            .await
+            .cloned()
+    }
+
+    /// The address to send the browser to, and the sign-in to remember.
+    async fn begin(&self, redirect_uri: &str, return_to: &str) -> Result<(String, Pending), Error> {
+        let endpoints = self.endpoints().await?;
+        let pending = Pending {
+            state: random_text(24),
+            nonce: random_text(24),
+            verifier: random_text(48),
+            redirect_uri: redirect_uri.to_owned(),
+            return_to: return_to.to_owned(),
+            expires_at: unix_now() + SIGN_IN_WINDOW.as_secs(),
+        };
+        let challenge = pkce_challenge(&pending.verifier);
+        let params: [(&str, &str); 8] = [
+            ("response_type", "code"),
+            ("client_id", &self.client_id),
+            ("redirect_uri", redirect_uri),
+            ("scope", "openid profile"),
+            ("state", &pending.state),
+            ("nonce", &pending.nonce),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ];
+        let address = match (&endpoints.pushed, self.use_par) {
+            (Some(par), true) => {
+                let answer = self
+                    .verifier
+                    .post_form(
+                        par,
+                        &params,
+                        (&self.client_id, self.client_secret.as_deref()),
+                    )
+                    .await?;
+                let request_uri = answer
+                    .get("request_uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| refused("pushed authorization request", &answer))?;
+                with_query(
+                    &endpoints.authorization,
+                    &[("client_id", &self.client_id), ("request_uri", request_uri)],
+                )
+            }
+            _ => with_query(&endpoints.authorization, &params),
+        };
+        Ok((address, pending))
+    }
+
+    /// Redeems the code; answers the session it signs in.
+    async fn finish(
+        &self,
+        pending: &Pending,
+        code: &str,
+        lifetime: Duration,
+    ) -> Result<Session, Error> {
+        let endpoints = self.endpoints().await?;
+        let mut form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", pending.redirect_uri.as_str()),
+            ("code_verifier", pending.verifier.as_str()),
+        ];
+        if self.client_secret.is_none() {
+            form.push(("client_id", &self.client_id));
+        }
+        let answer = self
+            .verifier
+            .post_form(
+                &endpoints.token,
+                &form,
+                (&self.client_id, self.client_secret.as_deref()),
+            )
+            .await?;
+        let id_token = answer
+            .get("id_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refused("token request", &answer))?;
+        let claims = self.verifier.verified_claims(id_token).await?;
+        if claims.get("nonce").and_then(Value::as_str) != Some(pending.nonce.as_str()) {
+            return Err(Error::unauthenticated(
+                "the ID token's nonce is not this sign-in's: sign in again",
+            ));
+        }
+        let principal = self.verifier.principal(&claims);
+        let name = ["name", "preferred_username", "email"]
+            .iter()
+            .find_map(|c| claims.get(*c).and_then(Value::as_str))
+            .unwrap_or(&principal.subject)
+            .chars()
+            .take(200)
+            .collect();
+        let roles = match principal.access {
+            crate::auth::Access::Roles(r) => r,
+            _ => Vec::new(),
+        };
+        Ok(Session {
+            subject: Some(principal.subject),
+            name,
+            roles,
+            id_token: (id_token.len() <= MAX_KEPT_ID_TOKEN_BYTES).then(|| id_token.to_owned()),
+            ..Session::anonymous(lifetime)
+        })
+    }
+}
+
+impl Endpoints {
+    fn from_discovery(doc: &Value) -> Result<Self, Error> {
+        let text = |name: &str| doc.get(name).and_then(Value::as_str).map(str::to_owned);
+        let needed = |name: &str| {
+            text(name).ok_or_else(|| {
+                Error::unavailable(format!(
+                    "the identity provider's discovery document has no {name}"
+                ))
+            })
+        };
+        Ok(Self {
+            authorization: needed("authorization_endpoint")?,
+            token: needed("token_endpoint")?,
+            pushed: text("pushed_authorization_request_endpoint"),
+            end_session: text("end_session_endpoint"),
+        })
+    }
+}
+
+/// RFC 7636's S256 challenge of a verifier.
+fn pkce_challenge(verifier: &str) -> String {
+    B64.encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+/// `address` with `params` added to its query.
+fn with_query(address: &str, params: &[(&str, &str)]) -> String {
+    let mut out = address.to_owned();
+    let mut sep = if address.contains('?') { '&' } else { '?' };
+    for (k, v) in params {
+        out.push(sep);
+        out.push_str(&url_encode(k));
+        out.push('=');
+        out.push_str(&url_encode(v));
+        sep = '&';
+    }
+    out
+}
+
+/// The provider's OAuth error answer, as an error naming the step.
+fn refused(step: &str, answer: &Value) -> Error {
+    let field = |k: &str| answer.get(k).and_then(Value::as_str).unwrap_or("");
+    Error::unauthenticated(format!(
+        "the identity provider refused the {step}: {} {}",
+        field("error"),
+        field("error_description")
+    ))
+}
+
+/// Only a path of this UI is a place to return to (never another site).
+fn safe_return(raw: Option<&str>) -> String {
+    match raw {
+        Some(p) if p.starts_with("/ui/") && !p.starts_with("//") && !p.contains('\\') => {
+            p.to_owned()
+        }
+        _ => "/ui/".to_owned(),
+    }
+}
+
+fn sign_in_cookie(value: &str, secure: bool, max_age: u64) -> String {
+    let mut c = format!(
+        "{SIGN_IN_COOKIE}={value}; Path=/ui/authentication; HttpOnly; SameSite=Lax; Max-Age={max_age}"
+    );
+    if secure {
+        c.push_str("; Secure");
+    }
+    c
+}
+
+fn append_cookie(response: &mut Response, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    #[serde(rename = "returnUrl")]
+    return_url: Option<String>,
+}
+
+/// `GET /ui/authentication/login`: off to the identity provider.
+pub async fn login(
+    State(state): State<AppState>,
+    visit: Visit,
+    Query(q): Query<LoginQuery>,
+) -> Response {
+    let return_to = safe_return(q.return_url.as_deref());
+    let Some(oidc) = &state.ui.oidc else {
+        if !state.auth.enabled() {
+            return Redirect::to(&return_to).into_response();
+        }
+        return visit.sign_in_first(&state);
+    };
+    let redirect_uri = format!("{}{CALLBACK_PATH}", redirect_base(&state, &visit));
+    match oidc.begin(&redirect_uri, &return_to).await {
+        Ok((address, pending)) => {
+            let sealed = state.auth.sessions().seal(
+                Purpose::SignIn,
+                &serde_json::to_vec(&pending).unwrap_or_default(),
+            );
+            let mut response = Redirect::to(&address).into_response();
+            append_cookie(
+                &mut response,
+                &sign_in_cookie(&sealed, visit.secure, SIGN_IN_WINDOW.as_secs()),
+            );
+            visit.with_cookie(response)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.message, "UI sign-in could not begin");
+            visit.error_page("Sign in", &e)
+        }
+    }
+}
+
+/// The origin (and path prefix) the provider sends the browser back to.
+fn redirect_base(state: &AppState, visit: &Visit) -> String {
+    state
+        .ui
+        .public_url
+        .clone()
+        .unwrap_or_else(|| visit.own_origin.clone())
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /ui/authentication/callback`: the provider's answer.
+pub async fn callback(
+    State(state): State<AppState>,
+    visit: Visit,
+    headers: axum::http::HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> Response {
+    let key = state.auth.sessions();
+    let pending: Option<Pending> = super::cookie(&headers, SIGN_IN_COOKIE)
+        .and_then(|c| key.open(Purpose::SignIn, c))
+        .and_then(|json| serde_json::from_slice(&json).ok())
+        .filter(|p: &Pending| p.expires_at > unix_now());
+    let outcome = async {
+        let oidc = state
+            .ui
+            .oidc
+            .as_ref()
+            .ok_or_else(|| Error::failed_precondition("no sign-in is configured"))?;
+        let pending = pending.ok_or_else(|| {
+            Error::unauthenticated(
+                "this sign-in has expired or was started in another browser: sign in again",
+            )
+        })?;
+        if let Some(error) = &q.error {
+            return Err(Error::unauthenticated(format!(
+                "the identity provider refused the sign-in: {error} {}",
+                q.error_description.as_deref().unwrap_or("")
+            )));
+        }
+        if q.state.as_deref() != Some(pending.state.as_str()) {
+            return Err(Error::unauthenticated(
+                "the sign-in's state does not match: sign in again",
+            ));
+        }
+        let code = q
+            .code
+            .as_deref()
+            .ok_or_else(|| Error::unauthenticated("the identity provider sent no code"))?;
+        let session = oidc
+            .finish(&pending, code, state.ui.session_lifetime)
+            .await?;
+        Ok((session, pending.return_to))
+    }
+    .await;
+    match outcome {
+        Ok((session, return_to)) => {
+            tracing::info!(roles = session.roles.len(), "UI sign-in");
+            let mut response = Redirect::to(&return_to).into_response();
+            append_cookie(
+                &mut response,
+                &session_cookie(&key.seal_session(&session), visit.secure, None),
+            );
+            append_cookie(&mut response, &sign_in_cookie("", visit.secure, 0));
+            response
+        }
+        Err(e) => {
+            tracing::info!(error = %e.message, "UI sign-in refused");
+            let mut response = visit.page_status(
+                StatusCode::UNAUTHORIZED,
+                "Sign-in failed",
+                html! {
+                    p role="alert" { (e.message) }
+                    p { a href="/ui/authentication/login" { "Sign in again" } }
+                },
+            );
+            append_cookie(&mut response, &sign_in_cookie("", visit.secure, 0));
+            response
+        }
+    }
+}
+
+/// `GET /ui/authentication/logout`: a page with the sign-out button (a
+/// sign-out is a state change, so it is a form with its CSRF token).
+pub async fn logout_page(visit: Visit) -> Response {
+    visit.page(
+        "Sign out",
+        html! {
+            @if visit.session.signed_in() {
+                form method="post" action="/ui/authentication/logout" {
+                    (csrf_field(&visit))
+                    button type="submit" { "Sign out" }
+                }
+            } @else {
+                p { "You are signed out." }
+                p { a href="/ui/" { "Home" } }
+            }
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct LogoutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /ui/authentication/logout`: ends the session here, then at the
+/// provider when it offers RP-initiated sign-out.
+pub async fn logout(
+    State(state): State<AppState>,
+    visit: Visit,
+    axum::Form(form): axum::Form<LogoutForm>,
+) -> Response {
+    if let Err(e) = visit.check_csrf(&state, &form.csrf) {
+        return visit.error_page("Sign out", &e);
+    }
+    let mut target = "/ui/".to_owned();
+    if let Some(oidc) = &state.ui.oidc {
+        if let Ok(endpoints) = oidc.endpoints().await {
+            if let Some(end) = &endpoints.end_session {
+                let back = format!("{}/ui/", redirect_base(&state, &visit));
+                let mut params = vec![
+                    ("client_id", oidc.client_id.as_str()),
+                    ("post_logout_redirect_uri", back.as_str()),
+                ];
+                if let Some(hint) = &visit.session.id_token {
+                    params.push(("id_token_hint", hint));
+                }
+                target = with_query(end, &params);
+            }
+        }
+    }
+    tracing::info!("UI sign-out");
+    let mut response = Redirect::to(&target).into_response();
+    append_cookie(&mut response, &session_cookie("", visit.secure, Some(0)));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pkce_challenge_is_rfc_7636s_s256() {
+        // RFC 7636, appendix B.
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mJ92K9Z1Yc4ixVqVUQyu0DEIQJNbkA"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn only_a_path_of_the_ui_is_returned_to() {
+        assert_eq!(safe_return(Some("/ui/namespaces")), "/ui/namespaces");
+        for bad in [
+            "https://evil.example/ui/",
+            "//evil.example/ui/",
+            "/ui\\..\\",
+            "/v1/namespaces",
+            "",
+        ] {
+            assert_eq!(safe_return(Some(bad)), "/ui/", "{bad}");
+        }
+        assert_eq!(safe_return(None), "/ui/");
+    }
+
+    #[test]
+    fn pushed_requests_and_sign_out_are_used_when_the_issuer_offers_them() {
+        let doc = serde_json::json!({
+            "authorization_endpoint": "https://idp/auth",
+            "token_endpoint": "https://idp/token",
+            "pushed_authorization_request_endpoint": "https://idp/par",
+        });
+        let e = Endpoints::from_discovery(&doc).unwrap();
+        assert_eq!(e.pushed.as_deref(), Some("https://idp/par"));
+        assert_eq!(e.end_session, None);
+        let incomplete = serde_json::json!({"authorization_endpoint": "https://idp/auth"});
+        assert!(Endpoints::from_discovery(&incomplete).is_err());
+        assert_eq!(
+            with_query("https://idp/auth?x=1", &[("a", "b c"), ("d", "/ui/")]),
+            "https://idp/auth?x=1&a=b%20c&d=%2Fui%2F"
+        );
+    }
+}
