@@ -17,6 +17,7 @@ mod resilience;
 mod rest;
 mod safety;
 mod tls;
+mod ui;
 mod upstream;
 
 /// Generates one test per backend for each `async fn(Backend)` listed.

@@ -1,0 +1,476 @@
+//! The admin UI over HTTP: every escaping, CSRF and header rule of its
+//! pages, sessions across replicas, and rights shown as disabled controls.
+//! (The sign-in itself, against a real OpenID provider, and the pages in a
+//! real browser are tests/ui's.)
+
+use std::time::Duration;
+
+use reqwest::{header, StatusCode};
+use vfps_server::auth::session::{Session, SessionKey};
+
+use crate::helpers::{backend_env, spawn_app_with, Backend, TestApp};
+
+const KEY: &str = "a session key shared by every replica, 32+ bytes";
+
+fn ui_env(backend: Backend, key: &str) -> Vec<(String, String)> {
+    let mut env = backend_env(backend).0;
+    env.push(("VFPS_UI_SESSION_KEY".into(), key.into()));
+    env
+}
+
+/// Authorization on with database tokens only: admins are `vfps-admin`, and
+/// `vfps-reader` may read namespace `research`.
+fn secured_ui_env(backend: Backend) -> Vec<(String, String)> {
+    let mut env = ui_env(backend, KEY);
+    for (k, v) in [
+        ("Authorization__IsEnabled", "true"),
+        ("Authorization__AdminRoles__0", "vfps-admin"),
+        ("Authorization__NamespaceRules__0__Namespace", "research"),
+        (
+            "Authorization__NamespaceRules__0__ReadRoles__0",
+            "vfps-reader",
+        ),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    env
+}
+
+/// A browser without a cookie jar of reqwest's: its one cookie is the
+/// session, and the CSRF token is read off the last page.
+struct Browser {
+    base: String,
+    client: reqwest::Client,
+    session: Option<String>,
+    csrf: String,
+}
+
+impl Browser {
+    fn new(app: &TestApp) -> Self {
+        Self {
+            base: app.http.clone(),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            session: None,
+            csrf: String::new(),
+        }
+    }
+
+    /// A browser holding a session sealed with `key` (a sign-in's outcome).
+    fn signed_in(app: &TestApp, key: &str, sub: &str, roles: &[&str]) -> Self {
+        let session = Session {
+            subject: Some(sub.into()),
+            name: sub.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            ..Session::anonymous(Duration::from_secs(600))
+        };
+        let mut b = Self::new(app);
+        b.session = Some(SessionKey::from_secret(key.as_bytes()).seal_session(&session));
+        b
+    }
+
+    fn keep(&mut self, response: &reqwest::Response) {
+        for v in response.headers().get_all(header::SET_COOKIE) {
+            let v = v.to_str().unwrap();
+            if let Some(rest) = v.strip_prefix("vfps_session=") {
+                self.session = Some(rest.split(';').next().unwrap().to_owned());
+            }
+        }
+    }
+
+    fn cookie(&self) -> String {
+        self.session
+            .as_ref()
+            .map(|s| format!("vfps_session={s}"))
+            .unwrap_or_default()
+    }
+
+    async fn get(&mut self, path: &str) -> (StatusCode, reqwest::header::HeaderMap, String) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header(header::COOKIE, self.cookie())
+            .send()
+            .await
+            .unwrap();
+        self.keep(&r);
+        let (status, headers) = (r.status(), r.headers().clone());
+        let body = r.text().await.unwrap();
+        if let Some(token) = csrf_of(&body) {
+            self.csrf = token;
+        }
+        (status, headers, body)
+    }
+
+    async fn post(
+        &mut self,
+        path: &str,
+        form: &[(&str, &str)],
+        origin: Option<&str>,
+    ) -> (StatusCode, String) {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(header::COOKIE, self.cookie())
+            .form(form);
+        if let Some(o) = origin {
+            req = req.header(header::ORIGIN, o);
+        }
+        let r = req.send().await.unwrap();
+        self.keep(&r);
+        let status = r.status();
+        (status, r.text().await.unwrap())
+    }
+}
+
+fn csrf_of(page: &str) -> Option<String> {
+    let at = page.find("name=\"csrf-token\" content=\"")? + 27;
+    Some(page[at..].split('"').next()?.to_owned())
+}
+
+/// The text of `<output id="result">`, tags and all.
+fn result_of(page: &str) -> &str {
+    let at = page
+        .find("<output id=\"result\">")
+        .unwrap_or_else(|| panic!("no result in {page}"))
+        + 20;
+    &page[at..at + page[at..].find("</output>").unwrap()]
+}
+
+const PAGES: [&str; 6] = [
+    "/ui/",
+    "/ui/namespaces",
+    "/ui/namespaces/demo/pseudonyms",
+    "/ui/csv-jobs",
+    "/ui/access-control",
+    "/ui/tokens",
+];
+
+/// Inline script, inline event handlers or inline styles: what the policy
+/// forbids, so a page using them would break, and a page that needs them
+/// would be an injection's way in.
+fn inline_code(page: &str) -> Vec<String> {
+    let lower = page.to_ascii_lowercase();
+    let mut found = Vec::new();
+    // Only inside tags: an escaped value has no `<`, so it never starts one.
+    for tag in lower.split('<').skip(1).filter_map(|t| t.split('>').next()) {
+        if tag.starts_with("script") && !tag.contains(" src=") {
+            found.push(tag.to_owned());
+        }
+        for attr in [
+            " onclick=",
+            " onload=",
+            " onerror=",
+            " onsubmit=",
+            " onchange=",
+            " style=",
+        ] {
+            if tag.contains(attr) {
+                found.push(format!("{attr} in <{tag}>"));
+            }
+        }
+        if tag.contains("javascript:") {
+            found.push(format!("javascript: in <{tag}>"));
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_carries_the_policy_and_is_never_cached() {
+    let app = spawn_app_with(ui_env(Backend::Sqlite, KEY)).await;
+    app.namespace("demo", 5, 16).await;
+    let mut b = Browser::new(&app);
+    for path in PAGES {
+        let (status, headers, body) = b.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        let script_src = csp
+            .split(';')
+            .find(|d| d.trim().starts_with("script-src"))
+            .unwrap_or_else(|| panic!("{path}: no script-src in {csp}"));
+        assert!(
+            !script_src.contains("unsafe-inline") && !script_src.contains("unsafe-eval"),
+            "{path}: {csp}"
+        );
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store", "{path}");
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer", "{path}");
+        assert!(
+            inline_code(&body).is_empty(),
+            "{path}: {:?}",
+            inline_code(&body)
+        );
+        let cookie = headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .find(|c| c.starts_with("vfps_session="));
+        if let Some(c) = cookie {
+            assert!(c.contains("HttpOnly") && c.contains("SameSite=Lax"), "{c}");
+        }
+    }
+    // The checker itself finds what it looks for.
+    assert_eq!(inline_code("<script>alert(1)</script>").len(), 1);
+    assert_eq!(inline_code("<p style=\"x\" onclick=\"y\">").len(), 2);
+    assert!(inline_code("<script src=\"/ui/assets/app.js\" defer></script>").is_empty());
+    assert!(inline_code("<p>&lt;svg onload=alert(3)&gt;</p>").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_with_markup_show_as_text() {
+    let app = spawn_app_with(ui_env(Backend::Sqlite, KEY)).await;
+    app.namespace("demo", 5, 16).await;
+    let mut b = Browser::new(&app);
+    b.get("/ui/namespaces").await;
+    let csrf = b.csrf.clone();
+    let description = "<img src=x onerror=alert(2)>";
+    let (status, page) = b
+        .post(
+            "/ui/namespaces",
+            &[
+                ("csrf", &csrf),
+                ("name", "marked"),
+                ("method", "5"),
+                ("length", "8"),
+                ("description", description),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(!page.contains(description), "raw description in the page");
+    assert!(page.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    for original in [
+        "<script>alert(1)</script>",
+        "\"><svg onload=alert(3)>",
+        "a&b 'c'",
+    ] {
+        let (status, page) = b
+            .post(
+                "/ui/namespaces/demo/pseudonyms",
+                &[("csrf", &csrf), ("original", original)],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let pseudonym = result_of(&page)
+            .trim_start_matches("<code>")
+            .trim_end_matches("</code>")
+            .to_owned();
+        let (status, page) = b
+            .post(
+                "/ui/namespaces/demo/reveal",
+                &[("csrf", &csrf), ("pseudonym", &pseudonym)],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert!(!page.contains(original), "{original} raw in the page");
+        let escaped = original
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;");
+        assert_eq!(result_of(&page), escaped);
+        assert!(inline_code(&page).is_empty());
+    }
+}
+
+/// How many namespaces the REST API lists.
+async fn namespace_count(app: &TestApp) -> usize {
+    app.get_json("/v1/namespaces").await["namespaces"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_without_this_sessions_token_or_from_another_site_changes_nothing() {
+    let app = spawn_app_with(ui_env(Backend::Sqlite, KEY)).await;
+    let mut b = Browser::new(&app);
+    b.get("/ui/namespaces").await;
+    let mut other = Browser::new(&app);
+    other.get("/ui/namespaces").await;
+    let own = b.csrf.clone();
+    let foreign = other.csrf.clone();
+    assert_ne!(own, foreign);
+    let form = |csrf: &str, name: &str| {
+        vec![
+            ("csrf", csrf.to_owned()),
+            ("name", name.to_owned()),
+            ("method", "5".to_owned()),
+            ("length", "8".to_owned()),
+        ]
+    };
+    let cases: [(&str, Vec<(&str, String)>, Option<&str>); 4] = [
+        (
+            "no token",
+            vec![("name", "x1".into()), ("method", "5".into())],
+            None,
+        ),
+        ("another session's token", form(&foreign, "x2"), None),
+        ("a made-up token", form("AAAA", "x3"), None),
+        (
+            "another site's page",
+            form(&own, "x4"),
+            Some("http://evil.example"),
+        ),
+    ];
+    for (what, fields, origin) in cases {
+        let refs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, page) = b.post("/ui/namespaces", &refs, origin).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{what}: {page}");
+        assert!(page.contains("role=\"alert\""), "{what}");
+        assert_eq!(namespace_count(&app).await, 0, "{what} created a namespace");
+    }
+    // A cookie-less post (the forged form of a browser with no session) too.
+    let mut stranger = Browser::new(&app);
+    let (status, _) = stranger
+        .post(
+            "/ui/namespaces",
+            &[("csrf", &own), ("name", "x5"), ("method", "5")],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // The page's own form, from our origin, works.
+    let origin = app.http.clone();
+    let fields = form(&own, "x6");
+    let refs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, page) = b.post("/ui/namespaces", &refs, Some(&origin)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(namespace_count(&app).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_replica_with_the_same_key_takes_the_session_and_one_without_it_does_not() {
+    let first = spawn_app_with(ui_env(Backend::Sqlite, KEY)).await;
+    let second = spawn_app_with(ui_env(Backend::Sqlite, KEY)).await;
+    let stranger = spawn_app_with(ui_env(
+        Backend::Sqlite,
+        "another key of 32 bytes or more....",
+    ))
+    .await;
+    let mut b = Browser::new(&first);
+    b.get("/ui/namespaces").await;
+    let csrf = b.csrf.clone();
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("name", "moved"),
+        ("method", "5"),
+        ("length", "8"),
+    ];
+    b.base = second.http.clone();
+    let (status, page) = b.post("/ui/namespaces", &form, None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(namespace_count(&second).await, 1);
+    b.base = stranger.http.clone();
+    let (status, _) = b.post("/ui/namespaces", &form, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(namespace_count(&stranger).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rights_are_the_apis_and_what_one_may_not_do_is_disabled() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut reader = Browser::signed_in(&app, KEY, "rae", &["vfps-reader"]);
+    let (status, _, page) = admin.get("/ui/namespaces").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!page.contains("<fieldset disabled>"), "{page}");
+    let csrf = admin.csrf.clone();
+    let (status, page) = admin
+        .post(
+            "/ui/namespaces",
+            &[
+                ("csrf", &csrf),
+                ("name", "research"),
+                ("method", "5"),
+                ("length", "8"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+
+    let (status, _, page) = reader.get("/ui/namespaces").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<fieldset disabled>"), "{page}");
+    let (_, _, page) = reader.get("/ui/namespaces/research/pseudonyms").await;
+    assert_eq!(
+        page.matches("<fieldset disabled>").count(),
+        2,
+        "create and look up: {page}"
+    );
+    let csrf = reader.csrf.clone();
+    let (status, _) = reader
+        .post(
+            "/ui/namespaces",
+            &[("csrf", &csrf), ("name", "mine"), ("method", "5")],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = reader
+        .post(
+            "/ui/namespaces/research/pseudonyms",
+            &[("csrf", &csrf), ("original", "x")],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // No session at all: not signed in, so no page (sign-in is not
+    // configured here, so a refusal rather than a redirect).
+    let mut nobody = Browser::new(&app);
+    let (status, _, _) = nobody.get("/ui/namespaces").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A session sealed with another key is no one's.
+    let mut forged = Browser::signed_in(
+        &app,
+        "a key that is not this service's key!!",
+        "eve",
+        &["vfps-admin"],
+    );
+    let (status, _, _) = forged.get("/ui/tokens").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apis_scripts_use_the_session_only_with_its_csrf_header() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    admin.get("/ui/").await;
+    let call = |token: Option<String>| {
+        let mut req = admin
+            .client
+            .get(format!("{}/v1/namespaces", admin.base))
+            .header(header::COOKIE, admin.cookie());
+        if let Some(t) = token {
+            req = req.header("x-csrf-token", t);
+        }
+        req.send()
+    };
+    assert_eq!(call(None).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        call(Some("wrong".into())).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        call(Some(admin.csrf.clone())).await.unwrap().status(),
+        StatusCode::OK
+    );
+    // The session as a credential of its own: the same rules as a token's.
+    let r = admin
+        .client
+        .post(format!("{}/v1/namespaces", admin.base))
+        .header(header::AUTHORIZATION, format!("Session {}", admin.session.clone().unwrap()))
+        .json(&serde_json::json!({"name": "viaapi", "pseudonymGenerationMethod": 5, "pseudonymLength": 8}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
