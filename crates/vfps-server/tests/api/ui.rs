@@ -305,7 +305,8 @@ async fn a_form_without_this_sessions_token_or_from_another_site_changes_nothing
             ("length", "8".to_owned()),
         ]
     };
-    let cases: [(&str, Vec<(&str, String)>, Option<&str>); 4] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, Option<&'a str>);
+    let cases: [Case; 4] = [
         (
             "no token",
             vec![("name", "x1".into()), ("method", "5".into())],
