@@ -15,6 +15,8 @@
 //!   acknowledged, and not after.
 //! - [`jobs`]: P7 — CSV jobs finish, row for row, with the API's pseudonyms,
 //!   round-trip byte for byte, and resume where they were checkpointed.
+//! - [`ui`]: the web UI through every scenario (the browser probe) — P1's
+//!   budgets, the user kept signed in, results the API agrees with.
 //! - [`inputs`]: invalid input gets its documented code; List pages keep
 //!   originals out and list only pseudonyms that resolve.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
@@ -39,6 +41,7 @@ pub mod lifecycle;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
+pub mod ui;
 
 pub use availability::Availability;
 
@@ -64,6 +67,15 @@ pub enum Property {
     NamespaceLifecycle,
     #[serde(rename = "P7-jobs")]
     Jobs,
+    /// P1 for the web UI: the browser probe's outages within the budgets.
+    #[serde(rename = "P1-ui-outage")]
+    UiOutage,
+    /// The browser stays signed in through every fault.
+    #[serde(rename = "ui-session-kept")]
+    UiSession,
+    /// Every form's result is right, and the API agrees with it.
+    #[serde(rename = "ui-results-agree")]
+    UiResults,
 
     #[serde(rename = "invalid-input-codes")]
     InvalidInputCodes,
@@ -98,6 +110,9 @@ impl Property {
             Property::NoInnocentFailure => "P5-no-innocent-failure",
             Property::NamespaceLifecycle => "P6-namespace-lifecycle",
             Property::Jobs => "P7-jobs",
+            Property::UiOutage => "P1-ui-outage",
+            Property::UiSession => "ui-session-kept",
+            Property::UiResults => "ui-results-agree",
 
             Property::InvalidInputCodes => "invalid-input-codes",
             Property::ListPages => "list-pages",
