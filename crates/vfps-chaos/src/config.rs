@@ -129,6 +129,17 @@ pub struct Workload {
     /// vfps (default: each gRPC endpoint's host on port 8080).
     #[arg(long, env = "RESILIENCE_HTTP_ADDRESS")]
     pub http_address: Option<String>,
+    /// The web UI's address behind a load balancer (`http://host:port`): a
+    /// headless Chromium signed in there creates and looks up a pseudonym
+    /// through the UI every second (unset: no browser probe).
+    #[arg(long, env = "RESILIENCE_UI_ADDRESS")]
+    pub ui_address: Option<String>,
+    /// The browser probe's user at the identity provider.
+    #[arg(long, env = "RESILIENCE_UI_USER", default_value = "admin")]
+    pub ui_user: String,
+    /// The folder of the browser probe's script and packages.
+    #[arg(long, env = "RESILIENCE_UI_TESTS_DIR", default_value = "tests/ui")]
+    pub ui_tests_dir: std::path::PathBuf,
 }
 
 impl Workload {

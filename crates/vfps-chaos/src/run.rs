@@ -22,6 +22,7 @@ use crate::{
         generator::{self, Schedule},
         jobs::{Jobs, Submitted},
         mix::Mix,
+        ui::UiProbe,
         Mixed,
     },
 };
@@ -65,6 +66,9 @@ pub struct RunInfo {
     /// `RESILIENCE_HTTP_ADDRESS`, as run.
     #[serde(default)]
     pub http_address: Option<String>,
+    /// Where the browser probe ran, if it did (its steps: `ui-steps.jsonl`).
+    #[serde(default)]
+    pub ui_address: Option<String>,
 }
 
 impl RunInfo {
@@ -173,6 +177,8 @@ pub struct Loaded {
     pub leftovers: Leftovers,
     /// The CSV jobs submitted during the window, and who follows them.
     pub jobs: Option<(Jobs, Vec<Submitted>)>,
+    /// The browser probe's steps, when it ran.
+    pub ui: Option<Vec<checker::ui::StepRecord>>,
 }
 
 /// Dispatch lag beyond which the schedule was not kept and the summary says so.
@@ -245,10 +251,28 @@ pub async fn load(
             None => Vec::new(),
         }
     };
-    let (totals, submitted) = tokio::join!(
+    let probe = ui_probe(cfg, prepared.seed)?;
+    let ui_run = async {
+        match &probe {
+            Some(p) => Some(p.during(dir, window_end).await),
+            None => None,
+        }
+    };
+    let (totals, submitted, ui_steps) = tokio::join!(
         generator::run(&schedule, workload.clone(), timeline.clone(), progress),
-        jobs_run
+        jobs_run,
+        ui_run
     );
+    let ui_steps = ui_steps.transpose()?;
+    if let Some(steps) = &ui_steps {
+        let failed = steps.iter().filter(|s| !s.ok).count();
+        eprintln!(
+            "ui: the browser probe took {} steps, {failed} failed",
+            steps.len()
+        );
+        let rows = crate::workload::ui::timeline(steps, load_start_unix, cfg.workload.load_seconds);
+        report::write_file(dir, "ui-timeline.csv", history::ui::ui_timeline_csv(&rows))?;
+    }
     ledger.flush();
     let rows = timeline.rows();
     let latency = timeline.latency_buckets();
@@ -307,6 +331,7 @@ pub async fn load(
         ledger_kept: Some(ledger.len() as u64),
         job_rows: cfg.workload.job_rows,
         http_address: cfg.workload.http_address.clone(),
+        ui_address: probe.as_ref().map(|p| p.address.clone()),
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
@@ -316,7 +341,25 @@ pub async fn load(
         calls,
         leftovers,
         jobs: jobs.map(|j| (j, submitted)),
+        ui: ui_steps,
     })
+}
+
+/// The browser probe of a run that names the UI's address; refused at once
+/// when it cannot run.
+fn ui_probe(cfg: &LoadConfig, seed: u64) -> anyhow::Result<Option<UiProbe>> {
+    let Some(address) = &cfg.workload.ui_address else {
+        return Ok(None);
+    };
+    let probe = UiProbe {
+        address: address.trim_end_matches('/').to_owned(),
+        namespace: cfg.service.namespace.clone(),
+        user: cfg.workload.ui_user.clone(),
+        tests_dir: cfg.workload.ui_tests_dir.clone(),
+        seed,
+    };
+    probe.check_installed()?;
+    Ok(Some(probe))
 }
 
 /// Settle: a quiet period before verification, so the service has recovered.
@@ -424,6 +467,8 @@ pub struct Evidence<'a> {
     pub ledger_read: Option<(u64, u64)>,
     /// The run's CSV jobs, when it ran any (P7).
     pub jobs: Option<&'a [checker::jobs::JobObservation]>,
+    /// The browser probe's steps and the API's word on what it created.
+    pub ui: Option<(&'a [checker::ui::StepRecord], &'a [checker::ui::Agreement])>,
 }
 
 /// Assert: every checker over the history, into the run's summary.
@@ -437,6 +482,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         finals,
         ledger_read,
         jobs,
+        ui,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -464,6 +510,15 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
     let mut verdicts = checker::compose(&history, checker::LOAD_CHECKS);
     if let Some(jobs) = jobs {
         verdicts.push(checker::jobs::check(jobs));
+    }
+    if let Some((steps, agreements)) = ui {
+        let window_end = info.load_start_unix + rows.len() as f64;
+        verdicts.extend(checker::ui::check(
+            steps,
+            agreements,
+            info.budgets(),
+            window_end,
+        ));
     }
     let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
     let mut per_operation = std::collections::BTreeMap::new();
@@ -537,6 +592,14 @@ pub async fn under_chaos(
         Some((jobs, submitted)) => Some(verify_jobs(cfg.dir(), &jobs, submitted).await?),
         None => None,
     };
+    let ui = match &loaded.ui {
+        Some(steps) => {
+            let client = Client::new(endpoints.clone(), RetryPolicy::default())
+                .with_bearer(bearer.as_deref())?;
+            Some(verify_ui(cfg.dir(), &client, &cfg.service.namespace, steps).await?)
+        }
+        None => None,
+    };
     assert(Evidence {
         info: &loaded.info,
         rows: &loaded.rows,
@@ -546,7 +609,29 @@ pub async fn under_chaos(
         finals: &finals,
         ledger_read: None,
         jobs: jobs.as_deref(),
+        ui: loaded.ui.as_deref().zip(ui.as_deref()),
     })
+}
+
+/// What the API answers for every original the UI created, into
+/// `ui-agreements.json`.
+async fn verify_ui(
+    dir: &Path,
+    client: &Client,
+    namespace: &str,
+    steps: &[checker::ui::StepRecord],
+) -> anyhow::Result<Vec<checker::ui::Agreement>> {
+    let agreements = crate::workload::ui::verify(client, namespace, steps).await;
+    eprintln!(
+        "ui: {} of the UI's pseudonyms asked of the API",
+        agreements.len()
+    );
+    report::write_file(
+        dir,
+        "ui-agreements.json",
+        serde_json::to_string_pretty(&agreements)?,
+    )?;
+    Ok(agreements)
 }
 
 /// The run's CSV jobs followed to their end and looked at; what was seen goes
@@ -639,6 +724,16 @@ pub async fn check(
             Some(verify_jobs(dir, &jobs, submitted).await?)
         }
     };
+    // The browser probe's steps, its pseudonyms asked of the API again.
+    let ui_steps = match (&info.ui_address, read(crate::workload::ui::STEPS_FILE)) {
+        (Some(_), Ok(text)) => Some(crate::workload::ui::parse_steps(&text)?),
+        (Some(_), Err(e)) => return Err(e),
+        (None, _) => None,
+    };
+    let agreements = match &ui_steps {
+        Some(steps) => Some(verify_ui(dir, &probe, &info.namespace, steps).await?),
+        None => None,
+    };
     let summary = assert(Evidence {
         info: &info,
         rows: &rows,
@@ -648,6 +743,7 @@ pub async fn check(
         finals: &finals,
         ledger_read: Some((saved.ok_lines, ledger.len() as u64)),
         jobs: jobs.as_deref(),
+        ui: ui_steps.as_deref().zip(agreements.as_deref()),
     })?;
     report(dir, &summary)?;
     Ok(summary)

@@ -40,6 +40,9 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             mix: "create=100".into(),
             job_rows: 0,
             http_address: None,
+            ui_address: None,
+            ui_user: "admin".into(),
+            ui_tests_dir: "tests/ui".into(),
         },
         limits: Limits {
             max_outage_seconds: 0,

@@ -42,6 +42,11 @@ async fn connect_from_app(zone: &str, ip: &str) -> i32 {
         .unwrap_or(-1)
 }
 
+/// The browser tests' folder (the identity provider's script).
+fn ui_tests_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ui")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, Patroni and etcd (creates network namespaces): scripts/test.sh runs it with --include-ignored"]
 async fn the_faults_apply_and_heal_on_the_real_topology() {
@@ -56,6 +61,9 @@ async fn the_faults_apply_and_heal_on_the_real_topology() {
         restart_backoff: Duration::from_secs(1),
         grace_period: Duration::from_secs(10),
         profile: local::DatabaseProfile::Safe,
+        // The front door too: the faults below are also seen through it.
+        ui: true,
+        ui_tests_dir: ui_tests_dir(),
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     // Tear down whatever happens, then report the failure.
@@ -75,6 +83,26 @@ async fn the_faults_apply_and_heal_on_the_real_topology() {
 }
 
 async fn faults(l: &Local) {
+    // The front door: the balancer serves the UI (a visitor not signed in is
+    // sent to sign in, at the provider the replicas were given).
+    let ingress = format!("{}:{}", "10.213.0.1", local::front::INGRESS_PORT);
+    let (status, _) =
+        vfps_chaos::platform::net::http_get(&ingress, "/ui/namespaces", Duration::from_secs(5))
+            .await
+            .unwrap();
+    assert_eq!(status, 303, "the balancer does not serve the UI");
+    let idp = format!("10.213.0.1:{}", local::front::IDP_PORT);
+    let (status, discovery) = vfps_chaos::platform::net::http_get(
+        &idp,
+        "/.well-known/openid-configuration",
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && discovery.contains("authorization_endpoint"),
+        "{status} {discovery}"
+    );
     // A killed primary is replaced by a promoted standby and rejoins as a standby.
     let old = l
         .leader()
@@ -173,6 +201,8 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
         base: base.clone(),
         vfps_bin: Some(broken),
         database_profile: local::DatabaseProfile::Safe,
+        ui: false,
+        ui_tests_dir: ui_tests_dir(),
     });
     let dir = scratch.join("run");
     let load = {
@@ -470,6 +500,8 @@ async fn the_gray_faults_prove_themselves_and_an_inert_one_fails() {
         restart_backoff: Duration::from_secs(1),
         grace_period: Duration::from_secs(10),
         profile: local::DatabaseProfile::Safe,
+        ui: false,
+        ui_tests_dir: ui_tests_dir(),
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     let writer = wal_writer(&l);

@@ -34,6 +34,9 @@ fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConf
             mix: mix.into(),
             job_rows: 0,
             http_address: None,
+            ui_address: None,
+            ui_user: "admin".into(),
+            ui_tests_dir: "tests/ui".into(),
         },
         limits: Limits {
             max_outage_seconds: 0,

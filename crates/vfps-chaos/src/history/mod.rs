@@ -13,6 +13,7 @@ pub mod latency;
 pub mod ledger;
 pub mod leftovers;
 pub mod timeline;
+pub mod ui;
 
 pub use calls::{Broken, Calls, CallsReport, Finding};
 pub use ledger::{load_ledger, Entry, Ledger, Status};

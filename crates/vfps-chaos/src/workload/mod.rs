@@ -46,6 +46,7 @@ pub mod churn;
 pub mod generator;
 pub mod jobs;
 pub mod mix;
+pub mod ui;
 
 /// Whether a call was served, for P1: answered as the API documents for that
 /// call (OK, or a code it may answer, such as NOT_FOUND for a namespace a

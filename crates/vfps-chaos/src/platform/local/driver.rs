@@ -37,6 +37,14 @@ pub struct LocalArgs {
         default_value = "safe"
     )]
     pub database_profile: DatabaseProfile,
+    /// Stand up the web UI's identity provider and load balancer and run the
+    /// browser probe beside the load (`false`: the API alone).
+    #[arg(long, env = "VFPS_CHAOS_UI", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ui: bool,
+    /// The browser tests' folder (the provider's and the probe's scripts,
+    /// their installed packages).
+    #[arg(long, env = "RESILIENCE_UI_TESTS_DIR", default_value = "tests/ui")]
+    pub ui_tests_dir: PathBuf,
 }
 
 /// The local platform's driver.
@@ -59,6 +67,8 @@ impl LocalDriver {
                 restart_backoff: Duration::from_secs(1),
                 grace_period: Duration::from_secs(15),
                 profile: args.database_profile,
+                ui: args.ui,
+                ui_tests_dir: args.ui_tests_dir.clone(),
             },
         }
     }
@@ -77,9 +87,14 @@ impl LocalDriver {
 
 /// The load settings of a local run: the local endpoints, the plan's window,
 /// and the tokens `up` made (unless others were given).
-fn load_config(load: &LoadConfig, plan: &ScenarioPlan, base: &std::path::Path) -> LoadConfig {
+fn load_config(load: &LoadConfig, plan: &ScenarioPlan, options: &Options) -> LoadConfig {
+    let base = &options.base;
     let mut cfg = load.clone();
     cfg.service.address = grpc_endpoints();
+    if options.ui && cfg.workload.ui_address.is_none() {
+        cfg.workload.ui_address = Some(super::front::ingress_url());
+        cfg.workload.ui_tests_dir = options.ui_tests_dir.clone();
+    }
     cfg.workload.load_seconds = plan.load_seconds();
     // A plan with job scenarios needs jobs to fault.
     let faults_jobs = plan.scenarios.iter().any(|s| {
@@ -131,7 +146,7 @@ impl Driver for LocalDriver {
         load: &LoadConfig,
     ) -> anyhow::Result<bool> {
         let local = Local::attach(self.options.clone())?;
-        let cfg = load_config(load, plan, &self.options.base);
+        let cfg = load_config(load, plan, &self.options);
         let dir = cfg.dir().to_owned();
         artifacts::write_plan(&dir, plan)?;
         if let Ok(steady) = std::fs::read_to_string(self.steady_state_file()) {
@@ -173,7 +188,7 @@ impl Driver for LocalDriver {
     }
 
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
-        let dir = load_config(load, plan, &self.options.base).dir().to_owned();
+        let dir = load_config(load, plan, &self.options).dir().to_owned();
         if let Ok(local) = Local::attach(self.options.clone()) {
             local.snapshot_cluster(&dir, "after").await?;
             local.collect_logs(&dir)?;

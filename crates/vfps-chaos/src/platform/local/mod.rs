@@ -15,6 +15,8 @@
 //! - [`database`]: etcd, Patroni and PostgreSQL, the application database.
 //! - [`replicas`]: the vfps replicas and their supervisor (the local ReplicaSet).
 //! - [`objects`]: the object store (Garage, three nodes, one per zone).
+//! - [`front`]: the web UI's front door — the identity provider and the load
+//!   balancer before the replicas.
 //! - [`faults`]: the shared scenarios' faults on this platform.
 //! - [`cuts`]: network cuts (nftables in a pod's namespace).
 //! - [`probe`]: behavioural proofs — TCP connects from inside a pod, WAL positions.
@@ -32,6 +34,7 @@ pub mod database;
 pub mod driver;
 pub mod evidence;
 pub mod faults;
+pub mod front;
 pub mod network;
 pub mod objects;
 pub mod probe;
@@ -120,6 +123,11 @@ pub struct Options {
     pub grace_period: Duration,
     /// How the database replicates (`up` records it; later steps read it back).
     pub profile: DatabaseProfile,
+    /// Stand up the web UI's identity provider and load balancer, and run
+    /// the browser probe beside the load.
+    pub ui: bool,
+    /// The browser tests' folder: the provider's and the probe's scripts.
+    pub ui_tests_dir: PathBuf,
 }
 
 /// The file under the base directory that records the profile `up` built.
@@ -169,8 +177,16 @@ impl Local {
         events("migrations applied");
         local.start_objects().await?;
         events("object store healthy (3 Garage nodes)");
+        if opts.ui {
+            local.start_front().await?;
+            events("identity provider healthy, load balancer started");
+        }
         local.start_replicas().await?;
         events("3 replicas ready");
+        if opts.ui {
+            local.wait_ingress(Duration::from_secs(30)).await?;
+            events("the load balancer serves the UI");
+        }
         Ok(local)
     }
 

@@ -41,7 +41,28 @@ done"#,
             log = self.opts.base.join(format!("vfps-{zone}.log")).display(),
             backoff = self.opts.restart_backoff.as_secs_f64(),
         );
-        let child = tokio::process::Command::new("sh")
+        let mut command = tokio::process::Command::new("sh");
+        if self.opts.ui {
+            // The web UI: signed in at the local identity provider, one
+            // session key for every replica, and the probe's user allowed
+            // everything.
+            let role = super::front::UI_ROLE;
+            command
+                .env("Authorization__Authority", super::front::issuer())
+                .env("Authorization__RequireHttpsMetadata", "false")
+                .env("Authorization__ClientId", super::front::CLIENT_ID)
+                .env("Authorization__ClientSecret", super::front::CLIENT_SECRET)
+                .env("Authorization__AdminRoles__0", role)
+                .env("Authorization__NamespaceRules__0__Namespace", "*")
+                .env("Authorization__NamespaceRules__0__ReadRoles__0", role)
+                .env("Authorization__NamespaceRules__0__WriteRoles__0", role)
+                .env(
+                    "Authorization__NamespaceRules__0__ReverseLookupRoles__0",
+                    role,
+                )
+                .env("VFPS_UI_SESSION_KEY", self.ui_session_key()?);
+        }
+        let child = command
             .args(["-c", &script])
             .env("ConnectionStrings__PostgreSQL", connection_string())
             .env("VFPS_SHUTDOWN_PRE_STOP_DELAY", "1s")

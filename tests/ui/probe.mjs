@@ -1,0 +1,143 @@
+// The chaos harness's browser probe: a headless Chromium signed in once at
+// the identity provider, then, every second, a pseudonym created and looked
+// up through the web UI behind the load balancer. Each step is a JSON line
+// (the harness's `StepRecord`): when it began, whether it worked, how long
+// it took, whether the browser was sent back to the sign-in.
+//
+// A failed create is submitted again with the same original at the next
+// tick (a user pressing the button again), so a result that went missing
+// shows up as a wrong or absent one, not as a new subject.
+//
+//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE
+import { appendFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { chromium } from "playwright-core";
+
+const { values: args } = parseArgs({
+  options: {
+    base: { type: "string" },
+    namespace: { type: "string" },
+    user: { type: "string", default: "admin" },
+    seconds: { type: "string" },
+    seed: { type: "string", default: "0" },
+    out: { type: "string" },
+  },
+});
+for (const k of ["base", "namespace", "seconds", "out"]) {
+  if (!args[k]) {
+    console.error(`probe: --${k} is required`);
+    process.exit(2);
+  }
+}
+const base = args.base.replace(/\/$/, "");
+const seconds = Number(args.seconds);
+if (!Number.isFinite(seconds) || seconds < 1) {
+  console.error(`probe: --seconds must be a positive number, got ${args.seconds}`);
+  process.exit(2);
+}
+const page_url = `${base}/ui/namespaces/${encodeURIComponent(args.namespace)}/pseudonyms`;
+/** How long one step may take before it counts as failed. */
+const STEP_TIMEOUT_MS = 10_000;
+
+writeFileSync(args.out, "");
+const record = (r) => appendFileSync(args.out, `${JSON.stringify(r)}\n`);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+const context = await browser.newContext();
+const page = await context.newPage();
+page.setDefaultTimeout(STEP_TIMEOUT_MS);
+
+/** Whether the browser is at the identity provider (or our sign-in), not a page of the UI. */
+const atSignIn = () => !page.url().startsWith(`${base}/ui/`) || page.url().includes("/ui/authentication/");
+
+/** Signs in at the provider: its login form (and a consent, if it asks). */
+async function signIn() {
+  await page.goto(`${base}/ui/authentication/login?returnUrl=${encodeURIComponent(new URL(page_url).pathname)}`);
+  for (let i = 0; i < 6 && atSignIn(); i++) {
+    const login = page.locator("input[name=login], input[name=username]");
+    if (await login.count()) await login.first().fill(args.user);
+    const password = page.locator("input[type=password]");
+    if (await password.count()) await password.first().fill("test");
+    await Promise.all([
+      page.waitForLoadState("load"),
+      page.locator("button[type=submit], input[type=submit]").first().click(),
+    ]);
+  }
+  if (atSignIn()) throw new Error(`still at ${page.url()} after signing in`);
+}
+
+/** Fills `field`, presses `button`, and answers the page's result or its alert. */
+async function submit(field, value, button) {
+  if (!(await page.locator(`#${field}`).count()) || atSignIn()) {
+    await page.goto(page_url);
+  }
+  if (atSignIn()) return { signedOut: true, error: "sent to sign in" };
+  await page.locator(`#${field}`).fill(value);
+  const response = await Promise.all([
+    page.waitForNavigation({ waitUntil: "load" }),
+    page.getByRole("button", { name: button, exact: true }).click(),
+  ]).then(([r]) => r);
+  if (atSignIn()) return { signedOut: true, error: "sent to sign in" };
+  const status = response ? response.status() : 0;
+  const result = page.locator("output#result");
+  if (status === 200 && (await result.count())) return { text: (await result.innerText()).trim() };
+  const alert = page.locator("[role=alert]");
+  const why = (await alert.count()) ? (await alert.first().innerText()).trim() : "";
+  return { error: `HTTP ${status}${why ? `: ${why.slice(0, 200)}` : ""}` };
+}
+
+async function step(kind, body) {
+  const t = Date.now() / 1000;
+  const started = performance.now();
+  let outcome;
+  try {
+    outcome = await body();
+  } catch (e) {
+    outcome = { error: String(e.message || e).split("\n")[0].slice(0, 200) };
+  }
+  const r = {
+    t, step: kind, ok: !outcome.error && !outcome.signedOut,
+    ms: performance.now() - started, signed_out: !!outcome.signedOut,
+    error: outcome.error || "", ...outcome.fields,
+  };
+  record(r);
+  return { ...outcome, ok: r.ok };
+}
+
+const signedIn = await step("sign-in", async () => { await signIn(); return {}; });
+if (!signedIn.ok) {
+  console.error(`probe: sign-in failed: ${signedIn.error}`);
+  await browser.close();
+  process.exit(1);
+}
+const end = Date.now() + seconds * 1000;
+let k = 0;
+let pending = null;
+while (Date.now() < end) {
+  const tick = Date.now();
+  const original = pending ?? `ui-${args.seed}-${k++}`;
+  const created = await step("create", async () => {
+    const r = await submit("original", original, "Create pseudonym");
+    return { ...r, fields: { original, pseudonym: r.text || "" } };
+  });
+  if (created.ok) {
+    pending = null;
+    const pseudonym = created.text;
+    await step("lookup", async () => {
+      const r = await submit("pseudonym", pseudonym, "Look up");
+      return { ...r, fields: { original, pseudonym, answered: r.text || "" } };
+    });
+  } else {
+    pending = original;
+  }
+  const wait = 1000 - (Date.now() - tick);
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+}
+await browser.close();
