@@ -147,7 +147,8 @@ print(env.get("Tracing__IsEnabled") == "true" and env.get("Tracing__Otlp__Endpoi
 # values.schema.json refuses a misspelt key and a wrong type, naming them.
 for bad in "replicaCnt=3:replicaCnt" "service.port=http:service.port" "authorization.enabeld=true:enabeld" \
   "tracing.rootSampler=Bogus:rootSampler" "s3.enabeld=true:enabeld" "s3.objectRetentionDays=-1:objectRetentionDays" \
-  "csvProcessing.workers=99:workers"; do
+  "csvProcessing.workers=99:workers" "ui.sessionKey.value=a-plaintext-key-of-at-least-32-bytes:sessionKey" \
+  "ui.publicUrl=vfps.example.org:publicUrl" "ui.sessionLifetime=forever:sessionLifetime" "ingress.ui.enabeld=false:enabeld"; do
   if msg=$($helm template vfps charts/vfps --set "${bad%%:*}" 2>&1); then
     echo "the values schema accepts ${bad%%:*}" >&2; exit 1
   fi
@@ -214,7 +215,7 @@ render() { $helm template vfps "$chart" -n vfps "$@"; }
 # the objects of a kind, pod(kind) the first one's pod spec, env(c) a container's.
 holds() {
   $py - "$@" <<'PY'
-import sys, yaml
+import base64, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 by = lambda k: [d for d in docs if d["kind"] == k]
 pod = lambda k: by(k)[0]["spec"] if k == "Pod" else by(k)[0]["spec"]["template"]["spec"]
@@ -389,7 +390,7 @@ holds "$out/s3.yaml" '(lambda e: all([
   e["S3__SecretKey"] == {"secretKeyRef": {"name": "vfps-objects", "key": "secret"}},
   e["CsvProcessing__PseudonymizeBatchSize"] == "500", e["CsvProcessing__Workers"] == "4",
   e["CsvProcessing__StalledJobThreshold"] == "00:02:00",
-  not any(d["kind"] == "Secret" for d in docs),
+  [d["metadata"]["name"] for d in by("Secret")] == ["vfps-ui-session"],  # no S3 Secret, only the session key
   any(r["ports"] == [{"port": 9443, "protocol": "TCP"}] and r["to"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
       for r in by("NetworkPolicy")[0]["spec"]["egress"]),
 ]))(env(pod("Deployment")["containers"][0]))' \
@@ -417,6 +418,56 @@ refused "s3.bucket" "${s3on[@]}" --set s3.bucket=
 refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret=
 refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret= --set s3.accessKey=only-the-access-key
 
+# The admin UI (/ui, /swagger) with OIDC sign-in: the client secret and the
+# session key reach the pod only by secretKeyRef; every replica reads the one
+# session key (a key per replica signs users out when another replica answers),
+# from the chart-made Secret, reused on upgrade and kept, or an existing one; an
+# Ingress routing only the API's paths gains /ui and /swagger.
+render -f tests/chart/ui-sign-in-ingress.yaml >"$out/ui.yaml"
+holds "$out/ui.yaml" '(lambda e: all([
+  e["Authorization__ClientId"] == "vfps-ui", e["Authorization__UsePushedAuthorizationRequests"] == "false",
+  e["Authorization__ClientSecret"] == {"secretKeyRef": {"name": "vfps-oidc", "key": "client-secret"}},
+  e["VFPS_UI_SESSION_KEY"] == {"secretKeyRef": {"name": "vfps-ui-session", "key": "session-key"}},
+  e["VFPS_UI_SESSION_LIFETIME"] == "12h", e["VFPS_UI_PUBLIC_URL"] == "https://vfps.example.org",
+]))(env(pod("Deployment")["containers"][0]))' \
+  || { echo "the UI's sign-in is not wired (Authorization__ClientId/UsePushedAuthorizationRequests, the client secret or session key by secretKeyRef, VFPS_UI_*)" >&2; exit 1; }
+# Three replicas, one pod template, one Secret: its key is 64 characters, kept
+# on uninstall, and an upgrade reuses the value in the cluster (lookup).
+# shellcheck disable=SC2016 # $name is the template's, not the shell's
+if ! { holds "$out/ui.yaml" '(lambda s: by("Deployment")[0]["spec"]["replicas"] == 3 and len(s) == 1
+  and s[0]["metadata"]["annotations"].get("helm.sh/resource-policy") == "keep"
+  and len(base64.b64decode(s[0]["data"]["session-key"])) == 64
+  and [c["name"] for k in ("Deployment", "Job") for c in pod(k)["containers"] + pod(k).get("initContainers", [])
+       if "VFPS_UI_SESSION_KEY" in env(c)] == ["vfps"])([d for d in by("Secret") if d["metadata"]["name"] == "vfps-ui-session"])' \
+  && grep -qF 'lookup "v1" "Secret" .Release.Namespace $name' "$chart/templates/ui-session-secret.yaml"; }; then
+  echo "the UI's session key is not one chart-made Secret of 64 characters, kept and reused on upgrade, for every replica" >&2; exit 1
+fi
+# The session key of every release rendered here, HA and secured ones among them: a secretKeyRef, never a value.
+for f in "$out"/default.yaml "$out"/ha.yaml "$out"/options.yaml "$out"/secure.yaml "$out"/upstream.yaml "$out"/s3.yaml; do
+  holds "$f" '"secretKeyRef" in env(pod("Deployment")["containers"][0])["VFPS_UI_SESSION_KEY"]' \
+    || { echo "$f: VFPS_UI_SESSION_KEY is not taken from a Secret" >&2; exit 1; }
+done
+holds "$out/default.yaml" '(lambda e: e["Authorization__UsePushedAuthorizationRequests"] == "true" and e["VFPS_UI_SESSION_LIFETIME"] == "8h"
+  and "Authorization__ClientId" not in e and "VFPS_UI_PUBLIC_URL" not in e)(env(pod("Deployment")["containers"][0]))
+  and any(s["metadata"]["name"] == "vfps-ui-session" for s in by("Secret"))' \
+  || { echo "the default release lacks the chart-made session key Secret or the UI's defaults" >&2; exit 1; }
+render -f tests/chart/ui-sign-in-ingress.yaml --set ui.sessionKey.existingSecret=vfps-ui --set ui.sessionKey.key=cookie-key >"$out/ui-existing.yaml"
+holds "$out/ui-existing.yaml" 'env(pod("Deployment")["containers"][0])["VFPS_UI_SESSION_KEY"] == {"secretKeyRef": {"name": "vfps-ui", "key": "cookie-key"}}
+  and not by("Secret")' \
+  || { echo "ui.sessionKey.existingSecret is not what VFPS_UI_SESSION_KEY reads, or the chart still makes its own" >&2; exit 1; }
+# Paths per host: explicit /v1 gains /ui and /swagger (Prefix, http), a listed one is not added twice,
+# upstream's default / and a gRPC-only host are left alone; ingress.ui.enabled=false adds nothing.
+paths='{r["host"]: [(p["path"], p["pathType"], p["backend"]["service"]["port"]["name"]) for p in r["http"]["paths"]] for r in by("Ingress")[0]["spec"]["rules"]}'
+holds "$out/ui.yaml" "$paths"' == {
+  "vfps.example.org": [("/v1", "Prefix", "http"), ("/ui", "Prefix", "http"), ("/swagger", "Prefix", "http")],
+  "api.example.org": [("/v1", "Prefix", "http"), ("/swagger", "Prefix", "http"), ("/ui", "Prefix", "http")],
+  "all.example.org": [("/", "ImplementationSpecific", "http")],
+  "grpc.example.org": [("/vfps.api.v1", "Prefix", "grpc")]}' \
+  || { echo "an Ingress host with explicit API paths does not gain /ui and /swagger (or another host does)" >&2; exit 1; }
+render -f tests/chart/ui-sign-in-ingress.yaml --set ingress.ui.enabled=false >"$out/ui-no-paths.yaml"
+holds "$out/ui-no-paths.yaml" "$paths"'["vfps.example.org"] == [("/v1", "Prefix", "http")]' \
+  || { echo "ingress.ui.enabled=false still adds /ui and /swagger" >&2; exit 1; }
+
 # Against the chart's kubeVersion floor, the Kubernetes of the pinned kind node
 # image (what the kind path runs on) and kubernetes-validate's newest.
 floor=$(sed -n 's/^kubeVersion: ">=\([0-9]*\.[0-9]*\)\..*/\1/p' charts/vfps/Chart.yaml)
@@ -431,7 +482,7 @@ echo "== Kubernetes schemas ($floor, $node of the kind node, and the newest)"
 k8s_validate "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
   "$out/placement.yaml" "$out/existing-secret.yaml" "$out/upstream-keys.yaml" "$out/sqlite.yaml" "$out/sqlite-ephemeral.yaml" \
   "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml" \
-  "$out/s3.yaml" "$out/s3-chart-secret.yaml"
+  "$out/s3.yaml" "$out/s3-chart-secret.yaml" "$out/ui.yaml" "$out/ui-existing.yaml" "$out/ui-no-paths.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos

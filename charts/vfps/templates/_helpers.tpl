@@ -244,6 +244,36 @@ the credentials only ever from a Secret. */}}
 {{- end }}
 {{- end -}}
 
+{{/* The Secret of the UI's session key: `ui.sessionKey.existingSecret`, else
+the chart's. One Secret for the whole release, so every replica seals and opens
+session cookies with the same key. */}}
+{{- define "vfps.uiSessionSecretName" -}}
+{{- default (printf "%s-ui-session" (include "vfps.fullname" . | trunc 52 | trimSuffix "-")) .Values.ui.sessionKey.existingSecret -}}
+{{- end -}}
+
+{{/* The key in that Secret: `ui.sessionKey.key` names it in an existing
+Secret; the chart's own always holds `session-key` (so a changed value cannot
+make the upgrade's lookup miss and replace the key). */}}
+{{- define "vfps.uiSessionSecretKey" -}}
+{{- ternary .Values.ui.sessionKey.key "session-key" (not (empty .Values.ui.sessionKey.existingSecret)) -}}
+{{- end -}}
+
+{{/* The admin UI's settings (`VFPS_UI_*`) of the vfps container; the session
+key only ever from a Secret. */}}
+{{- define "vfps.uiEnv" }}
+- name: VFPS_UI_SESSION_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vfps.uiSessionSecretName" . | quote }}
+      key: {{ include "vfps.uiSessionSecretKey" . | quote }}
+- name: VFPS_UI_SESSION_LIFETIME
+  value: {{ .Values.ui.sessionLifetime | quote }}
+{{- with .Values.ui.publicUrl }}
+- name: VFPS_UI_PUBLIC_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The database environment shared by the app pods and the migrations Job. */}}
 {{- define "vfps.databaseEnv" -}}
 {{- $host := include "vfps.databaseHost" . -}}
@@ -340,6 +370,12 @@ are merged in by vfps.mergeEnv). */}}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if .clientId }}
+- name: Authorization__ClientId
+  value: {{ .clientId | quote }}
+{{- end }}
+- name: Authorization__UsePushedAuthorizationRequests
+  value: {{ .usePushedAuthorizationRequests | quote }}
 {{- if .clientSecret.existingSecret }}
 - name: Authorization__ClientSecret
   valueFrom:
@@ -348,6 +384,7 @@ are merged in by vfps.mergeEnv). */}}
       key: {{ .clientSecret.key | quote }}
 {{- end }}
 {{- end }}
+{{- include "vfps.uiEnv" . }}
 {{- if .Values.tls.enabled }}
 - name: VFPS_TLS_CERT_FILE
   value: /etc/vfps/tls/tls.crt
