@@ -7,6 +7,8 @@
 # succeeds only if the harness reports the writes that loses (P3);
 # `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
 # from row 0 and succeeds only if the harness reports it (P7).
+# Every run but the self-tests stands up the web UI's identity provider and
+# load balancer and runs the browser probe (VFPS_CHAOS_UI=false: the API alone).
 # The run directory (report.html, timelines, logs) is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,12 +52,14 @@ case "$profile" in
       # Patroni's maximum_lag_on_failover, and nothing would be promoted.)
       db_profile=unsafe-async
       export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     if [ "$profile" = "--self-test-jobs" ]; then
       # The harness's self-test of P7: replicas that restart a job from row 0
       # when they take it over redo work; the run must fail on it.
       export VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO=true
       export SCENARIOS=${SCENARIOS:-baseline,vfps-job-runner-kill}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     ;;
   full)
@@ -67,6 +71,10 @@ case "$profile" in
     exit 2
     ;;
 esac
+# Chromium and the browser probe's packages.
+if [ "${VFPS_CHAOS_UI:-true}" != false ]; then
+  ./scripts/install-ui-test-deps.sh
+fi
 # The whole run's longest-outage gate is never below a scenario's own budget:
 # a double failover rightly blocks writes until a killed instance is back (40 s).
 export RESILIENCE_MAX_OUTAGE_SECONDS=${RESILIENCE_MAX_OUTAGE_SECONDS:-40}

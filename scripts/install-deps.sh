@@ -5,9 +5,10 @@ set -euo pipefail
 
 # PostgreSQL (and openssl for its test certificates) for the tests, DejaVu for the
 # report chart's text; etcd + iproute2 +
-# nftables for the local HA platform. Patroni comes from PyPI, pinned (below): the
+# nftables for the local HA platform, HAProxy as its load balancer before the
+# replicas (the web UI's ingress). Patroni comes from PyPI, pinned (below): the
 # Debian package (3.0.2) can split the brain after a paused leader resumes.
-packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core)
+packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core haproxy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,8 +22,8 @@ else
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-  # The Debian packages may start a default cluster and an etcd; the project makes its own.
-  for unit in postgresql etcd patroni; do
+  # The Debian packages may start a default cluster, an etcd and an HAProxy; the project makes its own.
+  for unit in postgresql etcd patroni haproxy; do
     "${sudo_cmd[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 || true
   done
 fi

@@ -110,13 +110,10 @@ pub fn check(
             .collect();
     }
     let stretches = outages(steps, window_end_unix);
-    let longest = stretches
-        .iter()
-        .map(|(a, b)| b - a)
-        .fold(0.0_f64, f64::max);
+    let longest = stretches.iter().map(|(a, b)| b - a).fold(0.0_f64, f64::max);
     let total: f64 = stretches.iter().map(|(a, b)| b - a).sum();
-    let outage_ok = longest <= budgets.max_outage_seconds as f64
-        && total <= budgets.max_unavailable_seconds;
+    let outage_ok =
+        longest <= budgets.max_outage_seconds as f64 && total <= budgets.max_unavailable_seconds;
     let mut outage = Verdict::holds(
         Property::UiOutage,
         outage_ok,
@@ -193,7 +190,11 @@ mod tests {
             error: String::new(),
             original: "o".into(),
             pseudonym: "p".into(),
-            answered: if step == Step::Lookup { "o".into() } else { String::new() },
+            answered: if step == Step::Lookup {
+                "o".into()
+            } else {
+                String::new()
+            },
         }
     }
 

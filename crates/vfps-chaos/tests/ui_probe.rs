@@ -1,0 +1,194 @@
+//! The browser probe, in a real headless Chromium: against a real vfps its
+//! steps pass the UI's checker; against a broken page (a form whose result
+//! is wrong, a page that fails) they fail it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{path::PathBuf, time::Duration};
+
+use axum::{
+    response::{Html, IntoResponse},
+    routing::get,
+    Router,
+};
+use vfps_chaos::{
+    checker::{ui, Budgets, Property, Validity},
+    workload::ui::UiProbe,
+};
+use vfps_server::{config::Flags, startup};
+
+fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/ui")
+}
+
+fn probe(address: String) -> UiProbe {
+    UiProbe {
+        address,
+        namespace: "probed".into(),
+        user: "admin".into(),
+        tests_dir: tests_dir(),
+        seed: 7,
+    }
+}
+
+const BUDGETS: Budgets = Budgets {
+    max_outage_seconds: 3,
+    max_unavailable_seconds: 3.0,
+};
+
+/// Runs the probe for `seconds` and judges its steps (agreements as given).
+async fn judged(p: &UiProbe, seconds: u64, agree: bool) -> Vec<vfps_chaos::checker::Verdict> {
+    p.check_installed().unwrap();
+    let dir = vfps_testkit::scratch_dir("ui-probe");
+    let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let steps = p.during(&dir, end).await.unwrap();
+    let agreements: Vec<ui::Agreement> = steps
+        .iter()
+        .filter(|s| s.step == ui::Step::Create && s.ok)
+        .map(|s| ui::Agreement {
+            original: s.original.clone(),
+            ui: s.pseudonym.clone(),
+            api: agree.then(|| s.pseudonym.clone()),
+        })
+        .collect();
+    let window_end = steps.last().map_or(0.0, |s| s.t + 1.0);
+    ui::check(&steps, &agreements, BUDGETS, window_end)
+}
+
+fn validity(v: &[vfps_chaos::checker::Verdict], p: Property) -> Validity {
+    v.iter().find(|x| x.property == p).unwrap().validity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs node, tests/ui's packages and Chromium: scripts/test.sh runs it with --include-ignored"]
+async fn the_probe_passes_on_the_real_ui() {
+    let sqlite = vfps_testkit::scratch_dir("ui-probe-vfps").join("vfps.sqlite");
+    let env = vec![
+        ("VFPS_SQLITE_PATH".to_owned(), sqlite.display().to_string()),
+        (
+            "Init__v1__Namespaces__0__Name".to_owned(),
+            "probed".to_owned(),
+        ),
+        (
+            "Init__v1__Namespaces__0__PseudonymGenerationMethod".to_owned(),
+            "FullRandomHexEncoded".to_owned(),
+        ),
+        (
+            "Init__v1__Namespaces__0__PseudonymLength".to_owned(),
+            "16".to_owned(),
+        ),
+    ];
+    let app = startup::spawn(env, Flags::default()).await.unwrap();
+    let address = format!("http://{}", app.http_addr);
+    let v = judged(&probe(address), 6, true).await;
+    for p in [Property::UiOutage, Property::UiSession, Property::UiResults] {
+        assert_eq!(validity(&v, p), Validity::Valid, "{p:?}: {v:?}");
+    }
+    app.shutdown.cancel();
+}
+
+/// A pseudonyms page that looks right and answers wrong: every lookup
+/// names someone else.
+async fn broken_answers() -> Router {
+    let form = |result: &str| {
+        Html(format!(
+            "<!DOCTYPE html><html lang=en><head><title>t</title></head><body><main>\
+             <p><output id=\"result\">{result}</output></p>\
+             <form method=post action=\"/ui/namespaces/probed/pseudonyms\"><label for=original>Original value</label>\
+             <input id=original name=original><button type=submit>Create pseudonym</button></form>\
+             <form method=post action=\"/ui/namespaces/probed/lookup\"><label for=pseudonym>Pseudonym</label>\
+             <input id=pseudonym name=pseudonym><button type=submit>Look up</button></form>\
+             </main></body></html>"
+        ))
+    };
+    Router::new()
+        .route(
+            "/ui/authentication/login",
+            get(|| async { axum::response::Redirect::to("/ui/namespaces/probed/pseudonyms") }),
+        )
+        .route(
+            "/ui/namespaces/probed/pseudonyms",
+            get(move || async move { form("") }).post(move || async move { form("pseudonym-1") }),
+        )
+        .route(
+            "/ui/namespaces/probed/lookup",
+            axum::routing::post(move || async move { form("someone else") }),
+        )
+}
+
+/// A pseudonyms page that works for its first two creates, then fails.
+async fn failing() -> Router {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    };
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        #[serde(default)]
+        original: String,
+        #[serde(default)]
+        pseudonym: String,
+    }
+    let page = |result: &str| {
+        Html(format!(
+            "<p><output id=\"result\">{result}</output></p>\
+             <form method=post action=\"/ui/namespaces/probed/pseudonyms\"><label for=original>Original value</label>\
+             <input id=original name=original><button type=submit>Create pseudonym</button></form>\
+             <form method=post action=\"/ui/namespaces/probed/lookup\"><label for=pseudonym>Pseudonym</label>\
+             <input id=pseudonym name=pseudonym><button type=submit>Look up</button></form>"
+        ))
+    };
+    let creates = Arc::new(AtomicUsize::new(0));
+    Router::new()
+        .route(
+            "/ui/authentication/login",
+            get(|| async { axum::response::Redirect::to("/ui/namespaces/probed/pseudonyms") }),
+        )
+        .route(
+            "/ui/namespaces/probed/pseudonyms",
+            get(move || async move { page("") }).post(move |axum::Form(f): axum::Form<Fields>| {
+                let creates = creates.clone();
+                async move {
+                    if creates.fetch_add(1, Ordering::SeqCst) < 2 {
+                        page(&format!("p-{}", f.original)).into_response()
+                    } else {
+                        (
+                            axum::http::StatusCode::BAD_GATEWAY,
+                            Html("<p role=alert>down</p>"),
+                        )
+                            .into_response()
+                    }
+                }
+            }),
+        )
+        .route(
+            "/ui/namespaces/probed/lookup",
+            axum::routing::post(move |axum::Form(f): axum::Form<Fields>| async move {
+                page(f.pseudonym.trim_start_matches("p-"))
+            }),
+        )
+}
+
+async fn serve(router: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs node, tests/ui's packages and Chromium: scripts/test.sh runs it with --include-ignored"]
+async fn the_probe_fails_on_a_broken_page() {
+    let wrong = serve(broken_answers().await).await;
+    let v = judged(&probe(wrong), 4, true).await;
+    assert_eq!(
+        validity(&v, Property::UiResults),
+        Validity::Invalid,
+        "{v:?}"
+    );
+
+    let down = serve(failing().await).await;
+    let v = judged(&probe(down), 8, true).await;
+    assert_eq!(validity(&v, Property::UiOutage), Validity::Invalid, "{v:?}");
+    assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
+}
