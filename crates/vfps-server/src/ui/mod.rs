@@ -129,8 +129,11 @@ pub fn routes() -> Router<AppState> {
         .layer(axum::middleware::from_fn(page_headers))
 }
 
-/// The headers of every UI answer: the policy, no sniffing, no referrer
-/// (a page's address names namespaces), and no caching of a page anywhere
+/// The headers of every UI answer: the policy, no sniffing, no referrer to
+/// other sites (a page's address names namespaces; `same-origin`, not
+/// `no-referrer`, under which browsers send `Origin: null` with our own
+/// forms and the CSRF check could not tell them from a forged one), and no
+/// caching of a page anywhere
 /// (pages show originals and pseudonyms: no shared proxy may keep one).
 async fn page_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let asset = req.uri().path().starts_with("/ui/assets/");
@@ -146,7 +149,7 @@ async fn page_headers(req: axum::extract::Request, next: axum::middleware::Next)
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !asset {

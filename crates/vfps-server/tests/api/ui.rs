@@ -198,7 +198,7 @@ async fn every_page_carries_the_policy_and_is_never_cached() {
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert_eq!(headers[header::CACHE_CONTROL], "no-store", "{path}");
         assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
-        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer", "{path}");
+        assert_eq!(headers[header::REFERRER_POLICY], "same-origin", "{path}");
         assert!(
             inline_code(&body).is_empty(),
             "{path}: {:?}",
