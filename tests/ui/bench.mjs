@@ -6,7 +6,7 @@
 //
 //   node bench.mjs --vfps target/release/vfps [--rows 1000000] [--visits 40]
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, createWriteStream } from "node:fs";
+import { mkdtempSync, createWriteStream, openSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -37,7 +37,7 @@ const server = spawn(args.vfps, ["serve"], {
     "Init__v1__Namespaces__0__PseudonymGenerationMethod": "FullRandomHexEncoded",
     "Init__v1__Namespaces__0__PseudonymLength": "32",
   },
-  stdio: ["ignore", createWriteStream(join(dir, "vfps.log")), createWriteStream(join(dir, "vfps.log"))],
+  stdio: ["ignore", openSync(join(dir, "vfps.log"), "w"), openSync(join(dir, "vfps.err"), "w")],
 });
 process.on("exit", () => server.kill("SIGKILL"));
 
@@ -105,6 +105,12 @@ let worst = 0;
 for (const [name, url] of Object.entries(pages)) {
   const ttfb = [];
   const content = [];
+  const first = await page.goto(url, { waitUntil: "domcontentloaded" }).catch((e) => e);
+  if (!first || first instanceof Error || !first.ok()) {
+    console.log(`${name.padEnd(24)} not served (${first instanceof Error ? first.message.split("\n")[0] : first?.status()})`);
+    worst = Infinity;
+    continue;
+  }
   for (let i = 0; i < visits; i++) {
     await page.goto(url, { waitUntil: "domcontentloaded" });
     const t = await page.evaluate(() => {
