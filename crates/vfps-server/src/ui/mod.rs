@@ -42,6 +42,7 @@ mod jobs;
 mod namespaces;
 pub mod oidc;
 mod pseudonyms;
+mod swagger;
 
 /// The session cookie: sent with every request to this host (the REST API's
 /// scripts included), never readable by a script.
@@ -127,6 +128,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/theme", post(theme))
         .route("/ui/assets/{file}", get(assets::serve))
         .layer(axum::middleware::from_fn(page_headers))
+        .merge(swagger::routes())
 }
 
 /// The headers of every UI answer: the policy, no sniffing, no referrer to
@@ -498,6 +500,8 @@ fn layout(visit: &Visit, title: &str, body: Markup) -> Markup {
                 meta name="csrf-token" content=(visit.csrf);
                 title { (title) " · vfps" }
                 link rel="stylesheet" href="/ui/assets/app.css";
+                // No favicon: the browser's request for one would be a 404.
+                link rel="icon" href="data:,";
                 script src="/ui/assets/app.js" defer {}
             }
             body {
