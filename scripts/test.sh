@@ -8,6 +8,19 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 ./scripts/install-deps.sh
+# The REST API's OpenAPI document (served at /swagger/v1/swagger.json) by a
+# real validator: openapi-spec-validator from PyPI, pinned with all it imports
+# (scripts/openapi-requirements.txt), in a virtual environment of its own.
+validator=.tools/openapi-spec-validator
+if ! cmp -s scripts/openapi-requirements.txt "$validator/requirements.txt" 2>/dev/null \
+  || [ ! -x "$validator/bin/openapi-spec-validator" ]; then
+  rm -rf "$validator"
+  /usr/bin/python3 -m venv "$validator"
+  "$validator/bin/pip" install -q --disable-pip-version-check --no-deps -r scripts/openapi-requirements.txt
+  "$validator/bin/pip" check >/dev/null
+  cp scripts/openapi-requirements.txt "$validator/requirements.txt"
+fi
+"$validator/bin/openapi-spec-validator" crates/vfps-server/assets/openapi.json
 # --include-ignored: the platform tests are ignored in a plain `cargo test` (they
 # need root, Patroni and etcd); here they run.
 exec cargo test --workspace --locked "$@" -- --include-ignored
