@@ -1,7 +1,7 @@
 //! The end of a platform run: the load's verdicts, per-scenario P1 and whether
 //! the chaos fit its window, composed once in memory; then every report written
 //! once — `summary.json`, `junit.xml`, `failures.txt`, `scenarios.json`,
-//! `report.html` and `timeline.png`.
+//! `report.html`, `timeline.png` and (with the browser probe) `ui-timeline.png`.
 
 use std::path::Path;
 
@@ -125,12 +125,7 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         scenarios: &per_scenario,
         summary: &summary,
     };
-    report::write_file(dir, "report.html", html::page(&page))?;
-    let title = html::title(&summary);
-    match html::chart(&page, &title).png() {
-        Ok(png) => report::write_file(dir, "timeline.png", png)?,
-        Err(e) => eprintln!("timeline.png not drawn: {e:#}"),
-    }
+    html::write(dir, &page)?;
     report::print_verdicts(&summary);
     eprintln!(
         "run directory: {} ({})",

@@ -2,6 +2,10 @@
 //! in which calls were offered, in all and per operation; `load-timeline.csv`
 //! has every column, the seed's marker format (stdout) the six upstream tooling
 //! parses by position.
+//!
+//! Latency is kept per operation too: a namespace delete waits out a cache
+//! lease (about 1 s) by design, and mixed into one p99 it would read as a
+//! stall in every second with a delete and hide a real one.
 
 use std::{sync::Mutex, time::Duration};
 
@@ -28,6 +32,10 @@ pub struct Second {
     ops: [OpCounts; 6],
     /// Latency from intended send time, in microseconds.
     latency: Histogram<u64>,
+    /// Each operation's latencies (µs), in [`Operation::ALL`] order: kept
+    /// whole (a few calls per second each, 4 bytes a call) rather than as six
+    /// more histograms of 190 kB a second.
+    op_micros: [Vec<u32>; 6],
 }
 
 impl Second {
@@ -40,6 +48,7 @@ impl Second {
             ops: [OpCounts::default(); 6],
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
                 .expect("valid histogram bounds"),
+            op_micros: Default::default(),
         }
     }
 }
@@ -58,17 +67,28 @@ pub struct Row {
     pub max_ms: f64,
     /// Per operation, in [`Operation::ALL`] order.
     pub ops: [OpCounts; 6],
+    /// Each operation's p99 latency in this second, in [`Operation::ALL`]
+    /// order; 0 without calls (and in timelines saved before it was kept).
+    #[serde(default)]
+    pub op_p99_ms: [f64; 6],
 }
 
 const BASE_HEADER: &str = "second,offered,ok,failed,shed,mean_ms,p50_ms,p99_ms,max_ms";
 
+/// Columns before the per-operation p99s: the totals and the counts.
+const COUNT_COLUMNS: usize = 9 + 3 * 6;
+
 /// The header of `load-timeline.csv`: the totals, then offered/ok/failed per
-/// operation.
+/// operation, then p99 per operation (last, so that readers of the earlier
+/// columns by position keep working).
 pub fn csv_header() -> String {
     let mut h = BASE_HEADER.to_owned();
     for op in Operation::ALL {
         let n = op.name();
         h.push_str(&format!(",{n}_offered,{n}_ok,{n}_failed"));
+    }
+    for op in Operation::ALL {
+        h.push_str(&format!(",{}_p99_ms", op.name()));
     }
     h
 }
@@ -91,6 +111,7 @@ impl Row {
             p99_ms: 0.0,
             max_ms: 0.0,
             ops: [OpCounts::default(); 6],
+            op_p99_ms: [0.0; 6],
         }
     }
 
@@ -110,6 +131,9 @@ impl Row {
         for c in &self.ops {
             line.push_str(&format!(",{},{},{}", c.offered, c.ok, c.failed));
         }
+        for p99 in &self.op_p99_ms {
+            line.push_str(&format!(",{p99:.3}"));
+        }
         line
     }
 
@@ -121,6 +145,8 @@ impl Row {
         )
     }
 
+    /// A row of `load-timeline.csv`, as written now or before the
+    /// per-operation columns (counts, then p99s) were added.
     pub fn from_csv(line: &str) -> Option<Self> {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         if f.len() < 9 {
@@ -137,6 +163,16 @@ impl Row {
                 };
             }
         }
+        let mut op_p99_ms = [0.0; 6];
+        // Columns added after these (by a newer harness) are not read here.
+        if f.len() > COUNT_COLUMNS {
+            if f.len() < COUNT_COLUMNS + 6 {
+                return None;
+            }
+            for (p99, cell) in op_p99_ms.iter_mut().zip(&f[COUNT_COLUMNS..]) {
+                *p99 = cell.parse().ok()?;
+            }
+        }
         Some(Self {
             second: f[0].parse().ok()?,
             offered: f[1].parse().ok()?,
@@ -148,6 +184,7 @@ impl Row {
             p99_ms: f[7].parse().ok()?,
             max_ms: f[8].parse().ok()?,
             ops,
+            op_p99_ms,
         })
     }
 
@@ -186,6 +223,18 @@ pub fn parse_timeline(text: &str) -> Result<Vec<Row>, ParseError> {
     lines
         .map(|l| parse(l).ok_or_else(|| ParseError(format!("malformed timeline row {l:?}"))))
         .collect()
+}
+
+/// The p99 of latencies in µs, in ms (the nearest rank: the smallest value
+/// at least 99 % of the calls did not exceed); 0 without calls.
+fn p99_ms(micros: &[u32]) -> f64 {
+    if micros.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = micros.to_vec();
+    sorted.sort_unstable();
+    let rank = (99 * sorted.len()).div_ceil(100);
+    f64::from(sorted[rank.max(1) - 1]) / 1000.0
 }
 
 /// Thread-safe per-second accumulation.
@@ -237,8 +286,11 @@ impl Timeline {
             }
         }
         if let Some(l) = latency {
-            let micros = u64::try_from(l.as_micros()).unwrap_or(u64::MAX).max(1);
-            let _ = sec.latency.record(micros.min(3_600_000_000));
+            let micros = u64::try_from(l.as_micros())
+                .unwrap_or(u64::MAX)
+                .clamp(1, 3_600_000_000);
+            let _ = sec.latency.record(micros);
+            sec.op_micros[op.index()].push(u32::try_from(micros).unwrap_or(u32::MAX));
         }
     }
 
@@ -271,11 +323,13 @@ impl Timeline {
             calls: all.len(),
             p50_ms: ms(0.5),
             p99_ms: ms(0.99),
+            max_ms: all.max() as f64 / 1000.0,
         })
     }
 
-    /// Every second's latencies in log buckets (`latency.csv`).
-    pub fn latency_buckets(&self) -> Vec<super::latency::Buckets> {
+    /// Every second's latencies in log buckets, in all and per operation
+    /// (`latency.csv`).
+    pub fn latency_buckets(&self) -> Vec<super::latency::Second> {
         let Ok(s) = self.seconds.lock() else {
             return Vec::new();
         };
@@ -287,7 +341,12 @@ impl Timeline {
                         .entry(super::latency::bucket(v.value_iterated_to()))
                         .or_default() += v.count_at_value();
                 }
-                merged.into_iter().collect()
+                super::latency::Second {
+                    all: merged.into_iter().collect(),
+                    ops: std::array::from_fn(|i| {
+                        super::latency::buckets_of(sec.op_micros[i].iter().map(|&m| u64::from(m)))
+                    }),
+                }
             })
             .collect()
     }
@@ -321,6 +380,7 @@ impl Timeline {
                     },
                     max_ms: if empty { 0.0 } else { ms(h.max()) },
                     ops: sec.ops,
+                    op_p99_ms: std::array::from_fn(|i| p99_ms(&sec.op_micros[i])),
                 }
             })
             .collect()
@@ -376,5 +436,86 @@ mod tests {
         let back = parse_timeline(&format!("{MARKER_HEADER}\n{}", row.to_marker_csv())).unwrap();
         assert_eq!((back[0].offered, back[0].ok, back[0].shed), (10, 8, 1));
         assert!(parse_timeline(&format!("{MARKER_HEADER}\n7,8,1")).is_err());
+    }
+
+    /// Second 0: 100 Creates answered in 1..=100 ms and 10 churn steps (a
+    /// namespace delete waiting out its lease) in 1 s.
+    fn slow_deletes() -> Timeline {
+        let t = Timeline::new(1);
+        for ms in 1..=100 {
+            t.record(
+                0,
+                Operation::Create,
+                Event::Ok,
+                Some(Duration::from_millis(ms)),
+            );
+        }
+        for _ in 0..10 {
+            t.record(0, Operation::Churn, Event::Ok, Some(Duration::from_secs(1)));
+        }
+        t
+    }
+
+    #[test]
+    fn each_operation_has_its_own_p99_per_second() {
+        let row = &slow_deletes().rows()[0];
+        assert_eq!(row.op_p99_ms[Operation::Create.index()], 99.0);
+        assert_eq!(row.op_p99_ms[Operation::Churn.index()], 1000.0);
+        assert_eq!(row.op_p99_ms[Operation::Get.index()], 0.0, "no Gets");
+        assert!(
+            row.p99_ms > 990.0,
+            "mixed, the deletes are the p99: {row:?}"
+        );
+        assert_eq!(p99_ms(&[7_000]), 7.0);
+        assert_eq!(p99_ms(&(1..=1000).collect::<Vec<_>>()), 0.99);
+    }
+
+    #[test]
+    fn the_per_operation_p99s_come_after_every_earlier_column_and_round_trip() {
+        let rows = slow_deletes().rows();
+        let header = csv_header();
+        let columns: Vec<&str> = header.split(',').collect();
+        assert_eq!(columns.len(), COUNT_COLUMNS + 6);
+        assert_eq!(&columns[..9], BASE_HEADER.split(',').collect::<Vec<_>>());
+        assert_eq!(columns[9], "create_offered");
+        assert_eq!(columns[COUNT_COLUMNS], "create_p99_ms");
+        assert_eq!(columns[COUNT_COLUMNS + 4], "churn_p99_ms");
+        let line = rows[0].to_csv();
+        assert_eq!(line.split(',').count(), columns.len());
+        let back = parse_timeline(&format!("{header}\n{line}")).unwrap();
+        assert_eq!(back[0].op_p99_ms, rows[0].op_p99_ms);
+        assert_eq!(back[0].ops, rows[0].ops);
+        // A row with a p99 column missing is refused, not misread.
+        let short = line.rsplit_once(',').unwrap().0;
+        assert!(parse_timeline(&format!("{header}\n{short}")).is_err());
+    }
+
+    /// `check` re-reads run directories saved before the per-operation p99s.
+    #[test]
+    fn a_timeline_saved_before_the_per_operation_p99s_still_reads() {
+        let old_header = csv_header()
+            .split(',')
+            .take(COUNT_COLUMNS)
+            .collect::<Vec<_>>()
+            .join(",");
+        let old_row = "4,10,9,1,0,2.000,1.500,5.000,6.000,6,6,0,2,1,1,2,2,0,0,0,0,0,0,0,0,0,0";
+        let back = parse_timeline(&format!("{old_header}\n{old_row}\n")).unwrap();
+        assert_eq!((back[0].second, back[0].ok, back[0].p99_ms), (4, 9, 5.0));
+        assert_eq!(back[0].ops[Operation::Recreate.index()].failed, 1);
+        assert_eq!(back[0].op_p99_ms, [0.0; 6]);
+        // And the oldest: the totals alone.
+        let back = parse_timeline(&format!("{BASE_HEADER}\n4,10,9,1,0,2,1.5,5,6")).unwrap();
+        assert_eq!(back[0].ops, [OpCounts::default(); 6]);
+    }
+
+    #[test]
+    fn the_latency_buckets_keep_each_operation_apart() {
+        let per_second = slow_deletes().latency_buckets();
+        let s = &per_second[0];
+        let calls = |b: &super::super::latency::Buckets| b.iter().map(|(_, c)| c).sum::<u64>();
+        assert_eq!(calls(&s.all), 110);
+        assert_eq!(calls(&s.ops[Operation::Create.index()]), 100);
+        assert_eq!(calls(&s.ops[Operation::Churn.index()]), 10);
+        assert!(s.ops[Operation::Get.index()].is_empty());
     }
 }

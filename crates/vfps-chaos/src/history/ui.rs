@@ -24,6 +24,7 @@ pub struct UiRow {
     pub signed_out: u32,
 }
 
+/// `ui-timeline.csv`: the header, then a row per second.
 pub fn ui_timeline_csv(rows: &[UiRow]) -> String {
     let mut out = format!("{UI_TIMELINE_HEADER}\n");
     for r in rows {
@@ -42,34 +43,67 @@ pub fn ui_timeline_csv(rows: &[UiRow]) -> String {
     out
 }
 
+/// Reads `ui-timeline.csv`. Refused, naming the line (from 1) and what is
+/// wrong with it: another header, a row without exactly the header's
+/// columns, a count that is not a whole number, a duration that is not a
+/// number of milliseconds (finite, not negative), `signed_out` other than 0
+/// or 1, a second not after the row before's. Blank lines are skipped.
 pub fn parse_ui_timeline(text: &str) -> Result<Vec<UiRow>, ParseError> {
     let mut lines = text.lines().enumerate();
     match lines.next() {
         Some((_, h)) if h.trim() == UI_TIMELINE_HEADER => {}
-        _ => {
+        other => {
             return Err(ParseError(format!(
-                "ui-timeline.csv: the first line is not `{UI_TIMELINE_HEADER}`"
+                "ui-timeline.csv line 1: expected the header `{UI_TIMELINE_HEADER}`, found {:?}",
+                other.map_or("", |(_, h)| h)
             )))
         }
     }
-    let mut rows = Vec::new();
+    let columns: Vec<&str> = UI_TIMELINE_HEADER.split(',').collect();
+    let mut rows: Vec<UiRow> = Vec::new();
     for (i, line) in lines.filter(|(_, l)| !l.trim().is_empty()) {
-        let bad = || ParseError(format!("ui-timeline.csv line {}: {line:?}", i + 1));
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 8 {
-            return Err(bad());
+        let bad =
+            |what: String| ParseError(format!("ui-timeline.csv line {}: {what}: {line:?}", i + 1));
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != columns.len() {
+            return Err(bad(format!(
+                "{} columns, expected {}",
+                f.len(),
+                columns.len()
+            )));
         }
-        let int = |k: usize| f[k].trim().parse::<u32>().map_err(|_| bad());
-        rows.push(UiRow {
-            second: f[0].trim().parse().map_err(|_| bad())?,
-            create_ok: int(1)?,
-            create_failed: int(2)?,
-            lookup_ok: int(3)?,
-            lookup_failed: int(4)?,
-            create_ms: f[5].trim().parse().map_err(|_| bad())?,
-            lookup_ms: f[6].trim().parse().map_err(|_| bad())?,
-            signed_out: int(7)?,
-        });
+        let count = |k: usize| {
+            f[k].parse::<u32>()
+                .map_err(|_| bad(format!("{} is not a count", columns[k])))
+        };
+        let ms = |k: usize| match f[k].parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(bad(format!("{} is not a duration in ms", columns[k]))),
+        };
+        let row = UiRow {
+            second: f[0]
+                .parse()
+                .map_err(|_| bad("second is not a whole number of seconds".into()))?,
+            create_ok: count(1)?,
+            create_failed: count(2)?,
+            lookup_ok: count(3)?,
+            lookup_failed: count(4)?,
+            create_ms: ms(5)?,
+            lookup_ms: ms(6)?,
+            signed_out: match count(7)? {
+                v @ (0 | 1) => v,
+                _ => return Err(bad("signed_out is neither 0 nor 1".into())),
+            },
+        };
+        if let Some(before) = rows.last() {
+            if row.second <= before.second {
+                return Err(bad(format!(
+                    "second {} does not follow second {}",
+                    row.second, before.second
+                )));
+            }
+        }
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -78,18 +112,72 @@ pub fn parse_ui_timeline(text: &str) -> Result<Vec<UiRow>, ParseError> {
 mod tests {
     use super::*;
 
+    fn rows() -> Vec<UiRow> {
+        vec![
+            UiRow {
+                second: 0,
+                create_ok: 1,
+                lookup_ok: 1,
+                create_ms: 120.5,
+                lookup_ms: 80.0,
+                ..UiRow::default()
+            },
+            UiRow {
+                second: 1,
+                create_failed: 1,
+                lookup_failed: 1,
+                create_ms: 3000.0,
+                signed_out: 1,
+                ..UiRow::default()
+            },
+            UiRow {
+                second: 2,
+                ..UiRow::default()
+            },
+        ]
+    }
+
     #[test]
-    fn the_ui_timeline_round_trips_and_a_bad_line_is_named() {
-        let rows = vec![UiRow {
-            second: 3,
-            create_ok: 1,
-            lookup_failed: 1,
-            create_ms: 41.5,
-            ..UiRow::default()
-        }];
-        assert_eq!(parse_ui_timeline(&ui_timeline_csv(&rows)).unwrap(), rows);
-        let e = parse_ui_timeline(&format!("{UI_TIMELINE_HEADER}\n1,2\n")).unwrap_err();
-        assert!(e.0.contains("line 2"), "{e:?}");
-        assert!(parse_ui_timeline("nope\n").is_err());
+    fn the_ui_timeline_round_trips_through_its_writer_and_parser() {
+        let text = ui_timeline_csv(&rows());
+        assert!(text.starts_with(&format!("{UI_TIMELINE_HEADER}\n0,1,0,1,0,120.5,80.0,0\n")));
+        assert_eq!(parse_ui_timeline(&text).unwrap(), rows());
+        assert_eq!(parse_ui_timeline(&ui_timeline_csv(&[])).unwrap(), []);
+        // Blank lines (a trailing one, one in between) are not rows.
+        let spaced = text.replacen("\n1,", "\n\n1,", 1) + "\n";
+        assert_eq!(parse_ui_timeline(&spaced).unwrap(), rows());
+    }
+
+    #[test]
+    fn a_bad_ui_timeline_is_refused_naming_the_line_and_what_is_wrong() {
+        let refused = |text: &str| parse_ui_timeline(text).unwrap_err().0;
+        let e = refused("second,ok\n0,1\n");
+        assert!(
+            e.contains("line 1") && e.contains("expected the header"),
+            "{e}"
+        );
+        assert!(refused("").contains("line 1"));
+        let with = |body: &str| {
+            refused(&format!(
+                "{UI_TIMELINE_HEADER}\n0,1,0,1,0,1.0,1.0,0\n{body}\n"
+            ))
+        };
+        for (body, what) in [
+            ("1,2", "2 columns, expected 8"),
+            ("1,1,0,1,0,1.0,1.0,0,9", "9 columns, expected 8"),
+            ("x,1,0,1,0,1.0,1.0,0", "second is not"),
+            ("1,yes,0,1,0,1.0,1.0,0", "create_ok is not a count"),
+            ("1,1,0,-1,0,1.0,1.0,0", "lookup_ok is not a count"),
+            ("1,1,0,1,0,slow,1.0,0", "create_ms is not a duration"),
+            ("1,1,0,1,0,1.0,-3,0", "lookup_ms is not a duration"),
+            ("1,1,0,1,0,1.0,NaN,0", "lookup_ms is not a duration"),
+            ("1,1,0,1,0,1.0,1.0,2", "signed_out is neither 0 nor 1"),
+            ("0,1,0,1,0,1.0,1.0,0", "second 0 does not follow second 0"),
+        ] {
+            let e = with(body);
+            assert!(e.starts_with("ui-timeline.csv line 3: "), "{body}: {e}");
+            assert!(e.contains(what), "{body}: {e}");
+            assert!(e.contains(body), "the line itself is quoted: {e}");
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! The timeline chart, drawn with `plotters` as SVG (in `report.html`) and as
 //! a PNG (`timeline.png`) that reads on its own: a title, calls per second (ok,
-//! failed, shed, offered) above latency (p50, p99, max; log scale), both with
+//! failed, shed, offered) above latency (log scale) — each operation's p99 (a
+//! namespace delete's designed wait must not read as everyone's stall), or
+//! p50, p99 and max of every call in a timeline without them — both with
 //! labelled axes, ticks and gridlines; the scenario windows shaded and named,
 //! and every fault and heal a labelled vertical marker.
 
@@ -12,11 +14,16 @@ use plotters::{
 
 use crate::{
     history::Row,
+    operation::Operation,
     scenario::events::{ChaosEvent, EventKind, Window},
 };
 
 pub const WIDTH: u32 = 1400;
 pub const HEIGHT: u32 = 820;
+
+/// The width of a timeline panel's y labels: the same in every chart drawn
+/// under another (the web UI's), so that their time axes line up.
+pub(super) const Y_LABEL_AREA: u32 = 80;
 
 /// Where the chart finds a font for its text (Debian: `fonts-dejavu-core`).
 const FONTS: [&str; 3] = [
@@ -62,6 +69,15 @@ pub(super) const OFFERED: RGBColor = RGBColor(120, 120, 120);
 pub(super) const P50: RGBColor = RGBColor(21, 101, 192);
 pub(super) const P99: RGBColor = RGBColor(106, 27, 154);
 const MAX: RGBColor = RGBColor(160, 160, 200);
+/// Each operation's latency line, in [`Operation::ALL`] order.
+const OPERATION: [RGBColor; 6] = [
+    RGBColor(21, 101, 192),
+    RGBColor(0, 131, 143),
+    RGBColor(85, 139, 47),
+    RGBColor(121, 85, 72),
+    RGBColor(230, 81, 0),
+    RGBColor(117, 117, 117),
+];
 pub(super) const FAULT: RGBColor = RGBColor(183, 28, 28);
 const HEAL: RGBColor = RGBColor(27, 94, 32);
 const SHADES: [RGBColor; 4] = [
@@ -77,6 +93,8 @@ pub(super) type DrawResult<E> = Result<(), DrawingAreaErrorKind<E>>;
 pub(super) trait Drawing {
     /// What it is, for errors: "the timeline".
     const WHAT: &'static str;
+    /// Width and height in pixels.
+    const SIZE: (u32, u32) = (WIDTH, HEIGHT);
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB::ErrorType>;
 }
@@ -86,7 +104,7 @@ pub(super) fn svg<D: Drawing>(d: &D) -> anyhow::Result<String> {
     font()?;
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, D::SIZE).into_drawing_area();
         d.draw(&root)
             .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
         root.present()
@@ -98,9 +116,10 @@ pub(super) fn svg<D: Drawing>(d: &D) -> anyhow::Result<String> {
 /// `d` as a PNG.
 pub(super) fn png<D: Drawing>(d: &D) -> anyhow::Result<Vec<u8>> {
     font()?;
-    let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
+    let (width, height) = D::SIZE;
+    let mut rgb = vec![255u8; (width * height * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, D::SIZE).into_drawing_area();
         d.draw(&root)
             .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", D::WHAT))?;
         root.present()
@@ -108,7 +127,7 @@ pub(super) fn png<D: Drawing>(d: &D) -> anyhow::Result<Vec<u8>> {
     }
     let mut out = Vec::new();
     {
-        let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+        let mut enc = png::Encoder::new(&mut out, width, height);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
         enc.write_header()?.write_image_data(&rgb)?;
@@ -143,7 +162,15 @@ impl Chart<'_> {
     /// that never ended (its run failed) has no end of its own
     /// (`f64::INFINITY`: it runs to the end of the load) and is drawn to the
     /// axis's end.
-    fn seconds(&self) -> f64 {
+    /// Whether the rows have each operation's p99 (timelines saved before
+    /// them, and the marker format, do not).
+    pub(super) fn per_operation(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.op_p99_ms.iter().any(|&p| p > 0.0))
+    }
+
+    pub(super) fn seconds(&self) -> f64 {
         let last_row = self.rows.len() as f64;
         let last_window = self
             .windows
@@ -170,7 +197,7 @@ impl Chart<'_> {
         let mut chart = ChartBuilder::on(area)
             .margin(10)
             .x_label_area_size(40)
-            .y_label_area_size(60)
+            .y_label_area_size(Y_LABEL_AREA)
             .build_cartesian_2d(0f64..n, 0f64..most)?;
         mesh(&mut chart, X_SECONDS, "calls per second")?;
         self.shade(&mut chart, most, true)?;
@@ -193,30 +220,51 @@ impl Chart<'_> {
         area: &DrawingArea<DB, Shift>,
     ) -> DrawResult<DB::ErrorType> {
         let n = self.seconds();
-        let highest = self.rows.iter().map(|r| r.max_ms).fold(10.0, f64::max) * 2.0;
+        let per_operation = self.per_operation();
+        let highest = self
+            .rows
+            .iter()
+            .flat_map(|r| std::iter::once(r.max_ms).chain(r.op_p99_ms))
+            .fold(10.0, f64::max)
+            * 2.0;
         let mut chart = ChartBuilder::on(area)
             .margin(10)
             .x_label_area_size(40)
-            .y_label_area_size(60)
+            .y_label_area_size(Y_LABEL_AREA)
             .build_cartesian_2d(0f64..n, (0.1f64..highest).log_scale())?;
         mesh(&mut chart, X_SECONDS, "latency (ms, log)")?;
         self.shade(&mut chart, highest, false)?;
-        let answered = |f: fn(&Row) -> f64| -> Vec<(f64, f64)> {
-            self.rows
-                .iter()
-                .filter(|r| r.max_ms > 0.0)
-                .map(|r| (r.second as f64 + 0.5, f(r).max(0.1)))
-                .collect()
-        };
-        line(&mut chart, answered(|r| r.max_ms), MAX, 1, "max")?;
-        line(&mut chart, answered(|r| r.p99_ms), P99, 2, "p99")?;
-        line(&mut chart, answered(|r| r.p50_ms), P50, 2, "p50")?;
+        if per_operation {
+            for op in Operation::ALL {
+                let i = op.index();
+                let points: Vec<(f64, f64)> = self
+                    .rows
+                    .iter()
+                    .filter(|r| r.op_p99_ms[i] > 0.0)
+                    .map(|r| (r.second as f64 + 0.5, r.op_p99_ms[i].max(0.1)))
+                    .collect();
+                if !points.is_empty() {
+                    line(&mut chart, points, OPERATION[i], 2, &p99_label(op))?;
+                }
+            }
+        } else {
+            let answered = |f: fn(&Row) -> f64| -> Vec<(f64, f64)> {
+                self.rows
+                    .iter()
+                    .filter(|r| r.max_ms > 0.0)
+                    .map(|r| (r.second as f64 + 0.5, f(r).max(0.1)))
+                    .collect()
+            };
+            line(&mut chart, answered(|r| r.max_ms), MAX, 1, "max")?;
+            line(&mut chart, answered(|r| r.p99_ms), P99, 2, "p99")?;
+            line(&mut chart, answered(|r| r.p50_ms), P50, 2, "p50")?;
+        }
         self.markers(&mut chart, highest, false)?;
         legend(&mut chart)
     }
 
     /// Each scenario's window shaded; named in the upper chart.
-    fn shade<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+    pub(super) fn shade<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
         &self,
         chart: &mut Panel<'a, DB, Y>,
         top: f64,
@@ -246,7 +294,7 @@ impl Chart<'_> {
 
     /// A vertical line per fault (red) and heal (green); labelled, rotated, in
     /// the upper chart.
-    fn markers<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+    pub(super) fn markers<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
         &self,
         chart: &mut Panel<'a, DB, Y>,
         top: f64,
@@ -290,8 +338,17 @@ impl Chart<'_> {
     }
 }
 
+/// The legend of an operation's p99 line; churn's steps are the namespace
+/// lifecycle, not a user's calls.
+fn p99_label(op: Operation) -> String {
+    match op {
+        Operation::Churn => "churn p99 (namespace lifecycle)".to_owned(),
+        op => format!("{} p99", op.name()),
+    }
+}
+
 /// The timeline's horizontal axis.
-const X_SECONDS: &str = "seconds into the load window";
+pub(super) const X_SECONDS: &str = "seconds into the load window";
 
 /// A panel: a linear quantity below (time, a rate), both axes labelled,
 /// light gridlines.
@@ -361,11 +418,11 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::scenario::ScenarioName;
 
-    fn sample() -> (Vec<Row>, Vec<Window>, Vec<ChaosEvent>) {
+    pub(in crate::report) fn sample() -> (Vec<Row>, Vec<Window>, Vec<ChaosEvent>) {
         let rows: Vec<Row> = (0..40)
             .map(|s| Row {
                 offered: 50,
@@ -418,6 +475,30 @@ mod tests {
         assert_eq!(chart.seconds(), 40.0);
         let svg = chart.svg().unwrap();
         assert!(svg.contains("db-primary-pause"), "{svg}");
+    }
+
+    /// With each operation's p99, the latency panel draws a line per
+    /// operation instead of every call's p50, p99 and max.
+    #[test]
+    fn the_latency_panel_draws_each_operations_p99() {
+        let (mut rows, windows, events) = sample();
+        for r in &mut rows {
+            r.op_p99_ms[Operation::Create.index()] = 4.0;
+            r.op_p99_ms[Operation::Churn.index()] = if r.second % 2 == 0 { 1000.0 } else { 0.0 };
+        }
+        let chart = Chart {
+            title: "vfps chaos run — PASS",
+            rows: &rows,
+            windows: &windows,
+            events: &events,
+        };
+        let svg = chart.svg().unwrap();
+        for text in ["\ncreate p99\n", "\nchurn p99 (namespace lifecycle)\n"] {
+            assert!(svg.contains(text), "the SVG lacks {text:?}");
+        }
+        for text in ["\nmax\n", "\np50\n", "\nget p99\n"] {
+            assert!(!svg.contains(text), "the SVG has {text:?}");
+        }
     }
 
     #[test]

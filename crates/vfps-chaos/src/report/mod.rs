@@ -4,8 +4,10 @@
 //! - this file: the [`Summary`] and the files every run writes.
 //! - [`markers`]: results on stdout between markers, for a driver that reads
 //!   the load generator's log.
-//! - [`html`]: `report.html` and `timeline.png`.
+//! - [`latency`]: latency per operation, for the run and each scenario.
+//! - [`html`]: `report.html`, `timeline.png` and `ui-timeline.png`.
 //! - [`chart`]: the timeline chart, and the SVG/PNG rendering every chart uses.
+//! - [`ui_chart`]: the web UI's timeline (the browser probe's), drawn under it.
 //! - [`sweep`]: the capacity sweep's chart.
 
 use std::{collections::BTreeMap, path::Path};
@@ -20,8 +22,10 @@ use crate::{
 
 pub mod chart;
 pub mod html;
+pub mod latency;
 pub mod markers;
 pub mod sweep;
+pub mod ui_chart;
 
 pub fn timeline_csv(rows: &[Row]) -> String {
     let mut s = csv_header();
@@ -67,6 +71,17 @@ pub struct Summary {
     /// Commits PostgreSQL logged as left on one node (filled by `collect`).
     #[serde(default)]
     pub one_node_commits: Vec<OneNodeCommit>,
+}
+
+/// `summary.json`: the summary's fields, then `latency` — p50, p99 and max per
+/// operation for the run and each scenario, computed from the run
+/// directory's files (absent without `latency.csv`).
+#[derive(Serialize)]
+struct SummaryFile<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency: Option<latency::LatencyByOperation>,
 }
 
 fn xml_escape(s: &str) -> String {
@@ -137,8 +152,15 @@ pub fn write_timeline(dir: &Path, rows: &[Row]) -> anyhow::Result<()> {
 }
 
 /// Writes `summary.json`, `junit.xml` and, when anything failed, `failures.txt`.
+/// `summary.json` adds the latency per operation of the run directory's
+/// `latency.csv` (per scenario when its `chaos-timeline.csv` names them): the
+/// same figures for a load, its platform run and a `check` of either.
 pub fn write(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
-    write_file(dir, "summary.json", serde_json::to_string_pretty(summary)?)?;
+    let file = SummaryFile {
+        summary,
+        latency: latency::read(dir)?,
+    };
+    write_file(dir, "summary.json", serde_json::to_string_pretty(&file)?)?;
     write_file(dir, "junit.xml", junit(&summary.verdicts))?;
     let failures: Vec<String> = summary
         .verdicts
@@ -178,5 +200,51 @@ mod tests {
         ]);
         assert!(x.contains("tests=\"3\" failures=\"2\""));
         assert!(x.contains("&lt;x&gt;"));
+    }
+
+    #[test]
+    fn the_summary_file_has_the_latency_per_operation_when_the_run_kept_it() {
+        use crate::{
+            history::{latency, Event, Timeline},
+            operation::Operation,
+        };
+        let dir = vfps_testkit::scratch_dir("report-summary-latency");
+        let summary = Summary {
+            passed: true,
+            seed: 7,
+            ..Summary::default()
+        };
+        write(&dir, &summary).unwrap();
+        let read = || -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap()
+        };
+        assert!(
+            read().get("latency").is_none(),
+            "no latency.csv: {}",
+            read()
+        );
+
+        let t = Timeline::new(1);
+        t.record(
+            0,
+            Operation::Get,
+            Event::Ok,
+            Some(std::time::Duration::from_millis(2)),
+        );
+        std::fs::write(dir.join("latency.csv"), latency::csv(&t.latency_buckets())).unwrap();
+        write(&dir, &summary).unwrap();
+        let json = read();
+        assert_eq!(json["seed"], 7, "the summary's own fields stay at the top");
+        let get = &json["latency"]["run"]["get"];
+        assert_eq!(get["calls"], 1);
+        assert!(
+            (2.0..2.2).contains(&get["p99_ms"].as_f64().unwrap()),
+            "{json}"
+        );
+        assert_eq!(json["latency"]["scenarios"], serde_json::json!([]));
+        // What reads a summary back is not bothered by it.
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back.seed, 7);
     }
 }
