@@ -135,3 +135,21 @@ fn render_refuses_load_settings_the_job_could_not_run() {
         assert!(!out_dir.join("loadgen-job.yaml").exists(), "{bad:?}");
     }
 }
+
+/// Every step of both platforms parses its flags (clap checks, in a debug
+/// build, that no two flattened settings share a name): a clash would stop
+/// `local all` before it ran anything (it did, once: the UI's folder).
+#[test]
+fn every_platform_step_has_flags_that_do_not_clash() {
+    let dir = scratch("help");
+    for platform in ["local", "kind"] {
+        for step in ["all", "up", "scenarios", "collect", "down"] {
+            let out = vfps_chaos(&dir, &[platform, step, "--help"]);
+            assert!(
+                out.status.success(),
+                "{platform} {step} --help: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

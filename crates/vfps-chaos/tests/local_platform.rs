@@ -202,7 +202,7 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
         vfps_bin: Some(broken),
         database_profile: local::DatabaseProfile::Safe,
         ui: false,
-        ui_tests_dir: ui_tests_dir(),
+        ui_dir: ui_tests_dir(),
     });
     let dir = scratch.join("run");
     let load = {

@@ -106,9 +106,10 @@ impl Ui {
             )),
             _ => None,
         };
-        let provider_origin = oidc
-            .as_ref()
-            .and_then(|_| authorization.authority.as_deref())
+        let provider_origin = authorization
+            .authority
+            .as_deref()
+            .filter(|_| oidc.is_some())
             .and_then(origin_of);
         let csp = HeaderValue::from_str(&content_security_policy(provider_origin.as_deref()))
             .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));

@@ -42,9 +42,9 @@ pub struct LocalArgs {
     #[arg(long, env = "VFPS_CHAOS_UI", default_value_t = true, action = clap::ArgAction::Set)]
     pub ui: bool,
     /// The browser tests' folder (the provider's and the probe's scripts,
-    /// their installed packages).
-    #[arg(long, env = "RESILIENCE_UI_TESTS_DIR", default_value = "tests/ui")]
-    pub ui_tests_dir: PathBuf,
+    /// their installed packages); the load's probe runs from it too.
+    #[arg(long, env = "VFPS_CHAOS_UI_DIR", default_value = "tests/ui")]
+    pub ui_dir: PathBuf,
 }
 
 /// The local platform's driver.
@@ -68,7 +68,7 @@ impl LocalDriver {
                 grace_period: Duration::from_secs(15),
                 profile: args.database_profile,
                 ui: args.ui,
-                ui_tests_dir: args.ui_tests_dir.clone(),
+                ui_tests_dir: args.ui_dir.clone(),
             },
         }
     }
