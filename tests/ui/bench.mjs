@@ -1,5 +1,6 @@
 // The UI's page timings, measured in the browser: for every page, time to
-// first byte and to the page's content (DOMContentLoaded), p50 and p95 over
+// first byte and to the page's content (DOMContentLoaded; for Swagger UI, whose
+// script draws the content, until its operations show), p50 and p95 over
 // repeated visits, with 1,000,000 pseudonyms in the browsed namespace;
 // printed as a ratio to the target (p95 <= 100 ms). A benchmark, not a test:
 // it exits 0 whatever it measures.
@@ -111,12 +112,16 @@ for (const [name, url] of Object.entries(pages)) {
     worst = Infinity;
     continue;
   }
+  // Swagger UI's content is drawn by its script: until its operations show.
+  const drawn = name === "swagger" ? ".opblock" : null;
   for (let i = 0; i < visits; i++) {
     await page.goto(url, { waitUntil: "domcontentloaded" });
-    const t = await page.evaluate(() => {
+    if (drawn) await page.waitForSelector(drawn);
+    const t = await page.evaluate((drawnBy) => {
       const n = performance.getEntriesByType("navigation")[0];
-      return { ttfb: n.responseStart - n.startTime, content: n.domContentLoadedEventEnd - n.startTime };
-    });
+      const content = drawnBy ? performance.now() : n.domContentLoadedEventEnd - n.startTime;
+      return { ttfb: n.responseStart - n.startTime, content };
+    }, drawn);
     ttfb.push(t.ttfb);
     content.push(t.content);
   }
