@@ -14,7 +14,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use vfps_core::Error;
 
-use super::{csrf_field, pseudonyms::timestamp, Visit};
+use super::{csrf_field, pseudonyms::timestamp, shown, CsrfOnly, Visit};
 use crate::{auth::Operation, state::AppState, tokens};
 
 fn roles(list: &[String]) -> Markup {
@@ -240,35 +240,22 @@ pub async fn create_token(
         tokens::create(state.service.store().as_ref(), request).await
     }
     .await;
-    let (status, shown) = match outcome {
-        Ok((record, secret)) => (
-            StatusCode::OK,
-            html! {
-                div class="secret" {
-                    p { "Token " strong { (record.name) } " created. Copy it now: it is shown this once." }
-                    p { output id="result" { code { (secret.expose()) } } }
-                }
-            },
-        ),
-        Err(e) => (
-            crate::http::http_status(e.kind),
-            html! { p role="alert" { (e.message) } },
-        ),
-    };
-    render_tokens(&state, &visit, status, shown).await
-}
-
-#[derive(Deserialize)]
-pub struct RevokeForm {
-    #[serde(default)]
-    csrf: String,
+    let (status, outcome) = shown(outcome, |(record, secret)| {
+        html! {
+            div class="secret" {
+                p { "Token " strong { (record.name) } " created. Copy it now: it is shown this once." }
+                p { output id="result" { code { (secret.expose()) } } }
+            }
+        }
+    });
+    render_tokens(&state, &visit, status, outcome).await
 }
 
 pub async fn revoke_token(
     State(state): State<AppState>,
     visit: Visit,
     Path(id): Path<String>,
-    Form(f): Form<RevokeForm>,
+    Form(f): Form<CsrfOnly>,
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
@@ -279,15 +266,8 @@ pub async fn revoke_token(
         Ok(())
     }
     .await;
-    let (status, shown) = match outcome {
-        Ok(()) => (
-            StatusCode::OK,
-            html! { p { output id="result" { "Token " (id) " revoked." } } },
-        ),
-        Err(e) => (
-            crate::http::http_status(e.kind),
-            html! { p role="alert" { (e.message) } },
-        ),
-    };
-    render_tokens(&state, &visit, status, shown).await
+    let (status, outcome) = shown(outcome, |()| {
+        html! { p { output id="result" { "Token " (id) " revoked." } } }
+    });
+    render_tokens(&state, &visit, status, outcome).await
 }

@@ -14,11 +14,10 @@ use axum::{
     Form,
 };
 use maud::{html, Markup};
-use serde::Deserialize;
 use vfps_proto::v1 as pb;
 use vfps_store::jobs::JobState;
 
-use super::{csrf_field, Visit};
+use super::{csrf_field, shown, CsrfOnly, Visit};
 use crate::{auth::Operation, grpc::jobs::job_to_proto, state::AppState};
 
 pub fn state_label(s: JobState) -> &'static str {
@@ -217,17 +216,11 @@ pub async fn download(
     }
 }
 
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 pub async fn cancel(
     State(state): State<AppState>,
     visit: Visit,
     Path(id): Path<String>,
-    Form(f): Form<CsrfForm>,
+    Form(f): Form<CsrfOnly>,
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
@@ -237,23 +230,16 @@ pub async fn cancel(
             .await
     }
     .await;
-    let shown = match outcome {
-        Ok(_) => (
-            StatusCode::OK,
-            html! { p { output id="result" { "Job cancelled: it stops within one checkpoint interval." } } },
-        ),
-        Err(e) => (
-            crate::http::http_status(e.kind),
-            html! { p role="alert" { (e.message) } },
-        ),
-    };
-    render(&state, &visit, shown.0, shown.1).await
+    let (status, outcome) = shown(outcome, |_| {
+        html! { p { output id="result" { "Job cancelled: it stops within one checkpoint interval." } } }
+    });
+    render(&state, &visit, status, outcome).await
 }
 
 pub async fn clear(
     State(state): State<AppState>,
     visit: Visit,
-    Form(f): Form<CsrfForm>,
+    Form(f): Form<CsrfOnly>,
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
@@ -263,15 +249,8 @@ pub async fn clear(
             .await
     }
     .await;
-    let shown = match outcome {
-        Ok(n) => (
-            StatusCode::OK,
-            html! { p { output id="result" { (n) " finished job" @if n != 1 { "s" } " cleared." } } },
-        ),
-        Err(e) => (
-            crate::http::http_status(e.kind),
-            html! { p role="alert" { (e.message) } },
-        ),
-    };
-    render(&state, &visit, shown.0, shown.1).await
+    let (status, outcome) = shown(outcome, |n| {
+        html! { p { output id="result" { (n) " finished job" @if n != 1 { "s" } " cleared." } } }
+    });
+    render(&state, &visit, status, outcome).await
 }

@@ -473,6 +473,29 @@ pub fn url_encode(text: &str) -> String {
     out
 }
 
+/// A form's outcome as the page shows it above itself: `result` of what it
+/// did, or the refusal (its status, and its message, which never holds a
+/// value of the caller's).
+pub fn shown<T>(
+    outcome: Result<T, Error>,
+    result: impl FnOnce(T) -> Markup,
+) -> (StatusCode, Markup) {
+    match outcome {
+        Ok(v) => (StatusCode::OK, result(v)),
+        Err(e) => (
+            crate::http::http_status(e.kind),
+            html! { p role="alert" { (e.message) } },
+        ),
+    }
+}
+
+/// A form that carries nothing but its CSRF token.
+#[derive(serde::Deserialize)]
+pub struct CsrfOnly {
+    #[serde(default)]
+    pub csrf: String,
+}
+
 /// The hidden CSRF field of a form.
 pub fn csrf_field(visit: &Visit) -> Markup {
     html! { input type="hidden" name="csrf" value=(visit.csrf); }

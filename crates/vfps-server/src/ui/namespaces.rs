@@ -15,7 +15,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use vfps_core::{Error, GenerationMethod};
 
-use super::{csrf_field, url_encode, Visit};
+use super::{csrf_field, shown, url_encode, Visit};
 use crate::{
     auth::{Operation, Principal},
     service::NewNamespace,
@@ -214,19 +214,10 @@ pub async fn create(
             .await
     }
     .await;
-    match outcome {
-        Ok(ns) => {
-            let done =
-                html! { p { output id="result" { "Namespace " (ns.name.as_str()) " created." } } };
-            render(&state, &visit, StatusCode::OK, done).await
-        }
-        Err(e) => refusal(&state, &visit, &e).await,
-    }
-}
-
-async fn refusal(state: &AppState, visit: &Visit, e: &Error) -> Response {
-    let alert = html! { p role="alert" { (e.message) } };
-    render(state, visit, crate::http::http_status(e.kind), alert).await
+    let (status, outcome) = shown(outcome, |ns| {
+        html! { p { output id="result" { "Namespace " (ns.name.as_str()) " created." } } }
+    });
+    render(&state, &visit, status, outcome).await
 }
 
 #[derive(Deserialize)]
@@ -265,11 +256,8 @@ pub async fn delete(
             .await
     }
     .await;
-    match outcome {
-        Ok(()) => {
-            let done = html! { p { output id="result" { "Namespace " (name) " deleted with all its pseudonyms." } } };
-            render(&state, &visit, StatusCode::OK, done).await
-        }
-        Err(e) => refusal(&state, &visit, &e).await,
-    }
+    let (status, outcome) = shown(outcome, |()| {
+        html! { p { output id="result" { "Namespace " (name) " deleted with all its pseudonyms." } } }
+    });
+    render(&state, &visit, status, outcome).await
 }

@@ -441,18 +441,12 @@ pub async fn logout_page(visit: Visit) -> Response {
     )
 }
 
-#[derive(Deserialize)]
-pub struct LogoutForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// `POST /ui/authentication/logout`: ends the session here, then at the
 /// provider when it offers RP-initiated sign-out.
 pub async fn logout(
     State(state): State<AppState>,
     visit: Visit,
-    axum::Form(form): axum::Form<LogoutForm>,
+    axum::Form(form): axum::Form<super::CsrfOnly>,
 ) -> Response {
     if let Err(e) = visit.check_csrf(&state, &form.csrf) {
         return visit.error_page("Sign out", &e);

@@ -12,9 +12,8 @@ use axum::{
 };
 use maud::{html, Markup};
 use serde::Deserialize;
-use vfps_core::Error;
 
-use super::{csrf_field, url_encode, Visit};
+use super::{csrf_field, shown, url_encode, Visit};
 use crate::{auth::Operation, state::AppState};
 
 /// Pseudonyms a page.
@@ -188,21 +187,10 @@ pub async fn create(
         state.service.create_pseudonym(&name, &f.original, d).await
     }
     .await;
-    let (status, shown) = match outcome {
-        Ok(p) => (
-            StatusCode::OK,
-            html! { p { "The pseudonym: " output id="result" { code { (p.pseudonym_value) } } } },
-        ),
-        Err(e) => failure(&e),
-    };
-    render(&state, &visit, &name, &f.after, status, shown).await
-}
-
-fn failure(e: &Error) -> (StatusCode, Markup) {
-    (
-        crate::http::http_status(e.kind),
-        html! { p role="alert" { (e.message) } },
-    )
+    let (status, outcome) = shown(outcome, |p| {
+        html! { p { "The pseudonym: " output id="result" { code { (p.pseudonym_value) } } } }
+    });
+    render(&state, &visit, &name, &f.after, status, outcome).await
 }
 
 #[derive(Deserialize)]
@@ -239,15 +227,11 @@ pub async fn lookup(
             .await
     }
     .await;
-    let (status, shown) = match outcome {
-        Ok(p) => (
-            StatusCode::OK,
-            html! {
-                p { "The original of " code { (p.pseudonym_value) } ": "
-                    output id="result" { (p.original_value) } }
-            },
-        ),
-        Err(e) => failure(&e),
-    };
-    render(&state, &visit, &name, &f.after, status, shown).await
+    let (status, outcome) = shown(outcome, |p| {
+        html! {
+            p { "The original of " code { (p.pseudonym_value) } ": "
+                output id="result" { (p.original_value) } }
+        }
+    });
+    render(&state, &visit, &name, &f.after, status, outcome).await
 }
