@@ -10,7 +10,8 @@
 //
 // The client registers exactly the addresses docs/ui.md tells operators to
 // register, so a UI that sends another one fails here as it would at a real
-// provider: `<base>/ui/authentication/callback` and, after sign-out, `<base>/ui/`.
+// provider: `<base>/ui/authentication/callback` and, after sign-out,
+// `<base>/ui/authentication/logout`.
 //
 //   node provider.mjs --port 8089 --base http://127.0.0.1:8080 --client-secret S
 //
@@ -72,7 +73,7 @@ const provider = new Provider(issuer, {
       response_types: ["code"],
       id_token_signed_response_alg: "RS256",
       redirect_uris: bases.map((b) => `${b}/ui/authentication/callback`),
-      post_logout_redirect_uris: bases.map((b) => `${b}/ui/`),
+      post_logout_redirect_uris: bases.map((b) => `${b}/ui/authentication/logout`),
     },
   ],
   jwks: { keys: [signingKey] },

@@ -52,7 +52,7 @@ export async function scenarios(t) {
     }
   }, [SIGN_IN]);
 
-  await t.run("sign out: RP-initiated at the provider, back at /ui/, signed out", async () => {
+  await t.run("sign out: RP-initiated at the provider, back at the signed-out page, signed out", async () => {
     const page = t.page;
     await page.goto(`${t.base}/ui/`);
     await signOutChecked(t, async () => {

@@ -60,8 +60,9 @@ export async function signInChecked(t, user, { keyboard = false } = {}) {
 /**
  * Signs out with `trigger` (opens the user menu and submits "Sign out"), then
  * holds the sign-out to docs/ui.md: RP-initiated at the provider's
- * end_session_endpoint, returning to `<base>/ui/`, signed out there and at the
- * provider (the next page asks for a sign-in again).
+ * end_session_endpoint, returning to `<base>/ui/authentication/logout` (the
+ * page that says so), signed out there and at the provider (the next page asks
+ * for a sign-in again).
  */
 export async function signOutChecked(t, trigger, { keyboard = false } = {}) {
   const { page } = t;
@@ -73,14 +74,18 @@ export async function signOutChecked(t, trigger, { keyboard = false } = {}) {
     const reached = page.waitForResponse((r) => r.url().startsWith(endpoint), { timeout: 10_000 }).catch(() => null);
     await trigger();
     const answer = await reached;
+    // At the provider's page (or already back): a key press does not wait
+    // for the navigation it starts, as a click does.
+    await page.waitForURL((u) => u.href.startsWith(endpoint) || u.href.startsWith(`${t.base}/ui/authentication/logout`), { timeout: 10_000 });
     await page.waitForLoadState("load");
     const end = trail.find((u) => u.startsWith(endpoint));
     if (!answer || !end) throw new Error(`sign-out never reached the provider's end_session_endpoint: ${trailOf(trail)}`);
     const q = new URL(end).searchParams;
     const back = q.get("post_logout_redirect_uri");
-    if (back !== `${t.base}/ui/`) {
+    const signedOutPage = `${t.base}/ui/authentication/logout`;
+    if (back !== signedOutPage) {
       const said = t.provider.child.text().split("\n").filter((l) => l.includes("end_session.error")).pop() ?? "";
-      throw new Error(`post_logout_redirect_uri is ${back}; docs/ui.md: "the sign-out's return <public address>/ui/" (${t.base}/ui/)`
+      throw new Error(`post_logout_redirect_uri is ${back}; docs/ui.md: "the sign-out's return <public address>/ui/authentication/logout" (${signedOutPage})`
         + `; the provider answered HTTP ${answer.status()} ${said}`);
     }
     if (q.get("client_id") !== "vfps-ui" || !q.get("id_token_hint")) throw new Error(`end-session request lacks client_id or id_token_hint: ${[...q.keys()]}`);
@@ -89,10 +94,14 @@ export async function signOutChecked(t, trigger, { keyboard = false } = {}) {
       if (keyboard) await t.keys.press(yes);
       else await Promise.all([page.waitForNavigation(), yes.click()]);
     }
-    await page.waitForURL((u) => !u.href.startsWith(t.issuer) || u.pathname.startsWith("/interaction/"), { timeout: 10_000 });
+    await page.waitForURL((u) => u.href.startsWith(signedOutPage), { timeout: 10_000 });
+    await page.waitForLoadState("load");
     const endAt = trail.indexOf(end);
-    if (!trail.slice(endAt + 1).some((u) => u === `${t.base}/ui/`)) {
-      throw new Error(`not sent back to ${t.base}/ui/ after the provider: ${trailOf(trail.slice(endAt))}`);
+    if (!trail.slice(endAt + 1).some((u) => u === `${t.base}/ui/authentication/logout`)) {
+      throw new Error(`not sent back to ${t.base}/ui/authentication/logout after the provider: ${trailOf(trail.slice(endAt))}`);
+    }
+    if (!(await page.locator("main").innerText()).includes("You are signed out")) {
+      throw new Error(`the page it returned to does not say the user is signed out: ${page.url()}`);
     }
   } finally {
     page.off("request", onRequest);

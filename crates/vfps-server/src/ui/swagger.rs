@@ -42,7 +42,7 @@ struct File {
     body: &'static [u8],
 }
 
-static FILES: [File; 4] = [
+static FILES: [File; 5] = [
     File {
         path: "/swagger/index.html",
         content_type: "text/html; charset=utf-8",
@@ -60,6 +60,12 @@ static FILES: [File; 4] = [
         content_type: "text/javascript; charset=utf-8",
         cache_control: VENDORED,
         body: include_bytes!("../../assets/vendor/swagger-ui-dist/swagger-ui-bundle.js"),
+    },
+    File {
+        path: "/swagger/swagger-overrides.css",
+        content_type: "text/css; charset=utf-8",
+        cache_control: OURS,
+        body: include_bytes!("../../assets/swagger-overrides.css"),
     },
     File {
         path: "/swagger/swagger-ui.css",
@@ -580,8 +586,8 @@ mod tests {
             seen += 1;
         }
         assert_eq!(
-            seen, 3,
-            "the bundle, the start-up script and the stylesheet"
+            seen, 4,
+            "the bundle, the start-up script, the stylesheet and our overrides"
         );
 
         let r = port.call("GET", "/swagger/swagger-init.js").await;
