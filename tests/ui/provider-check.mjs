@@ -148,11 +148,11 @@ await check("the ID token is RS256, verifies against the JWKS and carries sub, n
   expect(claims.sub === "admin" && claims.name === "Ada Admin", `sub/name: ${claims.sub} ${claims.name}`);
   expect(JSON.stringify(claims.roles) === '["vfps-admin"]', `roles: ${JSON.stringify(claims.roles)}`);
 });
-await check("sign-out returns only to the registered <base>/ui/", async () => {
+await check("sign-out returns only to the registered <base>/ui/authentication/logout", async () => {
   const end = (to) => http(`${discovery.end_session_endpoint}?${form({ client_id: "vfps-ui", id_token_hint: idToken, post_logout_redirect_uri: to })}`);
-  const good = await end(`${base}/ui/`);
+  const good = await end(`${base}/ui/authentication/logout`);
   expect(good.status === 200 && (await good.text()).includes("op.logoutForm"), `registered return: HTTP ${good.status}`);
-  const bad = await end(`${base}/ui/elsewhere`);
+  const bad = await end(`${base}/ui/`);
   expect(bad.status === 400, `unregistered return: HTTP ${bad.status}`);
 });
 await check("the provider logged the pushed request and the grant", async () => {
