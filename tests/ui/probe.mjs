@@ -36,8 +36,9 @@ if (!Number.isFinite(seconds) || seconds < 1) {
   process.exit(2);
 }
 const page_url = `${base}/ui/namespaces/${encodeURIComponent(args.namespace)}/pseudonyms`;
-/** How long one step may take before it counts as failed. */
-const STEP_TIMEOUT_MS = 10_000;
+/** How long one step may take before it counts as failed: a little over the
+ * pages' own deadline (5 s), so a page's "try again" is seen rather than cut off. */
+const STEP_TIMEOUT_MS = 8_000;
 
 writeFileSync(args.out, "");
 const record = (r) => appendFileSync(args.out, `${JSON.stringify(r)}\n`);
@@ -51,8 +52,16 @@ const browser = await chromium.launch({
   ],
 });
 const context = await browser.newContext();
-const page = await context.newPage();
+let page = await context.newPage();
 page.setDefaultTimeout(STEP_TIMEOUT_MS);
+
+/** After a failed step: a fresh tab in the same browser (same session), so a
+ * navigation still under way cannot hold up or interrupt the next step. */
+async function freshPage() {
+  await page.close().catch(() => {});
+  page = await context.newPage();
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
+}
 
 /** Whether the browser is at the identity provider (or our sign-in), not a page of the UI. */
 const atSignIn = () => !page.url().startsWith(`${base}/ui/`) || page.url().includes("/ui/authentication/");
@@ -76,7 +85,13 @@ async function signIn() {
 /** Fills `field`, presses `button`, and answers the page's result or its alert. */
 async function submit(field, value, button) {
   if (!(await page.locator(`#${field}`).count()) || atSignIn()) {
-    await page.goto(page_url);
+    const loaded = await page.goto(page_url);
+    if (atSignIn()) return { signedOut: true, error: "sent to sign in" };
+    // The balancer's own answer (no replica ready) or an error page: the
+    // form is not there, and waiting for it would only hide when it returns.
+    if (!loaded || !loaded.ok() || !(await page.locator(`#${field}`).count())) {
+      return { error: `HTTP ${loaded ? loaded.status() : 0} for the form's page` };
+    }
   }
   if (atSignIn()) return { signedOut: true, error: "sent to sign in" };
   await page.locator(`#${field}`).fill(value);
@@ -108,6 +123,9 @@ async function step(kind, body) {
     error: outcome.error || "", ...outcome.fields,
   };
   record(r);
+  // A step cut off by its timeout may leave its navigation under way; one
+  // answered (a "try again" page) leaves the page, forms and all, usable.
+  if (!r.ok && !r.signed_out && /timeout/i.test(r.error)) await freshPage();
   return { ...outcome, ok: r.ok };
 }
 

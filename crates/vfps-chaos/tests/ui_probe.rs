@@ -188,7 +188,8 @@ async fn the_probe_fails_on_a_broken_page() {
     );
 
     let down = serve(failing().await).await;
-    let v = judged(&probe(down), 8, true).await;
+    // Longer than the budget and the probe's resolution (3 + 9 s).
+    let v = judged(&probe(down), 16, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Invalid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 }

@@ -34,7 +34,10 @@ pub async fn access_control(State(state): State<AppState>, visit: Visit) -> Resp
         Err(to_sign_in) => return to_sign_in,
     };
     let config = &state.ui.authorization;
-    let namespaces = state.service.list_namespaces(state.deadline(None)).await;
+    let namespaces = state
+        .service
+        .list_namespaces(super::page_deadline(&state))
+        .await;
     let may = |op, ns: &str| state.auth.authorize(&principal, op, Some(ns)).is_ok();
     visit.page(
         "Access control",
@@ -112,7 +115,7 @@ async fn render_tokens(
     if let Err(to_sign_in) = visit.require(state).await {
         return to_sign_in;
     }
-    let d = state.deadline(None);
+    let d = super::page_deadline(state);
     let allowed = crate::http::tokens::admin(state, visit.credential(), d).await;
     let listed = match &allowed {
         Ok(()) => Some(state.service.store().list_tokens().await),
@@ -213,7 +216,8 @@ pub async fn create_token(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        crate::http::tokens::admin(&state, visit.credential(), state.deadline(None)).await?;
+        crate::http::tokens::admin(&state, visit.credential(), super::page_deadline(&state))
+            .await?;
         let grants: Vec<String> = f
             .grants
             .lines()
@@ -259,7 +263,8 @@ pub async fn revoke_token(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        crate::http::tokens::admin(&state, visit.credential(), state.deadline(None)).await?;
+        crate::http::tokens::admin(&state, visit.credential(), super::page_deadline(&state))
+            .await?;
         if !tokens::revoke(state.service.store().as_ref(), &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }

@@ -47,7 +47,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
         Ok(p) => p,
         Err(to_sign_in) => return to_sign_in,
     };
-    let d = state.deadline(None);
+    let d = super::page_deadline(state);
     let namespaces = state.service.list_namespaces(d).await.unwrap_or_default();
     let writable: Vec<&str> = namespaces
         .iter()
@@ -129,7 +129,7 @@ pub async fn grid(State(state): State<AppState>, visit: Visit) -> Response {
 async fn grid_markup(state: &AppState, visit: &Visit) -> Markup {
     let listed = state
         .jobs
-        .list(visit.credential(), state.deadline(None))
+        .list(visit.credential(), super::page_deadline(state))
         .await;
     html! {
         @match listed {
@@ -208,7 +208,7 @@ pub async fn download(
     }
     match state
         .jobs
-        .download_address(visit.credential(), &id, state.deadline(None))
+        .download_address(visit.credential(), &id, super::page_deadline(&state))
         .await
     {
         Ok(address) => Redirect::to(&address.url).into_response(),
@@ -226,7 +226,7 @@ pub async fn cancel(
         visit.check_csrf(&state, &f.csrf)?;
         state
             .jobs
-            .cancel(visit.credential(), &id, state.deadline(None))
+            .cancel(visit.credential(), &id, super::page_deadline(&state))
             .await
     }
     .await;
@@ -245,7 +245,7 @@ pub async fn clear(
         visit.check_csrf(&state, &f.csrf)?;
         state
             .jobs
-            .clear_finished(visit.credential(), state.deadline(None))
+            .clear_finished(visit.credential(), super::page_deadline(&state))
             .await
     }
     .await;

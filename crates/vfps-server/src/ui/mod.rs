@@ -75,6 +75,18 @@ fn origin_of(url: &str) -> Option<String> {
     Some(format!("{scheme}://{host}"))
 }
 
+/// How long a page waits for the database (its calls retried within it):
+/// a page during a failover answers "try again" after this long rather than
+/// hanging until the service's longest call deadline, as an API caller's
+/// own deadline would end its call (the browser probe found pages hanging
+/// twice as long as the API's outage).
+pub const PAGE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The instant a page's calls must be answered by.
+pub fn page_deadline(state: &AppState) -> std::time::Instant {
+    state.deadline(Some(PAGE_DEADLINE))
+}
+
 /// What the UI needs beyond the API's state.
 pub struct Ui {
     /// The sign-in client; `None` with authorization off, or on without an
@@ -349,7 +361,7 @@ impl Visit {
         if self.auth_enabled && !self.session.signed_in() {
             return None;
         }
-        let deadline = state.deadline(None);
+        let deadline = page_deadline(state);
         state
             .auth
             .authenticate(self.credential(), deadline)

@@ -59,7 +59,10 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
         Err(to_sign_in) => return to_sign_in,
     };
     let admin = state.auth.is_admin(&principal);
-    let listed = state.service.list_namespaces(state.deadline(None)).await;
+    let listed = state
+        .service
+        .list_namespaces(super::page_deadline(state))
+        .await;
     visit.page_status(
         status,
         "Namespaces",
@@ -179,7 +182,7 @@ pub async fn create(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        let d = state.deadline(None);
+        let d = super::page_deadline(&state);
         state
             .auth
             .check(visit.credential(), Operation::CreateNamespace, None, d)
@@ -241,7 +244,7 @@ pub async fn delete(
                 "type the namespace's name ({name}) to confirm its deletion"
             )));
         }
-        let d = state.deadline(None);
+        let d = super::page_deadline(&state);
         let call = state.service.delete_namespace(&name, d);
         state
             .auth

@@ -33,14 +33,18 @@ pub async fn page(
     Path(name): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    render(&state, &visit, &name, &q.after, StatusCode::OK, html! {}).await
+    let d = super::page_deadline(&state);
+    render(&state, &visit, &name, &q.after, d, StatusCode::OK, html! {}).await
 }
 
+/// The page, its calls done by `d` (one deadline for the whole request,
+/// the form's call included).
 async fn render(
     state: &AppState,
     visit: &Visit,
     name: &str,
     after: &str,
+    d: std::time::Instant,
     status: StatusCode,
     outcome: Markup,
 ) -> Response {
@@ -53,7 +57,6 @@ async fn render(
         may(Operation::CreatePseudonym),
         may(Operation::GetPseudonym),
     );
-    let d = state.deadline(None);
     let listed = state.auth.audited(
         visit.credential(),
         Operation::ListPseudonyms,
@@ -172,9 +175,9 @@ pub async fn create(
     Path(name): Path<String>,
     Form(f): Form<CreateForm>,
 ) -> Response {
+    let d = super::page_deadline(&state);
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        let d = state.deadline(None);
         state
             .auth
             .check(
@@ -190,7 +193,7 @@ pub async fn create(
     let (status, outcome) = shown(outcome, |p| {
         html! { p { "The pseudonym: " output id="result" { code { (p.pseudonym_value) } } } }
     });
-    render(&state, &visit, &name, &f.after, status, outcome).await
+    render(&state, &visit, &name, &f.after, d, status, outcome).await
 }
 
 #[derive(Deserialize)]
@@ -210,9 +213,9 @@ pub async fn lookup(
     Path(name): Path<String>,
     Form(f): Form<LookupForm>,
 ) -> Response {
+    let d = super::page_deadline(&state);
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        let d = state.deadline(None);
         let call = state.service.get_pseudonym(&name, f.pseudonym.trim(), d);
         state
             .auth
@@ -233,5 +236,5 @@ pub async fn lookup(
                 output id="result" { (p.original_value) } }
         }
     });
-    render(&state, &visit, &name, &f.after, status, outcome).await
+    render(&state, &visit, &name, &f.after, d, status, outcome).await
 }
