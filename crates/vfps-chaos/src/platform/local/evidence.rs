@@ -1,6 +1,6 @@
 //! Evidence of a local run: the HA manager's view (member list and failover
-//! history) and every log — etcd, Patroni, PostgreSQL, vfps — copied into the
-//! run directory.
+//! history) and every log — etcd, Patroni, PostgreSQL, vfps, the identity
+//! provider and HAProxy — copied into the run directory.
 
 use std::path::Path;
 
@@ -29,7 +29,11 @@ impl Local {
         std::fs::create_dir_all(&logs)
             .with_context(|| format!("cannot create {}", logs.display()))?;
         let base = &self.opts.base;
-        let mut files = vec![(base.join("etcd.log"), "etcd.log".to_owned())];
+        // The front door's too (the web UI's identity provider and balancer).
+        let mut files: Vec<_> = ["etcd.log", "identity-provider.log", "haproxy.log"]
+            .into_iter()
+            .map(|name| (base.join(name), name.to_owned()))
+            .collect();
         for z in ZONES {
             let d = base.join(format!("db-{z}"));
             files.push((d.join("patroni.log"), format!("patroni-{z}.log")));
