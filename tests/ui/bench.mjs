@@ -1,9 +1,10 @@
 // The UI's page timings, measured in the browser: for every page, time to
-// first byte and to the page's content (DOMContentLoaded; for Swagger UI, whose
-// script draws the content, until its operations show), p50 and p95 over
-// repeated visits, with 1,000,000 pseudonyms in the browsed namespace;
-// printed as a ratio to the target (p95 <= 100 ms). A benchmark, not a test:
-// it exits 0 whatever it measures.
+// first byte and to the page's content (DOMContentLoaded: every page, /swagger
+// too, is written by the server), p50 and p95 over repeated visits, with
+// 1,000,000 pseudonyms in the browsed namespace; printed as a ratio to the
+// target (p95 <= 100 ms). Beside them, until Swagger UI has drawn the
+// operations itself (its start-up script's mark), the time /swagger becomes
+// interactive. A benchmark, not a test: it exits 0 whatever it measures.
 //
 //   node bench.mjs --vfps target/release/vfps [--rows 1000000] [--visits 40]
 import { spawn, spawnSync } from "node:child_process";
@@ -95,6 +96,7 @@ const pages = {
   "access-control": `${base}/ui/access-control`,
   tokens: `${base}/ui/tokens`,
   swagger: `${base}/swagger/index.html`,
+  "swagger (UI drawn)": `${base}/swagger/index.html`,
 };
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -112,26 +114,28 @@ for (const [name, url] of Object.entries(pages)) {
     worst = Infinity;
     continue;
   }
-  // Swagger UI's content is drawn by its script: until its operations show.
-  const drawn = name === "swagger" ? ".opblock" : null;
+  // Interactive: Swagger UI's own operations drawn (swagger-init.js marks it).
+  const drawn = name === "swagger (UI drawn)" ? "vfps-swagger-drawn" : null;
   for (let i = 0; i < visits; i++) {
     await page.goto(url, { waitUntil: "domcontentloaded" });
-    if (drawn) await page.waitForSelector(drawn);
-    const t = await page.evaluate((drawnBy) => {
+    if (drawn) await page.waitForFunction((m) => performance.getEntriesByName(m).length > 0, drawn);
+    const t = await page.evaluate((mark) => {
       const n = performance.getEntriesByType("navigation")[0];
-      const content = drawnBy ? performance.now() : n.domContentLoadedEventEnd - n.startTime;
+      const content = mark ? performance.getEntriesByName(mark)[0].startTime : n.domContentLoadedEventEnd - n.startTime;
       return { ttfb: n.responseStart - n.startTime, content };
     }, drawn);
     ttfb.push(t.ttfb);
     content.push(t.content);
   }
   const ratio = pct(content, 95) / TARGET_MS;
-  worst = Math.max(worst, ratio);
+  // Swagger UI's drawing is reported beside the pages, not as one of them.
+  if (!drawn) worst = Math.max(worst, ratio);
   console.log(
     `${name.padEnd(24)} ${pct(ttfb, 50).toFixed(1).padStart(8)} ${pct(ttfb, 95).toFixed(1).padStart(9)} ` +
     `${pct(content, 50).toFixed(1).padStart(12)} ${pct(content, 95).toFixed(1).padStart(12)} ${ratio.toFixed(2).padStart(10)}x`,
   );
 }
+console.log("(swagger (UI drawn): until Swagger UI replaces the listed operations with its own; not a page's content)");
 console.log(`worst page: p95 ${(worst * TARGET_MS).toFixed(1)} ms = ${worst.toFixed(2)}x the target ${worst <= 1 ? "(met)" : "(NOT met)"}`);
 await browser.close();
 server.kill("SIGTERM");

@@ -32,9 +32,30 @@ export async function scenarios(t) {
       await page.goto(`${t.base}/swagger`);
       await page.locator(".swagger-ui .opblock").first().waitFor({ timeout: 15_000 });
       expect((await page.locator(".swagger-ui .opblock").count()) >= 15, "fewer operations than the API has");
+      expect((await page.locator("#vfps-outline").count()) === 0, "the server's list of operations stays beside Swagger UI");
       expect(elsewhere.length === 0, `requests to other sites: ${elsewhere.slice(0, 3)}`);
     } finally {
       page.off("request", onRequest);
+    }
+  }, [SIGN_IN]);
+
+  await t.run("/swagger lists every operation before Swagger UI's script runs, and without it, accessibly", async () => {
+    const page = t.page;
+    const document = await (await page.request.get(`${t.base}/swagger/v1/swagger.json`)).json();
+    const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+    const want = Object.values(document.paths).flatMap((item) => methods.filter((m) => item[m])).length;
+    const bundle = `${t.base}/swagger/swagger-ui-bundle.js`;
+    await page.route(bundle, (route) => route.abort());
+    try {
+      await page.goto(`${t.base}/swagger`, { waitUntil: "domcontentloaded" });
+      const listed = await page.locator("#vfps-outline li").count();
+      expect(listed === want, `the page lists ${listed} operations, the document has ${want}`);
+      expect(!(await page.locator("#swagger-ui").isVisible()), "Swagger UI's element shows beside the list");
+      await injectAxe(page, t.watch, axePath);
+      const problems = await seriousViolations(page);
+      expect(problems.length === 0, problems.join(" | "));
+    } finally {
+      await page.unroute(bundle);
     }
   }, [SIGN_IN]);
 

@@ -5,9 +5,15 @@
 //! `scripts/vendor-ui-assets.sh`. Everything is compiled in: no CDN, no build
 //! step, nothing read from disk.
 //!
-//! No inline script: the page and its start-up script are files, and the
-//! policy allows scripts from this origin only. It does allow inline styles,
-//! which Swagger UI sets on its elements.
+//! The page itself is written by the server from the document: it lists every
+//! operation (method, path, summary, by tag), so the page's content is there at
+//! first paint and without JavaScript. Swagger UI draws into a hidden element
+//! beside the list and takes its place once its own operations are drawn
+//! (`swagger-init.js`), a few hundred milliseconds later on a slow machine.
+//!
+//! No inline script: the page's start-up script is a file, and the policy
+//! allows scripts from this origin only. It does allow inline styles, which
+//! Swagger UI sets on its elements.
 
 use axum::{
     body::Bytes,
@@ -16,6 +22,9 @@ use axum::{
     routing::get,
     Router,
 };
+
+use maud::{html, DOCTYPE};
+use serde_json::Value;
 
 use crate::state::AppState;
 
@@ -42,13 +51,7 @@ struct File {
     body: &'static [u8],
 }
 
-static FILES: [File; 5] = [
-    File {
-        path: "/swagger/index.html",
-        content_type: "text/html; charset=utf-8",
-        cache_control: OURS,
-        body: include_bytes!("../../assets/swagger.html"),
-    },
+static FILES: [File; 4] = [
     File {
         path: "/swagger/swagger-init.js",
         content_type: "text/javascript; charset=utf-8",
@@ -84,12 +87,116 @@ fn openapi_document() -> String {
     )
 }
 
+/// The methods an OpenAPI path item may have, in the order they are listed.
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// One operation of the document, as the page lists it.
+struct Listed<'a> {
+    method: &'a str,
+    path: &'a str,
+    summary: &'a str,
+}
+
+/// The document's operations grouped by their first tag, in the order of the
+/// document's `tags` (then any tag it does not declare, then the untagged),
+/// each group in the document's order.
+fn operations_by_tag(document: &Value) -> Vec<(String, String, Vec<Listed<'_>>)> {
+    let mut groups: Vec<(String, String, Vec<Listed<'_>>)> = document["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let text = |k: &str| t[k].as_str().unwrap_or_default().to_owned();
+            (text("name"), text("description"), Vec::new())
+        })
+        .collect();
+    let paths = document["paths"].as_object().into_iter().flatten();
+    for (path, item) in paths {
+        for method in METHODS {
+            let Some(operation) = item.get(method) else {
+                continue;
+            };
+            let tag = operation["tags"][0].as_str().unwrap_or("other");
+            let listed = Listed {
+                method,
+                path,
+                summary: operation["summary"].as_str().unwrap_or_default(),
+            };
+            match groups.iter_mut().find(|(name, _, _)| name == tag) {
+                Some((_, _, ops)) => ops.push(listed),
+                None => groups.push((tag.to_owned(), String::new(), vec![listed])),
+            }
+        }
+    }
+    groups.retain(|(_, _, ops)| !ops.is_empty());
+    groups
+}
+
+/// `/swagger/index.html`: the document's operations listed, then Swagger UI's
+/// element (hidden by the stylesheet while the list is there) and scripts.
+fn index_page(document: &Value) -> String {
+    let info = &document["info"];
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "vfps · API docs" }
+                link rel="stylesheet" href="/swagger/swagger-ui.css";
+                link rel="stylesheet" href="/swagger/swagger-overrides.css";
+                // No favicon: the browser's request for one would be a 404.
+                link rel="icon" href="data:,";
+            }
+            body {
+                main #vfps-outline class="vfps-outline" {
+                    h1 { (text(&info["title"])) " " small { (text(&info["version"])) } }
+                    p {
+                        "The REST API's operations, from "
+                        a href="/swagger/v1/swagger.json" { "its OpenAPI document" }
+                        ". Swagger UI, which lets you try them, takes this list's place once it has \
+                         loaded (it needs JavaScript)."
+                    }
+                    @for (tag, description, operations) in operations_by_tag(document) {
+                        section {
+                            h2 { (tag) }
+                            @if !description.is_empty() { p { (description) } }
+                            ul {
+                                @for op in operations {
+                                    li {
+                                        span class={ "vfps-method vfps-" (op.method) } { (op.method.to_ascii_uppercase()) }
+                                        " " code { (op.path) } " " span { (op.summary) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                div #swagger-ui {}
+                script src="/swagger/swagger-ui-bundle.js" {}
+                script src="/swagger/swagger-init.js" {}
+            }
+        }
+    }
+    .into_string()
+}
+
 pub fn routes() -> Router<AppState> {
-    let document = Bytes::from(openapi_document());
+    let text = openapi_document();
+    let parsed: Value = serde_json::from_str(&text).expect("assets/openapi.json is JSON");
+    let index = Bytes::from(index_page(&parsed));
+    let document = Bytes::from(text);
     let to_index = || async { Redirect::permanent("/swagger/index.html") };
     let mut router = Router::new()
         .route("/swagger", get(to_index))
         .route("/swagger/", get(to_index))
+        .route(
+            "/swagger/index.html",
+            get(move || async move { answer("text/html; charset=utf-8", OURS, index) }),
+        )
         .route(
             "/swagger/v1/swagger.json",
             get(move || async move { answer("application/json; charset=utf-8", OURS, document) }),
@@ -604,6 +711,61 @@ mod tests {
         assert_eq!(header_of(&r, header::X_CONTENT_TYPE_OPTIONS), "nosniff");
         let served: Value = serde_json::from_str(&body_text(r).await).unwrap();
         assert_eq!(served, document());
+    }
+
+    #[test]
+    fn the_page_lists_every_operation_of_the_document_by_tag() {
+        let document = document();
+        let page = index_page(&document);
+        let mut listed = 0;
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for method in METHODS.iter().filter(|m| item.get(**m).is_some()) {
+                let entry = format!(
+                    "{}</span> <code>{path}</code>",
+                    method.to_ascii_uppercase()
+                );
+                assert!(page.contains(&entry), "{entry} is not listed");
+                listed += 1;
+            }
+        }
+        assert_eq!(page.matches("<li>").count(), listed, "an operation twice");
+        assert!(listed >= 20, "{listed} operations");
+        // Sections in the order the document declares its tags.
+        let tags: Vec<&str> = document["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        let at: Vec<usize> = tags
+            .iter()
+            .map(|t| page.find(&format!("<h2>{t}</h2>")).expect(t))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{tags:?} out of order");
+        // Swagger UI's element comes after the list (the stylesheet hides it
+        // while the list is there) and the start-up script removes the list.
+        let (outline, ui) = (page.find("id=\"vfps-outline\"").unwrap(), page.find("id=\"swagger-ui\"").unwrap());
+        assert!(outline < ui);
+        let init = String::from_utf8_lossy(FILES[0].body);
+        assert!(init.contains("outline.remove()"), "{init}");
+        let css = include_str!("../../assets/swagger-overrides.css");
+        assert!(css.contains(".vfps-outline ~ #swagger-ui { display: none; }"));
+    }
+
+    #[test]
+    fn the_page_escapes_what_the_document_says() {
+        let document = serde_json::json!({
+            "info": {"title": "<script>alert(1)</script>", "version": "1\"><b>"},
+            "tags": [{"name": "T<i>", "description": "a & b"}],
+            "paths": {"/x/{<y>}": {"get": {"tags": ["T<i>"], "summary": "<img src=x onerror=alert(2)>"}}},
+        });
+        let page = index_page(&document);
+        for raw in ["<script>alert", "<b>", "<i>", "<img", "{<y>}"] {
+            assert!(!page.contains(raw), "{raw} unescaped in {page}");
+        }
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("&lt;img src=x onerror=alert(2)&gt;"));
+        assert!(page.contains("a &amp; b"));
     }
 
     #[test]
