@@ -14,8 +14,13 @@
 //! 3. interactive Create p99 at `BENCH_RATE` (200) Creates/s, open model,
 //!    while a job runs against the same without one — target ≤ 2×.
 //!
-//! The PostgreSQL cluster is durable (fsync on), as in production. The server
-//! is the real `vfps` binary in its own process.
+//! The PostgreSQL cluster is durable (fsync, full-page writes and synchronous
+//! commit on), as in production, with the test kit's small settings (32 MB
+//! shared buffers, PostgreSQL's default checkpoints; `BENCH_PG=small`, the
+//! default) or as a production server for bulk writes would be configured
+//! (`BENCH_PG=production`: 2 GB shared buffers, 8 GB `max_wal_size`, 15 min
+//! checkpoints, WAL compression). The server is the real `vfps` binary in its
+//! own process.
 //!
 //! `cargo bench -p vfps-server --bench jobs`
 
@@ -31,6 +36,10 @@ use serde_json::{json, Value};
 use vfps_core::{generate::generate, GenerationMethod, NamespaceSettings, OriginalValue};
 
 const BATCH_ROWS: usize = 1000;
+/// `BENCH_PG=production`: what a production server for bulk writes sets
+/// (durability untouched); later lines of `postgresql.conf` win.
+const PRODUCTION_PG: &str = "shared_buffers = 2GB\nmax_wal_size = 8GB\n\
+    checkpoint_timeout = 15min\nwal_compression = on\n";
 const UPSTREAM_MICROS_PER_ROW: (f64, f64) = (30.0, 35.0);
 
 fn env_or(key: &str, default: u64) -> u64 {
@@ -284,7 +293,13 @@ async fn main() {
     let mib = env_or("BENCH_JOB_MIB", 1024);
     let rate = env_or("BENCH_RATE", 200);
     let scratch: PathBuf = vfps_testkit::scratch_dir("jobs-bench");
-    let cluster = vfps_testkit::PgCluster::start_with("").unwrap();
+    let profile = std::env::var("BENCH_PG").unwrap_or_else(|_| "small".to_owned());
+    let conf = match profile.as_str() {
+        "production" => PRODUCTION_PG,
+        "small" => "",
+        other => panic!("BENCH_PG={other:?}: production or small"),
+    };
+    let cluster = vfps_testkit::PgCluster::start_with(conf).unwrap();
     let db = cluster.create_database().unwrap();
     let files = scratch.join("files");
     let env = vec![
@@ -343,7 +358,7 @@ async fn main() {
     drop(fresh);
     let _ = std::fs::remove_file(&big);
 
-    println!("CSV jobs (PostgreSQL durable, {rows} rows, 2 mapped columns, this machine):");
+    println!("CSV jobs (PostgreSQL durable, BENCH_PG={profile}, {rows} rows, 2 mapped columns, this machine):");
     println!(
         "  job {job_rate:.0} rows/s vs the database's ceiling {ceiling_rate:.0} rows/s: {:.2} (target >= 0.80); \
          the ceiling is the faster of 1 connection ({sequential:.0} rows/s) and 2 ({concurrent:.0} rows/s)",

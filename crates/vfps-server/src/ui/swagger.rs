@@ -146,7 +146,8 @@ fn index_page(document: &Value) -> String {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { "vfps · API docs" }
-                link rel="stylesheet" href="/swagger/swagger-ui.css";
+                // Swagger UI's own stylesheet and bundle are fetched by the
+                // start-up script, so that neither holds back this list.
                 link rel="stylesheet" href="/swagger/swagger-overrides.css";
                 // No favicon: the browser's request for one would be a 404.
                 link rel="icon" href="data:,";
@@ -176,8 +177,7 @@ fn index_page(document: &Value) -> String {
                     }
                 }
                 div #swagger-ui {}
-                script src="/swagger/swagger-ui-bundle.js" {}
-                script src="/swagger/swagger-init.js" {}
+                script src="/swagger/swagger-init.js" async {}
             }
         }
     }
@@ -672,7 +672,20 @@ mod tests {
             .flatten()
             .filter(|href| !href.starts_with("data:"))
             .collect();
-        let loaded = scripts.into_iter().flatten().chain(styles);
+        // The start-up script fetches Swagger UI's stylesheet and bundle.
+        let r = port.call("GET", "/swagger/swagger-init.js").await;
+        let init = body_text(r).await;
+        assert!(init.contains("url: \"/swagger/v1/swagger.json\""), "{init}");
+        let fetched: Vec<&str> = init
+            .split('"')
+            .filter(|s| s.starts_with("/swagger/") && (s.ends_with(".js") || s.ends_with(".css")))
+            .collect();
+        assert_eq!(
+            fetched,
+            ["/swagger/swagger-overrides.css", "/swagger/swagger-ui.css", "/swagger/swagger-ui-bundle.js"],
+            "{init}"
+        );
+        let loaded = scripts.into_iter().flatten().chain(styles).chain(fetched[1..].iter().copied());
         let mut seen = 0;
         for path in loaded {
             let r = port.call("GET", path).await;
@@ -694,12 +707,8 @@ mod tests {
         }
         assert_eq!(
             seen, 4,
-            "the bundle, the start-up script, the stylesheet and our overrides"
+            "the start-up script and our stylesheet, then Swagger UI's stylesheet and bundle"
         );
-
-        let r = port.call("GET", "/swagger/swagger-init.js").await;
-        let init = body_text(r).await;
-        assert!(init.contains("url: \"/swagger/v1/swagger.json\""), "{init}");
 
         let r = port.call("GET", "/swagger/v1/swagger.json").await;
         assert_eq!(r.status(), StatusCode::OK);
