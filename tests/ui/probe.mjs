@@ -6,7 +6,10 @@
 //
 // A failed create is submitted again with the same original at the next
 // tick (a user pressing the button again), so a result that went missing
-// shows up as a wrong or absent one, not as a new subject.
+// shows up as a wrong or absent one, not as a new subject. Meanwhile the
+// last pseudonym created is looked up again: as the API's availability counts
+// its reads, the UI's does too (a database that refuses writes can still
+// answer a lookup).
 //
 //   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE
 import { appendFileSync, writeFileSync } from "node:fs";
@@ -138,6 +141,11 @@ if (!signedIn.ok) {
 const end = Date.now() + seconds * 1000;
 let k = 0;
 let pending = null;
+let last = null;
+const lookup = (original, pseudonym) => step("lookup", async () => {
+  const r = await submit("pseudonym", pseudonym, "Look up");
+  return { ...r, fields: { original, pseudonym, answered: r.text || "" } };
+});
 while (Date.now() < end) {
   const tick = Date.now();
   const original = pending ?? `ui-${args.seed}-${k++}`;
@@ -147,13 +155,11 @@ while (Date.now() < end) {
   });
   if (created.ok) {
     pending = null;
-    const pseudonym = created.text;
-    await step("lookup", async () => {
-      const r = await submit("pseudonym", pseudonym, "Look up");
-      return { ...r, fields: { original, pseudonym, answered: r.text || "" } };
-    });
+    last = { original, pseudonym: created.text };
+    await lookup(original, created.text);
   } else {
     pending = original;
+    if (last) await lookup(last.original, last.pseudonym);
   }
   const wait = 1000 - (Date.now() - tick);
   if (wait > 0) await new Promise((r) => setTimeout(r, wait));

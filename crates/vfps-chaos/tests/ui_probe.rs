@@ -116,8 +116,9 @@ async fn broken_answers() -> Router {
         )
 }
 
-/// A pseudonyms page that works for its first two creates, then fails.
-async fn failing() -> Router {
+/// A pseudonyms page that works for its first two creates, then fails them;
+/// its lookups fail from then on too when `lookups_fail`.
+async fn failing(lookups_fail: bool) -> Router {
     use std::sync::{
         atomic::{AtomicUsize, Ordering},
         Arc,
@@ -139,6 +140,7 @@ async fn failing() -> Router {
         ))
     };
     let creates = Arc::new(AtomicUsize::new(0));
+    let seen = creates.clone();
     Router::new()
         .route(
             "/ui/authentication/login",
@@ -163,8 +165,18 @@ async fn failing() -> Router {
         )
         .route(
             "/ui/namespaces/probed/lookup",
-            axum::routing::post(move |axum::Form(f): axum::Form<Fields>| async move {
-                page(f.pseudonym.trim_start_matches("p-"))
+            axum::routing::post(move |axum::Form(f): axum::Form<Fields>| {
+                let seen = seen.clone();
+                async move {
+                    if lookups_fail && seen.load(Ordering::SeqCst) > 2 {
+                        return (
+                            axum::http::StatusCode::BAD_GATEWAY,
+                            Html("<p role=alert>down</p>"),
+                        )
+                            .into_response();
+                    }
+                    page(f.pseudonym.trim_start_matches("p-")).into_response()
+                }
             }),
         )
 }
@@ -187,9 +199,16 @@ async fn the_probe_fails_on_a_broken_page() {
         "{v:?}"
     );
 
-    let down = serve(failing().await).await;
+    let down = serve(failing(true).await).await;
     // Longer than the budget and the probe's resolution (3 + 9 s).
     let v = judged(&probe(down), 16, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Invalid, "{v:?}");
+    assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
+
+    // Creates refused but lookups answered: the UI is still usable (as the
+    // API's reads count for its availability), and every lookup is right.
+    let read_only = serve(failing(false).await).await;
+    let v = judged(&probe(read_only), 16, true).await;
+    assert_eq!(validity(&v, Property::UiOutage), Validity::Valid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 }

@@ -1,6 +1,7 @@
 //! The web UI through every scenario (the browser probe): a signed-in
 //! browser behind the load balancer creates a pseudonym and looks it up
-//! through the UI's pages every second.
+//! through the UI's pages every second (while creates fail, it looks up the
+//! last one created: the UI's reads count for its availability, as the API's do).
 //!
 //! - P1 applies to the UI as to the API: from the start of a step that failed
 //!   to the start of the next step that succeeded, the user could not use the
