@@ -116,7 +116,7 @@ impl Pressure for NoPressure {
 }
 
 /// Rows per batch while interactive callers are served.
-pub const YIELDING_BATCH_ROWS: usize = 100;
+pub const YIELDING_BATCH_ROWS: usize = 25;
 
 /// While interactive callers are served, a runner waits this many times as
 /// long as its last batch took before sending the next.

@@ -682,10 +682,18 @@ mod tests {
             .collect();
         assert_eq!(
             fetched,
-            ["/swagger/swagger-overrides.css", "/swagger/swagger-ui.css", "/swagger/swagger-ui-bundle.js"],
+            [
+                "/swagger/swagger-overrides.css",
+                "/swagger/swagger-ui.css",
+                "/swagger/swagger-ui-bundle.js"
+            ],
             "{init}"
         );
-        let loaded = scripts.into_iter().flatten().chain(styles).chain(fetched[1..].iter().copied());
+        let loaded = scripts
+            .into_iter()
+            .flatten()
+            .chain(styles)
+            .chain(fetched[1..].iter().copied());
         let mut seen = 0;
         for path in loaded {
             let r = port.call("GET", path).await;
@@ -729,10 +737,7 @@ mod tests {
         let mut listed = 0;
         for (path, item) in document["paths"].as_object().unwrap() {
             for method in METHODS.iter().filter(|m| item.get(**m).is_some()) {
-                let entry = format!(
-                    "{}</span> <code>{path}</code>",
-                    method.to_ascii_uppercase()
-                );
+                let entry = format!("{}</span> <code>{path}</code>", method.to_ascii_uppercase());
                 assert!(page.contains(&entry), "{entry} is not listed");
                 listed += 1;
             }
@@ -753,7 +758,10 @@ mod tests {
         assert!(at.windows(2).all(|w| w[0] < w[1]), "{tags:?} out of order");
         // Swagger UI's element comes after the list (the stylesheet hides it
         // while the list is there) and the start-up script removes the list.
-        let (outline, ui) = (page.find("id=\"vfps-outline\"").unwrap(), page.find("id=\"swagger-ui\"").unwrap());
+        let (outline, ui) = (
+            page.find("id=\"vfps-outline\"").unwrap(),
+            page.find("id=\"swagger-ui\"").unwrap(),
+        );
         assert!(outline < ui);
         let init = String::from_utf8_lossy(FILES[0].body);
         assert!(init.contains("outline.remove()"), "{init}");
