@@ -101,7 +101,8 @@ struct Listed<'a> {
 
 /// The document's operations grouped by their first tag, in the order of the
 /// document's `tags` (then any tag it does not declare, then the untagged),
-/// each group in the document's order.
+/// each group by path (a parsed document's paths come sorted) and, within a
+/// path, by method as [`METHODS`] lists them.
 fn operations_by_tag(document: &Value) -> Vec<(String, String, Vec<Listed<'_>>)> {
     let mut groups: Vec<(String, String, Vec<Listed<'_>>)> = document["tags"]
         .as_array()
