@@ -285,6 +285,9 @@ impl nemesis::Faults for Inert<'_> {
     ) -> anyhow::Result<Option<nemesis::Victim>> {
         Faults::pod_kill_next(self.local, r, u).await
     }
+    async fn kill_named_replica(&self, r: &str) -> anyhow::Result<nemesis::Victim> {
+        Faults::kill_named_replica(self.local, r).await
+    }
     async fn wait_replaced(&self, v: &nemesis::Victim) -> anyhow::Result<()> {
         Faults::wait_replaced(self.local, v).await
     }

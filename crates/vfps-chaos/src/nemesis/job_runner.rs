@@ -1,6 +1,7 @@
 //! Faults of the replica running a CSV job (the run's jobs: `RESILIENCE_JOB_ROWS`):
 //! - [`kill`] (`vfps-job-runner-kill`): SIGKILL of the replica that holds a
-//!   running job's lease, once the job has checkpointed progress.
+//!   running job's lease, once the job has checkpointed progress (on
+//!   Kubernetes a one-shot pod kill of that pod, by name).
 //! - [`pause`] (`vfps-job-runner-pause`): that replica stopped (SIGSTOP) past
 //!   the job's lease, then resumed: its late writes must be fenced out.
 //!
@@ -58,15 +59,16 @@ async fn taken_over<F: Faults>(
     }
 }
 
-/// The index of the runner among the replicas (a runner names itself
-/// `<VFPS_INSTANCE_NAME>/<pid>`, the instance named as its replica).
-async fn replica_of<F: Faults>(f: &F, job: &RunningJob) -> anyhow::Result<(usize, String)> {
+/// The replica running the job (a runner names itself
+/// `<VFPS_INSTANCE_NAME>/<pid>`, the instance named as its replica: the
+/// local replica's name, the pod's host name on Kubernetes).
+async fn replica_of<F: Faults>(f: &F, job: &RunningJob) -> anyhow::Result<String> {
     let replicas = f.replicas().await?;
     let instance = job.runner.split('/').next().unwrap_or_default();
     replicas
         .iter()
-        .position(|r| r == instance)
-        .map(|i| (i, replicas[i].clone()))
+        .find(|r| *r == instance)
+        .cloned()
         .with_context(|| {
             format!(
                 "job {} runs on {:?}, which is none of the replicas {replicas:?}",
@@ -128,12 +130,11 @@ async fn kill_once<F: Faults>(
 ) -> anyhow::Result<()> {
     let scenario = &planned.name;
     let job = job_in_progress(f, until).await?;
-    let (index, _) = replica_of(f, &job).await?;
-    f.pod_kill_begin(Duration::from_secs(1)).await?;
-    let victim = f.pod_kill_next(index, until).await;
-    let ended = f.pod_kill_end().await;
-    let victim = victim?.context("the job's runner was not killed")?;
-    ended?;
+    let replica = replica_of(f, &job).await?;
+    let victim = f
+        .kill_named_replica(&replica)
+        .await
+        .with_context(|| format!("killing {replica}, the runner of job {}", job.id))?;
     rec.fault(
         scenario,
         format!(
@@ -178,7 +179,7 @@ async fn pause_once<F: Faults>(
 ) -> anyhow::Result<()> {
     let scenario = &planned.name;
     let job = job_in_progress(f, until).await?;
-    let (_, replica) = replica_of(f, &job).await?;
+    let replica = replica_of(f, &job).await?;
     let resume_at = Instant::now() + knobs.vfps_pause;
     f.pause_replica(&replica).await?;
     let silent = !f.replica_answers(&replica).await;

@@ -251,6 +251,10 @@ pub trait Faults: Sync {
     /// `None` when no kill happened before `until`.
     async fn pod_kill_next(&self, replica: usize, until: Instant)
         -> anyhow::Result<Option<Victim>>;
+    /// SIGKILLs the replica named `replica` (as [`Faults::replicas`] names
+    /// it); returns once that incarnation is gone. Its platform starts a new
+    /// one, [`Faults::wait_replaced`] waits for it.
+    async fn kill_named_replica(&self, replica: &str) -> anyhow::Result<Victim>;
     /// Waits until the killed replica is replaced and every replica is ready.
     async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()>;
     /// The pod-kill scenario ends; no further kill may happen after this returns.

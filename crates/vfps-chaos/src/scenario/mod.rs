@@ -94,9 +94,6 @@ impl Scenario {
     /// Why the target cannot do the fault (for a scenario it cannot run).
     fn why_not_on(self, target: Target) -> &'static str {
         match (self, target) {
-            (Scenario::JobRunnerKill, Target::Kind) => {
-                "the kind driver cannot yet kill a replica it names (its pod kills are a Chaos Mesh Schedule's)"
-            }
             (_, Target::Kind) => "Chaos Mesh cannot stop a process (SIGSTOP)",
             (_, Target::Local) => "this kernel has no netem for latency",
         }
@@ -106,12 +103,9 @@ impl Scenario {
     /// (SIGSTOP), and the local kernel has no netem for latency.
     pub fn runs_on(self, target: Target) -> bool {
         match self {
-            // The kind driver does not look at the service's jobs, and its
-            // pod kills are a Schedule's, not of a chosen pod (docs/kubernetes.md).
-            Scenario::DbPrimaryPause
-            | Scenario::VfpsPodPause
-            | Scenario::JobRunnerKill
-            | Scenario::JobRunnerPause => target == Target::Local,
+            Scenario::DbPrimaryPause | Scenario::VfpsPodPause | Scenario::JobRunnerPause => {
+                target == Target::Local
+            }
             Scenario::DbNetworkDelay => target == Target::Kind,
             _ => true,
         }
@@ -144,7 +138,8 @@ impl Scenario {
             Scenario::VfpsPodPause => (40, 0),
             Scenario::VfpsPartition => (65, 120),
             Scenario::DbNetworkDelay => (0, 90),
-            Scenario::JobRunnerKill => (45, 0),
+            // The killed pod is re-created; the job's lease runs out first.
+            Scenario::JobRunnerKill => (45, 120),
             Scenario::JobRunnerPause => (40, 0),
             // The killed Garage pod is re-created, restarts and reconnects.
             Scenario::ObjectsNodeKill => (40, 120),
@@ -212,7 +207,7 @@ pub fn default_scenarios(target: Target) -> &'static str {
         Target::Kind => {
             "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\
              db-primary-isolation,db-sync-standby-kill,vfps-partition,db-network-delay,\
-             objects-node-kill,db-double-failover"
+             vfps-job-runner-kill,objects-node-kill,db-double-failover"
         }
     }
 }
@@ -502,7 +497,7 @@ mod tests {
         assert_eq!(kill.max_outage_seconds, 10);
         assert_eq!(
             p.load_seconds(),
-            60 + 135 + 100 + 180 + 180 + 180 + 240 + 180 + 120 + 90 + 120 + 300 + 60
+            60 + 135 + 100 + 180 + 180 + 180 + 240 + 180 + 120 + 90 + 120 + 120 + 300 + 60
         );
         let local =
             ScenarioPlan::from_env(default_scenarios(Target::Local), Target::Local, |_| None)

@@ -1,6 +1,7 @@
 //! Faults on Kubernetes: the Chaos Mesh objects (a pod-kill Schedule, a
 //! one-shot PodChaos on the primary, a NetworkChaos partition burst made from the
-//! partition Schedule's template, a one-shot PodChaos on an object store node),
+//! partition Schedule's template, a one-shot PodChaos on a named vfps pod or
+//! object store node),
 //! `kubectl rollout restart` and `kubectl drain`, each proven applied and healed
 //! by the cluster's state.
 
@@ -178,6 +179,11 @@ impl<R: Runner> Faults for Kube<R> {
             }
             tokio::time::sleep(self.poll).await;
         }
+    }
+
+    /// The one-shot PodChaos of `chaos/vfps-runner-kill.yaml` on that pod.
+    async fn kill_named_replica(&self, replica: &str) -> anyhow::Result<Victim> {
+        self.kill_vfps_pod(replica).await
     }
 
     async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()> {

@@ -307,6 +307,14 @@ pub fn render(
             )?,
         ),
         (
+            "vfps-runner-kill.yaml",
+            // The job's runner is read from vfps's database at run time.
+            gray::render_asset(
+                &read(gray::REPLICA_KILL.asset)?,
+                &[("POD", "vfps-5d8f7c9b6-x2x7q".to_owned())],
+            )?,
+        ),
+        (
             "objects-pod-kill.yaml",
             // The node is drawn from the seed at run time.
             gray::render_asset(

@@ -1,6 +1,6 @@
 //! The gray faults on Kubernetes: one-shot Chaos Mesh objects rendered from the
 //! assets (`db-primary-isolation`, `db-standby-kill`, `vfps-partition`,
-//! `db-network-delay`), each applied and proven injected (`AllInjected`), and
+//! `db-network-delay`, `vfps-runner-kill`), each applied and proven injected (`AllInjected`), and
 //! removed and proven gone; and the behavioural probes — WAL positions and TCP
 //! connects run inside the database pods (`kubectl exec`; the vfps image has no
 //! shell, so a probe between a replica and an instance runs from the instance:
@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 
 use super::{chaos::render, cluster::pods_of, Kube, Runner, DEPLOYMENT, NAMESPACE};
 use crate::{
-    nemesis::{Connect, Instance, WalPosition},
+    nemesis::{Connect, Instance, Victim, WalPosition},
     platform::net::wait_every,
 };
 
@@ -51,7 +51,17 @@ pub(crate) const DELAY: OneShot = OneShot {
     kind: "networkchaos",
     name: "db-network-delay",
 };
-pub(crate) const ONE_SHOTS: [OneShot; 4] = [ISOLATION, STANDBY_KILL, REPLICA_CUT, DELAY];
+/// The vfps pod holding a running CSV job's lease (`vfps-job-runner-kill`).
+pub(crate) const REPLICA_KILL: OneShot = OneShot {
+    asset: "chaos/vfps-runner-kill.yaml",
+    kind: "podchaos",
+    name: "vfps-runner-kill",
+};
+pub(crate) const ONE_SHOTS: [OneShot; 5] =
+    [ISOLATION, STANDBY_KILL, REPLICA_CUT, DELAY, REPLICA_KILL];
+
+/// How long Chaos Mesh may take to kill a pod it was given by name.
+pub(crate) const KILL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A chaos object's `duration`: the hold plus 30 s of slack, so Chaos Mesh
 /// heals it by itself should the driver die.
@@ -280,6 +290,39 @@ impl<R: Runner> Kube<R> {
             || async { self.db_round_trip().await.is_ok_and(|t| !proof.delayed(t)) },
         )
         .await
+    }
+
+    /// Kills the vfps pod `replica` with the one-shot PodChaos; returns once
+    /// that incarnation is gone or terminating (Chaos Mesh reports no
+    /// injection for a pod kill), the spent object removed either way. The
+    /// Deployment re-creates the pod.
+    pub(crate) async fn kill_vfps_pod(&self, replica: &str) -> anyhow::Result<Victim> {
+        let pod = self
+            .vfps_pods()
+            .await?
+            .into_iter()
+            .find(|p| p.name == replica && !p.terminating)
+            .with_context(|| format!("no vfps pod {replica}"))?;
+        self.inject(REPLICA_KILL, &[("POD", replica.to_owned())])
+            .await?;
+        let killed = wait_every(
+            &format!("vfps pod {replica} killed"),
+            self.heal_timeout.min(KILL_TIMEOUT),
+            self.poll,
+            || async {
+                self.vfps_pods()
+                    .await
+                    .is_ok_and(|pods| !pods.iter().any(|p| p.uid == pod.uid && !p.terminating))
+            },
+        )
+        .await;
+        let removed = self.remove(REPLICA_KILL).await;
+        killed?;
+        removed?;
+        Ok(Victim {
+            name: format!("pod {} on {}", pod.name, pod.node),
+            incarnation: pod.uid,
+        })
     }
 
     /// The standbys (pods labelled replica, not terminating), sorted by name.

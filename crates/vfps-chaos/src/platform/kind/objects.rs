@@ -44,9 +44,6 @@ const CAPACITY: &str = "1G";
 /// The label that names a Kubernetes node's zone (kind-config.yaml).
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
-/// How long Chaos Mesh may take to kill the pod it was given.
-const KILL_TIMEOUT: Duration = Duration::from_secs(60);
-
 pub(crate) const OBJECTS_KILL: OneShot = OneShot {
     asset: "chaos/objects-pod-kill.yaml",
     kind: "podchaos",
@@ -357,7 +354,7 @@ impl<R: Runner> Kube<R> {
             .await?;
         wait_every(
             &format!("object store pod {node} killed"),
-            self.heal_timeout.min(KILL_TIMEOUT),
+            self.heal_timeout.min(gray::KILL_TIMEOUT),
             self.poll,
             || async {
                 self.garage_pods()

@@ -107,6 +107,12 @@ struct Model {
     objects: garage::FakeGarage,
     /// vfps's `csv_jobs` as the primary holds them, as `psql -At` prints them.
     csv_jobs: Vec<String>,
+    /// What `csv_jobs` becomes once a vfps pod is killed by name (its jobs
+    /// taken over by another replica).
+    csv_jobs_after_kill: Option<Vec<String>>,
+    /// The named vfps pod kill is applied; `inert`: it kills nothing.
+    runner_kill: bool,
+    runner_kill_inert: bool,
     commands: Vec<String>,
     violations: Vec<String>,
 }
@@ -418,6 +424,27 @@ impl Model {
                 self.standby_chaos = Some(victim);
                 self.db_recovering = 3;
             }
+            "PodChaos" if name == "vfps-runner-kill" => {
+                let victim = manifest
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
+                    .and_then(|l| l.strip_suffix(']'))
+                    .unwrap_or_default()
+                    .to_owned();
+                self.runner_kill = true;
+                if self.runner_kill_inert {
+                    return Ok(());
+                }
+                match self.vfps.iter_mut().find(|p| p.name == victim) {
+                    Some(p) => p.terminating = true,
+                    None => self.violations.push(format!(
+                        "the runner kill selects {victim:?}, not a vfps pod"
+                    )),
+                }
+                if let Some(jobs) = self.csv_jobs_after_kill.take() {
+                    self.csv_jobs = jobs;
+                }
+            }
             "PodChaos" => {
                 // The primary of an isolation is killed while it is cut off.
                 let isolated = self.isolation.take();
@@ -498,6 +525,7 @@ impl Model {
         match field(manifest, "kind:").as_str() {
             "Schedule" if manifest.contains("vfps-pod-kill") => self.pod_kill_schedule = false,
             "PodChaos" if name == "db-standby-kill" => self.standby_chaos = None,
+            "PodChaos" if name == "vfps-runner-kill" => self.runner_kill = false,
             "PodChaos" => self.primary_chaos = false,
             "NetworkChaos" if name == "db-primary-isolation" => self.isolation = None,
             "NetworkChaos" if name == "vfps-partition" => self.replica_cut = None,
@@ -712,6 +740,7 @@ impl Runner for FakeKubectl {
                     "vfps-partition" => m.replica_cut.is_some(),
                     "db-network-delay" => m.delay.is_some(),
                     "db-standby-kill" => m.standby_chaos.is_some(),
+                    "vfps-runner-kill" => m.runner_kill,
                     _ => false,
                 };
                 Ok(if present {

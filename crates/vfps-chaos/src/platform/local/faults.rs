@@ -114,12 +114,19 @@ impl Faults for Local {
         _until: tokio::time::Instant,
     ) -> anyhow::Result<Option<Victim>> {
         let zone = ZONES[replica % ZONES.len()];
+        self.kill_named_replica(&format!("vfps-app-{zone}"))
+            .await
+            .map(Some)
+    }
+
+    async fn kill_named_replica(&self, replica: &str) -> anyhow::Result<Victim> {
+        let zone = zone_of(replica)?;
         let starts = self.replica_starts(zone).await;
         let pid = self.kill_replica(zone).await?;
-        Ok(Some(Victim {
-            name: format!("vfps-app-{zone} (pid {pid})"),
+        Ok(Victim {
+            name: format!("{replica} (pid {pid})"),
             incarnation: format!("{zone}:{starts}"),
-        }))
+        })
     }
 
     async fn wait_replaced(&self, victim: &Victim) -> anyhow::Result<()> {

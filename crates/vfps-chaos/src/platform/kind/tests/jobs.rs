@@ -1,10 +1,14 @@
 //! The service's CSV jobs on kind, against the simulated cluster: read from
-//! vfps's database on the primary, strictly.
+//! vfps's database on the primary, strictly; and `vfps-job-runner-kill`, the
+//! pod named by a running job's lease killed by name.
 
-use super::kube;
+use std::time::Duration;
+
+use super::{kube, planned, run_plan};
 use crate::{
     nemesis::{Faults, RunningJob},
     platform::kind::jobs::{self, APP_DATABASE},
+    scenario::Scenario,
 };
 
 #[tokio::test]
@@ -75,4 +79,86 @@ fn the_jobs_psql_prints_are_read_strictly() {
     ] {
         assert!(jobs::jobs_of(bad).is_err(), "{bad:?} read as a job");
     }
+}
+
+/// A job running on `vfps-1` at epoch 1, taken over by `vfps-2` once its
+/// runner is killed.
+fn job_on_vfps_1(k: &super::Kube<super::FakeKubectl>) {
+    let mut m = k.runner.model();
+    m.csv_jobs = vec!["j1|t|vfps-1/1|1|5000|150000|1500000".into()];
+    m.csv_jobs_after_kill = Some(vec!["j1|t|vfps-2/1|2|5000|150000|1500000".into()]);
+}
+
+/// The kill hits the pod the job's lease names — not one Chaos Mesh picks —
+/// and the scenario heals when another replica holds the job under a higher
+/// epoch and the pod is replaced.
+#[tokio::test]
+async fn job_runner_kill_kills_the_pod_holding_the_jobs_lease_on_kubernetes() {
+    let k = kube();
+    job_on_vfps_1(&k);
+    let before: Vec<(String, u64)> = k
+        .runner
+        .model()
+        .vfps
+        .iter()
+        .map(|p| (p.name.clone(), p.uid))
+        .collect();
+    let (r, events) = run_plan(
+        &k,
+        vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 2)],
+    )
+    .await;
+    r.unwrap();
+    let has = |s: &str| events.iter().any(|e| e.contains(s));
+    for expected in [
+        "vfps-job-runner-kill killed pod vfps-1 on vfps-ha-worker2 running job j1 (epoch 1, 5000 rows checkpointed)",
+        "vfps-job-runner-kill healed: job j1 taken over by vfps-2/1 (epoch 2); pod vfps-1 on vfps-ha-worker2 replaced",
+    ] {
+        assert!(has(expected), "missing event {expected:?} in {events:#?}");
+    }
+    let m = k.runner.model();
+    let now: Vec<(String, u64)> = m.vfps.iter().map(|p| (p.name.clone(), p.uid)).collect();
+    assert!(!now.contains(&before[1]), "vfps-1 was killed: {now:?}");
+    assert!(
+        now.contains(&before[0]) && now.contains(&before[2]),
+        "the other replicas untouched: {now:?}"
+    );
+    assert_eq!(now.len(), 3, "the Deployment re-created the pod: {now:?}");
+    assert!(!m.runner_kill, "the spent PodChaos is removed");
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+}
+
+/// A PodChaos that kills nothing fails the scenario, and the object is
+/// removed anyway.
+#[tokio::test]
+async fn job_runner_kill_fails_on_kubernetes_when_the_runner_was_not_killed() {
+    let mut k = kube();
+    k.heal_timeout = Duration::from_millis(300);
+    job_on_vfps_1(&k);
+    k.runner.model().runner_kill_inert = true;
+    let (r, _) = run_plan(
+        &k,
+        vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 1)],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(e.contains("vfps pod vfps-1 killed"), "{e}");
+    assert!(!k.runner.model().runner_kill, "the PodChaos is removed");
+}
+
+/// The job's holder is killed but nobody takes the job over: the scenario
+/// fails rather than healing on the replacement alone.
+#[tokio::test]
+async fn job_runner_kill_fails_on_kubernetes_when_the_job_is_not_taken_over() {
+    let mut k = kube();
+    k.heal_timeout = Duration::from_millis(300);
+    job_on_vfps_1(&k);
+    k.runner.model().csv_jobs_after_kill = None;
+    let (r, _) = run_plan(
+        &k,
+        vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 1)],
+    )
+    .await;
+    let e = format!("{:#}", r.unwrap_err());
+    assert!(e.contains("job j1 was not taken over"), "{e}");
 }
