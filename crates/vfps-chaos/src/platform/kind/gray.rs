@@ -293,36 +293,53 @@ impl<R: Runner> Kube<R> {
     }
 
     /// Kills the vfps pod `replica` with the one-shot PodChaos; returns once
-    /// that incarnation is gone or terminating (Chaos Mesh reports no
-    /// injection for a pod kill), the spent object removed either way. The
-    /// Deployment re-creates the pod.
+    /// that incarnation is gone or terminating, the spent object removed
+    /// either way. The Deployment re-creates the pod.
     pub(crate) async fn kill_vfps_pod(&self, replica: &str) -> anyhow::Result<Victim> {
-        let pod = self
-            .vfps_pods()
-            .await?
-            .into_iter()
-            .find(|p| p.name == replica && !p.terminating)
-            .with_context(|| format!("no vfps pod {replica}"))?;
-        self.inject(REPLICA_KILL, &[("POD", replica.to_owned())])
-            .await?;
-        let killed = wait_every(
-            &format!("vfps pod {replica} killed"),
-            self.heal_timeout.min(KILL_TIMEOUT),
-            self.poll,
-            || async {
-                self.vfps_pods()
-                    .await
-                    .is_ok_and(|pods| !pods.iter().any(|p| p.uid == pod.uid && !p.terminating))
-            },
-        )
-        .await;
+        let killed = self
+            .kill_pod(REPLICA_KILL, "vfps pod", replica, || self.vfps_pods())
+            .await;
         let removed = self.remove(REPLICA_KILL).await;
-        killed?;
+        let pod = killed?;
         removed?;
         Ok(Victim {
             name: format!("pod {} on {}", pod.name, pod.node),
             incarnation: pod.uid,
         })
+    }
+
+    /// Applies the one-shot pod kill `o` naming `name`, one of `pods()`;
+    /// returns that pod once its incarnation is gone or terminating (Chaos
+    /// Mesh reports no injection for a pod kill).
+    pub(crate) async fn kill_pod<P, Fut>(
+        &self,
+        o: OneShot,
+        what: &str,
+        name: &str,
+        pods: P,
+    ) -> anyhow::Result<super::Pod>
+    where
+        P: Fn() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Vec<super::Pod>>>,
+    {
+        let victim = pods()
+            .await?
+            .into_iter()
+            .find(|p| p.name == name && !p.terminating)
+            .with_context(|| format!("no {what} {name}"))?;
+        self.inject(o, &[("POD", name.to_owned())]).await?;
+        wait_every(
+            &format!("{what} {name} killed"),
+            self.heal_timeout.min(KILL_TIMEOUT),
+            self.poll,
+            || async {
+                pods()
+                    .await
+                    .is_ok_and(|now| !now.iter().any(|p| p.uid == victim.uid && !p.terminating))
+            },
+        )
+        .await?;
+        Ok(victim)
     }
 
     /// The standbys (pods labelled replica, not terminating), sorted by name.

@@ -344,25 +344,11 @@ impl<R: Runner> Kube<R> {
     /// Kills the node's pod with the one-shot PodChaos; returns once that
     /// incarnation is gone (Chaos Mesh reports no injection for a pod kill).
     pub async fn kill_objects_pod(&self, node: &str) -> anyhow::Result<()> {
-        let victim = self
-            .garage_pods()
-            .await?
-            .into_iter()
-            .find(|p| p.name == node && !p.terminating)
-            .with_context(|| format!("no object store pod {node}"))?;
-        self.inject(OBJECTS_KILL, &[("POD", node.to_owned())])
-            .await?;
-        wait_every(
-            &format!("object store pod {node} killed"),
-            self.heal_timeout.min(gray::KILL_TIMEOUT),
-            self.poll,
-            || async {
-                self.garage_pods()
-                    .await
-                    .is_ok_and(|pods| !pods.iter().any(|p| p.uid == victim.uid && !p.terminating))
-            },
-        )
+        self.kill_pod(OBJECTS_KILL, "object store pod", node, || {
+            self.garage_pods()
+        })
         .await
+        .map(drop)
     }
 
     /// Whether the node's S3 port accepts a connection, tried from a database

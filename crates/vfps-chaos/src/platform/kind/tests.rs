@@ -410,12 +410,7 @@ impl Model {
             }
             "PodChaos" if name == "db-standby-kill" => {
                 self.db_fault("a standby kill");
-                let victim = manifest
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
-                    .and_then(|l| l.strip_suffix(']'))
-                    .unwrap_or_default()
-                    .to_owned();
+                let victim = named_pod(manifest);
                 if Some(&victim) == self.primary.as_ref() || self.pod(&victim).is_none() {
                     self.violations.push(format!(
                         "the standby kill selects {victim:?}, not a standby"
@@ -425,12 +420,7 @@ impl Model {
                 self.db_recovering = 3;
             }
             "PodChaos" if name == "vfps-runner-kill" => {
-                let victim = manifest
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
-                    .and_then(|l| l.strip_suffix(']'))
-                    .unwrap_or_default()
-                    .to_owned();
+                let victim = named_pod(manifest);
                 self.runner_kill = true;
                 if self.runner_kill_inert {
                     return Ok(());
@@ -470,12 +460,7 @@ impl Model {
                 self.isolation = Some(2);
             }
             "NetworkChaos" if name == "vfps-partition" => {
-                let replica = manifest
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("vfps: ["))
-                    .and_then(|l| l.strip_suffix(']'))
-                    .unwrap_or_default()
-                    .to_owned();
+                let replica = named_pod(manifest);
                 self.replica_cut = Some((replica, 2));
             }
             "NetworkChaos" if name == "db-network-delay" => {
@@ -630,6 +615,16 @@ impl Model {
             now - 0.5
         )
     }
+}
+
+/// The pod a chaos object selects by name (`pods: {vfps: [<name>]}`).
+fn named_pod(manifest: &str) -> String {
+    manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("vfps: ["))
+        .and_then(|l| l.strip_suffix(']'))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn field(manifest: &str, key: &str) -> String {
