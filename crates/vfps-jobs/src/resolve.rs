@@ -6,7 +6,13 @@
 //! process), so however many jobs run, the API's Creates keep the rest of the
 //! pool and the coalescer's workers.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
 
 use tokio::sync::Semaphore;
 use vfps_core::{
@@ -50,6 +56,12 @@ pub struct Resolver {
     namespaces: Vec<Arc<Namespace>>,
     direction: Direction,
     slots: Arc<Semaphore>,
+    /// Whether the job's last batch was all new originals: the next one is
+    /// then written with the store's cheaper insert of new rows first
+    /// ([`vfps_store::Upsert::insert_new_pseudonyms`]), else upserted. A job's
+    /// rows are mostly new, or mostly known when a file is pseudonymized
+    /// again; either way the next batch is most likely as the last.
+    fresh: AtomicBool,
 }
 
 impl Resolver {
@@ -64,6 +76,7 @@ impl Resolver {
             namespaces,
             direction,
             slots,
+            fresh: AtomicBool::new(true),
         }
     }
 
@@ -108,8 +121,27 @@ impl Resolver {
             );
             ka.cmp(&kb)
         });
+        // One candidate per (namespace, original): a value repeated within
+        // the batch is answered by its first request.
+        let key = |i: usize| {
+            (
+                self.namespaces[requests[i].0].name.as_str(),
+                originals[i].as_str(),
+            )
+        };
+        let mut first_of = vec![0; requests.len()];
+        let mut unique: Vec<usize> = Vec::with_capacity(order.len());
+        for &i in &order {
+            match unique.last() {
+                Some(&u) if key(u) == key(i) => first_of[i] = u,
+                _ => {
+                    first_of[i] = i;
+                    unique.push(i);
+                }
+            }
+        }
         let mut answers: Vec<Option<String>> = vec![None; requests.len()];
-        let mut todo = order;
+        let mut todo = unique;
         let mut rounds = 0;
         while !todo.is_empty() {
             let batch: Vec<Candidate> = todo
@@ -131,7 +163,21 @@ impl Resolver {
                     .acquire()
                     .await
                     .map_err(|_| ResolveError::Fatal("the job slots are closed".into()))?;
-                self.store.upsert_pseudonyms(&batch).await?
+                let fresh = rounds == 0 && self.fresh.load(Ordering::Relaxed);
+                if fresh && self.store.insert_new_pseudonyms(&batch).await? {
+                    for (&i, c) in todo.iter().zip(batch) {
+                        answers[i] = Some(c.pseudonym);
+                    }
+                    break;
+                }
+                let results = self.store.upsert_pseudonyms(&batch).await?;
+                if rounds == 0 {
+                    let all_new = results.iter().zip(&batch).all(
+                        |(r, c)| matches!(r, Upserted::Stored(p) if p.pseudonym_value == c.pseudonym),
+                    );
+                    self.fresh.store(all_new, Ordering::Relaxed);
+                }
+                results
             };
             let mut conflicts = Vec::new();
             for (&i, result) in todo.iter().zip(results) {
@@ -160,6 +206,11 @@ impl Resolver {
                 )));
             }
             todo = conflicts;
+        }
+        for (i, &first) in first_of.iter().enumerate() {
+            if first != i {
+                answers[i] = answers[first].clone();
+            }
         }
         Ok(answers)
     }

@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vfps_core::{
     now_micros, ErrorKind, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
-    NamespaceUid, PseudonymValue,
+    NamespaceUid, OriginalValue, PseudonymValue,
 };
 use vfps_jobs::{
     checkpoint::Takeover,
@@ -34,7 +34,7 @@ use vfps_store::{
     jobs::{Claim, JobRecord, JobState},
     postgres::PgStore,
     sqlite::SqliteStore,
-    Store,
+    Candidate, Store,
 };
 use vfps_testkit::garage::Garage;
 
@@ -306,6 +306,85 @@ async fn a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_
     let (job, restored) = run_to_end(&s, &back).await;
     assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
     assert_eq!(restored, input);
+}
+
+/// Originals known before the job — a whole batch of them, some scattered,
+/// a repeated one — are answered with their pseudonyms from before; the new
+/// ones get one pseudonym each, the store's. (On PostgreSQL a batch of new
+/// originals is written with the cheaper insert of new rows, a batch with a
+/// known one is upserted, and the next all-new batch goes back to the insert.)
+async fn a_job_answers_originals_known_before_it_with_their_pseudonyms(
+    store: Arc<dyn Store>,
+    objects: Arc<dyn ObjectStore>,
+) {
+    let s = setup_with(store, objects, settings(), "r1");
+    namespace(s.store.as_ref(), "names").await;
+    let ns = s
+        .store
+        .get_namespace(&NamespaceName::parse("names").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let known: Vec<usize> = (20..36).chain((80..160).step_by(7)).collect();
+    let before: Vec<Candidate> = known
+        .iter()
+        .map(|i| Candidate {
+            namespace: ns.name.clone(),
+            namespace_uid: ns.uid,
+            original: OriginalValue::parse(&format!("patient-{i}")).unwrap(),
+            pseudonym: format!("known-{i}"),
+            created_at: now_micros(),
+        })
+        .collect();
+    s.store.upsert_pseudonyms(&before).await.unwrap();
+    // Row 170 repeats row 100's patient, row 171 row 21's (known).
+    let subject = |row: usize| match row {
+        170 => 100,
+        171 => 21,
+        r => r,
+    };
+    let mut input = String::from("id,name\n");
+    for row in 0..172 {
+        input.push_str(&format!("{row},patient-{}\n", subject(row)));
+    }
+    let id = submit(
+        &s,
+        input.as_bytes(),
+        raw(
+            Direction::Pseudonymize,
+            vec![mapping("name", "names", None)],
+        ),
+    )
+    .await;
+    let (job, output) = run_to_end(&s, &id).await;
+    assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
+    let output = String::from_utf8(output).unwrap();
+    let mut lines = output.lines();
+    assert_eq!(lines.next(), Some("id,name"));
+    let mut pseudonyms = std::collections::HashMap::new();
+    for (row, line) in lines.enumerate() {
+        let (id, pseudonym) = line.split_once(',').unwrap();
+        assert_eq!(id, row.to_string());
+        let subject = subject(row);
+        if known.contains(&subject) {
+            assert_eq!(pseudonym, format!("known-{subject}"), "row {row}");
+        }
+        let stored = s
+            .store
+            .get_pseudonym(&ns.name, &PseudonymValue::parse(pseudonym).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("row {row}: {pseudonym} is not stored"));
+        assert_eq!(
+            stored.original_value,
+            format!("patient-{subject}"),
+            "row {row}"
+        );
+        if let Some(other) = pseudonyms.insert(subject, pseudonym.to_owned()) {
+            assert_eq!(other, pseudonym, "row {row}: one subject, one pseudonym");
+        }
+    }
+    assert_eq!(pseudonyms.len(), 170);
 }
 
 /// Runs job `id` under a runner that dies (its future dropped, nothing more
@@ -835,6 +914,7 @@ macro_rules! on_every_store {
 
 on_every_store!(
     a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_input,
+    a_job_answers_originals_known_before_it_with_their_pseudonyms,
     a_runner_that_dies_anywhere_is_resumed_from_its_checkpoint_with_identical_output,
     a_fenced_runner_writes_nothing_that_counts,
     cancel_lands_within_a_checkpoint_interval_and_leaves_no_output,

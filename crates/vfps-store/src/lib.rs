@@ -96,6 +96,19 @@ pub trait Upsert: Send + Sync + 'static {
     /// batch is committed (and, on PostgreSQL, on the synchronous standby too, as
     /// is every existing row it answers with) or an error is returned.
     async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error>;
+
+    /// Cheaper than [`Upsert::upsert_pseudonyms`] for a batch whose originals
+    /// are most likely new and distinct (a CSV job's next rows): `true` when
+    /// every candidate is stored now, as given, in one atomic statement (on
+    /// PostgreSQL committed on the synchronous standby too). `false` when it
+    /// could not be: an original or a pseudonym taken, an original twice, a
+    /// namespace gone or another incarnation, or a store without this path.
+    /// Some of the candidates may be stored then; the caller upserts the batch,
+    /// which answers those as existing.
+    async fn insert_new_pseudonyms(&self, batch: &[Candidate]) -> Result<bool, Error> {
+        let _ = batch;
+        Ok(false)
+    }
 }
 
 /// The persistence contract both stores fulfil (one test suite runs against both).

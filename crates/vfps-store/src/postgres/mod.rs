@@ -458,23 +458,49 @@ const NAMESPACE_COLUMNS: &str =
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
+/// A batch of candidates as the parameters of [`Prepared::Upsert`] and
+/// [`Prepared::InsertNew`]: namespaces, originals, pseudonyms, creation
+/// times, namespace incarnations.
+struct CandidateColumns<'a> {
+    namespaces: Vec<&'a str>,
+    originals: Vec<&'a str>,
+    pseudonyms: Vec<&'a str>,
+    created: Vec<SystemTime>,
+    uids: Vec<i64>,
+}
+
+impl<'a> CandidateColumns<'a> {
+    fn of(batch: &'a [Candidate]) -> Self {
+        Self {
+            namespaces: batch.iter().map(|c| c.namespace.as_str()).collect(),
+            originals: batch.iter().map(|c| c.original.as_str()).collect(),
+            pseudonyms: batch.iter().map(|c| c.pseudonym.as_str()).collect(),
+            created: batch.iter().map(|c| c.created_at).collect(),
+            uids: batch.iter().map(|c| c.namespace_uid.0).collect(),
+        }
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 5] {
+        [
+            &self.namespaces,
+            &self.originals,
+            &self.pseudonyms,
+            &self.created,
+            &self.uids,
+        ]
+    }
+}
+
 #[async_trait]
 impl Upsert for PgStore {
     async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
-        let namespaces: Vec<&str> = batch.iter().map(|c| c.namespace.as_str()).collect();
-        let originals: Vec<&str> = batch.iter().map(|c| c.original.as_str()).collect();
-        let pseudonyms: Vec<&str> = batch.iter().map(|c| c.pseudonym.as_str()).collect();
-        let created: Vec<SystemTime> = batch.iter().map(|c| c.created_at).collect();
-        let uids: Vec<i64> = batch.iter().map(|c| c.namespace_uid.0).collect();
+        let columns = CandidateColumns::of(batch);
         let (mut lease, steps) = self.lease().await?;
         let upsert = steps
             .run(lease.conn_mut().prepared(Prepared::Upsert))
             .await?;
         let rows = steps
-            .run(lease.client().query(
-                &upsert,
-                &[&namespaces, &originals, &pseudonyms, &created, &uids],
-            ))
+            .run(lease.client().query(&upsert, &columns.params()))
             .await?;
         // Answers by input position; keys borrow from the batch.
         let position: std::collections::HashMap<(&str, &str), usize> = batch
@@ -514,6 +540,31 @@ impl Upsert for PgStore {
         }
         lease.finish();
         Ok(answers)
+    }
+
+    async fn insert_new_pseudonyms(&self, batch: &[Candidate]) -> Result<bool, Error> {
+        let columns = CandidateColumns::of(batch);
+        let (mut lease, steps) = self.lease().await?;
+        let insert = steps
+            .run(lease.conn_mut().prepared(Prepared::InsertNew))
+            .await?;
+        // A taken key fails the statement whole; the session is fine after it
+        // (no transaction was open but the statement's own).
+        let inserted = steps
+            .run(async {
+                match lease.client().execute(&insert, &columns.params()).await {
+                    Ok(n) => Ok(Some(n)),
+                    Err(e)
+                        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        lease.finish();
+        Ok(inserted == Some(batch.len() as u64))
     }
 }
 
@@ -1245,6 +1296,111 @@ mod tests {
         assert!(
             matches!(&answer[..], [Upserted::Stored(p)] if p.pseudonym_value == "p"),
             "{answer:?}"
+        );
+    }
+
+    fn candidate(ns: &Namespace, original: &str, pseudonym: &str) -> Candidate {
+        Candidate {
+            namespace: ns.name.clone(),
+            namespace_uid: ns.uid,
+            original: vfps_core::OriginalValue::parse(original).unwrap(),
+            pseudonym: pseudonym.into(),
+            created_at: vfps_core::now_micros(),
+        }
+    }
+
+    /// The pseudonym of `original` in `ns`, if stored.
+    async fn stored(store: &PgStore, ns: &Namespace, original: &str) -> Option<String> {
+        match &store
+            .upsert_pseudonyms(&[candidate(ns, original, "probe-unused")])
+            .await
+            .unwrap()[..]
+        {
+            [Upserted::Stored(p)] => Some(p.pseudonym_value.clone()),
+            _ => None,
+        }
+    }
+
+    /// The insert of new rows stores a batch of new originals as given, and
+    /// refuses a batch with a taken original, a taken pseudonym or an
+    /// original twice whole (nothing of it stored); a row of another
+    /// namespace incarnation is skipped and the batch reported not stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn new_rows_are_inserted_whole_or_the_caller_is_told_to_upsert() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let store = migrated_store(&db).await;
+        let ns = namespace_n(vfps_core::now_micros());
+        store.create_namespace(&ns).await.unwrap();
+        let fresh = [candidate(&ns, "a", "pa"), candidate(&ns, "b", "pb")];
+        assert!(store.insert_new_pseudonyms(&fresh).await.unwrap());
+        assert_eq!(stored(&store, &ns, "a").await.as_deref(), Some("pa"));
+        assert_eq!(stored(&store, &ns, "b").await.as_deref(), Some("pb"));
+
+        for (what, batch) in [
+            (
+                "a taken original",
+                [candidate(&ns, "c", "pc"), candidate(&ns, "a", "px")],
+            ),
+            (
+                "a taken pseudonym",
+                [candidate(&ns, "c", "pc"), candidate(&ns, "d", "pa")],
+            ),
+            (
+                "an original twice",
+                [candidate(&ns, "c", "pc"), candidate(&ns, "c", "py")],
+            ),
+        ] {
+            assert!(
+                !store.insert_new_pseudonyms(&batch).await.unwrap(),
+                "{what} reported stored"
+            );
+            assert_eq!(
+                stored(&store, &ns, "a").await.as_deref(),
+                Some("pa"),
+                "{what}"
+            );
+            let c = store
+                .upsert_pseudonyms(&[candidate(&ns, "c", "probe-c")])
+                .await
+                .unwrap();
+            assert!(
+                matches!(&c[..], [Upserted::Stored(p)] if p.pseudonym_value == "probe-c"),
+                "{what}: nothing of the refused batch was stored, so c is new now: {c:?}"
+            );
+            store
+                .delete_namespace(&ns.name, Some(ns.uid))
+                .await
+                .unwrap();
+            store.create_namespace(&ns).await.unwrap();
+            assert!(store.insert_new_pseudonyms(&fresh).await.unwrap());
+        }
+
+        let mut other = candidate(&ns, "e", "pe");
+        other.namespace_uid = vfps_core::NamespaceUid(ns.uid.0 + 1);
+        let batch = [candidate(&ns, "d", "pd"), other];
+        assert!(!store.insert_new_pseudonyms(&batch).await.unwrap());
+        let answers = store.upsert_pseudonyms(&batch).await.unwrap();
+        assert!(
+            matches!(&answers[..], [Upserted::Stored(p), Upserted::Conflict] if p.pseudonym_value == "pd"),
+            "the row of the live incarnation stored, the other skipped: {answers:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_insert_of_new_rows_dropped_mid_statement_discards_its_connection() {
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let store = migrated_store(&db).await;
+        let ns = namespace_n(vfps_core::now_micros());
+        store.create_namespace(&ns).await.unwrap();
+        let batch = [candidate(&ns, "a", "pa")];
+        dropped_while_its_statement_waits(&db, &store, "pseudonyms", || {
+            store.insert_new_pseudonyms(&batch)
+        })
+        .await;
+        assert!(
+            store.insert_new_pseudonyms(&batch).await.unwrap()
+                || stored(&store, &ns, "a").await.as_deref() == Some("pa"),
+            "the dropped insert committed whole or not at all"
         );
     }
 

@@ -38,6 +38,24 @@ pub const UPSERT: &str = "WITH live AS MATERIALIZED (
     ON CONFLICT DO NOTHING
     RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
+/// [`UPSERT`] for rows that are most likely all new (a CSV job's next rows): a
+/// plain insert, without speculative insertion (a check of both unique
+/// indexes before each row, a confirming WAL record after it) and returning
+/// nothing — on this project's machines the database does about 1.6x less work
+/// per row (docs/performance.md). A taken original or pseudonym, or an
+/// original twice in the batch, fails it whole (`unique_violation`); a row
+/// whose namespace is gone or another incarnation is skipped, as by
+/// [`UPSERT`], which the caller sees in the count of inserted rows. Either way
+/// the caller then upserts the batch.
+pub const INSERT_NEW: &str = "WITH live AS MATERIALIZED (
+        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
+    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
+        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
+    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
+    ORDER BY i.namespace, i.original_value";
+
 /// The existing rows of originals (a fresh snapshot, so rows committed
 /// concurrently are seen), each with a WAL record so the commit waits for the
 /// synchronous standby to have everything up to it, those rows included. The
@@ -77,14 +95,16 @@ pub enum Prepared {
     GetNamespace,
     FindToken,
     GetPseudonyms,
+    InsertNew,
 }
 
 impl Prepared {
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
 
     pub fn sql(self) -> &'static str {
         match self {
             Self::Upsert => UPSERT,
+            Self::InsertNew => INSERT_NEW,
             Self::Existing => EXISTING,
             Self::GetPseudonyms => GET_PSEUDONYMS,
             Self::GetPseudonym => {
@@ -117,6 +137,7 @@ mod tests {
             Prepared::GetNamespace,
             Prepared::FindToken,
             Prepared::GetPseudonyms,
+            Prepared::InsertNew,
         ];
         assert_eq!(all.len(), Prepared::COUNT);
         for (i, p) in all.iter().enumerate() {
