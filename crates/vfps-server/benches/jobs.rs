@@ -3,10 +3,12 @@
 //!
 //! 1. rows/s of a job of `BENCH_JOB_ROWS` (1,000,000) rows with two mapped
 //!    columns on PostgreSQL, against the database's own ceiling for the same
-//!    rows: the same batched upsert statement (vfps's) sent by a plain client
-//!    1000 rows (2000 values) per statement, pseudonyms generated alike, on
-//!    one connection and on two at once (a job keeps two batches in flight):
-//!    the faster is the ceiling — target ≥ 0.8; and µs per row against upstream's
+//!    rows: the same batched statement (vfps's insert of new rows, what a job
+//!    sends while its rows are new) sent by a plain client 1000 rows (2000
+//!    values) per statement, pseudonyms generated alike, on one connection and
+//!    on two at once (a job keeps two batches in flight): the faster is the
+//!    ceiling — target ≥ 0.8 (the upsert a batch with known originals falls
+//!    back to is measured too, as a ratio); and µs per row against upstream's
 //!    published 30–35 µs — target ≤ 15;
 //! 2. the peak resident memory (VmHWM) of a server of its own while a
 //!    `BENCH_JOB_MIB` (1024) MiB input is uploaded through it and processed —
@@ -14,6 +16,11 @@
 //! 3. interactive Create p99 at `BENCH_RATE` (200) Creates/s, open model, for
 //!    `BENCH_CREATE_SECONDS` (30), while a job runs against the same without
 //!    one — target ≤ 2×.
+//!
+//! Each of the phases of 1 starts on an empty `pseudonyms` table (after a
+//! checkpoint), so each writes into indexes of the same size; each reports the
+//! machine's CPU time per row (every process, every core), which bounds how
+//! fast a row can be here with every core busy.
 //!
 //! The PostgreSQL cluster is durable (fsync, full-page writes and synchronous
 //! commit on), as in production, with the test kit's small settings (32 MB
@@ -177,13 +184,15 @@ async fn run_job(server: &Server, file: &Path, ns: &str, on_progress: impl Fn(&V
     }
 }
 
-/// The database's ceiling: the same rows through vfps's own upsert
-/// statement, sent by a plain client, one statement per 1000 rows, on
+/// The database's ceiling: the same rows through one of vfps's own
+/// statements (`sql`: the insert of new rows a job sends, or the upsert it
+/// falls back to), sent by a plain client, one statement per 1000 rows, on
 /// `connections` connections at once (batch `k` on connection `k % n`).
 async fn ceiling(
     cluster: &vfps_testkit::PgCluster,
     db: &str,
     ns: &str,
+    sql: &'static str,
     rows: u64,
     connections: u64,
 ) -> f64 {
@@ -205,10 +214,7 @@ async fn ceiling(
                 .await
                 .unwrap()
                 .get(0);
-            let statement = client
-                .prepare(vfps_store::postgres::statements::UPSERT)
-                .await
-                .unwrap();
+            let statement = client.prepare(sql).await.unwrap();
             let settings =
                 NamespaceSettings::parse(GenerationMethod::FullRandomHexEncoded, 32, None, None)
                     .unwrap();
@@ -228,13 +234,14 @@ async fn ceiling(
                 let namespaces = vec![ns.as_str(); n];
                 let now = vec![SystemTime::now(); n];
                 let uids = vec![uid; n];
-                client
-                    .query(
+                let inserted = client
+                    .execute(
                         &statement,
                         &[&namespaces, &originals, &pseudonyms, &now, &uids],
                     )
                     .await
                     .unwrap();
+                assert_eq!(inserted, n as u64, "every row is new");
                 batch += connections;
             }
         }));
@@ -243,6 +250,51 @@ async fn ceiling(
         t.await.unwrap();
     }
     rows as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The whole machine's busy CPU time so far (every core; idle and I/O wait
+/// aside), in seconds.
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6] + cpu.get(7).copied().unwrap_or(0);
+    busy as f64 / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let out = std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    })
+}
+
+/// Runs `phase` on an empty `pseudonyms` table (so every phase writes into
+/// indexes of the same size) after a checkpoint; answers its result and the
+/// machine's CPU time per row it used, in µs.
+async fn on_empty_table<F: std::future::Future<Output = f64>>(
+    cluster: &vfps_testkit::PgCluster,
+    db: &str,
+    rows: u64,
+    phase: F,
+) -> (f64, f64) {
+    cluster.psql(db, "TRUNCATE pseudonyms").unwrap();
+    cluster.psql(db, "CHECKPOINT").unwrap();
+    let before = machine_busy_seconds();
+    let result = phase.await;
+    let cpu = machine_busy_seconds() - before;
+    (result, cpu * 1e6 / rows as f64)
 }
 
 fn peak_rss_mib(pid: u32, field: &str) -> f64 {
@@ -335,22 +387,59 @@ async fn main() {
         ("CsvProcessing__PollInterval".to_owned(), "100ms".to_owned()),
     ];
     let server = start(&env).await;
-    for ns in ["ceiling-1", "ceiling-2", "job", "interactive", "busy"] {
+    for ns in [
+        "ceiling-1",
+        "ceiling-2",
+        "upsert",
+        "job",
+        "interactive",
+        "busy",
+    ] {
         namespace(&server, ns).await;
     }
     let input = scratch.join("input.csv");
     write_input(&input, rows, 8, u64::MAX);
 
     // 1. Rows/s against the database's ceiling.
-    eprintln!("ceiling: {rows} rows through vfps's upsert statement, plain client, 1 connection…");
-    let sequential = ceiling(&cluster, &db.name, "ceiling-1", rows, 1).await;
+    // Every phase starts on an empty table.
+    use vfps_store::postgres::statements::{INSERT_NEW, UPSERT};
+    let db_name = db.name.as_str();
+    eprintln!(
+        "ceiling: {rows} rows through vfps's insert of new rows, plain client, 1 connection…"
+    );
+    let (sequential, _) = on_empty_table(
+        &cluster,
+        db_name,
+        rows,
+        ceiling(&cluster, db_name, "ceiling-1", INSERT_NEW, rows, 1),
+    )
+    .await;
     eprintln!("ceiling: the same on 2 connections at once (as a job's 2 batches in flight)…");
-    let concurrent = ceiling(&cluster, &db.name, "ceiling-2", rows, 2).await;
+    let (concurrent, ceiling_cpu) = on_empty_table(
+        &cluster,
+        db_name,
+        rows,
+        ceiling(&cluster, db_name, "ceiling-2", INSERT_NEW, rows, 2),
+    )
+    .await;
     let ceiling_rate = sequential.max(concurrent);
+    eprintln!("the upsert (a batch with known originals) on 2 connections…");
+    let (upsert_rate, upsert_cpu) = on_empty_table(
+        &cluster,
+        db_name,
+        rows,
+        ceiling(&cluster, db_name, "upsert", UPSERT, rows, 2),
+    )
+    .await;
     eprintln!("job: {rows} rows, 2 mapped columns…");
-    let job = run_job(&server, &input, "job", |_| {}).await;
-    let job_rate = job["rowsPerSecond"].as_f64().unwrap();
+    let (job_rate, job_cpu) = on_empty_table(&cluster, db_name, rows, async {
+        run_job(&server, &input, "job", |_| {}).await["rowsPerSecond"]
+            .as_f64()
+            .unwrap()
+    })
+    .await;
     let micros = 1e6 / job_rate;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
 
     // 3. Interactive Creates with and without a job running.
     // Each phase starts on a settled database: the bulk phases before it leave
@@ -401,6 +490,17 @@ async fn main() {
         "  job {job_rate:.0} rows/s vs the database's ceiling {ceiling_rate:.0} rows/s: {:.2} (target >= 0.80); \
          the ceiling is the faster of 1 connection ({sequential:.0} rows/s) and 2 ({concurrent:.0} rows/s)",
         job_rate / ceiling_rate
+    );
+    println!(
+        "  the statement a job sends for new rows vs the upsert it falls back to (2 connections): \
+         {concurrent:.0} vs {upsert_rate:.0} rows/s, {:.2}x; the machine's CPU per row {ceiling_cpu:.1} vs {upsert_cpu:.1} µs",
+        concurrent / upsert_rate
+    );
+    println!(
+        "  CPU per row (every process, {cores} cores): the ceiling's {ceiling_cpu:.1} µs, the job's {job_cpu:.1} µs: \
+         with every core busy no faster than {:.1} and {:.1} µs per row here",
+        ceiling_cpu / cores,
+        job_cpu / cores
     );
     println!(
         "  {micros:.1} µs per row vs upstream's published {}–{} µs: {:.2}–{:.2} of it (target <= 15 µs)",
