@@ -2,6 +2,21 @@
 //! by index ([`Prepared`] is a slot in the connection's array): the hot path
 //! never parses, plans or hashes SQL text after a connection's first call.
 
+/// The insert both [`UPSERT`] and [`INSERT_NEW`] are: the batch's rows of
+/// live namespaces, sorted by key.
+macro_rules! insert {
+    () => {
+        "WITH live AS MATERIALIZED (
+        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
+    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
+    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
+        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
+    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
+    ORDER BY i.namespace, i.original_value"
+    };
+}
+
 /// One create-path round trip: lock the batch's namespaces, insert what is new,
 /// return the inserted rows.
 ///
@@ -27,34 +42,23 @@
 /// as it grows. (Returning the existing rows from this statement too, through a
 /// join with `pseudonyms`, was tried: a plan cached on a fresh database scanned
 /// the whole table on every batch once it had grown.)
-pub const UPSERT: &str = "WITH live AS MATERIALIZED (
-        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
-    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
-    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
-        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
-    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
-    ORDER BY i.namespace, i.original_value
+pub const UPSERT: &str = concat!(
+    insert!(),
+    "
     ON CONFLICT DO NOTHING
-    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at";
+    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at"
+);
 
 /// [`UPSERT`] for rows that are most likely all new (a CSV job's next rows): a
 /// plain insert, without speculative insertion (a check of both unique
 /// indexes before each row, a confirming WAL record after it) and returning
-/// nothing — on this project's machines the database does about 1.6x less work
-/// per row (docs/performance.md). A taken original or pseudonym, or an
+/// nothing — on this project's machines the database spends about 1.4x less
+/// CPU per row (docs/performance.md). A taken original or pseudonym, or an
 /// original twice in the batch, fails it whole (`unique_violation`); a row
 /// whose namespace is gone or another incarnation is skipped, as by
 /// [`UPSERT`], which the caller sees in the count of inserted rows. Either way
 /// the caller then upserts the batch.
-pub const INSERT_NEW: &str = "WITH live AS MATERIALIZED (
-        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
-    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
-    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
-        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
-    JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
-    ORDER BY i.namespace, i.original_value";
+pub const INSERT_NEW: &str = insert!();
 
 /// The existing rows of originals (a fresh snapshot, so rows committed
 /// concurrently are seen), each with a WAL record so the commit waits for the
