@@ -18,14 +18,16 @@ use super::{Faults, Knobs, Recorder, RunningJob};
 use crate::scenario::Planned;
 
 /// A running job with checkpointed progress and most of its input still
-/// ahead (so it is still running when the fault lands), waited for until
-/// `until`.
+/// ahead (so it is still running when the fault lands), held by a replica
+/// that is there now (on Kubernetes a job may still name a pod an earlier
+/// fault killed, until its lease runs out), waited for until `until`.
 async fn job_in_progress<F: Faults>(f: &F, until: Instant) -> anyhow::Result<RunningJob> {
     loop {
         let jobs = f.jobs_now().await.unwrap_or_default();
+        let replicas = f.replicas().await.unwrap_or_default();
         if let Some(job) = jobs
             .into_iter()
-            .filter(|j| j.running && j.rows > 0 && !j.runner.is_empty())
+            .filter(|j| j.running && j.rows > 0 && replicas.iter().any(|r| r == instance_of(j)))
             .find(|j| j.bytes_done.saturating_mul(10) <= j.bytes_total.saturating_mul(6))
         {
             return Ok(job);
@@ -59,12 +61,18 @@ async fn taken_over<F: Faults>(
     }
 }
 
+/// The instance named by the job's runner (`<instance>/<pid>`; empty when
+/// nobody holds it).
+fn instance_of(job: &RunningJob) -> &str {
+    job.runner.split('/').next().unwrap_or_default()
+}
+
 /// The replica running the job (a runner names itself
 /// `<VFPS_INSTANCE_NAME>/<pid>`, the instance named as its replica: the
 /// local replica's name, the pod's host name on Kubernetes).
 async fn replica_of<F: Faults>(f: &F, job: &RunningJob) -> anyhow::Result<String> {
     let replicas = f.replicas().await?;
-    let instance = job.runner.split('/').next().unwrap_or_default();
+    let instance = instance_of(job);
     replicas
         .iter()
         .find(|r| *r == instance)

@@ -162,3 +162,31 @@ async fn job_runner_kill_fails_on_kubernetes_when_the_job_is_not_taken_over() {
     let e = format!("{:#}", r.unwrap_err());
     assert!(e.contains("job j1 was not taken over"), "{e}");
 }
+
+/// A job still held by a pod an earlier fault killed (until its lease runs
+/// out) is passed over: the kill hits a job's holder that is there.
+#[tokio::test]
+async fn job_runner_kill_passes_over_a_job_whose_holder_is_gone() {
+    let k = kube();
+    job_on_vfps_1(&k);
+    {
+        let mut m = k.runner.model();
+        let gone = "j0|t|vfps-7d9f-gone1/1|3|9000|100000|1500000".to_owned();
+        m.csv_jobs.insert(0, gone.clone());
+        if let Some(after) = m.csv_jobs_after_kill.as_mut() {
+            after.insert(0, gone);
+        }
+    }
+    let (r, events) = run_plan(
+        &k,
+        vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 2)],
+    )
+    .await;
+    r.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("killed pod vfps-1 on vfps-ha-worker2 running job j1")),
+        "{events:#?}"
+    );
+}
