@@ -167,6 +167,11 @@ fn mapping(
     (source.into(), namespace.into(), target.map(str::to_owned))
 }
 
+/// Column `name` mapped in place with namespace `names`.
+fn on_names(direction: Direction) -> RawSpec {
+    raw(direction, vec![mapping("name", "names", None)])
+}
+
 fn raw(direction: Direction, mappings: Vec<(String, String, Option<String>)>) -> RawSpec {
     RawSpec {
         direction: Some(direction),
@@ -242,15 +247,7 @@ async fn a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_
     let s = setup_with(store, objects, settings(), "r1");
     namespace(s.store.as_ref(), "names").await;
     let input = patients(300);
-    let id = submit(
-        &s,
-        &input,
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let id = submit(&s, &input, on_names(Direction::Pseudonymize)).await;
     let (job, output) = run_to_end(&s, &id).await;
     assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
     let counters = runner::counters_of(&job);
@@ -294,15 +291,7 @@ async fn a_job_pseudonymizes_as_the_api_does_and_de_pseudonymizing_restores_the_
     }
     assert!(checked > 100, "{checked} cells checked");
     // The way back, byte for byte.
-    let back = submit(
-        &s,
-        &output,
-        raw(
-            Direction::Depseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let back = submit(&s, &output, on_names(Direction::Depseudonymize)).await;
     let (job, restored) = run_to_end(&s, &back).await;
     assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
     assert_eq!(restored, input);
@@ -347,15 +336,7 @@ async fn a_job_answers_originals_known_before_it_with_their_pseudonyms(
     for row in 0..172 {
         input.push_str(&format!("{row},patient-{}\n", subject(row)));
     }
-    let id = submit(
-        &s,
-        input.as_bytes(),
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let id = submit(&s, input.as_bytes(), on_names(Direction::Pseudonymize)).await;
     let (job, output) = run_to_end(&s, &id).await;
     assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
     let output = String::from_utf8(output).unwrap();
@@ -455,12 +436,7 @@ async fn a_fenced_runner_writes_nothing_that_counts(
     let s = setup_with(store, objects, settings(), "r3");
     namespace(s.store.as_ref(), "names").await;
     let input = patients(1500);
-    let spec = || {
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        )
-    };
+    let spec = || on_names(Direction::Pseudonymize);
     let reference = submit(&s, &input, spec()).await;
     let (_, expected) = run_to_end(&s, &reference).await;
     let id = submit(&s, &input, spec()).await;
@@ -498,15 +474,7 @@ async fn cancel_lands_within_a_checkpoint_interval_and_leaves_no_output(
     };
     let s = setup_with(store, objects, settings, "r4");
     namespace(s.store.as_ref(), "names").await;
-    let id = submit(
-        &s,
-        &patients(20_000),
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let id = submit(&s, &patients(20_000), on_names(Direction::Pseudonymize)).await;
     let stop = CancellationToken::new();
     let runners = s.jobs.spawn_runners(stop.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -614,13 +582,7 @@ async fn bad_input_is_refused_at_start_naming_the_problem(
     for (input, expected) in cases {
         let (job, _) = s
             .jobs
-            .create(
-                "alice",
-                raw(
-                    Direction::Pseudonymize,
-                    vec![mapping("name", "names", None)],
-                ),
-            )
+            .create("alice", on_names(Direction::Pseudonymize))
             .await
             .unwrap();
         s.objects
@@ -638,13 +600,7 @@ async fn bad_input_is_refused_at_start_naming_the_problem(
     // Not uploaded yet.
     let (job, _) = s
         .jobs
-        .create(
-            "alice",
-            raw(
-                Direction::Pseudonymize,
-                vec![mapping("name", "names", None)],
-            ),
-        )
+        .create("alice", on_names(Direction::Pseudonymize))
         .await
         .unwrap();
     assert!(s
@@ -666,15 +622,7 @@ async fn a_bad_byte_or_an_overlong_line_mid_file_fails_the_job_naming_its_line(
     namespace(s.store.as_ref(), "names").await;
     let mut input = patients(100);
     input.extend_from_slice(b"100,\xC3(,x\r\n");
-    let id = submit(
-        &s,
-        &input,
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let id = submit(&s, &input, on_names(Direction::Pseudonymize)).await;
     let (job, _) = run_to_end(&s, &id).await;
     assert_eq!(job.state, JobState::Failed);
     assert_eq!(
@@ -684,15 +632,7 @@ async fn a_bad_byte_or_an_overlong_line_mid_file_fails_the_job_naming_its_line(
     assert_eq!(s.objects.size(&output_key(&id)).await.unwrap(), None);
     let mut input = patients(10);
     input.extend_from_slice(format!("10,{},x\n", "z".repeat(80)).as_bytes());
-    let id = submit(
-        &s,
-        &input,
-        raw(
-            Direction::Pseudonymize,
-            vec![mapping("name", "names", None)],
-        ),
-    )
-    .await;
+    let id = submit(&s, &input, on_names(Direction::Pseudonymize)).await;
     let (job, _) = run_to_end(&s, &id).await;
     assert!(
         job.error
@@ -865,15 +805,7 @@ async fn a_runner_makes_way_for_interactive_callers() {
                 ..ServiceSettings::default()
             },
         );
-        let id = submit(
-            &s,
-            &input,
-            raw(
-                Direction::Pseudonymize,
-                vec![mapping("name", "names", None)],
-            ),
-        )
-        .await;
+        let id = submit(&s, &input, on_names(Direction::Pseudonymize)).await;
         let (job, output) = run_to_end(&s, &id).await;
         assert_eq!(job.state, JobState::Completed, "{:?}", job.error);
         let largest = largest.0.load(std::sync::atomic::Ordering::Relaxed);

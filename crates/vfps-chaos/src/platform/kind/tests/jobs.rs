@@ -132,16 +132,7 @@ async fn job_runner_kill_kills_the_pod_holding_the_jobs_lease_on_kubernetes() {
 /// removed anyway.
 #[tokio::test]
 async fn job_runner_kill_fails_on_kubernetes_when_the_runner_was_not_killed() {
-    let mut k = kube();
-    k.heal_timeout = Duration::from_millis(300);
-    job_on_vfps_1(&k);
-    k.runner.model().runner_kill_inert = true;
-    let (r, _) = run_plan(
-        &k,
-        vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 1)],
-    )
-    .await;
-    let e = format!("{:#}", r.unwrap_err());
+    let (k, e) = failed_runner_kill(|m| m.runner_kill_inert = true).await;
     assert!(e.contains("vfps pod vfps-1 killed"), "{e}");
     assert!(!k.runner.model().runner_kill, "the PodChaos is removed");
 }
@@ -150,17 +141,27 @@ async fn job_runner_kill_fails_on_kubernetes_when_the_runner_was_not_killed() {
 /// fails rather than healing on the replacement alone.
 #[tokio::test]
 async fn job_runner_kill_fails_on_kubernetes_when_the_job_is_not_taken_over() {
+    let (_, e) = failed_runner_kill(|m| m.csv_jobs_after_kill = None).await;
+    assert!(e.contains("job j1 was not taken over"), "{e}");
+}
+
+/// `vfps-job-runner-kill` on the job of [`job_on_vfps_1`] in a cluster that
+/// `breaks` (quick to give up): the cluster and the scenario's error, which
+/// it must end with.
+async fn failed_runner_kill(
+    breaks: impl FnOnce(&mut super::Model),
+) -> (super::Kube<super::FakeKubectl>, String) {
     let mut k = kube();
     k.heal_timeout = Duration::from_millis(300);
     job_on_vfps_1(&k);
-    k.runner.model().csv_jobs_after_kill = None;
+    breaks(&mut k.runner.model());
     let (r, _) = run_plan(
         &k,
         vec![planned(Scenario::JobRunnerKill, "vfps-job-runner-kill", 1)],
     )
     .await;
     let e = format!("{:#}", r.unwrap_err());
-    assert!(e.contains("job j1 was not taken over"), "{e}");
+    (k, e)
 }
 
 /// A job still held by a pod an earlier fault killed (until its lease runs
