@@ -25,13 +25,14 @@ pub mod oidc;
 pub mod otlp;
 
 use std::{
+    collections::BTreeSet,
     io,
     net::TcpListener,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::{
         atomic::{AtomicU32, Ordering},
-        OnceLock,
+        Mutex, OnceLock,
     },
     time::{Duration, Instant},
 };
@@ -89,9 +90,21 @@ fn run(mut cmd: Command, what: &str) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A free TCP port on loopback (bound and released; good enough for tests).
+/// A free TCP port on loopback: bound and released, and never one this process
+/// handed out before (the kernel gives a released port out again, and tests
+/// pick their ports concurrently and bind them later).
 pub fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other(
+        "no loopback port left that was not handed out before",
+    ))
 }
 
 /// A PostgreSQL server in a temporary directory.
@@ -537,4 +550,18 @@ pub fn wait_for(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool 
         std::thread::sleep(Duration::from_millis(50));
     }
     condition()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Tests in one process pick their ports concurrently and bind them later:
+    /// a port handed out twice makes the second binder fail to start.
+    #[test]
+    fn free_port_never_hands_out_the_same_port_twice() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..3000 {
+            let port = super::free_port().unwrap();
+            assert!(seen.insert(port), "port {port} handed out twice");
+        }
+    }
 }

@@ -32,8 +32,7 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
     let mut env = secured_env(Backend::Sqlite, &issuer);
     env.push(("RUST_LOG".into(), "debug".into()));
     let log_path = vfps_testkit::scratch_dir("audit").join("vfps.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let server = ServerProcess::start_logging(&env, log).await;
+    let server = ServerProcess::start_logging(&env, &log_path).await;
     let channel = Channel::from_shared(server.grpc.clone())
         .unwrap()
         .connect_lazy();

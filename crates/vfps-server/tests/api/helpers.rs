@@ -2,7 +2,7 @@
 //! the test kit's cluster) or a temporary SQLite file.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -187,14 +187,44 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub async fn start(env: &[(String, String)]) -> Self {
-        Self::start_logging(env, Stdio::null()).await
+        Self::start_with_log(env, None).await
     }
 
-    /// Started with its stderr (every log line) going to `log`.
-    pub async fn start_logging(env: &[(String, String)], log: impl Into<Stdio>) -> Self {
+    /// Started with its stderr (every log line) going to the file `log`.
+    pub async fn start_logging(env: &[(String, String)], log: &Path) -> Self {
+        Self::start_with_log(env, Some(log)).await
+    }
+
+    /// A port picked for the process can be taken by someone else before it
+    /// binds it (an outgoing connection's source port): a process that exits
+    /// before it is ready is started again on fresh ports, a few times.
+    async fn start_with_log(env: &[(String, String)], log: Option<&Path>) -> Self {
+        let mut exits = Vec::new();
+        for _ in 0..3 {
+            match Self::try_start(env, log).await {
+                Ok(p) => return p,
+                Err(status) => exits.push(status),
+            }
+        }
+        let text = log.map(|l| std::fs::read_to_string(l).unwrap_or_default());
+        panic!(
+            "vfps exited before it was ready, each time: {exits:?}\n{}",
+            text.unwrap_or_default()
+        );
+    }
+
+    /// The process once ready, or its exit status if it exited before.
+    async fn try_start(
+        env: &[(String, String)],
+        log: Option<&Path>,
+    ) -> Result<Self, std::process::ExitStatus> {
         let http_port = vfps_testkit::free_port().unwrap();
         let grpc_port = vfps_testkit::free_port().unwrap();
         let metrics_port = vfps_testkit::free_port().unwrap();
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+            None => Stdio::null(),
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_vfps"))
             .args(["serve", "--listen-address", "127.0.0.1"])
             .args(["--http-port", &http_port.to_string()])
@@ -203,10 +233,10 @@ impl ServerProcess {
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(stderr)
             .spawn()
             .expect("vfps binary starts");
-        let p = Self {
+        let mut p = Self {
             child,
             http: format!("http://127.0.0.1:{http_port}"),
             grpc: format!("http://127.0.0.1:{grpc_port}"),
@@ -216,8 +246,11 @@ impl ServerProcess {
         loop {
             if let Ok(r) = client.get(format!("{}/readyz", p.http)).send().await {
                 if r.status().is_success() {
-                    break;
+                    return Ok(p);
                 }
+            }
+            if let Some(status) = p.child.try_wait().expect("vfps process status") {
+                return Err(status);
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
@@ -225,7 +258,6 @@ impl ServerProcess {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        p
     }
 
     pub fn signal(&self, signal: &str) {

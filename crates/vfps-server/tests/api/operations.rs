@@ -293,13 +293,28 @@ fn an_unusable_sqlite_setting_or_file_stops_start_up_naming_it() {
     );
 }
 
+/// A server process that cannot start is reported with its exit status and
+/// its log at once, not after the readiness deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[should_panic(expected = "VFPS_MAX_CALL_DEADLINE=\"banana\" is not valid")]
+async fn a_server_process_that_cannot_start_is_reported_with_its_log() {
+    let (mut env, _) = backend_env(Backend::Sqlite);
+    env.push(("VFPS_MAX_CALL_DEADLINE".into(), "banana".into()));
+    let log = vfps_testkit::scratch_dir("no-start").join("vfps.log");
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        ServerProcess::start_logging(&env, &log),
+    )
+    .await;
+}
+
 /// An internal error reaches the operator's log with its cause, not only the
 /// caller.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_errors_are_logged_with_their_cause() {
     let (env, db) = backend_env(Backend::Postgres);
     let log = vfps_testkit::scratch_dir("internal").join("vfps.log");
-    let server = ServerProcess::start_logging(&env, std::fs::File::create(&log).unwrap()).await;
+    let server = ServerProcess::start_logging(&env, &log).await;
     let http = reqwest::Client::new();
     let created = http
         .post(format!("{}/v1/namespaces", server.http))
@@ -400,32 +415,12 @@ async fn logs_never_contain_originals_or_pseudonyms() {
 }
 
 async fn logs_of_a_backend_never_contain_originals_or_pseudonyms(backend: Backend) {
-    let (env, _) = backend_env(backend);
+    let (mut env, _) = backend_env(backend);
+    env.push(("RUST_LOG".into(), "trace".into()));
     let log = vfps_testkit::scratch_dir("log").join("vfps.log");
-    let http_port = vfps_testkit::free_port().unwrap();
-    let grpc_port = vfps_testkit::free_port().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vfps"))
-        .args([
-            "--listen-address",
-            "127.0.0.1",
-            "--http-port",
-            &http_port.to_string(),
-            "--grpc-port",
-            &grpc_port.to_string(),
-            "--metrics-port",
-            "0",
-        ])
-        .envs(env)
-        .env("RUST_LOG", "trace")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut server = ServerProcess::start_logging(&env, &log).await;
     let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{http_port}");
-    let up = vfps_testkit::wait_for(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", http_port)).is_ok()
-    });
-    assert!(up);
+    let base = server.http.clone();
     http.post(format!("{base}/v1/namespaces"))
         .json(&serde_json::json!({"name": "n", "pseudonymGenerationMethod": 5, "pseudonymLength": 24}))
         .send()
@@ -454,10 +449,8 @@ async fn logs_of_a_backend_never_contain_originals_or_pseudonyms(backend: Backen
         ))
         .send()
         .await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    server.signal("TERM");
+    let _ = server.child.wait();
     let text = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_file(&log);
     assert!(
