@@ -1,6 +1,7 @@
 //! Evidence of a local run: the HA manager's view (member list and failover
-//! history) and every log — etcd, Patroni, PostgreSQL, vfps, the identity
-//! provider and HAProxy — copied into the run directory.
+//! history) and every log — etcd, Patroni, PostgreSQL, vfps, the Garage
+//! object store, the identity provider and HAProxy — copied into the run
+//! directory.
 
 use std::path::Path;
 
@@ -38,12 +39,66 @@ impl Local {
             let d = base.join(format!("db-{z}"));
             files.push((d.join("patroni.log"), format!("patroni-{z}.log")));
             files.push((d.join("log/postgresql.log"), format!("postgresql-{z}.log")));
-            files.push((base.join(format!("vfps-{z}.log")), format!("vfps-{z}.log")));
+            for component in ["vfps", "garage"] {
+                let name = format!("{component}-{z}.log");
+                files.push((base.join(&name), name));
+            }
         }
         for (from, name) in files.into_iter().filter(|(from, _)| from.exists()) {
             std::fs::copy(&from, logs.join(&name))
                 .with_context(|| format!("cannot copy {}", from.display()))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{path::PathBuf, time::Duration};
+
+    use super::super::{DatabaseProfile, Local, Options};
+
+    fn at(base: PathBuf) -> Local {
+        Local {
+            opts: Options {
+                base,
+                vfps_bin: PathBuf::from("vfps"),
+                restart_backoff: Duration::from_secs(1),
+                grace_period: Duration::from_secs(1),
+                profile: DatabaseProfile::Safe,
+                ui: false,
+                ui_tests_dir: PathBuf::new(),
+            },
+        }
+    }
+
+    /// Every component's log is kept under its name, a zone's under the
+    /// zone's; one that never started is skipped, not an error.
+    #[test]
+    fn every_log_there_is_is_kept_under_its_components_name() {
+        let base = vfps_testkit::scratch_dir("evidence-base");
+        let run = vfps_testkit::scratch_dir("evidence-run");
+        std::fs::create_dir_all(base.join("db-b/log")).unwrap();
+        for (file, text) in [
+            ("etcd.log", "etcd"),
+            ("db-b/patroni.log", "patroni b"),
+            ("db-b/log/postgresql.log", "postgresql b"),
+            ("vfps-c.log", "vfps c"),
+            ("garage-a.log", "garage a"),
+        ] {
+            std::fs::write(base.join(file), text).unwrap();
+        }
+        at(base).collect_logs(&run).unwrap();
+        for (kept, text) in [
+            ("etcd.log", "etcd"),
+            ("patroni-b.log", "patroni b"),
+            ("postgresql-b.log", "postgresql b"),
+            ("vfps-c.log", "vfps c"),
+            ("garage-a.log", "garage a"),
+        ] {
+            let got = std::fs::read_to_string(run.join("logs").join(kept));
+            assert_eq!(got.ok().as_deref(), Some(text), "{kept}");
+        }
+        assert!(!run.join("logs/haproxy.log").exists());
     }
 }
