@@ -17,19 +17,30 @@ use tokio::time::Instant;
 use super::{Faults, Knobs, Recorder, RunningJob};
 use crate::scenario::Planned;
 
-/// A running job with checkpointed progress and most of its input still
-/// ahead (so it is still running when the fault lands), held by a replica
-/// that is there now (on Kubernetes a job may still name a pod an earlier
-/// fault killed, until its lease runs out), waited for until `until`.
+/// A job worth faulting now: running, with checkpointed progress and a tenth
+/// of its input or more still ahead (so it is still running when the fault
+/// lands: once its holder is stopped it cannot end before a takeover), held
+/// by a replica that is there now (on Kubernetes a job may still name a pod
+/// an earlier fault killed, until its lease runs out).
+///
+/// The input left is what bounds the wait: a scenario that starts late in a
+/// job waits for the next one (after the workload's pause between jobs and
+/// its first checkpoint), so the less of a job it passes over, the less of
+/// its window it spends waiting. A job that still ends first is the
+/// scenario's to retry on the next one ([`Outran`]).
+fn worth_faulting(job: &RunningJob, replicas: &[String]) -> bool {
+    job.running
+        && job.rows > 0
+        && replicas.iter().any(|r| r == instance_of(job))
+        && job.bytes_done.saturating_mul(10) <= job.bytes_total.saturating_mul(9)
+}
+
+/// A job [`worth_faulting`], waited for until `until`.
 async fn job_in_progress<F: Faults>(f: &F, until: Instant) -> anyhow::Result<RunningJob> {
     loop {
         let jobs = f.jobs_now().await.unwrap_or_default();
         let replicas = f.replicas().await.unwrap_or_default();
-        if let Some(job) = jobs
-            .into_iter()
-            .filter(|j| j.running && j.rows > 0 && replicas.iter().any(|r| r == instance_of(j)))
-            .find(|j| j.bytes_done.saturating_mul(10) <= j.bytes_total.saturating_mul(6))
-        {
+        if let Some(job) = jobs.into_iter().find(|j| worth_faulting(j, &replicas)) {
             return Ok(job);
         }
         if Instant::now() >= until {
@@ -222,4 +233,43 @@ async fn pause_once<F: Faults>(
     )
     .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(runner: &str, running: bool, rows: i64, percent_done: i64) -> RunningJob {
+        RunningJob {
+            id: "j".into(),
+            running,
+            runner: runner.into(),
+            epoch: 1,
+            rows,
+            bytes_done: percent_done * 10_000,
+            bytes_total: 1_000_000,
+        }
+    }
+
+    /// A job past the middle of its input is faulted rather than waited past:
+    /// a run's jobs take longer than a scenario's window under load.
+    #[test]
+    fn a_running_job_is_faulted_until_its_last_tenth() {
+        let replicas = ["vfps-app-a".to_owned(), "vfps-app-c".to_owned()];
+        for percent in [1, 35, 63, 90] {
+            assert!(
+                worth_faulting(&job("vfps-app-c/26028", true, 100, percent), &replicas),
+                "{percent} % done"
+            );
+        }
+        for (passed_over, why) in [
+            (job("vfps-app-c/26028", true, 100, 91), "in its last tenth"),
+            (job("vfps-app-c/26028", true, 0, 1), "no checkpoint yet"),
+            (job("vfps-app-c/26028", false, 100, 50), "not running"),
+            (job("vfps-app-b/26000", true, 100, 50), "its holder is gone"),
+            (job("", true, 100, 50), "nobody holds it"),
+        ] {
+            assert!(!worth_faulting(&passed_over, &replicas), "{why}");
+        }
+    }
 }
