@@ -125,16 +125,36 @@ impl PgCluster {
 
     /// Like [`start`](Self::start) with extra `postgresql.conf` lines (later lines win).
     pub fn start_with(extra_conf: &str) -> io::Result<Self> {
-        let cluster = Self::init(extra_conf)?;
-        cluster.start_server()?;
+        let mut cluster = Self::init(extra_conf)?;
+        cluster.start_first()?;
         Ok(cluster)
+    }
+
+    /// The first start. The port was picked free, but something else (an
+    /// outgoing connection's source port, another test's server) may have
+    /// bound it since: then the cluster moves to a fresh port, a few times.
+    /// Later starts keep the port (connection strings hold it).
+    fn start_first(&mut self) -> io::Result<()> {
+        for _ in 0..3 {
+            match self.start_server() {
+                Err(_) if TcpListener::bind(("127.0.0.1", self.port)).is_err() => {
+                    self.port = free_port()?;
+                    let conf_path = self.data_dir().join("postgresql.conf");
+                    let mut conf = std::fs::read_to_string(&conf_path)?;
+                    conf.push_str(&format!("port = {}\n", self.port));
+                    std::fs::write(&conf_path, conf)?;
+                }
+                other => return other,
+            }
+        }
+        self.start_server()
     }
 
     /// A cluster that accepts TCP connections only over TLS (`hostnossl … reject`),
     /// with a certificate for `localhost` (no IP address in it) signed by a fresh
     /// test CA. Returns the cluster and the CA's PEM file. Needs `openssl`.
     pub fn start_tls() -> io::Result<(Self, PathBuf)> {
-        let cluster = Self::init("fsync = off\nfull_page_writes = off\n")?;
+        let mut cluster = Self::init("fsync = off\nfull_page_writes = off\n")?;
         let tls = cluster.dir.join("tls");
         let ca = test_ca(&tls, "ca")?;
         let (cert, key) = (tls.join("server.pem"), tls.join("server.key"));
@@ -157,7 +177,7 @@ impl PgCluster {
             "local all all trust\nhostnossl all all all reject\n\
              hostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
         )?;
-        cluster.start_server()?;
+        cluster.start_first()?;
         Ok((cluster, ca))
     }
 
@@ -332,7 +352,7 @@ impl PgCluster {
     /// commit waits until the standby has flushed it. Returns `(primary, standby)`.
     /// Stopping the standby makes every commit on the primary wait.
     pub fn start_replicated_pair() -> io::Result<(Self, Self)> {
-        let primary = Self::init(
+        let mut primary = Self::init(
             "fsync = off\nfull_page_writes = off\nwal_level = replica\nmax_wal_senders = 4\n\
              synchronous_standby_names = 'standby'\nsynchronous_commit = on\n\
              wal_sender_timeout = 5s\nwal_retrieve_retry_interval = 200ms\n",
@@ -341,8 +361,8 @@ impl PgCluster {
         let mut rules = std::fs::read_to_string(&hba)?;
         rules.push_str("\nlocal replication all trust\nhost replication all 127.0.0.1/32 trust\n");
         std::fs::write(&hba, rules)?;
-        primary.start_server()?;
-        let standby = Self::empty()?;
+        primary.start_first()?;
+        let mut standby = Self::empty()?;
         let mut backup = as_owner(&primary.bindir.join("pg_basebackup"));
         backup
             .arg("-D")
@@ -366,7 +386,7 @@ impl PgCluster {
             primary.port
         ));
         std::fs::write(&conf_path, conf)?;
-        standby.start_server()?;
+        standby.start_first()?;
         let streaming = wait_for(Duration::from_secs(30), || {
             primary
                 .psql(
@@ -563,5 +583,17 @@ mod tests {
             let port = super::free_port().unwrap();
             assert!(seen.insert(port), "port {port} handed out twice");
         }
+    }
+
+    /// A port bound by someone else between its pick and the first start
+    /// does not fail the cluster: it moves to a fresh port.
+    #[test]
+    fn a_cluster_whose_port_was_taken_before_its_first_start_moves_to_a_free_one() {
+        let mut cluster = super::PgCluster::init("fsync = off\n").unwrap();
+        let picked = cluster.port();
+        let _taken = std::net::TcpListener::bind(("127.0.0.1", picked)).unwrap();
+        cluster.start_first().unwrap();
+        assert_ne!(cluster.port(), picked);
+        assert_eq!(cluster.psql("postgres", "SELECT 1").unwrap().trim(), "1");
     }
 }
