@@ -185,6 +185,12 @@ pub struct ServerProcess {
     pub grpc: String,
 }
 
+/// What a server process wrote to its log file (nothing without one).
+fn log_text(log: Option<&Path>) -> String {
+    log.map(|l| std::fs::read_to_string(l).unwrap_or_default())
+        .unwrap_or_default()
+}
+
 impl ServerProcess {
     pub async fn start(env: &[(String, String)]) -> Self {
         Self::start_with_log(env, None).await
@@ -206,10 +212,9 @@ impl ServerProcess {
                 Err(status) => exits.push(status),
             }
         }
-        let text = log.map(|l| std::fs::read_to_string(l).unwrap_or_default());
         panic!(
             "vfps exited before it was ready, each time: {exits:?}\n{}",
-            text.unwrap_or_default()
+            log_text(log)
         );
     }
 
@@ -254,7 +259,8 @@ impl ServerProcess {
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "vfps process never became ready"
+                "vfps process never became ready\n{}",
+                log_text(log)
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
