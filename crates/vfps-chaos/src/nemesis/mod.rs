@@ -309,7 +309,8 @@ pub trait Faults: Sync {
     async fn replica_ready(&self, replica: &str) -> bool;
     /// Whether a replica answers HTTP at all (ready or not).
     async fn replica_answers(&self, replica: &str) -> bool;
-    /// Stops a replica's process (SIGSTOP); nothing restarts it.
+    /// Stops a replica's process (SIGSTOP) and returns once every thread of
+    /// it has stopped; nothing restarts it.
     async fn pause_replica(&self, replica: &str) -> anyhow::Result<()>;
     /// Resumes a paused replica (SIGCONT).
     async fn resume_replica(&self, replica: &str) -> anyhow::Result<()>;

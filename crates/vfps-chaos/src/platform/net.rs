@@ -38,6 +38,36 @@ pub async fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
         .map(|_| ())
 }
 
+/// Whether every thread of a process is stopped (state `T`), or the process is
+/// gone or a zombie. `kill -STOP` returns before the process has stopped: the
+/// signal stops each thread only when that thread next runs, which on a loaded
+/// machine can be long enough for another thread to answer a request.
+pub fn stopped(pid: u32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    threads.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).map_or(true, |s| {
+            s.rsplit(')').next().is_some_and(|rest| {
+                matches!(rest.trim_start().chars().next(), Some('T' | 'Z' | 'X'))
+            })
+        })
+    })
+}
+
+/// SIGSTOPs a process and returns once every thread of it has stopped, read
+/// from `/proc` (the state a pause's proof then judges).
+pub async fn stop_process(pid: u32, timeout: Duration) -> anyhow::Result<()> {
+    signal(pid, "STOP").await?;
+    wait_every(
+        &format!("every thread of process {pid} to stop"),
+        timeout,
+        Duration::from_millis(5),
+        || async move { stopped(pid) },
+    )
+    .await
+}
+
 /// Whether a process id is alive (and not a zombie).
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -106,5 +136,67 @@ where
             bail!("timed out after {timeout:?} waiting for {what}");
         }
         tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process of several busy threads, ended when dropped.
+    struct Busy(std::process::Child);
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn busy_threads(n: usize) -> Busy {
+        let script = format!(
+            "import threading, time\n\
+             def spin():\n    while True: pass\n\
+             for _ in range({n}): threading.Thread(target=spin, daemon=True).start()\n\
+             time.sleep(600)\n"
+        );
+        Busy(
+            std::process::Command::new("python3")
+                .args(["-c", &script])
+                .spawn()
+                .expect("python3 runs"),
+        )
+    }
+
+    /// CI's `vfps-pod-pause` once found a replica answering HTTP right after
+    /// `kill -STOP` returned: on a busy machine a thread stops only when it is
+    /// next scheduled. A pause's proof must wait for every thread to stop.
+    #[tokio::test]
+    async fn a_stopped_process_has_every_thread_stopped() {
+        let busy = busy_threads(6);
+        let pid = busy.0.id();
+        wait_for("the threads to start", Duration::from_secs(10), || async {
+            std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) > 6
+        })
+        .await
+        .unwrap();
+        assert!(!stopped(pid), "a running process reads as stopped");
+        for round in 0..40 {
+            stop_process(pid, Duration::from_secs(10)).await.unwrap();
+            let running: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .flatten()
+                .filter_map(|t| {
+                    let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                    let state = stat.rsplit(')').next()?.trim_start().chars().next()?;
+                    (state != 'T').then(|| format!("{:?} in {state}", t.file_name()))
+                })
+                .collect();
+            assert!(
+                running.is_empty(),
+                "round {round}: threads still running after the stop returned: {running:?}"
+            );
+            signal(pid, "CONT").await.unwrap();
+        }
     }
 }

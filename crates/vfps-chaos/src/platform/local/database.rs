@@ -16,7 +16,7 @@ use super::{
     network::{pid_file, read_pid, write_pid},
     DatabaseProfile, Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
 };
-use crate::platform::net::{alive, cmd, http_get, signal, wait_for};
+use crate::platform::net::{alive, cmd, http_get, signal, stop_process, stopped, wait_for};
 
 /// One member of the Patroni cluster, from its REST API.
 #[derive(Debug, Clone, Deserialize)]
@@ -111,15 +111,6 @@ postgresql:
         dir = dir.display(),
         bindir = pg_bindir().display(),
     )
-}
-
-/// Whether a process is stopped (state `T`), or gone.
-pub(super) fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|rest| matches!(rest.trim_start().chars().next(), Some('T' | 'Z')))
-    })
 }
 
 /// A Patroni tool (`patroni`, `patronictl`) from the pinned installation
@@ -419,7 +410,9 @@ impl Local {
         }
         // A process forked while the others were being stopped (a backend for
         // a new connection) would go on serving: stop until none runs.
-        for _ in 0..5 {
+        // Every thread of every process stopped (Patroni's threads included),
+        // not just signalled.
+        for attempt in 0.. {
             let running: Vec<u32> = self
                 .db_pids(zone)
                 .await?
@@ -429,9 +422,12 @@ impl Local {
             if running.is_empty() {
                 break;
             }
+            if attempt == 5 {
+                bail!("db-{zone}: processes {running:?} kept running after SIGSTOP");
+            }
             for pid in running {
                 // A process may have exited since it was listed.
-                let _ = signal(pid, "STOP").await;
+                let _ = stop_process(pid, Duration::from_secs(2)).await;
             }
         }
         wait_for(

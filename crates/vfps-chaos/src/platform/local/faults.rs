@@ -70,7 +70,8 @@ impl Local {
         for ns in cuts::pods() {
             if let Ok(out) = cmd("ip", &["netns", "pids", &ns]).await {
                 for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
-                    if super::database::stopped(pid) && crate::platform::net::alive(pid) {
+                    // A process that is not stopped, or only partly, ignores it.
+                    if crate::platform::net::alive(pid) {
                         let _ = crate::platform::net::signal(pid, "CONT").await;
                     }
                 }
@@ -295,15 +296,11 @@ impl Faults for Local {
     }
 
     async fn pause_replica(&self, replica: &str) -> anyhow::Result<()> {
-        self.signal_replica(zone_of(replica)?, "STOP")
-            .await
-            .map(|_| ())
+        self.freeze_replica(zone_of(replica)?).await.map(|_| ())
     }
 
     async fn resume_replica(&self, replica: &str) -> anyhow::Result<()> {
-        self.signal_replica(zone_of(replica)?, "CONT")
-            .await
-            .map(|_| ())
+        self.thaw_replica(zone_of(replica)?).await.map(|_| ())
     }
 
     async fn cut_replica(&self, replica: &str, _hold: Duration) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context;
 
 use super::{app_ip, connection_string, network::write_pid, Local, ZONES};
-use crate::platform::net::{alive, cmd, http_get, signal, wait_for};
+use crate::platform::net::{alive, cmd, http_get, signal, stop_process, wait_for};
 
 impl Local {
     /// A supervised replica per zone, then every replica ready.
@@ -133,13 +133,26 @@ done"#,
         .is_ok()
     }
 
-    /// SIGSTOPs (`STOP`) or SIGCONTs (`CONT`) the replica's process.
-    pub async fn signal_replica(&self, zone: &str, sig: &str) -> anyhow::Result<u32> {
+    /// SIGSTOPs the replica's process; returns once every thread of it has
+    /// stopped, so what the pause's proof sees is the stopped process.
+    pub async fn freeze_replica(&self, zone: &str) -> anyhow::Result<u32> {
         let pid = self
             .replica_pid(zone)
             .await
             .with_context(|| format!("replica {zone} is not running"))?;
-        signal(pid, sig).await?;
+        stop_process(pid, Duration::from_secs(5))
+            .await
+            .with_context(|| format!("pausing replica {zone}"))?;
+        Ok(pid)
+    }
+
+    /// SIGCONTs the replica's process.
+    pub async fn thaw_replica(&self, zone: &str) -> anyhow::Result<u32> {
+        let pid = self
+            .replica_pid(zone)
+            .await
+            .with_context(|| format!("replica {zone} is not running"))?;
+        signal(pid, "CONT").await?;
         Ok(pid)
     }
 
