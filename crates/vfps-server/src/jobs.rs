@@ -4,10 +4,14 @@
 //!
 //! Upstream's rules: creating a job needs write (pseudonymize) or
 //! reverse-lookup (de-pseudonymize) in every namespace it maps; a job is its
-//! creator's, and only they or an admin see, start, cancel, download or delete
-//! it. Creating, cancelling and every download (of the file through vfps, or
-//! the issue of a presigned address for it) are audit events, one per
-//! namespace of the job.
+//! creator's (the same typed subject), and only they or an admin see, start,
+//! cancel or delete it. Its output is re-identifying data, so downloading it
+//! needs, at download time and whoever asks, the right the job needed in each
+//! of its namespaces: an admin sees every job but has no right to an output
+//! by being one, and a creator who lost the right loses the output too.
+//! Creating, cancelling and every download (of the file through vfps, or the
+//! issue of a presigned address for it), allowed or denied, are audit events,
+//! one per namespace of the job.
 
 use std::{sync::Arc, time::Instant};
 
@@ -69,6 +73,7 @@ impl JobApi {
                     operation,
                     namespace,
                     job,
+                    token: None,
                     outcome,
                 },
             );
@@ -123,6 +128,40 @@ impl JobApi {
             return Err(Error::not_found(format!("job {id} not found")));
         }
         Ok(job)
+    }
+
+    /// `PERMISSION_DENIED` unless `principal` holds, now, the right `job`
+    /// needed in each of its namespaces (its output holds what that right
+    /// reveals); the refusal is an audit event.
+    fn may_download(&self, principal: &Principal, job: &JobRecord) -> Result<(), Error> {
+        let namespaces = namespaces_of(job);
+        let needed = creation_operation(job);
+        let allowed = if namespaces.is_empty() {
+            // Nothing to judge by is no right.
+            Err(Error::permission_denied(
+                "the job's namespaces cannot be read",
+            ))
+        } else {
+            namespaces
+                .iter()
+                .try_for_each(|ns| self.auth.authorize(principal, needed, Some(ns)))
+        }
+        .map_err(|e| {
+            Error::permission_denied(format!(
+                "the output of job {} needs what creating it needed: {}",
+                job.id, e.message
+            ))
+        });
+        if let Err(e) = &allowed {
+            self.audit(
+                Some(principal),
+                Operation::DownloadJob,
+                &namespaces,
+                Some(&job.id),
+                Err(e.kind),
+            );
+        }
+        allowed
     }
 
     async fn principal(
@@ -216,6 +255,7 @@ impl JobApi {
     ) -> Result<Address, Error> {
         let p = self.principal(header, deadline).await?;
         let job = self.owned(&p, id).await?;
+        self.may_download(&p, &job)?;
         let result = if job.state == vfps_store::jobs::JobState::Completed {
             Ok(self
                 .jobs()?
@@ -262,6 +302,7 @@ impl JobApi {
     ) -> Result<(String, ByteStream), Error> {
         let p = self.principal(header, deadline).await?;
         let job = self.owned(&p, id).await?;
+        self.may_download(&p, &job)?;
         let result = self.jobs()?.download(id).await;
         self.audit(
             Some(&p),
@@ -271,6 +312,15 @@ impl JobApi {
             result.as_ref().map(|_| 1).map_err(|e| e.kind),
         );
         result.map(|(job, stream)| (download_name(&job), stream))
+    }
+}
+
+/// What creating `job` needed (and so what its output needs).
+fn creation_operation(job: &JobRecord) -> Operation {
+    match serde_json::from_str::<Spec>(&job.spec).map(|s| s.direction) {
+        Ok(vfps_jobs::spec::Direction::Pseudonymize) => Operation::PseudonymizeFile,
+        // A spec this version cannot read is judged as the stricter kind.
+        _ => Operation::DepseudonymizeFile,
     }
 }
 

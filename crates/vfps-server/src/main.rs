@@ -37,7 +37,10 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Create, list and revoke access tokens, directly in the database.
+    /// Create, list and revoke access tokens, directly in the database: the
+    /// operator's way to make the first admin token. It needs the database's
+    /// credentials and grants anything asked, unchecked; through the API or the
+    /// admin UI a caller grants only rights it holds itself.
     Tokens {
         #[command(subcommand)]
         action: TokensAction,

@@ -199,6 +199,15 @@ impl Application {
                 namespace_rules = settings.authorization.namespace_rules.len(),
                 "authorization is on"
             );
+            if settings.authorization.authority.is_some()
+                && settings.authorization.audience.is_none()
+            {
+                tracing::warn!(
+                    "Authorization__Audience is not set: every access token the identity provider \
+                     signs for any client is accepted by this API (only ID tokens are refused); set \
+                     the audience the provider puts in tokens meant for vfps"
+                );
+            }
         } else {
             tracing::warn!(
                 "authorization is off (Authorization__IsEnabled=false): anyone who reaches the API ports \

@@ -1,5 +1,11 @@
-//! Creating, showing and revoking access tokens: shared by the admin API and
-//! `vfps tokens …`.
+//! Creating, showing and revoking access tokens: shared by the admin API, the
+//! admin UI and `vfps tokens …`.
+//!
+//! Through the API and the UI a caller mints ([`mint`]) as itself: an admin,
+//! granting only rights it holds, every mint and revoke an audit event that
+//! names it and the grants. `vfps tokens create` works on the database
+//! directly: whoever holds the database's credentials holds every right
+//! already, and it is how the first admin token comes to be.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +15,11 @@ use vfps_core::{
     Error,
 };
 use vfps_store::Store;
+
+use crate::auth::{
+    audit::{Event, TokenChange},
+    Auth, Operation, Principal,
+};
 
 /// Longest lifetime a token may be given: ten years.
 const MAX_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -61,7 +72,85 @@ impl NewToken {
     }
 }
 
-/// Mints and stores a token; the secret is the caller's to show, once.
+impl NewToken {
+    /// What the token grants, as an audit event names it.
+    fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.grants.iter().map(ToString::to_string).collect();
+        if self.admin {
+            parts.insert(0, "admin".to_owned());
+        }
+        parts.join(" ")
+    }
+}
+
+/// Mints a token for `minter`, who must be an admin and hold every right
+/// the token grants; an audit event whatever the outcome.
+pub async fn mint(
+    auth: &Auth,
+    store: &dyn Store,
+    minter: &Principal,
+    new: NewToken,
+) -> Result<(TokenRecord, TokenSecret), Error> {
+    let grants = new.describe();
+    let result = async {
+        auth.authorize(minter, Operation::CreateToken, None)?;
+        auth.may_grant(minter, new.admin, &new.grants)?;
+        create(store, new).await
+    }
+    .await;
+    auth.record(&Event {
+        principal: Some(minter),
+        operation: Operation::CreateToken,
+        namespace: "",
+        job: None,
+        token: Some(TokenChange {
+            id: result.as_ref().map_or("", |(r, _)| r.id.as_str()),
+            grants: &grants,
+        }),
+        outcome: result.as_ref().map(|_| 1).map_err(|e| e.kind),
+    });
+    result
+}
+
+/// Revokes token `id` for `revoker` (an admin); an audit event whatever the
+/// outcome. `false` if there is none with this id.
+pub async fn revoke_as(
+    auth: &Auth,
+    store: &dyn Store,
+    revoker: &Principal,
+    id: &str,
+) -> Result<bool, Error> {
+    let result = async {
+        auth.authorize(revoker, Operation::RevokeToken, None)?;
+        revoke(store, id).await
+    }
+    .await;
+    // Only an id that could be one is written: the path is the caller's.
+    let shown = if id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        id
+    } else {
+        "<invalid>"
+    };
+    auth.record(&Event {
+        principal: Some(revoker),
+        operation: Operation::RevokeToken,
+        namespace: "",
+        job: None,
+        token: Some(TokenChange {
+            id: shown,
+            grants: "",
+        }),
+        outcome: match &result {
+            Ok(true) => Ok(1),
+            Ok(false) => Err(vfps_core::ErrorKind::NotFound),
+            Err(e) => Err(e.kind),
+        },
+    });
+    result
+}
+
+/// Mints and stores a token, unchecked (the operator's `vfps tokens create`,
+/// and [`mint`] once it has checked); the secret is the caller's to show, once.
 pub async fn create(store: &dyn Store, new: NewToken) -> Result<(TokenRecord, TokenSecret), Error> {
     let expires_at = new.expires_in.map(|e| vfps_core::now_micros() + e);
     let (record, secret) =

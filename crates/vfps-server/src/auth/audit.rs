@@ -1,10 +1,12 @@
-//! The audit trail: one event per reverse lookup, List and namespace delete,
-//! allowed or denied, on the `vfps::audit` log target (always one JSON object
+//! The audit trail: one event per reverse lookup, List, namespace delete, CSV
+//! job create, cancel and download, and access token mint and revoke, allowed
+//! or denied, on the `vfps::audit` log target (always one JSON object
 //! per line; see `telemetry`) and counted in `vfps_audit_events_total`.
 //!
-//! An event names the caller (JWT `sub` or the token's id), the namespace, the
-//! operation, the outcome and the number of items — never an original value, a
-//! pseudonym or a credential.
+//! An event names the caller (its typed subject, and the token's id), the
+//! namespace, the operation, the outcome and the number of items; a token
+//! event also the token concerned and what it grants — never an original
+//! value, a pseudonym or a credential.
 
 use vfps_core::ErrorKind;
 
@@ -21,8 +23,19 @@ pub struct Event<'a> {
     pub namespace: &'a str,
     /// The CSV job concerned, if any.
     pub job: Option<&'a str>,
+    /// The access token minted or revoked, if any.
+    pub token: Option<TokenChange<'a>>,
     /// Items returned, or the error.
     pub outcome: Result<u64, ErrorKind>,
+}
+
+/// The access token of a mint or revoke event.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenChange<'a> {
+    /// Its id; empty when a mint was refused.
+    pub id: &'a str,
+    /// What it grants: `admin` and the grants, e.g. `admin research=read`.
+    pub grants: &'a str,
 }
 
 impl Event<'_> {
@@ -51,17 +64,20 @@ pub fn record(metrics: &Metrics, event: &Event<'_>) {
     let code = code_name(event.outcome.err());
     // Only a valid namespace name is written: the field is the caller's, and an
     // invalid one may be anything (a value put there by mistake, a megabyte).
-    let namespace = if vfps_core::NamespaceName::parse(event.namespace).is_ok() {
-        event.namespace
-    } else {
-        "<invalid>"
-    };
+    let namespace =
+        if event.namespace.is_empty() || vfps_core::NamespaceName::parse(event.namespace).is_ok() {
+            event.namespace
+        } else {
+            "<invalid>"
+        };
     tracing::info!(
         target: TARGET,
         subject,
         token_id,
         namespace,
         job = event.job.unwrap_or(""),
+        token = event.token.map_or("", |t| t.id),
+        grants = event.token.map_or("", |t| t.grants),
         operation = event.operation.name(),
         outcome,
         code,

@@ -32,6 +32,10 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Verifier {
     authority: String,
     audience: Option<String>,
+    /// The admin UI's client: a token whose only audience it is was issued to
+    /// the UI (an ID token), not for the API. `None` for the UI's own
+    /// verifier, whose audience it is.
+    ui_client: Option<String>,
     role_claim: Vec<String>,
     leeway: Duration,
     refresh_interval: Duration,
@@ -70,6 +74,10 @@ impl Verifier {
         Self {
             authority: authority.trim_end_matches('/').to_owned(),
             audience: config.audience.clone(),
+            ui_client: config
+                .client_id
+                .clone()
+                .filter(|c| config.audience.as_deref() != Some(c.as_str())),
             role_claim: config
                 .role_claim_type
                 .split('.')
@@ -87,25 +95,59 @@ impl Verifier {
         }
     }
 
+    /// An access token for the API: verified, and not an ID token.
     pub async fn verify(&self, token: &str) -> Result<Principal, Error> {
         let claims = self.verified_claims(token).await?;
-        Ok(self.principal(&claims))
+        if let Some(why) = self.id_token(&claims) {
+            return Err(unauthenticated(why));
+        }
+        self.principal(&claims)
     }
 
-    /// Who a verified token's claims say the caller is.
-    pub fn principal(&self, claims: &serde_json::Map<String, Value>) -> Principal {
+    /// Why `claims` are an ID token's, which proves a sign-in to a client
+    /// and is no credential for the API: Keycloak's `typ: ID`, or the admin
+    /// UI's client as the token's only audience.
+    fn id_token(&self, claims: &serde_json::Map<String, Value>) -> Option<&'static str> {
+        if claims
+            .get("typ")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("id"))
+        {
+            return Some("it is an ID token (typ ID), not an access token");
+        }
+        let client = self.ui_client.as_deref()?;
+        let only_the_ui = match claims.get("aud") {
+            Some(Value::String(aud)) => aud == client,
+            Some(Value::Array(auds)) => auds.len() == 1 && auds[0].as_str() == Some(client),
+            _ => false,
+        };
+        only_the_ui.then_some(
+            "its only audience is the admin UI's client: it is an ID token, not an access token",
+        )
+    }
+
+    /// Who a verified token's claims say the caller is: `jwt:<iss>#<sub>`,
+    /// so that no JWT can pass for a database token (`token:<id>`) or for a
+    /// user of another issuer. A token without `sub` names nobody and is
+    /// refused.
+    pub fn principal(&self, claims: &serde_json::Map<String, Value>) -> Result<Principal, Error> {
+        let sub = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| unauthenticated("it has no sub claim: it names no caller"))?;
+        let iss = claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let valid_until = SystemTime::UNIX_EPOCH + Duration::from_secs(exp) + self.leeway;
-        Principal {
-            subject: claims
-                .get("sub")
-                .and_then(Value::as_str)
-                .map(|s| s.chars().take(256).collect())
-                .unwrap_or_else(|| "unknown".to_owned()),
+        Ok(Principal {
+            subject: typed_subject(iss, sub),
             token_id: None,
             access: Access::Roles(roles(claims, &self.role_claim)),
             valid_until: Some(valid_until),
-        }
+        })
     }
 
     /// A token's claims once its signature, issuer, audience and times
@@ -323,6 +365,12 @@ async fn json_answer(
         body.extend_from_slice(&chunk);
     }
     serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON (HTTP {status}): {e}")))
+}
+
+/// `jwt:<iss>#<sub>`, each part cut to 256 characters.
+pub fn typed_subject(iss: &str, sub: &str) -> String {
+    let cut = |s: &str| s.chars().take(256).collect::<String>();
+    format!("jwt:{}#{}", cut(iss), cut(sub))
 }
 
 /// The signature algorithms a key may verify: its `alg`, else what its type

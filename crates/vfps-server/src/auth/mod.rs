@@ -40,8 +40,12 @@ pub enum Operation {
     /// Reverse lookup: re-identification.
     GetPseudonym,
     ListPseudonyms,
-    /// Create, list and revoke access tokens.
+    /// List access tokens.
     ManageTokens,
+    /// Mint an access token: an admin, granting only what it holds itself.
+    CreateToken,
+    /// Revoke an access token.
+    RevokeToken,
     /// Create a CSV job pseudonymizing into a namespace (per namespace).
     PseudonymizeFile,
     /// Create a CSV job de-pseudonymizing from a namespace (per namespace).
@@ -66,6 +70,8 @@ impl Operation {
             Self::GetPseudonym => "PseudonymService/Get",
             Self::ListPseudonyms => "PseudonymService/List",
             Self::ManageTokens => "Tokens",
+            Self::CreateToken => "Tokens/Create",
+            Self::RevokeToken => "Tokens/Revoke",
             Self::PseudonymizeFile | Self::DepseudonymizeFile => "CsvJobService/Create",
             Self::ManageJobs => "CsvJobService",
             Self::CancelJob => "CsvJobService/Cancel",
@@ -77,7 +83,11 @@ impl Operation {
     /// in its namespace (reading a namespace's settings).
     fn needs(self) -> Need {
         match self {
-            Self::CreateNamespace | Self::DeleteNamespace | Self::ManageTokens => Need::Admin,
+            Self::CreateNamespace
+            | Self::DeleteNamespace
+            | Self::ManageTokens
+            | Self::CreateToken
+            | Self::RevokeToken => Need::Admin,
             Self::CreatePseudonym | Self::PseudonymizeFile => Need::Permission(Permission::Write),
             Self::DepseudonymizeFile => Need::Permission(Permission::ReverseLookup),
             Self::ManageJobs | Self::CancelJob | Self::DownloadJob => Need::Authenticated,
@@ -89,7 +99,8 @@ impl Operation {
     }
 
     /// Audited whatever the outcome: they expose who is behind pseudonyms, or
-    /// which pseudonyms exist, or destroy them, or move whole files of them.
+    /// which pseudonyms exist, or destroy them, or move whole files of them,
+    /// or hand out or take back the rights to do so.
     pub fn audited(self) -> bool {
         matches!(
             self,
@@ -100,6 +111,8 @@ impl Operation {
                 | Self::DepseudonymizeFile
                 | Self::CancelJob
                 | Self::DownloadJob
+                | Self::CreateToken
+                | Self::RevokeToken
         )
     }
 }
@@ -115,8 +128,10 @@ enum Need {
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// JWT `sub`, or `token:<id>` for a database token; `anonymous` with
-    /// authorization off. Never a credential.
+    /// Typed, so that no two kinds of caller can share one: `jwt:<iss>#<sub>`
+    /// for a JWT (the UI's sessions included), `token:<id>` for a database
+    /// token, `anonymous` with authorization off. What a CSV job's owner is
+    /// compared with. Never a credential.
     pub subject: String,
     /// The database token's id, if that is how the caller authenticated.
     pub token_id: Option<String>,
@@ -284,6 +299,25 @@ impl Auth {
             .is_ok()
     }
 
+    /// `PERMISSION_DENIED` naming the first grant `principal` does not hold
+    /// itself: a right is granted only by someone who has it (`admin` too).
+    pub fn may_grant(
+        &self,
+        principal: &Principal,
+        admin: bool,
+        grants: &[vfps_core::access::Grant],
+    ) -> Result<(), Error> {
+        match &self.inner {
+            None => Ok(()),
+            Some(e) => e.rules.may_grant(principal, admin, grants),
+        }
+    }
+
+    /// Writes one audit event (see [`audit`]).
+    pub fn record(&self, event: &audit::Event<'_>) {
+        audit::record(&self.metrics, event);
+    }
+
     /// Whether `principal` may see namespace `name` in a listing.
     pub fn may_see(&self, principal: &Principal, name: &str) -> bool {
         self.authorize(principal, Operation::GetNamespace, Some(name))
@@ -317,6 +351,7 @@ impl Auth {
                 operation,
                 namespace,
                 job: None,
+                token: None,
                 outcome: result.as_ref().map(&items).map_err(|e| e.kind),
             },
         );

@@ -3,7 +3,10 @@
 //! roles that may read, write and reverse-look-up in it. A database token
 //! carries its own admin flag and grants instead of roles.
 
-use vfps_core::{access::Permission, Error};
+use vfps_core::{
+    access::{Grant, Permission},
+    Error,
+};
 
 use super::{Access, Need, Operation, Principal};
 use crate::config::{Authorization, NamespaceRule};
@@ -51,6 +54,64 @@ impl Rules {
         }
     }
 
+    /// Whether `access` has `permission` wherever `pattern` reaches: in the
+    /// namespace it names, or (`*`) in every namespace, present and future.
+    fn holds(&self, access: &Access, permission: Permission, pattern: &str) -> bool {
+        if pattern != "*" {
+            return self.allows(access, permission, pattern);
+        }
+        match access {
+            Access::Everything => true,
+            Access::Roles(roles) => self.namespace_rules.iter().any(|r| {
+                r.namespace == "*"
+                    && match permission {
+                        Permission::Read => &r.read_roles,
+                        Permission::Write => &r.write_roles,
+                        Permission::ReverseLookup => &r.reverse_lookup_roles,
+                    }
+                    .iter()
+                    .any(|a| roles.contains(a))
+            }),
+            Access::Grants { grants, .. } => grants
+                .iter()
+                .any(|g| g.namespace == "*" && g.permissions.contains(&permission)),
+        }
+    }
+
+    /// `PERMISSION_DENIED` naming the first of `grants` (or the admin right)
+    /// that `principal` does not hold itself.
+    pub fn may_grant(
+        &self,
+        principal: &Principal,
+        admin: bool,
+        grants: &[Grant],
+    ) -> Result<(), Error> {
+        let access = &principal.access;
+        if admin && !self.is_admin(access) {
+            return Err(Error::permission_denied(
+                "cannot grant the admin right: the caller is not an admin",
+            ));
+        }
+        for grant in grants {
+            if let Some(missing) = grant
+                .permissions
+                .iter()
+                .find(|p| !self.holds(access, **p, &grant.namespace))
+            {
+                let scope = if grant.namespace == "*" {
+                    "every namespace (*)".to_owned()
+                } else {
+                    format!("namespace {}", grant.namespace)
+                };
+                return Err(Error::permission_denied(format!(
+                    "cannot grant {grant}: the caller does not hold the {} permission in {scope} itself",
+                    missing.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// `PERMISSION_DENIED` naming the operation and what it needs, unless allowed.
     pub fn authorize(
         &self,
@@ -90,7 +151,7 @@ impl Rules {
 
 #[cfg(test)]
 mod tests {
-    use vfps_core::{access::Grant, ErrorKind};
+    use vfps_core::ErrorKind;
 
     use super::*;
 
@@ -195,5 +256,54 @@ mod tests {
         );
         let all = token(false, &["*=reverse-lookup"]);
         assert_eq!(verdict(&all, Operation::GetPseudonym, "any"), Ok(()));
+    }
+
+    /// An admin without reverse-lookup minted a token granting it to itself.
+    #[test]
+    fn only_rights_the_caller_holds_can_be_granted() {
+        let grants =
+            |raw: &[&str]| -> Vec<Grant> { raw.iter().map(|g| Grant::parse(g).unwrap()).collect() };
+        let may = |p: &Principal, admin, raw: &[&str]| {
+            rules()
+                .may_grant(p, admin, &grants(raw))
+                .map_err(|e| e.message)
+        };
+        let admin = with_roles(&["admin"]);
+        let e = may(&admin, false, &["*=reverse-lookup,read,write"]).unwrap_err();
+        assert!(
+            e.contains("cannot grant *=read,write,reverse-lookup"),
+            "{e}"
+        );
+        let e = may(&admin, false, &["research=reverse-lookup"]).unwrap_err();
+        assert!(
+            e.contains("reverse-lookup permission in namespace research"),
+            "{e}"
+        );
+        assert!(may(&admin, true, &[]).is_ok());
+        // Roles that hold a right pass it on, where they hold it.
+        let trustee = with_roles(&["trustee", "writer"]);
+        assert!(may(&trustee, false, &["research=reverse-lookup,write"]).is_ok());
+        assert!(may(&trustee, false, &["other=write"]).is_err());
+        assert!(may(&trustee, false, &["*=write"]).is_err());
+        assert!(may(&trustee, true, &[])
+            .unwrap_err()
+            .contains("admin right"));
+        // A rule for every namespace covers `*`; reading there is all it gives.
+        let auditor = with_roles(&["auditor"]);
+        assert!(may(&auditor, false, &["*=read", "any=read"]).is_ok());
+        assert!(may(&auditor, false, &["*=write"]).is_err());
+        // A token passes on its own grants, no more.
+        let token = Principal {
+            subject: "token:x".into(),
+            token_id: Some("x".into()),
+            access: Access::Grants {
+                admin: true,
+                grants: grants(&["research=read", "*=write"]),
+            },
+            valid_until: None,
+        };
+        assert!(may(&token, true, &["research=read,write", "*=write"]).is_ok());
+        assert!(may(&token, false, &["*=read"]).is_err());
+        assert!(may(&token, false, &["research=reverse-lookup"]).is_err());
     }
 }

@@ -178,7 +178,7 @@ pub fn random_text(bytes: usize) -> String {
 /// One browser's session, as its cookie holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
-    /// Who signed in (the ID token's `sub`); `None`: not signed in (with
+    /// Who signed in (typed from the ID token: `jwt:<iss>#<sub>`); `None`: not signed in (with
     /// authorization off, the anonymous user everyone is).
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,

@@ -1,11 +1,14 @@
 //! The admin API for access tokens (REST only; admin role needed):
-//! `POST /v1/tokens` creates one and answers its plaintext once,
+//! `POST /v1/tokens` creates one granting only what the caller holds itself,
+//! and answers its plaintext once,
 //! `GET /v1/tokens` lists them (never a plaintext or hash),
 //! `DELETE /v1/tokens/{id}` revokes one.
 //!
 //! Refused while authorization is off: every caller is then an anonymous
 //! admin, and a token it minted would be honoured once authorization is on.
 //! `vfps tokens` (which needs the database's credentials) works either way.
+
+use std::sync::Arc;
 
 use axum::{
     body::Bytes,
@@ -19,25 +22,39 @@ use serde_json::{json, Value};
 use vfps_core::Error;
 
 use super::rest::{authorization, parse_body, respond};
-use crate::{auth::Operation, state::AppState, tokens};
+use crate::{
+    auth::{Operation, Principal},
+    state::AppState,
+    tokens,
+};
 
-/// Who may manage tokens: an admin, and only while authorization is on.
-pub(crate) async fn admin(
+/// Who is managing tokens, and only while authorization is on; what they
+/// may do is each operation's to judge.
+pub(crate) async fn manager(
     state: &AppState,
     credential: crate::auth::AuthHeader<'_>,
     deadline: std::time::Instant,
-) -> Result<(), Error> {
+) -> Result<Arc<Principal>, Error> {
     if !state.auth.enabled() {
         return Err(Error::failed_precondition(
             "the token admin API needs authorization on (Authorization__IsEnabled=true): \
              with it off anyone could mint a credential; use `vfps tokens` instead",
         ));
     }
+    state.auth.authenticate(credential, deadline).await
+}
+
+/// Who may list tokens: an admin, and only while authorization is on.
+pub(crate) async fn admin(
+    state: &AppState,
+    credential: crate::auth::AuthHeader<'_>,
+    deadline: std::time::Instant,
+) -> Result<Arc<Principal>, Error> {
+    let principal = manager(state, credential, deadline).await?;
     state
         .auth
-        .check(credential, Operation::ManageTokens, None, deadline)
-        .await?;
-    Ok(())
+        .authorize(&principal, Operation::ManageTokens, None)?;
+    Ok(principal)
 }
 
 pub fn routes() -> Router<AppState> {
@@ -63,7 +80,7 @@ struct CreateRequest {
 async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Create", async {
-        admin(&state, authorization(&headers), d).await?;
+        let minter = manager(&state, authorization(&headers), d).await?;
         let req: CreateRequest = parse_body(&body)?;
         let request = tokens::NewToken::parse(
             &req.kind,
@@ -72,7 +89,13 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
             &req.grants,
             req.expires_in_seconds.map(std::time::Duration::from_secs),
         )?;
-        let (record, secret) = tokens::create(state.service.store().as_ref(), request).await?;
+        let (record, secret) = tokens::mint(
+            &state.auth,
+            state.service.store().as_ref(),
+            &minter,
+            request,
+        )
+        .await?;
         Ok(json!({"token": tokens::to_json(&record), "secret": secret.expose()}))
     })
     .await
@@ -95,8 +118,8 @@ async fn revoke(
 ) -> Response {
     let d = state.deadline(None);
     respond(&state, "Tokens/Revoke", async {
-        admin(&state, authorization(&headers), d).await?;
-        if !tokens::revoke(state.service.store().as_ref(), &id).await? {
+        let revoker = manager(&state, authorization(&headers), d).await?;
+        if !tokens::revoke_as(&state.auth, state.service.store().as_ref(), &revoker, &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }
         Ok(json!({}))

@@ -118,7 +118,7 @@ async fn render_tokens(
     let d = super::page_deadline(state);
     let allowed = crate::http::tokens::admin(state, visit.credential(), d).await;
     let listed = match &allowed {
-        Ok(()) => Some(state.service.store().list_tokens().await),
+        Ok(_) => Some(state.service.store().list_tokens().await),
         Err(_) => None,
     };
     let usable = allowed.is_ok();
@@ -146,7 +146,7 @@ async fn render_tokens(
                         }
                         label for="t-grants" { "Grants" }
                         textarea id="t-grants" name="grants" rows="3" aria-describedby="t-grants-note" placeholder="research=read,write" {}
-                        p id="t-grants-note" class="note" { "One a line: " code { "namespace=permission,…" } " (read, write, reverse-lookup; " code { "*" } " for every namespace)." }
+                        p id="t-grants-note" class="note" { "One a line: " code { "namespace=permission,…" } " (read, write, reverse-lookup; " code { "*" } " for every namespace). You can grant only rights you hold yourself." }
                         label for="t-expiry" { "Expires in (days)" }
                         input id="t-expiry" name="expires_in_days" type="number" min="1" max="3650" value="90";
                         button type="submit" { "Create token" }
@@ -216,8 +216,9 @@ pub async fn create_token(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        crate::http::tokens::admin(&state, visit.credential(), super::page_deadline(&state))
-            .await?;
+        let minter =
+            crate::http::tokens::manager(&state, visit.credential(), super::page_deadline(&state))
+                .await?;
         let grants: Vec<String> = f
             .grants
             .lines()
@@ -241,7 +242,13 @@ pub async fn create_token(
             &grants,
             expires_in,
         )?;
-        tokens::create(state.service.store().as_ref(), request).await
+        tokens::mint(
+            &state.auth,
+            state.service.store().as_ref(),
+            &minter,
+            request,
+        )
+        .await
     }
     .await;
     let (status, outcome) = shown(outcome, |(record, secret)| {
@@ -263,9 +270,10 @@ pub async fn revoke_token(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        crate::http::tokens::admin(&state, visit.credential(), super::page_deadline(&state))
-            .await?;
-        if !tokens::revoke(state.service.store().as_ref(), &id).await? {
+        let revoker =
+            crate::http::tokens::manager(&state, visit.credential(), super::page_deadline(&state))
+                .await?;
+        if !tokens::revoke_as(&state.auth, state.service.store().as_ref(), &revoker, &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }
         Ok(())

@@ -198,11 +198,11 @@ impl SignIn {
                 "the ID token's nonce is not this sign-in's: sign in again",
             ));
         }
-        let principal = self.verifier.principal(&claims);
-        let name = ["name", "preferred_username", "email"]
+        let principal = self.verifier.principal(&claims)?;
+        let name = ["name", "preferred_username", "email", "sub"]
             .iter()
             .find_map(|c| claims.get(*c).and_then(Value::as_str))
-            .unwrap_or(&principal.subject)
+            .unwrap_or_default()
             .chars()
             .take(200)
             .collect();

@@ -38,7 +38,8 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
         .connect_lazy();
     let mut namespaces = NamespaceServiceClient::new(channel.clone());
     let mut pseudonyms = PseudonymServiceClient::new(channel);
-    let admin = issuer.token("admin-person", &["admin"]);
+    // An admin that holds what it grants below.
+    let admin = issuer.token("admin-person", &["admin", "trustee"]);
     let writer = issuer.token("writer-person", &["writer"]);
     let trustee = issuer.token("trustee-person", &["trustee"]);
     let reader = issuer.token("reader-person", &["reader"]);
@@ -239,19 +240,43 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
         })
         .collect();
     let token_subject = format!("token:{pat_id}");
+    // A JWT's caller is typed by its issuer.
+    let jwt = |sub: &str| format!("jwt:{}#{sub}", issuer.url);
     let expected = [
-        "PseudonymService/Get trustee-person research allowed 1".to_owned(),
-        "PseudonymService/Get writer-person research denied 0".to_owned(),
+        format!(
+            "PseudonymService/Get {} research allowed 1",
+            jwt("trustee-person")
+        ),
+        format!(
+            "PseudonymService/Get {} research denied 0",
+            jwt("writer-person")
+        ),
         "PseudonymService/Get unauthenticated research denied 0".to_owned(),
-        "PseudonymService/Get trustee-person research failed 0".to_owned(),
-        "PseudonymService/Get trustee-person <invalid> denied 0".to_owned(),
-        "PseudonymService/List reader-person research allowed 5".to_owned(),
+        format!(
+            "PseudonymService/Get {} research failed 0",
+            jwt("trustee-person")
+        ),
+        format!(
+            "PseudonymService/Get {} <invalid> denied 0",
+            jwt("trustee-person")
+        ),
+        format!(
+            "PseudonymService/List {} research allowed 5",
+            jwt("reader-person")
+        ),
+        format!("Tokens/Create {}  allowed 1", jwt("admin-person")),
         format!("PseudonymService/Get {token_subject} research allowed 1"),
-        "NamespaceService/Delete admin-person research allowed 1".to_owned(),
+        format!(
+            "NamespaceService/Delete {} research allowed 1",
+            jwt("admin-person")
+        ),
     ];
     assert_eq!(summary, expected, "{audit:#?}");
     assert!(audit.iter().all(|e| e["timestamp"].is_string()));
-    assert_eq!(audit[6]["token_id"], pat_id.as_str());
+    // The mint names the minter, the token and what it grants.
+    assert_eq!(audit[6]["token"], pat_id.as_str());
+    assert_eq!(audit[6]["grants"], "research=reverse-lookup");
+    assert_eq!(audit[7]["token_id"], pat_id.as_str());
 }
 
 fn vfps_tokens(sqlite: &std::path::Path, args: &[&str]) -> (bool, String, String) {

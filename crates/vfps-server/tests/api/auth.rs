@@ -543,7 +543,8 @@ async fn database_tokens_carry_grants_and_revocation_reaches_every_replica(backe
     } else {
         None
     };
-    let admin = issuer.token("root", &["admin"]);
+    // An admin grants only what it holds: here writing and re-identifying.
+    let admin = issuer.token("root", &["admin", "writer", "trustee"]);
     assert_eq!(
         grpc_create_namespace(&a, Some(&admin), "research").await,
         Code::Ok

@@ -13,6 +13,7 @@ mod jobs;
 mod limits;
 mod observability;
 mod operations;
+mod reidentify;
 mod resilience;
 mod rest;
 mod safety;

@@ -18,8 +18,9 @@ fn ui_env(backend: Backend, key: &str) -> Vec<(String, String)> {
     env
 }
 
-/// Authorization on with database tokens only: admins are `vfps-admin`, and
-/// `vfps-reader` may read namespace `research`.
+/// Authorization on with database tokens only: admins are `vfps-admin`,
+/// `vfps-reader` may read namespace `research`, `vfps-trustee` write and
+/// re-identify there.
 fn secured_ui_env(backend: Backend) -> Vec<(String, String)> {
     let mut env = ui_env(backend, KEY);
     for (k, v) in [
@@ -29,6 +30,14 @@ fn secured_ui_env(backend: Backend) -> Vec<(String, String)> {
         (
             "Authorization__NamespaceRules__0__ReadRoles__0",
             "vfps-reader",
+        ),
+        (
+            "Authorization__NamespaceRules__0__WriteRoles__0",
+            "vfps-trustee",
+        ),
+        (
+            "Authorization__NamespaceRules__0__ReverseLookupRoles__0",
+            "vfps-trustee",
         ),
     ] {
         env.push((k.into(), v.into()));
@@ -474,4 +483,99 @@ async fn the_apis_scripts_use_the_session_only_with_its_csrf_header() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+/// The access-tokens page refuses what the API refuses (a grant beyond the
+/// signed-in admin's own rights, naming it), and the lookup form reveals
+/// nothing to an admin without the namespace's reverse-lookup role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+    admin.get("/ui/namespaces").await;
+    let csrf = admin.csrf.clone();
+    let (status, page) = admin
+        .post(
+            "/ui/namespaces",
+            &[
+                ("csrf", &csrf),
+                ("name", "research"),
+                ("method", "5"),
+                ("length", "8"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    trustee.get("/ui/namespaces/research/pseudonyms").await;
+    let csrf = trustee.csrf.clone();
+    let original = "patient-0815";
+    let (status, page) = trustee
+        .post(
+            "/ui/namespaces/research/pseudonyms",
+            &[("csrf", &csrf), ("original", original)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let pseudonym = result_of(&page)
+        .trim_start_matches("<code>")
+        .trim_end_matches("</code>")
+        .to_owned();
+
+    admin.get("/ui/tokens").await;
+    let csrf = admin.csrf.clone();
+    for grants in ["research=reverse-lookup", "*=read,write,reverse-lookup"] {
+        let (status, page) = admin
+            .post(
+                "/ui/tokens",
+                &[
+                    ("csrf", &csrf),
+                    ("kind", "service-account"),
+                    ("name", "escalate"),
+                    ("grants", grants),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{grants}: {page}");
+        assert!(page.contains("cannot grant"), "{grants}: {page}");
+        assert!(!page.contains("vfps_sat_"), "a secret was shown: {page}");
+    }
+    let (status, page) = admin
+        .post(
+            "/ui/tokens",
+            &[
+                ("csrf", &csrf),
+                ("kind", "personal"),
+                ("name", "deputy"),
+                ("admin", "true"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+
+    admin.get("/ui/namespaces/research/pseudonyms").await;
+    let csrf = admin.csrf.clone();
+    let (status, page) = admin
+        .post(
+            "/ui/namespaces/research/reveal",
+            &[("csrf", &csrf), ("pseudonym", &pseudonym)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(!page.contains(original), "the original in the page: {page}");
+    let csrf = trustee.csrf.clone();
+    let (status, page) = trustee
+        .post(
+            "/ui/namespaces/research/reveal",
+            &[("csrf", &csrf), ("pseudonym", &pseudonym)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(result_of(&page), original);
 }
