@@ -10,6 +10,7 @@
 //! - [`health`]: whether this process reaches its database, from its own attempts.
 //! - [`coherence`]: when cached namespaces and pseudonyms may be served.
 //! - [`jobs`]: CSV jobs as rows, claimed under a fenced lease.
+//! - [`sessions`]: ended admin UI sessions (sign-out on every replica).
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
 //! `Unavailable` (the caller retries within its deadline), a value the database
@@ -34,6 +35,7 @@ pub mod health;
 pub mod jobs;
 pub mod migrate;
 pub mod postgres;
+pub mod sessions;
 pub mod sqlite;
 pub mod throttle;
 mod tokens;
@@ -113,7 +115,7 @@ pub trait Upsert: Send + Sync + 'static {
 
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
-pub trait Store: Upsert + jobs::JobStore {
+pub trait Store: Upsert + jobs::JobStore + sessions::SessionEnds {
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;

@@ -41,6 +41,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "csv_jobs",
         sql: include_str!("../migrations/postgres/0004_csv_jobs.sql"),
     },
+    Migration {
+        version: 5,
+        name: "ui_session_ends",
+        sql: include_str!("../migrations/postgres/0005_ui_session_ends.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -63,6 +68,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "csv_jobs",
         sql: include_str!("../migrations/sqlite/0004_csv_jobs.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "ui_session_ends",
+        sql: include_str!("../migrations/sqlite/0005_ui_session_ends.sql"),
     },
 ];
 

@@ -34,6 +34,7 @@ use crate::{
 };
 
 mod jobs;
+mod sessions;
 
 const READERS: usize = 4;
 

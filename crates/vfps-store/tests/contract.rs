@@ -462,6 +462,42 @@ async fn created_counts_cover_exactly_their_window(store: Arc<dyn Store>) {
     );
 }
 
+/// A sign-out ends one key's sessions for good: the latest end counts, an
+/// end is announced to the store's coherence (what was read before is
+/// stale), and a row past its keeping time goes.
+async fn ended_sessions_keep_the_latest_end_and_are_announced(store: Arc<dyn Store>) {
+    use vfps_store::sessions::ended_name;
+    let (a, b, old) = ([1u8; 32], [2u8; 32], [3u8; 32]);
+    let t = now_micros();
+    let later = t + Duration::from_secs(3600);
+    assert!(store.sessions_ended(&[a, b]).await.unwrap().is_empty());
+    let read_before = std::time::Instant::now();
+    store.end_sessions(&a, t, later).await.unwrap();
+    assert!(
+        !store.coherence().fresh(&ended_name(&a), read_before),
+        "an answer read before the end is still served"
+    );
+    assert_eq!(store.sessions_ended(&[a, b]).await.unwrap(), vec![(a, t)]);
+    // An earlier end does not move it back; a later one moves it on.
+    store
+        .end_sessions(&a, t - Duration::from_secs(60), later)
+        .await
+        .unwrap();
+    assert_eq!(store.sessions_ended(&[a]).await.unwrap(), vec![(a, t)]);
+    let t2 = t + Duration::from_secs(5);
+    store.end_sessions(&a, t2, later).await.unwrap();
+    assert_eq!(store.sessions_ended(&[a]).await.unwrap(), vec![(a, t2)]);
+    // A row no session can need any more goes with the next end.
+    store
+        .end_sessions(&old, t, t - Duration::from_secs(1))
+        .await
+        .unwrap();
+    store.end_sessions(&b, t, later).await.unwrap();
+    let mut found = store.sessions_ended(&[a, b, old]).await.unwrap();
+    found.sort();
+    assert_eq!(found, vec![(a, t2), (b, t)]);
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -493,6 +529,7 @@ contract!(
     deleting_a_namespace_during_creates_leaves_no_orphans,
     access_tokens_are_kept_by_hash_and_revoked_once,
     created_counts_cover_exactly_their_window,
+    ended_sessions_keep_the_latest_end_and_are_announced,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

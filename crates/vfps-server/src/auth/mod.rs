@@ -7,7 +7,9 @@
 //! - [`rules`]: roles → permissions (`Authorization__AdminRoles`, `…__NamespaceRules`).
 //! - [`jwt`]: OIDC discovery, the JWKS, and JWT verification.
 //! - [`tokens`]: `vfps_sat_…` / `vfps_pat_…` tokens looked up by hash.
-//! - [`audit`]: one JSON event per reverse lookup, List and namespace delete.
+//! - [`audit`]: one JSON event per re-identifying, destroying or granting call.
+//! - [`session`]: the admin UI's sealed sessions; [`ends`]: their sign-out,
+//!   on every replica at once.
 //!
 //! Every transport asks [`Auth::check`] before it calls the service, and
 //! [`Auth::audited`] wraps the audited operations. Verified credentials are
@@ -20,8 +22,10 @@ use vfps_core::{access::Permission, Error};
 use vfps_store::Store;
 
 use crate::{cache::TtlCache, config::Authorization, metrics::Metrics};
+use session::Session;
 
 pub mod audit;
+pub mod ends;
 pub mod jwt;
 pub mod rules;
 pub mod session;
@@ -46,6 +50,8 @@ pub enum Operation {
     CreateToken,
     /// Revoke an access token.
     RevokeToken,
+    /// End every admin UI session of a user.
+    EndSessions,
     /// Create a CSV job pseudonymizing into a namespace (per namespace).
     PseudonymizeFile,
     /// Create a CSV job de-pseudonymizing from a namespace (per namespace).
@@ -72,6 +78,7 @@ impl Operation {
             Self::ManageTokens => "Tokens",
             Self::CreateToken => "Tokens/Create",
             Self::RevokeToken => "Tokens/Revoke",
+            Self::EndSessions => "Sessions/End",
             Self::PseudonymizeFile | Self::DepseudonymizeFile => "CsvJobService/Create",
             Self::ManageJobs => "CsvJobService",
             Self::CancelJob => "CsvJobService/Cancel",
@@ -87,7 +94,8 @@ impl Operation {
             | Self::DeleteNamespace
             | Self::ManageTokens
             | Self::CreateToken
-            | Self::RevokeToken => Need::Admin,
+            | Self::RevokeToken
+            | Self::EndSessions => Need::Admin,
             Self::CreatePseudonym | Self::PseudonymizeFile => Need::Permission(Permission::Write),
             Self::DepseudonymizeFile => Need::Permission(Permission::ReverseLookup),
             Self::ManageJobs | Self::CancelJob | Self::DownloadJob => Need::Authenticated,
@@ -113,6 +121,7 @@ impl Operation {
                 | Self::DownloadJob
                 | Self::CreateToken
                 | Self::RevokeToken
+                | Self::EndSessions
         )
     }
 }
@@ -172,6 +181,8 @@ struct Enabled {
     tokens: tokens::Verifier,
     /// SHA-256 of a bearer credential → who it is, for `VFPS_TOKEN_CACHE_DURATION`.
     verified: TtlCache<[u8; 32], Arc<Principal>>,
+    /// Which UI sessions were ended before they expired.
+    ends: ends::EndedSessions,
 }
 
 /// Most verified credentials remembered per replica.
@@ -216,7 +227,8 @@ impl Auth {
                     .authority
                     .as_ref()
                     .map(|a| jwt::Verifier::new(a, config)),
-                tokens: tokens::Verifier::new(store),
+                tokens: tokens::Verifier::new(store.clone()),
+                ends: ends::EndedSessions::new(store),
                 verified: TtlCache::new(config.token_cache_duration, VERIFIED_CACHE_ENTRIES),
             })),
             metrics,
@@ -259,17 +271,23 @@ impl Auth {
             return Ok(self.anonymous.clone());
         };
         if let Some(sealed) = session_credential(authorization) {
+            let ended = || {
+                Error::unauthenticated("the UI session has ended or is not valid; sign in again")
+            };
             // Opened here, not cached: it costs microseconds.
-            return self
-                .sessions
-                .open_session(sealed)
-                .and_then(|s| s.principal())
-                .map(Arc::new)
-                .ok_or_else(|| {
-                    Error::unauthenticated(
-                        "the UI session has ended or is not valid; sign in again",
-                    )
-                });
+            let session = self.sessions.open_session(sealed).ok_or_else(ended)?;
+            let principal = session.principal().ok_or_else(ended)?;
+            let signed_out = tokio::time::timeout_at(deadline.into(), enabled.ends.ended(&session))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::unavailable(
+                        "whether the UI session was signed out could not be read within the call's deadline",
+                    ))
+                })?;
+            if signed_out {
+                return Err(ended());
+            }
+            return Ok(Arc::new(principal));
         }
         tokio::time::timeout_at(deadline.into(), enabled.authenticate(authorization))
             .await
@@ -316,6 +334,61 @@ impl Auth {
     /// Writes one audit event (see [`audit`]).
     pub fn record(&self, event: &audit::Event<'_>) {
         audit::record(&self.metrics, event);
+    }
+
+    /// Ends `session` on every replica (its sign-out); acknowledged once no
+    /// replica takes it any more. Nothing to do with authorization off.
+    pub async fn end_session(&self, session: &Session) -> Result<(), Error> {
+        match &self.inner {
+            Some(e) if session.signed_in() => {
+                let expires =
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(session.expires_at);
+                e.ends.end(&ends::session_key(session), expires).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends every session of `subject` (a typed subject) begun until now, on
+    /// every replica, for `revoker` (an admin); `lifetime`: the longest a
+    /// session lives. An audit event whatever the outcome.
+    pub async fn end_sessions_of(
+        &self,
+        revoker: &Principal,
+        subject: &str,
+        lifetime: std::time::Duration,
+    ) -> Result<(), Error> {
+        let result = async {
+            self.authorize(revoker, Operation::EndSessions, None)?;
+            if subject.is_empty() || subject.len() > 1024 || subject.chars().any(char::is_control) {
+                return Err(Error::invalid_argument(
+                    "subject must be a caller's typed subject, e.g. jwt:<issuer>#<sub>",
+                ));
+            }
+            match &self.inner {
+                Some(e) => {
+                    e.ends
+                        .end(
+                            &ends::subject_key(subject),
+                            std::time::SystemTime::now() + lifetime,
+                        )
+                        .await
+                }
+                None => Err(Error::failed_precondition(
+                    "sessions are ended only while authorization is on",
+                )),
+            }
+        }
+        .await;
+        self.record(&audit::Event {
+            principal: Some(revoker),
+            operation: Operation::EndSessions,
+            namespace: "",
+            job: None,
+            token: None,
+            outcome: result.as_ref().map(|_| 1).map_err(|e| e.kind),
+        });
+        result
     }
 
     /// Whether `principal` may see namespace `name` in a listing.

@@ -199,6 +199,10 @@ pub struct Session {
     /// when it would make the cookie too large.
     #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
     pub id_token: Option<String>,
+    /// Unix milliseconds when the session began: an end of its user's
+    /// sessions (see [`super::ends`]) ends those that began before it.
+    #[serde(rename = "a", default)]
+    pub issued_at_ms: u64,
 }
 
 impl Session {
@@ -211,7 +215,15 @@ impl Session {
             expires_at: unix_now() + lifetime.as_secs(),
             nonce: random_text(16),
             id_token: None,
+            issued_at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
         }
+    }
+
+    /// When the session began.
+    pub fn issued_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.issued_at_ms)
     }
 
     pub fn signed_in(&self) -> bool {

@@ -2,7 +2,9 @@
 //! `POST /v1/tokens` creates one granting only what the caller holds itself,
 //! and answers its plaintext once,
 //! `GET /v1/tokens` lists them (never a plaintext or hash),
-//! `DELETE /v1/tokens/{id}` revokes one.
+//! `DELETE /v1/tokens/{id}` revokes one; `POST /v1/sessions:end`
+//! (`{"subject": "jwt:<iss>#<sub>"}`) ends every admin UI session of a user
+//! begun until then, on every replica.
 //!
 //! Refused while authorization is off: every caller is then an anonymous
 //! admin, and a token it minted would be honoured once authorization is on.
@@ -61,6 +63,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/tokens", get(list).post(create))
         .route("/v1/tokens/{id}", delete(revoke))
+        .route("/v1/sessions:end", axum::routing::post(end_sessions))
 }
 
 /// `{"kind": "service-account"|"personal", "name": …, "admin": false,
@@ -97,6 +100,27 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
         )
         .await?;
         Ok(json!({"token": tokens::to_json(&record), "secret": secret.expose()}))
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EndSessionsRequest {
+    subject: String,
+}
+
+async fn end_sessions(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let d = state.deadline(None);
+    respond(&state, "Sessions/End", async {
+        let revoker = manager(&state, authorization(&headers), d).await?;
+        let req: EndSessionsRequest = parse_body(&body)?;
+        let lifetime = state.ui.session_lifetime();
+        state
+            .auth
+            .end_sessions_of(&revoker, &req.subject, lifetime)
+            .await?;
+        Ok(json!({}))
     })
     .await
 }

@@ -190,7 +190,9 @@ mod tests {
             describe(t, now).starts_with("expires in 2 days")
                 || describe(t, now).starts_with("expires in 3 days")
         );
-        let later = now + Duration::from_secs(10 * 86_400);
+        // Counted from the certificate's own time: openssl stamps it in whole
+        // seconds of its own clock, up to a second after `now`.
+        let later = t + Duration::from_secs(7 * 86_400 + 60);
         assert_eq!(Standing::of(Some(t), later), Standing::Expired);
         assert!(
             describe(t, later).starts_with("expired 7 days ago"),

@@ -103,6 +103,11 @@ pub struct Ui {
 }
 
 impl Ui {
+    /// The longest an admin UI session lives.
+    pub fn session_lifetime(&self) -> Duration {
+        self.session_lifetime
+    }
+
     pub fn new(config: &UiConfig, authorization: &Authorization, tls: bool) -> Self {
         let oidc = match (
             authorization.enabled,
@@ -358,22 +363,31 @@ impl Visit {
     /// Who is visiting, to the rules; `None` when authorization is on and
     /// no one has signed in.
     pub async fn principal(&self, state: &AppState) -> Option<Arc<Principal>> {
-        if self.auth_enabled && !self.session.signed_in() {
-            return None;
-        }
-        let deadline = page_deadline(state);
-        state
-            .auth
-            .authenticate(self.credential(), deadline)
-            .await
-            .ok()
+        self.who(state).await.ok().flatten()
     }
 
-    /// Who is visiting, or the answer that sends them to sign in.
+    /// Who is visiting: `None` when no one has signed in (or the session was
+    /// signed out); an error when that cannot be told now (the database is
+    /// away), which is no reason to send anyone to sign in again.
+    async fn who(&self, state: &AppState) -> Result<Option<Arc<Principal>>, Error> {
+        if self.auth_enabled && !self.session.signed_in() {
+            return Ok(None);
+        }
+        let deadline = page_deadline(state);
+        match state.auth.authenticate(self.credential(), deadline).await {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if e.kind == vfps_core::ErrorKind::Unauthenticated => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Who is visiting, or the answer that sends them to sign in (or, when
+    /// that cannot be told now, says to try again).
     pub async fn require(&self, state: &AppState) -> Result<Arc<Principal>, Response> {
-        match self.principal(state).await {
-            Some(p) => Ok(p),
-            None => Err(self.sign_in_first(state)),
+        match self.who(state).await {
+            Ok(Some(p)) => Ok(p),
+            Ok(None) => Err(self.sign_in_first(state)),
+            Err(e) => Err(self.error_page("Try again", &e)),
         }
     }
 

@@ -451,6 +451,21 @@ pub async fn logout(
     if let Err(e) = visit.check_csrf(&state, &form.csrf) {
         return visit.error_page("Sign out", &e);
     }
+    // Ended everywhere before the browser forgets it: a copy of the cookie
+    // must not sign anyone in afterwards, on any replica.
+    let ended = tokio::time::timeout_at(
+        super::page_deadline(&state).into(),
+        state.auth.end_session(&visit.session),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(Error::unavailable(
+            "the sign-out could not be recorded in time: try again",
+        ))
+    });
+    if let Err(e) = ended {
+        return visit.error_page("Sign out", &e);
+    }
     let mut target = LOGOUT_PATH.to_owned();
     if let Some(oidc) = &state.ui.oidc {
         if let Ok(endpoints) = oidc.endpoints().await {

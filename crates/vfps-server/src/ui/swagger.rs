@@ -265,7 +265,7 @@ mod tests {
     /// and the like, are served by `{id}`'s handlers). A route added to the
     /// router, or to the document, without the other fails the tests below
     /// until it is added here too.
-    const REST_ROUTES: [(&str, &str, &str); 25] = [
+    const REST_ROUTES: [(&str, &str, &str); 26] = [
         ("GET", "/v1/namespaces", "/v1/namespaces"),
         ("POST", "/v1/namespaces", "/v1/namespaces"),
         ("GET", "/v1/namespaces/{name}", "/v1/namespaces/{name}"),
@@ -294,6 +294,7 @@ mod tests {
         ("GET", "/v1/tokens", "/v1/tokens"),
         ("POST", "/v1/tokens", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{id}", "/v1/tokens/{id}"),
+        ("POST", "/v1/sessions:end", "/v1/sessions:end"),
         ("GET", "/v1/csv-jobs", "/v1/csv-jobs"),
         ("POST", "/v1/csv-jobs", "/v1/csv-jobs"),
         (

@@ -579,3 +579,93 @@ async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(result_of(&page), original);
 }
+
+/// A session cookie copied before its sign-out signed its holder in on any
+/// replica until it expired (all of a session is in its cookie): the
+/// sign-out now ends it on every replica before it answers, and so does an
+/// admin ending a user's sessions; a sign-in after that is a session anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_out_session_is_refused_on_every_replica() {
+    let env = secured_ui_env(Backend::Postgres);
+    let a = spawn_app_with(env.clone()).await;
+    let b = spawn_app_with(env).await;
+    let mut ada = Browser::signed_in(&a, KEY, "ada", &["vfps-admin"]);
+    let (status, _, _) = ada.get("/ui/tokens").await;
+    assert_eq!(status, StatusCode::OK);
+    let copied = ada.session.clone().unwrap();
+    let on = |app: &TestApp, session: &str| {
+        let mut browser = Browser::new(app);
+        browser.session = Some(session.to_owned());
+        browser
+    };
+    let (status, _, _) = on(&b, &copied).get("/ui/tokens").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the other replica takes the session"
+    );
+
+    let csrf = ada.csrf.clone();
+    let (status, page) = ada
+        .post("/ui/authentication/logout", &[("csrf", &csrf)], None)
+        .await;
+    assert!(status.is_redirection(), "{status}: {page}");
+    for replica in [&b, &a] {
+        let (status, _, _) = on(replica, &copied).get("/ui/tokens").await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "the copied cookie signs in"
+        );
+        let r = reqwest::Client::new()
+            .get(format!("{}/v1/namespaces", replica.http))
+            .header(header::AUTHORIZATION, format!("Session {copied}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::UNAUTHORIZED,
+            "the session as a credential"
+        );
+    }
+
+    // An admin ends every session of a user, through one replica; the
+    // user's cookie is refused by the other.
+    let bob = Browser::signed_in(&a, KEY, "bob", &["vfps-reader"]);
+    let bobs = bob.session.clone().unwrap();
+    let (status, _, _) = on(&b, &bobs).get("/ui/namespaces").await;
+    assert_eq!(status, StatusCode::OK);
+    let admin = Browser::signed_in(&a, KEY, "ada", &["vfps-admin"]);
+    let end = |who: &Browser, subject: &str| {
+        let request = reqwest::Client::new()
+            .post(format!("{}/v1/sessions:end", a.http))
+            .header(
+                header::AUTHORIZATION,
+                format!("Session {}", who.session.clone().unwrap()),
+            )
+            .json(&serde_json::json!({ "subject": subject }));
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(end(&bob, "ada").await, StatusCode::FORBIDDEN, "only admins");
+    assert_eq!(end(&admin, "bob").await, StatusCode::OK);
+    let (status, _, _) = on(&b, &bobs).get("/ui/namespaces").await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "bob's session outlived its end"
+    );
+    let (status, _, _) = on(&b, &admin.session.clone().unwrap())
+        .get("/ui/namespaces")
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "an end of bob's sessions ended ada's"
+    );
+    let again = Browser::signed_in(&b, KEY, "bob", &["vfps-reader"]);
+    let (status, _, _) = on(&a, &again.session.clone().unwrap())
+        .get("/ui/namespaces")
+        .await;
+    assert_eq!(status, StatusCode::OK, "a sign-in after the end");
+}

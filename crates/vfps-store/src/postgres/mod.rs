@@ -46,6 +46,7 @@ mod jobs;
 mod monitor;
 pub mod npgsql;
 mod pool;
+mod sessions;
 pub mod sqlstate;
 pub mod statements;
 pub mod tls;
