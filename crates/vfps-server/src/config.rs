@@ -1434,6 +1434,7 @@ mod tests {
                     read_roles: vec!["reader".into()],
                     write_roles: vec!["writer".into(), "loader".into()],
                     reverse_lookup_roles: vec!["trustee".into()],
+                    erase_roles: Vec::new(),
                 },
                 NamespaceRule {
                     namespace: "*".into(),

@@ -23,6 +23,7 @@ pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod counts;
+pub mod fhir;
 pub mod grpc;
 pub mod http;
 pub mod jobs;

@@ -211,6 +211,7 @@ pub async fn create(
                     prefix: blank_none(&f.prefix),
                     suffix: blank_none(&f.suffix),
                     description: f.description.clone(),
+                    deletable: false,
                 },
                 d,
             )

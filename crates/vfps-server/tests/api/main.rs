@@ -11,6 +11,7 @@ mod grpc;
 mod interleavings;
 mod jobs;
 mod limits;
+mod mii;
 mod observability;
 mod operations;
 mod reidentify;

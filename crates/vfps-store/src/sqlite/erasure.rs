@@ -1,0 +1,69 @@
+//! Erasure on SQLite (see `crate::erasure`): this process's alone, so its
+//! own coherence records each erasure.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+use vfps_core::{now_micros, to_micros, Error, NamespaceName, OriginalValue, Pseudonym};
+
+use super::{pseudonym_from_row, sql_err, SqliteStore, PSEUDONYM_COLUMNS};
+use crate::erasure::{tombstone, Erase, Erasure};
+
+#[async_trait]
+impl Erase for SqliteStore {
+    async fn find_pseudonym(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+    ) -> Result<Option<Pseudonym>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        self.with_reader(move |c| {
+            c.query_row(
+                &format!(
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2"
+                ),
+                [ns, o],
+                pseudonym_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
+        })
+        .await
+    }
+
+    async fn erase(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+        how: Erasure,
+    ) -> Result<Option<String>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        let erased = self
+            .with_writer(move |c| {
+                let sql = match how {
+                    Erasure::Delete => {
+                        "DELETE FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2 \
+                         RETURNING pseudonym_value"
+                    }
+                    Erasure::Anonymize => {
+                        "UPDATE pseudonyms SET original_value = ?3, last_updated_at = ?4 \
+                         WHERE namespace = ?1 AND original_value = ?2 RETURNING pseudonym_value"
+                    }
+                };
+                let mut statement = c.prepare(sql).map_err(sql_err)?;
+                let row = match how {
+                    Erasure::Delete => statement.query_row(params![ns, o], |r| r.get(0)),
+                    Erasure::Anonymize => statement
+                        .query_row(params![ns, o, tombstone(), to_micros(now_micros())], |r| {
+                            r.get(0)
+                        }),
+                };
+                row.optional().map_err(sql_err)
+            })
+            .await?;
+        if erased.is_some() {
+            self.coherence.deleted(namespace.as_str());
+        }
+        Ok(erased)
+    }
+}
