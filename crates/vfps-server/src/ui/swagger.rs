@@ -265,7 +265,7 @@ mod tests {
     /// and the like, are served by `{id}`'s handlers). A route added to the
     /// router, or to the document, without the other fails the tests below
     /// until it is added here too.
-    const REST_ROUTES: [(&str, &str, &str); 33] = [
+    const REST_ROUTES: [(&str, &str, &str); 34] = [
         ("GET", "/v1/namespaces", "/v1/namespaces"),
         ("POST", "/v1/namespaces", "/v1/namespaces"),
         ("GET", "/v1/namespaces/{name}", "/v1/namespaces/{name}"),
@@ -284,6 +284,11 @@ mod tests {
             "GET",
             "/v1/namespaces/{namespace}/pseudonyms/{pseudonym}",
             "/v1/namespaces/{namespace}/pseudonyms/{pseudonym}",
+        ),
+        (
+            "POST",
+            "/v1/namespaces/{namespace}/pseudonyms:erase",
+            "/v1/namespaces/{namespace}/pseudonyms:erase",
         ),
         (
             "POST",

@@ -597,7 +597,79 @@ async fn erasing_needs_the_erase_right_and_is_audited() {
     }
 }
 
+/// The same erasures over gRPC and REST (additive methods of vfps.api.v1).
+async fn erasure_over_grpc_and_rest(backend: Backend) {
+    use vfps_proto::v1::{ErasureMode, PseudonymServiceEraseRequest};
+    let app = spawn_app(backend).await;
+    namespace(&app, "withdrawable", HEX, 16, true).await;
+    let erase = |original: &str, mode: ErasureMode| PseudonymServiceEraseRequest {
+        namespace: "withdrawable".into(),
+        original_value: original.into(),
+        mode: mode as i32,
+    };
+    let p = app
+        .create("withdrawable", "g1")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    let mut client = app.pseudonyms.clone();
+    let unspecified = client
+        .erase(erase("g1", ErasureMode::Unspecified))
+        .await
+        .unwrap_err();
+    assert_eq!(unspecified.code(), Code::InvalidArgument);
+    assert!(
+        unspecified.message().contains("mode must be"),
+        "{unspecified:?}"
+    );
+    client
+        .erase(erase("g1", ErasureMode::Anonymize))
+        .await
+        .unwrap();
+    let gone = client
+        .get(vfps_proto::v1::PseudonymServiceGetRequest {
+            namespace: "withdrawable".into(),
+            pseudonym_value: p,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+    let again = client
+        .erase(erase("g1", ErasureMode::Delete))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::NotFound, "nothing left to erase");
+
+    app.create("withdrawable", "r1").await.unwrap();
+    let url = format!("{}/v1/namespaces/withdrawable/pseudonyms:erase", app.http);
+    let r = app
+        .http_client
+        .post(&url)
+        .json(&json!({"originalValue": "r1", "mode": "ERASURE_MODE_DELETE"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    let r = app
+        .http_client
+        .post(&url)
+        .json(&json!({"originalValue": "r1", "mode": "ERASURE_MODE_DELETE"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = app
+        .http_client
+        .post(&url)
+        .json(&json!({"originalValue": "r1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
 crate::on_both_backends!(
+    erasure_over_grpc_and_rest,
     the_igs_requests_are_answered_in_the_igs_shape,
     bad_input_is_an_operation_outcome_naming_the_parameter,
     erasure_deletes_where_allowed_and_anonymizes_for_good,
