@@ -26,7 +26,7 @@ use vfps_jobs::{
     storage::{
         folder::Folder,
         input_key, output_key,
-        s3::{S3Config, S3},
+        s3::{CredentialSource, Credentials, S3Config, S3},
         ObjectStore,
     },
 };
@@ -90,8 +90,11 @@ fn bucket(garage: &Garage) -> Arc<dyn ObjectStore> {
     Arc::new(
         S3::new(S3Config {
             service_url: garage.s3_url(),
-            access_key: garage.access_key().to_owned(),
-            secret_key: garage.secret_key().to_owned(),
+            credentials: CredentialSource::Static(Credentials {
+                access_key: garage.access_key().to_owned(),
+                secret_key: garage.secret_key().to_owned(),
+                session_token: None,
+            }),
             bucket: garage.bucket().to_owned(),
             region: garage.region().to_owned(),
             force_path_style: true,

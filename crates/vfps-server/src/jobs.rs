@@ -217,9 +217,9 @@ impl JobApi {
         let p = self.principal(header, deadline).await?;
         let job = self.owned(&p, id).await?;
         let result = if job.state == vfps_store::jobs::JobState::Completed {
-            Ok(self
-                .jobs()?
-                .address(id, Transfer::Download, Some(&download_name(&job))))
+            self.jobs()?
+                .address(id, Transfer::Download, Some(&download_name(&job)))
+                .await
         } else {
             Err(Error::new(
                 ErrorKind::FailedPrecondition,
