@@ -1,9 +1,10 @@
 //! An S3-compatible bucket, by upstream's `S3__*` settings: AWS S3, MinIO,
 //! Ceph RGW or Garage.
 //!
-//! Requests are signed by our own SigV4 (`storage::sigv4`) and S3's XML is
-//! read by hand (`storage::xml`): a dozen calls do not need an SDK (measured
-//! against `rusty-s3` in docs/object-storage.md). Every request has a
+//! Requests are signed by our own SigV4 (`storage::sigv4`, checked against
+//! AWS's and botocore's signatures) and S3's XML is read with `quick-xml`
+//! (`storage::xml`): a dozen calls do not need an SDK, and `rusty-s3` would
+//! cost more than the lines it saves (measured in docs/object-storage.md). Every request has a
 //! deadline — a connection within [`CONNECT_TIMEOUT`], an answer within
 //! [`REQUEST_TIMEOUT`] (more for a large body), a read's next bytes within
 //! [`READ_IDLE_TIMEOUT`] — so a bucket that is paused or unreachable is
