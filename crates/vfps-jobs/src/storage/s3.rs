@@ -33,8 +33,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use bytes::Bytes;
 use reqwest::{header, Method, StatusCode};
 
 use self::{
@@ -49,7 +48,7 @@ pub use self::{
 pub use super::sigv4::Credentials;
 use super::{
     sigv4::{self, Signer},
-    xml, ByteStream, ListedPart, ObjectStore, StorageError, Transfer, MAX_PARTS,
+    xml, ByteStream, ListedPart, ObjectStore, StorageError, Transfer,
 };
 
 /// A bucket that does not accept a connection within this is down.
@@ -66,7 +65,7 @@ pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const COMPLETE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Parts of an upload streamed through vfps: 10 GiB in 1280 parts, within
-/// S3's 10,000 (checked against the upload's limit, [`S3::stream_part_bytes`]).
+/// S3's 10,000 (larger for a larger limit: `multipart::stream_part_bytes`).
 const STREAM_PART_BYTES: usize = 8 * 1024 * 1024;
 
 /// The deadlines of one bucket's requests.
@@ -214,50 +213,6 @@ impl S3 {
     }
 }
 
-/// Aborts a multipart upload when dropped before it is completed, so an
-/// upload through vfps that fails or is dropped leaves no parts behind.
-struct AbortOnDrop {
-    store: S3,
-    key: String,
-    upload_id: Option<String>,
-}
-
-impl AbortOnDrop {
-    fn id(&self) -> &str {
-        self.upload_id.as_deref().unwrap_or_default()
-    }
-
-    /// Aborts now, waiting for it.
-    async fn abort(mut self) {
-        if let Some(id) = self.upload_id.take() {
-            if let Err(e) = self.store.abort_multipart(&self.key, &id).await {
-                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
-            }
-        }
-    }
-
-    fn completed(mut self) {
-        self.upload_id = None;
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        let Some(id) = self.upload_id.take() else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
-        runtime.spawn(async move {
-            if let Err(e) = store.abort_multipart(&key, &id).await {
-                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
-            }
-        });
-    }
-}
-
 #[async_trait]
 impl ObjectStore for S3 {
     fn describe(&self) -> String {
@@ -357,61 +312,10 @@ impl ObjectStore for S3 {
     async fn put_stream(
         &self,
         key: &str,
-        mut body: ByteStream,
+        body: ByteStream,
         limit: u64,
     ) -> Result<u64, StorageError> {
-        self.key_path(key)?;
-        // Up to a part in memory: a small file is one PutObject, a larger one
-        // a multipart upload (S3 takes no body of unknown length).
-        let part_bytes = stream_part_bytes(limit);
-        let mut pending = BytesMut::new();
-        let mut size = 0u64;
-        let mut upload: Option<AbortOnDrop> = None;
-        let mut parts = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk?;
-            size += chunk.len() as u64;
-            if size > limit {
-                if let Some(upload) = upload.take() {
-                    upload.abort().await;
-                }
-                return Err(StorageError::TooLarge { limit });
-            }
-            pending.extend_from_slice(&chunk);
-            while pending.len() >= part_bytes {
-                let upload_id = match &upload {
-                    Some(upload) => upload.id().to_owned(),
-                    None => {
-                        let id = self.start_multipart(key).await?;
-                        upload = Some(AbortOnDrop {
-                            store: self.clone(),
-                            key: key.to_owned(),
-                            upload_id: Some(id.clone()),
-                        });
-                        id
-                    }
-                };
-                let number = parts.len() as u32 + 1;
-                let part = pending.split_to(part_bytes).freeze();
-                let etag = self.put_part(key, &upload_id, number, part).await?;
-                parts.push((number, etag));
-            }
-        }
-        match upload {
-            None => self.put(key, pending.freeze()).await?,
-            Some(upload) => {
-                if !pending.is_empty() {
-                    let number = parts.len() as u32 + 1;
-                    let etag = self
-                        .put_part(key, upload.id(), number, pending.freeze())
-                        .await?;
-                    parts.push((number, etag));
-                }
-                self.complete_multipart(key, upload.id(), &parts).await?;
-                upload.completed();
-            }
-        }
-        Ok(size)
+        self.stream_upload(key, body, limit).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
@@ -498,47 +402,7 @@ impl ObjectStore for S3 {
         key: &str,
         upload_id: &str,
     ) -> Result<Vec<ListedPart>, StorageError> {
-        let what = "ListParts";
-        let mut parts = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let mut call = self
-                .call(Method::GET, what, Some(key))
-                .query("uploadId", upload_id)
-                .query("max-parts", "1000");
-            if let Some(marker) = &marker {
-                call = call.query("part-number-marker", marker);
-            }
-            let page = self.send_for_text(call).await?;
-            for part in xml::elements(&page, "Part") {
-                let number = xml::text(part, "PartNumber").and_then(|n| n.parse().ok());
-                let etag = xml::text(part, "ETag");
-                let bytes = xml::text(part, "Size").and_then(|n| n.parse().ok());
-                match (number, etag, bytes) {
-                    (Some(number), Some(etag), Some(bytes)) => parts.push(ListedPart {
-                        number,
-                        etag,
-                        bytes,
-                    }),
-                    _ => {
-                        return Err(StorageError::Refused(format!(
-                            "S3 {what} answered a part without its number, ETag or size"
-                        )))
-                    }
-                }
-            }
-            if xml::text(&page, "IsTruncated").as_deref() != Some("true") {
-                return Ok(parts);
-            }
-            marker = match xml::text(&page, "NextPartNumberMarker") {
-                Some(next) if !next.is_empty() && marker.as_ref() != Some(&next) => Some(next),
-                _ => {
-                    return Err(StorageError::Refused(format!(
-                        "S3 {what} answered a truncated page without a new marker"
-                    )))
-                }
-            };
-        }
+        self.list_upload_parts(key, upload_id).await
     }
 
     async fn complete_multipart(
@@ -625,15 +489,6 @@ impl ObjectStore for S3 {
     }
 }
 
-/// The part size of an upload through vfps of at most `limit` bytes: 8 MiB,
-/// or more when 10,000 parts of 8 MiB would not hold the limit.
-fn stream_part_bytes(limit: u64) -> usize {
-    let needed = limit.div_ceil(u64::from(MAX_PARTS));
-    usize::try_from(needed)
-        .unwrap_or(usize::MAX)
-        .max(STREAM_PART_BYTES)
-}
-
 /// `Content-Disposition` for a download saved as `name` (RFC 6266): an
 /// ASCII fallback `filename` for old clients, and the exact name as
 /// `filename*` in RFC 5987's encoding. Nothing in either can break the header
@@ -667,6 +522,7 @@ pub fn content_disposition(name: &str) -> String {
 
 mod config;
 mod credentials;
+mod multipart;
 mod request;
 mod rules;
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use futures::StreamExt;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpListener,
