@@ -295,6 +295,9 @@ async fn a_misspelt_bucket_is_an_error_and_never_a_missing_object() {
     );
     let read = s3.read("csv-jobs/m/input.csv", 0).await.err().unwrap();
     assert!(matches!(read, StorageError::Refused(_)), "{read}");
+    // Said at start-up already.
+    let configure = s3.configure().await.unwrap_err();
+    assert!(configure.to_string().contains("S3__Bucket"), "{configure}");
 }
 
 #[tokio::test]
@@ -329,7 +332,7 @@ async fn the_bucket_takes_the_lifecycle_and_cors_rules() {
     let other = preflight("https://elsewhere.example.org").await.unwrap();
     // Refused (Garage marks even its errors `*`, so the status says it).
     assert_eq!(other.status(), reqwest::StatusCode::FORBIDDEN);
-    // Nothing to apply: nothing sent.
+    // Nothing to apply: only the bucket is checked.
     let bare = S3::new(S3Config {
         object_retention_days: 0,
         allowed_origins: Vec::new(),

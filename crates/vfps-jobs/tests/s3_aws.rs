@@ -265,6 +265,12 @@ async fn a_missing_key_without_list_bucket_is_a_refusal_that_names_the_permissio
     let error = s3.size("csv-jobs/e/input.csv").await.unwrap_err();
     assert!(matches!(error, StorageError::Refused(_)), "{error}");
     assert!(error.to_string().contains("s3:ListBucket"), "{error}");
+    // Said at start-up already.
+    let configure = s3.configure().await.unwrap_err();
+    assert!(
+        configure.to_string().contains("s3:ListBucket"),
+        "{configure}"
+    );
 }
 
 #[tokio::test]
@@ -275,6 +281,17 @@ async fn a_misspelt_bucket_is_an_error_and_never_a_missing_object() {
         ..config(&double, key_pair())
     })
     .unwrap();
+    // Said at start-up, with no rule to apply.
+    let configure = S3::new(S3Config {
+        bucket: "vfps-misspelt".into(),
+        object_retention_days: 0,
+        ..config(&double, key_pair())
+    })
+    .unwrap()
+    .configure()
+    .await
+    .unwrap_err();
+    assert!(configure.to_string().contains("S3__Bucket"), "{configure}");
     let size = s3.size("csv-jobs/f/x").await.unwrap_err();
     assert!(size.to_string().contains("does not exist"), "{size}");
     let delete = s3.delete("csv-jobs/f/x").await.unwrap_err();

@@ -93,8 +93,9 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// What it is, for logs and errors (no credential).
     fn describe(&self) -> String;
 
-    /// Applies what the store needs at start-up (S3: the lifecycle rule that
-    /// expires `csv-jobs/` and the CORS rule for browsers).
+    /// Checks the store and applies what it needs at start-up (S3: that the
+    /// bucket is there and may be listed, the lifecycle rule that expires
+    /// `csv-jobs/` and the CORS rule for browsers).
     async fn configure(&self) -> Result<(), StorageError>;
 
     /// The object's size, `None` when it does not exist.

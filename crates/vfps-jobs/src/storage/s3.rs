@@ -220,6 +220,9 @@ impl ObjectStore for S3 {
     }
 
     async fn configure(&self) -> Result<(), StorageError> {
+        // A misspelt S3__Bucket or a missing s3:ListBucket is said at
+        // start-up, not at the first job (and even with no rule to apply).
+        self.head_bucket().await?;
         // Each applied whatever became of the other, as upstream does: a
         // permission missing for one should not cost the other.
         let lifecycle = if self.object_retention_days == 0 {
