@@ -418,6 +418,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(one, again);
+        assert_eq!(
+            store.list_parts(key, &id).await.unwrap(),
+            [ListedPart {
+                number: 1,
+                etag: one.clone(),
+                bytes: 2
+            }]
+        );
         let two = store
             .put_part(key, &id, 2, Bytes::from_static(b"cd"))
             .await
