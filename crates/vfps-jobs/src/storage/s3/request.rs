@@ -141,10 +141,27 @@ impl S3 {
         if status.is_success() {
             return Ok(response);
         }
+        // A redirect is not followed (the signature would not go with it):
+        // AWS sends one for a bucket in another region, and says which.
+        let region = response
+            .headers()
+            .get("x-amz-bucket-region")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = tokio::time::timeout(self.timeouts.request, read_capped(response))
             .await
             .unwrap_or_default();
-        Err(self.s3_error(what, status, &body))
+        match self.s3_error(what, status, &body) {
+            StorageError::Refused(text) if status.is_redirection() => {
+                Err(StorageError::Refused(match region {
+                    Some(region) => format!(
+                        "{text}: the bucket is in region {region:?}; set S3__Region and S3__ServiceUrl for it"
+                    ),
+                    None => format!("{text}: the bucket is elsewhere; check S3__ServiceUrl and S3__Region"),
+                }))
+            }
+            other => Err(other),
+        }
     }
 
     /// The error an S3 answer says, by its status and `<Code>`.

@@ -316,3 +316,30 @@ fn the_download_name_is_given_in_rfc_6266_s_safe_form() {
     );
     assert!(header.is_ascii() && !header.contains(['\r', '\n']));
 }
+
+#[tokio::test]
+async fn a_bucket_in_another_region_is_refused_naming_its_region() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let s3 = impatient(&format!("http://{}", listener.local_addr().unwrap()));
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client hung up before its request ended");
+            request.extend_from_slice(&buf[..n]);
+        }
+        // As AWS answers a HEAD for a bucket of another region: no body.
+        socket
+            .write_all(b"HTTP/1.1 301 Moved Permanently\r\nx-amz-bucket-region: eu-west-3\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+    });
+    let error = s3.size("csv-jobs/a/input.csv").await.unwrap_err();
+    assert!(!error.is_transient(), "{error}");
+    assert!(
+        error.to_string().contains("\"eu-west-3\"") && error.to_string().contains("S3__Region"),
+        "{error}"
+    );
+}
