@@ -668,6 +668,65 @@ async fn erasure_over_grpc_and_rest(backend: Backend) {
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
 
+/// `vfps pseudonyms erase` reads the original from standard input and
+/// erases through a running vfps; a failure exits non-zero naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_erases_an_original_read_from_standard_input() {
+    use std::io::Write;
+    let app = spawn_app(Backend::Sqlite).await;
+    namespace(&app, "cli", HEX, 16, false).await;
+    let p = app
+        .create("cli", "withdrawn by letter")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    let erase = |extra: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args([
+                "pseudonyms",
+                "erase",
+                "--namespace",
+                "cli",
+                "--address",
+                &app.grpc,
+            ])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let refused = erase(&["--delete"], "withdrawn by letter\n");
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("does not allow deleting"), "{why}");
+    let done = erase(&[], "withdrawn by letter\n");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&done.stderr).contains("withdrawn"));
+    let gone = app
+        .pseudonyms
+        .clone()
+        .get(vfps_proto::v1::PseudonymServiceGetRequest {
+            namespace: "cli".into(),
+            pseudonym_value: p,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+}
+
 crate::on_both_backends!(
     erasure_over_grpc_and_rest,
     the_igs_requests_are_answered_in_the_igs_shape,
