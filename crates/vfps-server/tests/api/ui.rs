@@ -489,14 +489,8 @@ async fn the_apis_scripts_use_the_session_only_with_its_csrf_header() {
     assert_eq!(r.status(), StatusCode::OK);
 }
 
-/// The access-tokens page refuses what the API refuses (a grant beyond the
-/// signed-in admin's own rights, naming it), and the lookup form reveals
-/// nothing to an admin without the namespace's reverse-lookup role.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
-    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
-    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
-    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+/// Namespace `research` (hex, length 8), made through the namespaces page.
+async fn create_research(admin: &mut Browser) {
     admin.get("/ui/namespaces").await;
     let csrf = admin.csrf.clone();
     let (status, page) = admin
@@ -512,6 +506,17 @@ async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{page}");
+}
+
+/// The access-tokens page refuses what the API refuses (a grant beyond the
+/// signed-in admin's own rights, naming it), and the lookup form reveals
+/// nothing to an admin without the namespace's reverse-lookup role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+    create_research(&mut admin).await;
     trustee.get("/ui/namespaces/research/pseudonyms").await;
     let csrf = trustee.csrf.clone();
     let original = "patient-0815";
@@ -681,21 +686,7 @@ async fn the_erase_form_needs_its_right_and_the_namespaces_name() {
     let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
     let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
     let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
-    admin.get("/ui/namespaces").await;
-    let csrf = admin.csrf.clone();
-    let (status, page) = admin
-        .post(
-            "/ui/namespaces",
-            &[
-                ("csrf", &csrf),
-                ("name", "research"),
-                ("method", "5"),
-                ("length", "8"),
-            ],
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{page}");
+    create_research(&mut admin).await;
     let (_, _, page) = trustee.get("/ui/namespaces/research/pseudonyms").await;
     assert!(page.contains("Erase an original"), "{page}");
     let csrf = trustee.csrf.clone();
