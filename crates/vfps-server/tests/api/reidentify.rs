@@ -170,6 +170,18 @@ async fn an_admin_without_reverse_lookup_reaches_no_original_value(backend: Back
         download_address_status(&app, Some(&admin), &id).await,
         StatusCode::FORBIDDEN
     );
+    let over_grpc = vfps_proto::v1::csv_job_service_client::CsvJobServiceClient::new(
+        tonic::transport::Channel::from_shared(app.grpc.clone())
+            .unwrap()
+            .connect_lazy(),
+    )
+    .get_download_address(authed(
+        vfps_proto::v1::CsvJobServiceGetDownloadAddressRequest { id: id.clone() },
+        Some(&admin),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(over_grpc.code(), Code::PermissionDenied, "{over_grpc:?}");
     let (_, address) = call(
         &app,
         Method::GET,
@@ -197,7 +209,7 @@ async fn an_admin_without_reverse_lookup_reaches_no_original_value(backend: Back
     for line in [
         "vfps_audit_events_total{operation=\"Tokens/Create\",outcome=\"denied\"} 3",
         "vfps_audit_events_total{operation=\"Tokens/Create\",outcome=\"allowed\"} 1",
-        "vfps_audit_events_total{operation=\"CsvJobService/Download\",outcome=\"denied\"} 2",
+        "vfps_audit_events_total{operation=\"CsvJobService/Download\",outcome=\"denied\"} 3",
     ] {
         assert!(metrics.contains(line), "{line} missing");
     }
