@@ -511,6 +511,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
     if let Some(jobs) = jobs {
         verdicts.push(checker::jobs::check(jobs));
     }
+    let mut margins = checker::margins::of_run(history.availability, history.budgets);
     if let Some((steps, agreements)) = ui {
         let window_end = info.load_start_unix + rows.len() as f64;
         verdicts.extend(checker::ui::check(
@@ -519,7 +520,10 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             info.budgets(),
             window_end,
         ));
+        margins.extend(checker::margins::of_ui(steps, info.budgets(), window_end));
     }
+    let mut warnings = info.warnings.clone();
+    warnings.extend(checker::margins::warnings(&margins));
     let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
     let mut per_operation = std::collections::BTreeMap::new();
     for op in Operation::ALL {
@@ -547,7 +551,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             .filter(|e| e.status == Status::Indeterminate)
             .count(),
         max_dispatch_lag_ms: info.max_dispatch_lag_ms,
-        warnings: info.warnings.clone(),
+        warnings,
         mix: info.mix.clone(),
         operations: per_operation,
         calls: calls.clone(),
@@ -555,6 +559,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         verified_seconds,
         load_start_unix: info.load_start_unix,
         one_node_commits: Vec::new(),
+        margins,
     })
 }
 

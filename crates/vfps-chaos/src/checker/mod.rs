@@ -19,6 +19,8 @@
 //!   budgets, the user kept signed in, results the API agrees with.
 //! - [`inputs`]: invalid input gets its documented code; List pages keep
 //!   originals out and list only pseudonyms that resolve.
+//! - [`margins`]: every budgeted figure with its budget and what is left;
+//!   a thin margin is a warning.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
@@ -38,6 +40,7 @@ pub mod innocent;
 pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
+pub mod margins;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;

@@ -89,6 +89,24 @@ fn outages(steps: &[StepRecord], window_end: f64) -> Vec<(f64, f64)> {
     out
 }
 
+fn longest_and_total(stretches: &[(f64, f64)]) -> (f64, f64) {
+    let longest = stretches.iter().map(|(a, b)| b - a).fold(0.0_f64, f64::max);
+    (longest, stretches.iter().map(|(a, b)| b - a).sum())
+}
+
+/// The budget of the UI's longest outage: the run's, plus the probe's resolution.
+pub fn longest_budget_seconds(budgets: Budgets) -> f64 {
+    budgets.max_outage_seconds as f64 + PROBE_RESOLUTION_SECONDS
+}
+
+/// The UI's longest outage and the outages' sum, seconds; `None` when the
+/// probe measured nothing (never signed in, or never completed a lookup).
+pub fn outage_seconds(steps: &[StepRecord], window_end_unix: f64) -> Option<(f64, f64)> {
+    let signed_in = steps.iter().any(|s| s.step == Step::SignIn && s.ok);
+    let good = steps.iter().any(|s| s.step == Step::Lookup && s.ok);
+    (signed_in && good).then(|| longest_and_total(&outages(steps, window_end_unix)))
+}
+
 /// The verdicts of the probe's steps (in time order) and the agreement check.
 pub fn check(
     steps: &[StepRecord],
@@ -118,9 +136,8 @@ pub fn check(
             .collect();
     }
     let stretches = outages(steps, window_end_unix);
-    let longest = stretches.iter().map(|(a, b)| b - a).fold(0.0_f64, f64::max);
-    let total: f64 = stretches.iter().map(|(a, b)| b - a).sum();
-    let longest_budget = budgets.max_outage_seconds as f64 + PROBE_RESOLUTION_SECONDS;
+    let (longest, total) = longest_and_total(&stretches);
+    let longest_budget = longest_budget_seconds(budgets);
     let outage_ok = longest <= longest_budget && total <= budgets.max_unavailable_seconds;
     let mut outage = Verdict::holds(
         Property::UiOutage,

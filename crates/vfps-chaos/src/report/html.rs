@@ -281,7 +281,11 @@ pub fn page(p: &Page<'_>, ui: &UiTimeline) -> String {
             esc(r.scenario.as_str()), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds, r.findings
         );
     }
-    s.push_str("</table><h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>");
+    s.push_str("</table>");
+    super::sections::margins(&mut s, summary);
+    s.push_str(
+        "<h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>",
+    );
     for v in verdicts {
         let c = match v.validity {
             Validity::Valid => "valid",

@@ -6,6 +6,7 @@
 //!   the load generator's log.
 //! - [`latency`]: latency per operation, for the run and each scenario.
 //! - [`html`]: `report.html`, `timeline.png` and `ui-timeline.png`.
+//! - [`sections`]: parts of `report.html` read from the summary alone (margins).
 //! - [`chart`]: the timeline chart, and the SVG/PNG rendering every chart uses.
 //! - [`ui_chart`]: the web UI's timeline (the browser probe's), drawn under it.
 //! - [`sweep`]: the capacity sweep's chart.
@@ -16,7 +17,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::{
-    checker::{chaos::OneNodeCommit, Availability, Validity, Verdict},
+    checker::{chaos::OneNodeCommit, margins::Margin, Availability, Validity, Verdict},
     history::{csv_header, CallsReport, OpCounts, Row},
 };
 
@@ -24,6 +25,7 @@ pub mod chart;
 pub mod html;
 pub mod latency;
 pub mod markers;
+pub mod sections;
 pub mod sweep;
 pub mod ui_chart;
 
@@ -71,6 +73,10 @@ pub struct Summary {
     /// Commits PostgreSQL logged as left on one node (filled by `collect`).
     #[serde(default)]
     pub one_node_commits: Vec<OneNodeCommit>,
+    /// Every budgeted figure with its budget: the run's and the UI's (by the
+    /// load), each scenario's (by `collect`).
+    #[serde(default)]
+    pub margins: Vec<Margin>,
 }
 
 /// `summary.json`: the summary's fields, then `latency` — p50, p99 and max per
@@ -123,7 +129,9 @@ pub fn junit(verdicts: &[Verdict]) -> String {
     s
 }
 
-/// The verdicts on stderr, with a few pieces of evidence each, then PASS or FAIL.
+/// The verdicts on stderr, with a few pieces of evidence each; every
+/// budgeted figure with its margin; a WARNING line for each thin margin; then
+/// PASS or FAIL.
 pub fn print_verdicts(summary: &Summary) {
     for v in &summary.verdicts {
         eprintln!(
@@ -135,6 +143,15 @@ pub fn print_verdicts(summary: &Summary) {
         for e in v.evidence.iter().take(10) {
             eprintln!("    {e}");
         }
+    }
+    if !summary.margins.is_empty() {
+        eprintln!("margins (budget minus measured):");
+        for m in &summary.margins {
+            eprintln!("  {}", m.line());
+        }
+    }
+    for w in crate::checker::margins::warnings(&summary.margins) {
+        eprintln!("WARNING: {w}");
     }
     eprintln!("{}", if summary.passed { "PASS" } else { "FAIL" });
 }
