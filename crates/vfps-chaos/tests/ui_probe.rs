@@ -200,15 +200,16 @@ async fn the_probe_fails_on_a_broken_page() {
     );
 
     let down = serve(failing(true).await).await;
-    // Longer than the budget and the probe's resolution (3 + 9 s).
-    let v = judged(&probe(down), 16, true).await;
+    // Longer than the budget and the probe's resolution (3 + 10.5 s): two
+    // creates and their lookups (10 s at a step every 2.5 s), then down.
+    let v = judged(&probe(down), 28, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Invalid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 
     // Creates refused but lookups answered: the UI is still usable (as the
     // API's reads count for its availability), and every lookup is right.
     let read_only = serve(failing(false).await).await;
-    let v = judged(&probe(read_only), 16, true).await;
+    let v = judged(&probe(read_only), 20, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Valid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 }

@@ -23,6 +23,7 @@
 //!   a thin margin is a warning.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
+//! - [`cost`]: the harness's own CPU as a caveat on the verdict.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -35,6 +36,7 @@ use crate::{
 
 pub mod availability;
 pub mod chaos;
+pub mod cost;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
@@ -439,6 +441,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: Some(pseudonym.into()),
             code: None,
+            acked_unix_ms: None,
         }
     }
 
@@ -450,6 +453,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: None,
             code: Some("DeadlineExceeded".into()),
+            acked_unix_ms: None,
         }
     }
 

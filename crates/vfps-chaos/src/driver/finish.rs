@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{artifacts, pglog, Collected};
+use super::{artifacts, failovers, pglog, Collected};
 use crate::{
     checker::{availability, chaos, chaos::OneNodeCommit, margins},
     history,
@@ -50,6 +50,10 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     let rows = history::parse_timeline(&timeline)?;
     let chaos_events = artifacts::read_chaos_events(dir)?;
     let windows = events::windows(&chaos_events);
+    let collected_logs = failovers::Logs {
+        postgres: collected.postgres_logs.clone(),
+        ha: collected.ha_logs.clone(),
+    };
     let mut summary = collected.load;
     let mut per_scenario =
         availability::per_scenario(&rows, &windows, plan, summary.rate_per_second)?;
@@ -111,6 +115,16 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         .verdicts
         .push(chaos::one_node_commits(&commits, &summary.lost_seconds));
     summary.one_node_commits = commits;
+    summary.failovers = failovers::of_run(
+        dir,
+        plan,
+        &chaos_events,
+        &collected_logs,
+        summary.load_start_unix,
+    );
+    for line in failovers::lines(&summary.failovers) {
+        eprintln!("{line}");
+    }
     summary.passed = summary.verdicts.iter().all(|v| v.passed());
 
     report::write(dir, &summary)?;
@@ -137,7 +151,7 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     eprintln!(
         "run directory: {} ({})",
         dir.display(),
-        if summary.passed { "PASS" } else { "FAIL" }
+        report::verdict_line(&summary)
     );
     Ok(summary.passed)
 }
@@ -197,6 +211,7 @@ mod tests {
         let collected = Collected {
             load,
             postgres_logs: Vec::new(),
+            ha_logs: Vec::new(),
         };
         let passed = finish(&dir, &plan, collected).unwrap();
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();

@@ -116,7 +116,7 @@ fn ui_section(s: &mut String, api: &Chart<'_>, ui: &UiTimeline) {
     };
     let _ = write!(s, "<h2>{}</h2>", super::ui_chart::TITLE);
     inline_svg(s, UiChart { api, rows }.svg(), "The web UI's timeline");
-    s.push_str("<p>Each second's create and lookup through the web UI (one each a second), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
+    s.push_str("<p>Each second's steps through the web UI (a create, and a step later its lookup, one step every 2.5 s), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
 }
 
 /// How an operation is headed: churn's steps are a side namespace's life.
@@ -227,9 +227,15 @@ pub fn page(p: &Page<'_>, ui: &UiTimeline) -> String {
     );
     let _ = write!(
         s,
-        "<h1>vfps chaos run: {}</h1>",
-        if passed { "PASS" } else { "FAIL" }
+        "<h1>vfps chaos run: {}{}</h1>",
+        if passed { "PASS" } else { "FAIL" },
+        if summary.caveats.is_empty() {
+            ""
+        } else {
+            ", with a caveat"
+        }
     );
+    super::sections::caveats(&mut s, summary);
     let title = title(summary);
     let api = chart(p, &title);
     inline_svg(&mut s, api.svg(), "The timeline");
@@ -283,6 +289,8 @@ pub fn page(p: &Page<'_>, ui: &UiTimeline) -> String {
     }
     s.push_str("</table>");
     super::sections::margins(&mut s, summary);
+    super::sections::failovers(&mut s, summary);
+    super::sections::cpu(&mut s, summary);
     s.push_str(
         "<h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>",
     );

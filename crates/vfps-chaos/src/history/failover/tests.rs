@@ -1,0 +1,222 @@
+use super::*;
+
+/// 2026-12-05 08:00:00 UTC, the load's start in these tests.
+const START: f64 = 1_796_457_600.0;
+
+/// Lines as Patroni 3.0.4 writes them (`%(asctime)s %(levelname)s: %(message)s`,
+/// the phrases from its `ha.py`; Patroni 4.x writes the same ones).
+const PATRONI_B: &str = "\
+2026-12-05 08:00:29,802 INFO: no action. I am (db-b), a secondary, and following a leader (db-a)
+2026-12-05 08:00:30,811 INFO: Lock owner: db-a; I am db-b
+2026-12-05 08:00:35,104 WARNING: Request failed to db-a: GET http://10.213.0.11:8008/patroni (HTTPConnectionPool(host='10.213.0.11', port=8008): Max retries exceeded with url: /patroni (Caused by ProtocolError('Connection aborted.', ConnectionRefusedError(111, 'Connection refused'))))
+2026-12-05 08:00:35,110 INFO: Got response from db-c http://10.213.0.13:8008/patroni: {\"state\": \"running\", \"role\": \"replica\", \"timeline\": 3}
+2026-12-05 08:00:35,214 INFO: promoted self to leader by acquiring session lock
+2026-12-05 08:00:36,002 INFO: no action. I am (db-b), the leader with the lock
+";
+
+const PATRONI_C: &str = "\
+2026-12-05 08:00:35,120 INFO: Got response from db-b http://10.213.0.12:8008/patroni: {\"state\": \"running\", \"role\": \"replica\"}
+2026-12-05 08:00:35,125 INFO: following a different leader because i am not the healthiest node
+";
+
+/// PostgreSQL 15 with its default `log_line_prefix` (`%m [%p] `).
+const POSTGRES_B: &str = "\
+2026-12-05 07:59:01.000 UTC [41233] LOG:  database system is ready to accept read-only connections
+2026-12-05 08:00:35.301 UTC [41235] LOG:  received promote request
+2026-12-05 08:00:35.302 UTC [41236] FATAL:  terminating walreceiver process due to administrator command
+2026-12-05 08:00:35.309 UTC [41235] LOG:  redo done at 0/5A1B2C8 system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-12-05 08:00:35.320 UTC [41235] LOG:  selected new timeline ID: 4
+2026-12-05 08:00:35.612 UTC [41233] LOG:  database system is ready to accept connections
+";
+
+fn all_lines() -> Vec<LogLine> {
+    let mut v = events(PATRONI_B, "db-b", patroni_line);
+    v.extend(events(PATRONI_C, "db-c", patroni_line));
+    v.extend(events(POSTGRES_B, "db-b", postgres_line));
+    v
+}
+
+/// Seconds to the millisecond: Unix times in f64 are that exact.
+fn ms(t: Option<f64>) -> Option<i64> {
+    t.map(|t| (t * 1000.0).round() as i64)
+}
+
+fn fault(at_seconds: f64, scenario: &str, text: &str) -> Fault {
+    Fault {
+        at_seconds,
+        scenario: ScenarioName::new(scenario),
+        text: text.into(),
+    }
+}
+
+#[test]
+fn patroni_and_postgres_lines_say_what_they_mean_on_the_wall_clock() {
+    let lock = patroni_line(
+        "2026-12-05 08:00:35,214 INFO: promoted self to leader by acquiring session lock",
+        "db-b",
+    )
+    .unwrap();
+    assert_eq!(lock.event, LogEvent::LockAcquired);
+    assert!((lock.at_unix - (START + 35.214)).abs() < 1e-6, "{lock:?}");
+    // The leader still holds the key: nothing about a failover.
+    assert_eq!(
+        patroni_line(
+            "2026-12-05 08:00:30,811 INFO: Lock owner: db-a; I am db-b",
+            "db-b"
+        ),
+        None
+    );
+    assert_eq!(
+        patroni_line(
+            "2026-12-05 08:00:30,811 INFO: Lock owner: None; I am db-b",
+            "db-b"
+        )
+        .map(|l| l.event),
+        Some(LogEvent::LeaderKeyGone)
+    );
+    // A restarted leader whose key had not expired.
+    assert_eq!(
+        patroni_line(
+            "2026-12-05 08:00:31,000 INFO: promoted self to leader because I had the session lock",
+            "db-a"
+        )
+        .map(|l| l.event),
+        Some(LogEvent::LockAcquired)
+    );
+    // A standby's start is not a primary's.
+    assert_eq!(
+        postgres_line("2026-12-05 07:59:01.000 UTC [41233] LOG:  database system is ready to accept read-only connections", "db-b"),
+        None
+    );
+    let ready = postgres_line(
+        "2026-12-05 08:00:35.612 UTC [41233] LOG:  database system is ready to accept connections",
+        "db-b",
+    )
+    .unwrap();
+    assert_eq!(ready.event, LogEvent::Ready);
+    assert!((ready.at_unix - (START + 35.612)).abs() < 1e-6);
+    // CloudNativePG's JSON instance log, as `kubectl logs --prefix` writes it.
+    let cnpg = r#"[pod/vfps-db-2/postgres] {"level":"info","ts":"2026-12-05T08:00:35.3Z","logger":"postgres","msg":"record","record":{"log_time":"2026-12-05 08:00:35.301 UTC","error_severity":"LOG","message":"received promote request"}}"#;
+    let l = postgres_line(cnpg, "cnpg").unwrap();
+    assert_eq!(
+        (l.member.as_str(), l.event),
+        ("vfps-db-2", LogEvent::PromoteRequested)
+    );
+    assert!((l.at_unix - (START + 35.3)).abs() < 1e-6);
+    assert_eq!(
+        postgres_line("no timestamp: received promote request", "x"),
+        None
+    );
+}
+
+#[test]
+fn a_primary_kill_breaks_down_from_the_kill_to_the_first_write() {
+    let faults = [fault(
+        30.0,
+        "db-primary-kill",
+        "killed primary db-a (timeline 3)",
+    )];
+    let acks = [START + 29.9, START + 36.4, START + 36.2];
+    let f = breakdown(&faults, &all_lines(), &acks, START);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let f = &f[0];
+    let steps: Vec<f64> = f.steps().iter().map(|(_, t)| t.unwrap()).collect();
+    for (got, want) in steps.iter().zip([5.104, 5.214, 5.612, 6.2]) {
+        assert!((got - want).abs() < 1e-6, "{steps:?}");
+    }
+    assert_eq!(f.promoted.as_deref(), Some("db-b"));
+    let line = f.line();
+    assert!(
+        line.starts_with("db-primary-kill at 30.0 s (killed primary db-a (timeline 3)): leader key expired +5.1 s, promotion started +5.2 s, promoted +5.6 s, first acknowledged write +6.2 s; promoted db-b"),
+        "{line}"
+    );
+}
+
+#[test]
+fn each_promotion_follows_its_last_fault_and_a_fault_without_one_is_said() {
+    // A double failover: db-a killed, db-b promoted and killed, db-c
+    // promoted 20 s later (it waited for a killed instance).
+    let lines = vec![
+        LogLine {
+            at_unix: START + 105.0,
+            member: "db-c".into(),
+            event: LogEvent::LeaderKeyGone,
+        },
+        LogLine {
+            at_unix: START + 105.2,
+            member: "db-b".into(),
+            event: LogEvent::LockAcquired,
+        },
+        LogLine {
+            at_unix: START + 105.3,
+            member: "db-b".into(),
+            event: LogEvent::PromoteRequested,
+        },
+        LogLine {
+            at_unix: START + 105.5,
+            member: "db-b".into(),
+            event: LogEvent::Ready,
+        },
+        LogLine {
+            at_unix: START + 111.0,
+            member: "db-c".into(),
+            event: LogEvent::LeaderKeyGone,
+        },
+        LogLine {
+            at_unix: START + 127.0,
+            member: "db-c".into(),
+            event: LogEvent::LockAcquired,
+        },
+        LogLine {
+            at_unix: START + 127.1,
+            member: "db-c".into(),
+            event: LogEvent::PromoteRequested,
+        },
+        LogLine {
+            at_unix: START + 127.4,
+            member: "db-c".into(),
+            event: LogEvent::NewTimeline,
+        },
+        // The cluster's first leader, long before any fault.
+        LogLine {
+            at_unix: START - 50.0,
+            member: "db-a".into(),
+            event: LogEvent::LockAcquired,
+        },
+    ];
+    let faults = [
+        fault(100.0, "db-double-failover", "killed primary db-a"),
+        fault(106.0, "db-double-failover", "killed db-b just promoted"),
+        fault(200.0, "db-primary-pause", "paused db-c"),
+    ];
+    let f = breakdown(&faults, &lines, &[START + 105.9, START + 128.0], START);
+    assert_eq!(f.len(), 3, "{f:#?}");
+    assert_eq!(f[0].promoted.as_deref(), Some("db-b"));
+    assert_eq!(ms(f[0].promoted_seconds), Some(105_500));
+    assert_eq!(f[1].fault_seconds, 106.0);
+    assert_eq!(ms(f[1].leader_key_expired_seconds), Some(111_000));
+    assert_eq!(ms(f[1].promotion_started_seconds), Some(127_000));
+    assert_eq!(
+        ms(f[1].promoted_seconds),
+        Some(127_400),
+        "no Ready line: the new timeline"
+    );
+    assert_eq!(ms(f[1].first_write_seconds), Some(128_000));
+    // The pause: no promotion in the logs, and no write after it either.
+    assert_eq!(f[2].scenario, ScenarioName::new("db-primary-pause"));
+    assert_eq!(f[2].promotion_started_seconds, None);
+    assert!(
+        f[2].line().contains("promotion started not seen"),
+        "{}",
+        f[2].line()
+    );
+
+    let d = distributions(&f);
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].failovers, 2);
+    let (name, figures) = &d[0].steps[1];
+    assert_eq!(name, "promotion started");
+    let (median, max) = figures.unwrap();
+    assert!((median - (5.2 + 21.0) / 2.0).abs() < 1e-6 && (max - 21.0).abs() < 1e-6);
+    assert_eq!(d[1].steps[1].1, None);
+}
