@@ -101,7 +101,7 @@ pub fn failovers(s: &mut String, summary: &Summary) {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</table><p>Seconds after each fault (a kill; for a pause, the pause; for an isolation, the kill that ends it), read from the HA manager's and PostgreSQL's own logs (<code>logs/</code>) and the acknowledgement times in <code>ledger.jsonl</code>; below, median / max per scenario. Leader key expired: a standby found no leader and ran its leader race. Promotion started: a member took the leader key. Promoted: its PostgreSQL accepts writes. First acknowledged write: the first Create vfps acknowledged after the fault.</p>");
+    s.push_str("</table><p>Seconds after each fault (a kill; for a pause, the pause; for an isolation, the kill that ends it), read from the HA manager's and PostgreSQL's own logs (<code>logs/</code>) and the acknowledgement times in <code>ledger.jsonl</code>; below, median / max per scenario. Leader key expired: a standby found no leader and ran its leader race. Promotion started: a member took the leader key. Promoted: its PostgreSQL accepts writes. First acknowledged write: the first Create vfps acknowledged after the promotion.</p>");
 }
 
 /// "CPU during the load window": each part's CPU seconds and share of the

@@ -214,7 +214,10 @@ pub fn breakdown(
                 requested
                     .and_then(|r| first_after(r.at_unix, LogEvent::NewTimeline, Some(&lock.member)))
             });
-        let first_write = acks.iter().copied().find(|t| *t > from);
+        // An answer already on its way when the fault struck is no write
+        // through the new primary: the first one after it is promoted.
+        let floor = ready.map_or(lock.at_unix, |r| r.at_unix).max(from);
+        let first_write = acks.iter().copied().find(|t| *t > floor);
         out.push(Failover {
             scenario: fault.scenario.clone(),
             fault: fault.text.clone(),
