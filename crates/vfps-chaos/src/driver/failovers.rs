@@ -88,30 +88,3 @@ pub fn of_run(
     };
     failover::breakdown(&faults, &lines, &acks, load_start_unix)
 }
-
-/// The text report: one line per failover, then each scenario's median and max.
-pub fn lines(failovers: &[Failover]) -> Vec<String> {
-    if failovers.is_empty() {
-        return Vec::new();
-    }
-    let mut out = vec!["failovers (seconds after the fault):".to_owned()];
-    out.extend(failovers.iter().map(|f| format!("  {}", f.line())));
-    for d in failover::distributions(failovers) {
-        let steps: Vec<String> = d
-            .steps
-            .iter()
-            .map(|(name, figures)| match figures {
-                Some((median, max)) => format!("{name} {median:.1} / {max:.1}"),
-                None => format!("{name} not seen"),
-            })
-            .collect();
-        out.push(format!(
-            "  {} over {} failover{} (median / max s): {}",
-            d.scenario,
-            d.failovers,
-            if d.failovers == 1 { "" } else { "s" },
-            steps.join(", ")
-        ));
-    }
-    out
-}

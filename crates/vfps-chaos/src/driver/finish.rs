@@ -122,9 +122,6 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         &collected_logs,
         summary.load_start_unix,
     );
-    for line in failovers::lines(&summary.failovers) {
-        eprintln!("{line}");
-    }
     summary.passed = summary.verdicts.iter().all(|v| v.passed());
 
     report::write(dir, &summary)?;

@@ -141,8 +141,9 @@ pub fn junit(verdicts: &[Verdict]) -> String {
 }
 
 /// The verdicts on stderr, with a few pieces of evidence each; every
-/// budgeted figure with its margin; a WARNING line for each thin margin; then
-/// PASS or FAIL.
+/// budgeted figure with its margin; a WARNING line for each thin margin;
+/// where each failover's seconds went; the CPU by part and any CAVEAT; then
+/// the verdict.
 pub fn print_verdicts(summary: &Summary) {
     for v in &summary.verdicts {
         eprintln!(
@@ -163,6 +164,9 @@ pub fn print_verdicts(summary: &Summary) {
     }
     for w in crate::checker::margins::warnings(&summary.margins) {
         eprintln!("WARNING: {w}");
+    }
+    for line in crate::history::failover::lines(&summary.failovers) {
+        eprintln!("{line}");
     }
     if let Some(cpu) = &summary.cpu {
         for line in cpu.lines() {

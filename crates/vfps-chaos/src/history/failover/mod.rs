@@ -184,8 +184,15 @@ pub fn breakdown(
             .find(|l| l.at_unix > t && l.event == event && member.is_none_or(|m| l.member == m))
             .copied()
     };
+    // Without the HA manager's log (CloudNativePG on kind) a promotion
+    // starts with PostgreSQL's promote request.
+    let starts = if lines.iter().any(|l| l.event == LogEvent::LockAcquired) {
+        LogEvent::LockAcquired
+    } else {
+        LogEvent::PromoteRequested
+    };
     let mut out: Vec<Failover> = Vec::new();
-    for lock in lines.iter().filter(|l| l.event == LogEvent::LockAcquired) {
+    for lock in lines.iter().filter(|l| l.event == starts) {
         let Some(fault) = faults
             .iter()
             .filter(|f| at(f.at_seconds) <= lock.at_unix)
@@ -197,12 +204,9 @@ pub fn breakdown(
         let expired = lines
             .iter()
             .find(|l| {
-                l.at_unix > from
-                    && l.at_unix <= lock.at_unix
-                    && l.event != LogEvent::LockAcquired
-                    && l.event == LogEvent::LeaderKeyGone
+                l.at_unix > from && l.at_unix <= lock.at_unix && l.event == LogEvent::LeaderKeyGone
             })
-            .map_or(lock.at_unix, |l| l.at_unix);
+            .map(|l| l.at_unix);
         let requested = first_after(
             lock.at_unix - 1.0,
             LogEvent::PromoteRequested,
@@ -222,7 +226,7 @@ pub fn breakdown(
             scenario: fault.scenario.clone(),
             fault: fault.text.clone(),
             fault_seconds: fault.at_seconds,
-            leader_key_expired_seconds: Some(expired - load_start_unix),
+            leader_key_expired_seconds: expired.map(|t| t - load_start_unix),
             promotion_started_seconds: Some(lock.at_unix - load_start_unix),
             promoted_seconds: ready.map(|r| r.at_unix - load_start_unix),
             first_write_seconds: first_write.map(|t| t - load_start_unix),
@@ -297,6 +301,33 @@ pub fn distributions(failovers: &[Failover]) -> Vec<Distribution> {
             }
         })
         .collect()
+}
+
+/// The text report: one line per failover, then each scenario's median and max.
+pub fn lines(failovers: &[Failover]) -> Vec<String> {
+    if failovers.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec!["failovers (seconds after the fault):".to_owned()];
+    out.extend(failovers.iter().map(|f| format!("  {}", f.line())));
+    for d in distributions(failovers) {
+        let steps: Vec<String> = d
+            .steps
+            .iter()
+            .map(|(name, figures)| match figures {
+                Some((median, max)) => format!("{name} {median:.1} / {max:.1}"),
+                None => format!("{name} not seen"),
+            })
+            .collect();
+        out.push(format!(
+            "  {} over {} failover{} (median / max s): {}",
+            d.scenario,
+            d.failovers,
+            if d.failovers == 1 { "" } else { "s" },
+            steps.join(", ")
+        ));
+    }
+    out
 }
 
 /// The median of sorted, non-empty values (the mean of the middle two).

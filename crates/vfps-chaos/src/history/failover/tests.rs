@@ -220,3 +220,37 @@ fn each_promotion_follows_its_last_fault_and_a_fault_without_one_is_said() {
     assert!((median - (5.2 + 21.0) / 2.0).abs() < 1e-6 && (max - 21.0).abs() < 1e-6);
     assert_eq!(d[1].steps[1].1, None);
 }
+
+#[test]
+fn without_the_ha_managers_log_a_promotion_starts_with_postgres_promote_request() {
+    // CloudNativePG on kind: only its instances' PostgreSQL lines.
+    let cnpg = "\
+[pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.1Z\",\"msg\":\"record\",\"record\":{\"message\":\"received promote request\"}}
+[pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.4Z\",\"msg\":\"record\",\"record\":{\"message\":\"selected new timeline ID: 3\"}}
+[pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.6Z\",\"msg\":\"record\",\"record\":{\"message\":\"database system is ready to accept connections\"}}
+";
+    let lines = events(cnpg, "cnpg", postgres_line);
+    let faults = [fault(30.0, "cnpg-primary-kill", "killed primary vfps-db-1")];
+    let f = breakdown(&faults, &lines, &[START + 38.0], START);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        f[0].leader_key_expired_seconds, None,
+        "no leader key in these logs"
+    );
+    assert_eq!(ms(f[0].promotion_started_seconds), Some(37_100));
+    assert_eq!(ms(f[0].promoted_seconds), Some(37_600));
+    assert_eq!(f[0].promoted.as_deref(), Some("vfps-db-2"));
+
+    let text = lines_of(&f);
+    assert_eq!(text[0], "failovers (seconds after the fault):");
+    assert!(
+        text[2].starts_with(
+            "  cnpg-primary-kill over 1 failover (median / max s): leader key expired not seen, promotion started 7.1 / 7.1"
+        ),
+        "{text:?}"
+    );
+}
+
+fn lines_of(f: &[Failover]) -> Vec<String> {
+    super::lines(f)
+}
