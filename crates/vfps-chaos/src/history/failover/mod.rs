@@ -26,7 +26,11 @@ pub enum LogEvent {
     /// expired (Patroni runs its leader race: it asks the other members
     /// for their WAL position, or says who owns no lock).
     LeaderKeyGone,
-    /// A member took the leader key and starts its promotion.
+    /// A member saw a leader holding the key (the cluster healthy as it
+    /// knows it).
+    LeaderHeld,
+    /// A member took the leader key and starts its promotion (logged at the
+    /// end of the HA cycle that took it).
     LockAcquired,
     /// PostgreSQL was asked to promote.
     PromoteRequested,
@@ -45,7 +49,7 @@ pub struct LogLine {
 }
 
 /// Patroni's phrases, each with its meaning, in the order they are tried.
-const PATRONI: [(&str, LogEvent); 9] = [
+const PATRONI: [(&str, LogEvent); 12] = [
     (
         "promoted self to leader by acquiring session lock",
         LogEvent::LockAcquired,
@@ -64,6 +68,16 @@ const PATRONI: [(&str, LogEvent); 9] = [
         LogEvent::LeaderKeyGone,
     ),
     ("I am not allowed to promote", LogEvent::LeaderKeyGone),
+    (
+        "not healthy enough for leader race",
+        LogEvent::LeaderKeyGone,
+    ),
+    // After "Lock owner: None;" above: any other owner holds the key.
+    ("Lock owner: ", LogEvent::LeaderHeld),
+    (
+        "a secondary, and following a leader (",
+        LogEvent::LeaderHeld,
+    ),
 ];
 
 /// PostgreSQL's phrases. "ready to accept read-only connections" (a standby)
@@ -163,10 +177,11 @@ impl Failover {
     }
 }
 
-/// The failovers of a run: one per leader-key acquisition that followed a
-/// fault (its last fault before), and one for a scenario whose faults were
-/// followed by none. `acks_unix` are the acknowledgement times of the
-/// Creates vfps acknowledged, in any order.
+/// The failovers of a run, one per fault: the first promotion after it and
+/// before the next fault; a fault no promotion followed is listed too, unless
+/// a later fault of its scenario follows it (an isolation, then the kill that
+/// ends it). `acks_unix` are the acknowledgement times of the Creates vfps
+/// acknowledged, in any order.
 pub fn breakdown(
     faults: &[Fault],
     lines: &[LogLine],
@@ -178,6 +193,8 @@ pub fn breakdown(
     lines.sort_by(|a, b| a.at_unix.total_cmp(&b.at_unix));
     let mut acks: Vec<f64> = acks_unix.to_vec();
     acks.sort_by(f64::total_cmp);
+    let mut faults: Vec<&Fault> = faults.iter().collect();
+    faults.sort_by(|a, b| a.at_seconds.total_cmp(&b.at_seconds));
     let first_after = |t: f64, event: LogEvent, member: Option<&str>| {
         lines
             .iter()
@@ -192,19 +209,49 @@ pub fn breakdown(
         LogEvent::PromoteRequested
     };
     let mut out: Vec<Failover> = Vec::new();
-    for lock in lines.iter().filter(|l| l.event == starts) {
-        let Some(fault) = faults
-            .iter()
-            .filter(|f| at(f.at_seconds) <= lock.at_unix)
-            .max_by(|a, b| a.at_seconds.total_cmp(&b.at_seconds))
-        else {
-            continue; // the cluster's first leader, before any fault
-        };
+    for (i, fault) in faults.iter().enumerate() {
         let from = at(fault.at_seconds);
+        let until = faults
+            .get(i + 1)
+            .map_or(f64::INFINITY, |next| at(next.at_seconds));
+        let lock = lines
+            .iter()
+            .find(|l| l.event == starts && l.at_unix > from && l.at_unix < until);
+        let Some(lock) = lock else {
+            let followed = faults[i + 1..].iter().any(|g| g.scenario == fault.scenario);
+            if !followed {
+                out.push(Failover {
+                    scenario: fault.scenario.clone(),
+                    fault: fault.text.clone(),
+                    fault_seconds: fault.at_seconds,
+                    leader_key_expired_seconds: None,
+                    promotion_started_seconds: None,
+                    promoted_seconds: None,
+                    first_write_seconds: acks
+                        .iter()
+                        .copied()
+                        .find(|t| *t > from)
+                        .map(|t| t - load_start_unix),
+                    promoted: None,
+                });
+            }
+            continue;
+        };
+        // A member's leader race ends with its verdict logged, so a race
+        // begun before the fault can log right after it: the key is seen
+        // gone only by a member that saw it held since the fault.
         let expired = lines
             .iter()
             .find(|l| {
-                l.at_unix > from && l.at_unix <= lock.at_unix && l.event == LogEvent::LeaderKeyGone
+                l.event == LogEvent::LeaderKeyGone
+                    && l.at_unix > from
+                    && l.at_unix <= lock.at_unix
+                    && lines.iter().any(|h| {
+                        h.event == LogEvent::LeaderHeld
+                            && h.member == l.member
+                            && h.at_unix > from
+                            && h.at_unix < l.at_unix
+                    })
             })
             .map(|l| l.at_unix);
         let requested = first_after(
@@ -233,31 +280,6 @@ pub fn breakdown(
             promoted: Some(lock.member.clone()),
         });
     }
-    // A scenario whose faults no promotion followed: said, not left out.
-    for f in faults {
-        if !out.iter().any(|o| o.scenario == f.scenario)
-            && !faults
-                .iter()
-                .any(|g| g.scenario == f.scenario && g.at_seconds < f.at_seconds)
-        {
-            let from = at(f.at_seconds);
-            out.push(Failover {
-                scenario: f.scenario.clone(),
-                fault: f.text.clone(),
-                fault_seconds: f.at_seconds,
-                leader_key_expired_seconds: None,
-                promotion_started_seconds: None,
-                promoted_seconds: None,
-                first_write_seconds: acks
-                    .iter()
-                    .copied()
-                    .find(|t| *t > from)
-                    .map(|t| t - load_start_unix),
-                promoted: None,
-            });
-        }
-    }
-    out.sort_by(|a, b| a.fault_seconds.total_cmp(&b.fault_seconds));
     out
 }
 

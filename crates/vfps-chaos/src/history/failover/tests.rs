@@ -58,13 +58,14 @@ fn patroni_and_postgres_lines_say_what_they_mean_on_the_wall_clock() {
     .unwrap();
     assert_eq!(lock.event, LogEvent::LockAcquired);
     assert!((lock.at_unix - (START + 35.214)).abs() < 1e-6, "{lock:?}");
-    // The leader still holds the key: nothing about a failover.
+    // The leader still holds the key.
     assert_eq!(
         patroni_line(
             "2026-12-05 08:00:30,811 INFO: Lock owner: db-a; I am db-b",
             "db-b"
-        ),
-        None
+        )
+        .map(|l| l.event),
+        Some(LogEvent::LeaderHeld)
     );
     assert_eq!(
         patroni_line(
@@ -132,69 +133,62 @@ fn a_primary_kill_breaks_down_from_the_kill_to_the_first_write() {
     );
 }
 
+fn line(at: f64, member: &str, event: LogEvent) -> LogLine {
+    LogLine {
+        at_unix: START + at,
+        member: member.into(),
+        event,
+    }
+}
+
 #[test]
-fn each_promotion_follows_its_last_fault_and_a_fault_without_one_is_said() {
+fn each_fault_has_its_first_promotion_and_a_fault_without_one_is_said() {
+    use LogEvent::*;
     // A double failover: db-a killed, db-b promoted and killed, db-c
-    // promoted 20 s later (it waited for a killed instance).
+    // promoted 20 s later (it waited for a killed instance); db-c's race of
+    // the first failover logs its verdict just after the second kill.
     let lines = vec![
-        LogLine {
-            at_unix: START + 105.0,
-            member: "db-c".into(),
-            event: LogEvent::LeaderKeyGone,
-        },
-        LogLine {
-            at_unix: START + 105.2,
-            member: "db-b".into(),
-            event: LogEvent::LockAcquired,
-        },
-        LogLine {
-            at_unix: START + 105.3,
-            member: "db-b".into(),
-            event: LogEvent::PromoteRequested,
-        },
-        LogLine {
-            at_unix: START + 105.5,
-            member: "db-b".into(),
-            event: LogEvent::Ready,
-        },
-        LogLine {
-            at_unix: START + 111.0,
-            member: "db-c".into(),
-            event: LogEvent::LeaderKeyGone,
-        },
-        LogLine {
-            at_unix: START + 127.0,
-            member: "db-c".into(),
-            event: LogEvent::LockAcquired,
-        },
-        LogLine {
-            at_unix: START + 127.1,
-            member: "db-c".into(),
-            event: LogEvent::PromoteRequested,
-        },
-        LogLine {
-            at_unix: START + 127.4,
-            member: "db-c".into(),
-            event: LogEvent::NewTimeline,
-        },
+        line(101.0, "db-c", LeaderHeld),
+        line(105.0, "db-c", LeaderKeyGone),
+        line(105.2, "db-b", LockAcquired),
+        line(105.3, "db-b", PromoteRequested),
+        line(105.5, "db-b", Ready),
+        line(106.1, "db-c", LeaderKeyGone),
+        line(106.2, "db-c", LeaderHeld),
+        line(111.0, "db-c", LeaderKeyGone),
+        line(127.0, "db-c", LockAcquired),
+        line(127.1, "db-c", PromoteRequested),
+        line(127.4, "db-c", NewTimeline),
+        // The lock lost and taken again in one promotion: still one failover.
+        line(128.5, "db-c", LockAcquired),
         // The cluster's first leader, long before any fault.
-        LogLine {
-            at_unix: START - 50.0,
-            member: "db-a".into(),
-            event: LogEvent::LockAcquired,
-        },
+        line(-50.0, "db-a", LockAcquired),
+        // An isolation: no promotion until the kill that ends it.
+        line(212.0, "db-a", LeaderHeld),
+        line(216.0, "db-a", LeaderKeyGone),
+        line(216.5, "db-a", LockAcquired),
     ];
     let faults = [
         fault(100.0, "db-double-failover", "killed primary db-a"),
         fault(106.0, "db-double-failover", "killed db-b just promoted"),
-        fault(200.0, "db-primary-pause", "paused db-c"),
+        fault(150.0, "db-primary-pause", "paused db-c"),
+        fault(200.0, "db-primary-isolation", "isolated db-b"),
+        fault(
+            210.0,
+            "db-primary-isolation",
+            "killed the isolated primary db-b",
+        ),
     ];
     let f = breakdown(&faults, &lines, &[START + 105.9, START + 128.0], START);
-    assert_eq!(f.len(), 3, "{f:#?}");
+    assert_eq!(f.len(), 4, "{f:#?}");
     assert_eq!(f[0].promoted.as_deref(), Some("db-b"));
     assert_eq!(ms(f[0].promoted_seconds), Some(105_500));
     assert_eq!(f[1].fault_seconds, 106.0);
-    assert_eq!(ms(f[1].leader_key_expired_seconds), Some(111_000));
+    assert_eq!(
+        ms(f[1].leader_key_expired_seconds),
+        Some(111_000),
+        "not the verdict of the race begun before the kill"
+    );
     assert_eq!(ms(f[1].promotion_started_seconds), Some(127_000));
     assert_eq!(
         ms(f[1].promoted_seconds),
@@ -210,15 +204,66 @@ fn each_promotion_follows_its_last_fault_and_a_fault_without_one_is_said() {
         "{}",
         f[2].line()
     );
+    // The isolation: one failover, from the kill.
+    assert_eq!(f[3].fault_seconds, 210.0);
+    assert_eq!(ms(f[3].leader_key_expired_seconds), Some(216_000));
 
     let d = distributions(&f);
-    assert_eq!(d.len(), 2);
+    assert_eq!(d.len(), 3);
     assert_eq!(d[0].failovers, 2);
     let (name, figures) = &d[0].steps[1];
     assert_eq!(name, "promotion started");
     let (median, max) = figures.unwrap();
     assert!((median - (5.2 + 21.0) / 2.0).abs() < 1e-6 && (max - 21.0).abs() < 1e-6);
     assert_eq!(d[1].steps[1].1, None);
+}
+
+/// A primary kill of a CI run (`./scripts/chaos-local.sh --ci`, 2026-12-05),
+/// its lines as Patroni 3.0.4 and PostgreSQL 15 wrote them: the survivor
+/// saw the key gone 4.2 s after the kill, then its HA cycle stalled 7 s, its
+/// new lock expired before it could promote ("lost leader before promote"),
+/// and it took the lock again. One failover, promotion started at the first
+/// lock line.
+#[test]
+fn a_ci_runs_primary_kill_reads_as_one_failover_with_its_stall() {
+    let start = unix_seconds("2026-12-05 08:29:26.630").unwrap();
+    let patroni_c = "\
+2026-12-05 08:29:51,844 INFO: no action. I am (db-c), a secondary, and following a leader (db-a)
+2026-12-05 08:29:54,754 INFO: no action. I am (db-c), a secondary, and following a leader (db-a)
+2026-12-05 08:29:55,401 WARNING: Request failed to db-a: GET http://10.213.0.11:8008/patroni (HTTPConnectionPool(host='10.213.0.11', port=8008): Max retries exceeded with url: /patroni (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f>: Failed to establish a new connection: [Errno 111] Connection refused')))
+2026-12-05 08:29:55,551 WARNING: Watchdog not supported because leader TTL 5 is less than 2x loop_wait 1
+2026-12-05 08:30:02,853 INFO: promoted self to leader by acquiring session lock
+2026-12-05 08:30:02,874 WARNING: Loop time exceeded, rescheduling immediately.
+2026-12-05 08:30:02,875 INFO: Lock owner: None; I am db-c
+2026-12-05 08:30:02,968 INFO: lost leader before promote
+2026-12-05 08:30:03,187 INFO: promoted self to leader by acquiring session lock
+2026-12-05 08:30:03,187 INFO: Lock owner: db-c; I am db-c
+2026-12-05 08:30:03,236 INFO: updated leader lock during promote
+";
+    let postgres_c = "\
+2026-12-05 08:30:03.253 UTC [27233] LOG:  received promote request
+2026-12-05 08:30:03.253 UTC [27233] LOG:  redo done at 0/4DFAF88 system usage: CPU: user: 0.06 s, system: 0.08 s, elapsed: 44.62 s
+2026-12-05 08:30:03.264 UTC [27233] LOG:  selected new timeline ID: 2
+2026-12-05 08:30:03.368 UTC [27233] LOG:  archive recovery complete
+2026-12-05 08:30:03.428 UTC [27227] LOG:  database system is ready to accept connections
+";
+    let mut lines = events(patroni_c, "db-c", patroni_line);
+    lines.extend(events(postgres_c, "db-c", postgres_line));
+    let faults = [fault(
+        24.584,
+        "db-primary-kill",
+        "killed primary db-a (timeline 1)",
+    )];
+    let acks = [start + 24.5, start + 37.9];
+    let f = breakdown(&faults, &lines, &acks, start);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let steps: Vec<Option<i64>> = f[0].steps().iter().map(|(_, t)| ms(*t)).collect();
+    assert_eq!(
+        steps,
+        vec![Some(4_187), Some(11_639), Some(12_214), Some(13_316)],
+        "{}",
+        f[0].line()
+    );
 }
 
 #[test]
