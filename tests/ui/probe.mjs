@@ -1,5 +1,5 @@
 // The chaos harness's browser probe: a headless Chromium signed in once at
-// the identity provider, then, one step every --period-ms (2.5 s), a pseudonym
+// the identity provider, then, one step every --period-ms (3 s), a pseudonym
 // created through the web UI behind the load balancer and, at the next
 // step, looked up: one form submitted, one full navigation, per step. Each
 // step is a JSON line (the harness's `StepRecord`): when it began, whether
@@ -13,7 +13,7 @@
 // availability counts its reads, the UI's does too (a database that refuses
 // writes can still answer a lookup).
 //
-//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE [--period-ms 2500]
+//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE [--period-ms 3000]
 import { appendFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
@@ -25,7 +25,7 @@ const { values: args } = parseArgs({
     user: { type: "string", default: "admin" },
     seconds: { type: "string" },
     seed: { type: "string", default: "0" },
-    "period-ms": { type: "string", default: "2500" },
+    "period-ms": { type: "string", default: "3000" },
     out: { type: "string" },
   },
 });
@@ -42,9 +42,10 @@ if (!Number.isFinite(seconds) || seconds < 1) {
   process.exit(2);
 }
 /** One step (one form submitted: one full navigation) per period. Each costs
- * Chromium about 0.2 CPU seconds on the 2-core machine the harness runs on;
- * a create and a lookup every second took 18 % of that machine, one step
- * every 2.5 s about 4 % (docs/performance.md). */
+ * Chromium about 0.2 CPU seconds on the 2-core machine the harness runs on
+ * (0.25 under a chaos run's load); a create and a lookup every second took
+ * 18 % of that machine, one step every 3 s stays near 4 %
+ * (docs/performance.md). */
 const period = Number(args["period-ms"]);
 if (!Number.isFinite(period) || period < 100) {
   console.error(`probe: --period-ms must be at least 100, got ${args["period-ms"]}`);

@@ -116,7 +116,7 @@ fn ui_section(s: &mut String, api: &Chart<'_>, ui: &UiTimeline) {
     };
     let _ = write!(s, "<h2>{}</h2>", super::ui_chart::TITLE);
     inline_svg(s, UiChart { api, rows }.svg(), "The web UI's timeline");
-    s.push_str("<p>Each second's steps through the web UI (a create, and a step later its lookup, one step every 2.5 s), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
+    s.push_str("<p>Each second's steps through the web UI (a create, and a step later its lookup, one step every 3 s), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
 }
 
 /// How an operation is headed: churn's steps are a side namespace's life.

@@ -1,6 +1,6 @@
 //! The browser probe beside the load: a headless Chromium, driven by
 //! `tests/ui/probe.mjs` (Playwright), signs in once through the identity
-//! provider and then, one step every 2.5 s, creates a pseudonym and (a step
+//! provider and then, one step every 3 s, creates a pseudonym and (a step
 //! later) looks it up through the UI's pages, behind the load balancer that
 //! stands in for the ingress. A step that fails is tried again with the same original (a user
 //! submitting the form again), so a result that went missing shows. Each
