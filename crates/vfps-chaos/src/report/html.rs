@@ -393,6 +393,23 @@ mod tests {
         let windows = vec![window("baseline", 0.0, 5.0)];
         let summary = Summary {
             passed: true,
+            margins: vec![crate::checker::margins::Margin {
+                figure: crate::checker::margins::Figure::LongestOutage,
+                scenario: Some(ScenarioName::new("db-double-failover")),
+                seconds: 39.0,
+                budget_seconds: 40.0,
+                gated: true,
+            }],
+            failovers: vec![crate::history::failover::Failover {
+                scenario: ScenarioName::new("db-primary-kill"),
+                fault: "killed primary db-a (timeline 1)".into(),
+                fault_seconds: 24.6,
+                leader_key_expired_seconds: Some(28.8),
+                promotion_started_seconds: Some(36.2),
+                promoted_seconds: Some(36.8),
+                first_write_seconds: None,
+                promoted: Some("db-c".into()),
+            }],
             ..Summary::default()
         };
         let buckets = vec![
@@ -415,6 +432,18 @@ mod tests {
         );
         assert!(html.contains("<svg") && html.contains("baseline") && html.contains("PASS"));
         assert!(!html.contains("<?xml"), "no XML prolog inside HTML");
+        assert!(html.contains("<h2>Margins</h2>"));
+        assert!(
+            html.contains("longest outage [db-double-failover]</td><td>39.0 s</td><td>40.0 s</td><td>1.0 s (2 %)</td><td class=\"invalid\">WARNING"),
+            "a thin margin is marked"
+        );
+        assert!(html.contains("<h2>Where each failover's seconds went</h2>"));
+        assert!(
+            html.contains(
+                "<td>+4.2 s</td><td>+11.6 s</td><td>+12.2 s</td><td>not seen</td><td>db-c</td>"
+            ),
+            "each step after the fault"
+        );
         assert!(html.contains("≤ 1.0 ms"), "per-scenario p50");
         assert!(html.contains("<th>create ok/offered</th>"));
         assert!(html.contains("p50, p99 and max of every call"));
