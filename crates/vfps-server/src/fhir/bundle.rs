@@ -40,12 +40,7 @@ pub(super) async fn bundle(
     let d = state.deadline(None);
     let started = Instant::now();
     let result = async {
-        let who = state
-            .auth
-            .authenticate(crate::http::authorization(&headers), d)
-            .await?;
-        let body = crate::http::json::strict(&body)
-            .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
+        let (who, body) = super::caller_and_body(&state, &headers, &body, d).await?;
         let (transaction, entries) = entries(&body)?;
         let answers = if transaction {
             match together(&state, &who, entries, d).await {
