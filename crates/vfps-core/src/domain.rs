@@ -159,12 +159,31 @@ pub struct NamespaceSettings {
     /// which a Create of it makes a new pseudonym. Off unless asked for at
     /// creation: a deletion splits a subject's data in two.
     pub deletable: bool,
+    /// Whether an original may have many pseudonyms (the MII interface's
+    /// multi-pseudonym domains, `$pseudonymize-multiple`). Such a namespace
+    /// answers no single-pseudonym Create: which of an original's pseudonyms
+    /// would it be? Off unless asked for at creation.
+    pub multi: bool,
 }
 
 impl NamespaceSettings {
     /// These settings, with entries deletable or not.
     pub fn with_deletion(self, deletable: bool) -> Self {
         Self { deletable, ..self }
+    }
+
+    /// These settings, single- or multi-pseudonym. A multi-pseudonym
+    /// namespace needs a random method: a method that derives the pseudonym
+    /// from the original (SHA-256) has only one to give (`INVALID_ARGUMENT`).
+    pub fn with_multi(self, multi: bool) -> Result<Self, Error> {
+        if multi && self.method.is_deterministic() {
+            return Err(Error::invalid_argument(format!(
+                "a multi-pseudonym namespace needs a random generation method: {} derives \
+                 the one pseudonym an original can have from it",
+                self.method.wire_name()
+            )));
+        }
+        Ok(Self { multi, ..self })
     }
 
     /// Checks the wire contract's rules: a zero length or a wrong length for a
@@ -208,6 +227,7 @@ impl NamespaceSettings {
             prefix,
             suffix,
             deletable: false,
+            multi: false,
         })
     }
 }
