@@ -98,7 +98,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                         }
                         label class="check" for="ns-multi" {
                             input id="ns-multi" type="checkbox" name="multi" value="true";
-                            " Many pseudonyms per original (a multi-pseudonym namespace, for $pseudonymize-multiple; needs a random method)"
+                            " Many pseudonyms per original (a multi-pseudonym namespace, for $pseudonymize-multiple; random pseudonyms only)"
                         }
                         button type="submit" { "Create namespace" }
                     }
