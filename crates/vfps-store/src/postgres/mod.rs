@@ -1077,6 +1077,57 @@ mod tests {
         }
     }
 
+    /// A reverse lookup that finds its row in `pseudonyms` (a single-pseudonym
+    /// namespace's) never probes `multi_pseudonyms`: the `LIMIT 1` over the
+    /// `UNION ALL` stops at the first branch's row, so single-pseudonym Gets
+    /// cost what they did before multi-pseudonym namespaces.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reverse_lookup_hit_never_probes_the_multi_pseudonym_table() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let _store = migrated_store(&db).await;
+        cluster
+            .psql(
+                &db.name,
+                "INSERT INTO pseudonyms VALUES ('n', 'o1', 'p1', now(), now()); \
+                 INSERT INTO multi_pseudonyms VALUES ('m', 'q1', 'o1', now(), now())",
+            )
+            .unwrap();
+        for (statement, arguments) in [
+            (Prepared::GetPseudonym, "'n', 'p1'"),
+            (Prepared::GetPseudonyms, "'{n,n}', '{p1,p1}'"),
+        ] {
+            let plan = cluster
+                .psql(
+                    &db.name,
+                    &format!(
+                        "PREPARE s AS {}; EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE s({arguments})",
+                        statement.sql()
+                    ),
+                )
+                .unwrap();
+            let multi = plan
+                .lines()
+                .find(|l| l.contains("on multi_pseudonyms"))
+                .unwrap_or_else(|| panic!("{statement:?} has no multi_pseudonyms branch:\n{plan}"));
+            assert!(
+                multi.contains("never executed"),
+                "{statement:?} probed multi_pseudonyms on a hit:\n{plan}"
+            );
+        }
+        // And a multi-pseudonym namespace's row is found in the second branch.
+        let found = cluster
+            .psql(
+                &db.name,
+                &format!(
+                    "PREPARE s AS {}; EXECUTE s('m', 'q1')",
+                    Prepared::GetPseudonym.sql()
+                ),
+            )
+            .unwrap();
+        assert!(found.contains("o1"), "{found}");
+    }
+
     /// Connections idle for longer than `Connection Idle Lifetime` are closed,
     /// down to `Minimum Pool Size`; a connection in use is never touched.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
