@@ -293,7 +293,10 @@ pub struct PseudonymPage {
 
 /// Keyset position: the last item of a page. The token carries the pseudonym (which
 /// the caller already sees), never the original value; the store looks the original
-/// up to continue the `(created_at desc, original_value desc)` order.
+/// up to continue the `(created_at desc, original_value desc)` order. A
+/// multi-pseudonym namespace is listed in `(created_at desc, pseudonym_value
+/// desc)` order (an original is no tie-breaker there), so its tokens are the
+/// position themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {
     pub created_at_micros: i64,
