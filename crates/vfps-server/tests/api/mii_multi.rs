@@ -512,6 +512,56 @@ async fn erasing_an_original_takes_all_its_pseudonyms(backend: Backend) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// In a namespace of 16 possible pseudonyms (one hex digit), collisions are
+/// certain: every one is still made once, anonymized ones are never made
+/// again, and a full namespace says so.
+async fn a_crowded_namespace_issues_each_pseudonym_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    multi_namespace(&app, "tiny", 1, false).await;
+    let mut all: Vec<String> = Vec::new();
+    for (original, n) in [("a", 10), ("b", 5)] {
+        let (status, made) = post(
+            &app,
+            "$pseudonymize-multiple",
+            &request("tiny", original, Some(n)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        all.extend(pseudonyms_of(&made, "tiny", original));
+    }
+    assert_eq!(
+        all.iter().collect::<HashSet<_>>().len(),
+        15,
+        "a pseudonym was issued twice"
+    );
+    let (status, _) = post(&app, "$anonymize-original", &request("tiny", "a", None)).await;
+    assert_eq!(status, StatusCode::OK);
+    // One left: c gets it; then nothing is left, the anonymized ten included.
+    let (status, made) = post(
+        &app,
+        "$pseudonymize-multiple",
+        &request("tiny", "c", Some(1)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let last = pseudonyms_of(&made, "tiny", "c");
+    assert!(
+        !all.contains(&last[0]),
+        "an issued pseudonym was issued again"
+    );
+    let (status, full) = post(
+        &app,
+        "$pseudonymize-multiple",
+        &request("tiny", "d", Some(1)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{full}");
+    assert!(
+        issue(&full).1.contains("choose a longer pseudonym length"),
+        "{full}"
+    );
+}
+
 /// A CSV pseudonymization job into a multi-pseudonym namespace is refused at
 /// submission, naming it; de-pseudonymizing its pseudonyms works.
 async fn csv_jobs_depseudonymize_but_do_not_pseudonymize_into_a_multi_namespace(backend: Backend) {
@@ -560,5 +610,6 @@ crate::on_both_backends!(
     pseudonymize_multiple_makes_and_answers_many_and_single_calls_are_refused,
     many_pseudonyms_of_one_original_resolve_and_page,
     erasing_an_original_takes_all_its_pseudonyms,
+    a_crowded_namespace_issues_each_pseudonym_once,
     csv_jobs_depseudonymize_but_do_not_pseudonymize_into_a_multi_namespace,
 );
