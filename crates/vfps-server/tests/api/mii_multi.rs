@@ -489,6 +489,33 @@ async fn erasing_an_original_takes_all_its_pseudonyms(backend: Backend) {
     // The anonymized original gets new pseudonyms, none of the old ones.
     let again = make("anonymized", 3).await;
     assert!(again.iter().all(|p| !anonymized.contains(p)));
+    // gRPC's and REST's Erase take them all too.
+    let by_grpc = make("by-grpc", 2).await;
+    let by_rest = make("by-rest", 2).await;
+    app.pseudonyms
+        .clone()
+        .erase(vfps_proto::v1::PseudonymServiceEraseRequest {
+            namespace: "m".into(),
+            original_value: "by-grpc".into(),
+            mode: vfps_proto::v1::ErasureMode::Anonymize as i32,
+        })
+        .await
+        .unwrap();
+    let r = app
+        .http_client
+        .post(format!("{}/v1/namespaces/m/pseudonyms:erase", app.http))
+        .json(&json!({"originalValue": "by-rest", "mode": "ERASURE_MODE_DELETE"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    for p in by_grpc.iter().chain(&by_rest) {
+        assert_eq!(
+            resolves(p.clone()).await,
+            None,
+            "an erased pseudonym resolves"
+        );
+    }
     // Deleting the namespace takes every pseudonym with it.
     app.namespaces
         .clone()
@@ -512,54 +539,68 @@ async fn erasing_an_original_takes_all_its_pseudonyms(backend: Backend) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-/// In a namespace of 16 possible pseudonyms (one hex digit), collisions are
-/// certain: every one is still made once, anonymized ones are never made
-/// again, and a full namespace says so.
+/// Where collisions are likely (two hex digits: 256 pseudonyms) and certain
+/// (one: 16), every pseudonym is issued once across originals; anonymized
+/// ones are never issued again, and a full namespace says so.
 async fn a_crowded_namespace_issues_each_pseudonym_once(backend: Backend) {
     let app = spawn_app(backend).await;
-    multi_namespace(&app, "tiny", 1, false).await;
-    let mut all: Vec<String> = Vec::new();
-    for (original, n) in [("a", 10), ("b", 5)] {
+    multi_namespace(&app, "small", 2, false).await;
+    let mut all: HashSet<String> = HashSet::new();
+    for (original, n) in [("a", 100), ("b", 60)] {
         let (status, made) = post(
             &app,
             "$pseudonymize-multiple",
-            &request("tiny", original, Some(n)),
+            &request("small", original, Some(n)),
         )
         .await;
         assert_eq!(status, StatusCode::CREATED, "{made}");
-        all.extend(pseudonyms_of(&made, "tiny", original));
+        let made = pseudonyms_of(&made, "small", original);
+        assert_eq!(made.len(), n as usize);
+        all.extend(made);
     }
-    assert_eq!(
-        all.iter().collect::<HashSet<_>>().len(),
-        15,
-        "a pseudonym was issued twice"
-    );
+    assert_eq!(all.len(), 160, "a pseudonym was issued twice");
+
+    // Sixteen: filled one at a time (a call may give up after its
+    // collisions, as a Create does), each answer new.
+    multi_namespace(&app, "tiny", 1, false).await;
+    let mut issued: Vec<String> = Vec::new();
+    for i in 0..2000 {
+        if issued.len() == 16 {
+            break;
+        }
+        let original = ["a", "b", "c"][i % 3];
+        let (status, made) = post(
+            &app,
+            "$pseudonymize-multiple",
+            &request("tiny", original, Some(1)),
+        )
+        .await;
+        if status == StatusCode::CREATED {
+            let p = pseudonyms_of(&made, "tiny", original).remove(0);
+            assert!(!issued.contains(&p), "{p} was issued twice");
+            issued.push(p);
+        } else {
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{made}");
+        }
+    }
+    assert_eq!(issued.len(), 16);
     let (status, _) = post(&app, "$anonymize-original", &request("tiny", "a", None)).await;
     assert_eq!(status, StatusCode::OK);
-    // One left: c gets it; then nothing is left, the anonymized ten included.
-    let (status, made) = post(
-        &app,
-        "$pseudonymize-multiple",
-        &request("tiny", "c", Some(1)),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{made}");
-    let last = pseudonyms_of(&made, "tiny", "c");
-    assert!(
-        !all.contains(&last[0]),
-        "an issued pseudonym was issued again"
-    );
-    let (status, full) = post(
-        &app,
-        "$pseudonymize-multiple",
-        &request("tiny", "d", Some(1)),
-    )
-    .await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{full}");
-    assert!(
-        issue(&full).1.contains("choose a longer pseudonym length"),
-        "{full}"
-    );
+    // a's anonymized pseudonyms stay taken: each try finds none free (16
+    // collisions a call; five calls would find a freed one almost surely).
+    for _ in 0..5 {
+        let (status, full) = post(
+            &app,
+            "$pseudonymize-multiple",
+            &request("tiny", "d", Some(1)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{full}");
+        assert!(
+            issue(&full).1.contains("choose a longer pseudonym length"),
+            "{full}"
+        );
+    }
 }
 
 /// A CSV pseudonymization job into a multi-pseudonym namespace is refused at
