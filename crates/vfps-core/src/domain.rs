@@ -409,6 +409,20 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_pseudonym_namespace_needs_a_random_method() {
+        let sha =
+            NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 64, None, None).unwrap();
+        let e = sha.clone().with_multi(true).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::InvalidArgument);
+        assert!(e.message.contains("random generation method"), "{e}");
+        assert!(!sha.with_multi(false).unwrap().multi);
+        let hex = NamespaceSettings::parse(GenerationMethod::FullRandomHexEncoded, 8, None, None)
+            .unwrap();
+        assert!(!hex.multi, "off unless asked for");
+        assert!(hex.with_multi(true).unwrap().multi);
+    }
+
+    #[test]
     fn fixed_length_methods_demand_their_length() {
         let e = NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 32, None, None)
             .unwrap_err();
