@@ -86,7 +86,10 @@ pub async fn restore(
         "recovery_target_timeline = 'latest'".to_owned(),
     ];
     if let RestoreTo::Time(t) = to {
-        settings.push(format!("recovery_target_time = '{}'", format_utc(t)));
+        // PostgreSQL's own form: it refuses ISO 8601's `T…Z`.
+        let iso = format_utc(t);
+        let pg_time = format!("{}+00", iso.trim_end_matches('Z').replacen('T', " ", 1));
+        settings.push(format!("recovery_target_time = '{pg_time}'"));
         settings.push("recovery_target_action = 'promote'".to_owned());
     }
     append(&data.join("postgresql.auto.conf"), &settings.join("\n"))?;
