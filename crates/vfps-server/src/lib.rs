@@ -28,6 +28,7 @@ pub mod http;
 pub mod jobs;
 pub mod jobs_cli;
 pub mod metrics;
+pub mod restore_cli;
 pub mod service;
 pub mod startup;
 pub mod state;

@@ -46,6 +46,12 @@ pub const POSTGRES: &[Migration] = &[
         name: "ui_session_ends",
         sql: include_str!("../migrations/postgres/0005_ui_session_ends.sql"),
     },
+    // 6 is left free: the erasure work numbers its migration 6.
+    Migration {
+        version: 7,
+        name: "restore_holds",
+        sql: include_str!("../migrations/postgres/0007_restore_holds.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[

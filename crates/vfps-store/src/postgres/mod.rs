@@ -46,6 +46,7 @@ mod jobs;
 mod monitor;
 pub mod npgsql;
 mod pool;
+mod restore;
 mod sessions;
 pub mod sqlstate;
 pub mod statements;
@@ -54,6 +55,7 @@ pub mod tls;
 pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};
 pub use npgsql::{PgOptions, TargetSession};
 use pool::{Lease, Manager, Pool, Steps};
+pub use restore::{Finding, RestoreHold};
 use statements::Prepared;
 
 /// One warning per interval while connections fail, or writes meet a
