@@ -65,6 +65,12 @@ enum Command {
         #[command(flatten)]
         credentials: vfps_chaos::config::Credentials,
     },
+    /// Continuous backup to S3 and point-in-time restore (docs/backup.md):
+    /// plan, base-backup, restore.
+    Backup {
+        #[command(subcommand)]
+        command: vfps_chaos::backup::cli::BackupCommand,
+    },
     /// The HA topology on this machine: network namespaces, Patroni, etcd.
     Local {
         #[command(subcommand)]
@@ -208,6 +214,7 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         )
         .await?
         .passed),
+        Command::Backup { command } => command.run().await.map(|()| true),
         Command::Local { step } => {
             let d = LocalDriver::new(step.platform());
             step.run(&d, Target::Local).await

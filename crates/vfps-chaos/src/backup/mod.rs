@@ -7,6 +7,7 @@
 //!   archive after it is whole; the refusals.
 //! - [`restore`]: a fresh data directory from the bucket, started and
 //!   recovered to the target.
+//! - [`cli`]: `vfps-chaos backup plan|base-backup|restore`.
 //! - here: the bucket, its credentials as files PostgreSQL's
 //!   `archive_command` reads, the settings that archive WAL, a base backup,
 //!   the bucket's catalog, and the archiver's own counters.
@@ -16,6 +17,7 @@ use std::{path::Path, time::Duration};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
+pub mod cli;
 pub mod plan;
 pub mod restore;
 

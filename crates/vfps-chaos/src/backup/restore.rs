@@ -166,7 +166,40 @@ impl Instance {
 }
 
 async fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    crate::platform::net::cmd(program, args).await
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {} failed ({}): {}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The newest PostgreSQL's binaries under `/usr/lib/postgresql` (Debian's
+/// layout), else version 15's.
+pub fn pg_bindir() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|es| {
+            es.flatten()
+                .map(|e| e.path().join("bin"))
+                .filter(|p| p.join("pg_ctl").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+        .pop()
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
 }
 
 fn append(path: &Path, lines: &str) -> anyhow::Result<()> {

@@ -125,18 +125,7 @@ pub(crate) fn patroni_tool(tool: &str) -> PathBuf {
 }
 
 pub(super) fn pg_bindir() -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|es| {
-            es.flatten()
-                .map(|e| e.path().join("bin"))
-                .filter(|p| p.join("pg_ctl").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    found
-        .pop()
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
+    crate::backup::restore::pg_bindir()
 }
 
 /// Starts etcd in the control plane and waits until it is healthy.
