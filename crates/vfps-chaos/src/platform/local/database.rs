@@ -36,7 +36,7 @@ struct ClusterView {
     members: Vec<Member>,
 }
 
-fn patroni_config(base: &Path, zone: &str, profile: DatabaseProfile) -> String {
+fn patroni_config(base: &Path, zone: &str, profile: DatabaseProfile, archive: &str) -> String {
     let dir = base.join(format!("db-{zone}"));
     let ip = db_ip(zone);
     // The only difference between the profiles: whether a commit waits for a
@@ -103,7 +103,7 @@ postgresql:
     logging_collector: 'on'
     log_directory: '{dir}/log'
     log_filename: 'postgresql.log'
-  pg_hba:
+{archive}  pg_hba:
     - local all all trust
     - host replication replicator 10.213.0.0/24 md5
     - host all all 10.213.0.0/24 md5
@@ -204,7 +204,7 @@ impl Local {
             std::fs::create_dir_all(dir.join("log"))?;
             std::fs::write(
                 dir.join("patroni.yml"),
-                patroni_config(base, z, self.opts.profile),
+                patroni_config(base, z, self.opts.profile, &self.archive_parameters(z)?),
             )?;
             cmd(
                 "chown",

@@ -45,6 +45,14 @@ pub struct LocalArgs {
     /// their installed packages); the load's probe runs from it too.
     #[arg(long, env = "VFPS_CHAOS_UI_DIR", default_value = "tests/ui")]
     pub ui_dir: PathBuf,
+    /// Archive the database's WAL to the object store's backup bucket and
+    /// take a base backup at `up` (docs/backup.md).
+    #[arg(long, env = "VFPS_CHAOS_BACKUP", default_value_t = false, action = clap::ArgAction::Set)]
+    pub backup: bool,
+    /// archive_timeout in seconds: how long a commit may wait in an
+    /// unfinished WAL segment before it is archived.
+    #[arg(long, env = "VFPS_CHAOS_ARCHIVE_TIMEOUT", default_value_t = 10)]
+    pub archive_timeout: u64,
 }
 
 /// The local platform's driver.
@@ -69,6 +77,9 @@ impl LocalDriver {
                 profile: args.database_profile,
                 ui: args.ui,
                 ui_tests_dir: args.ui_dir.clone(),
+                backup: args.backup.then_some(crate::backup::Archiving {
+                    timeout: Duration::from_secs(args.archive_timeout),
+                }),
             },
         }
     }

@@ -68,6 +68,7 @@ mod tests {
                 profile: DatabaseProfile::Safe,
                 ui: false,
                 ui_tests_dir: PathBuf::new(),
+                backup: None,
             },
         }
     }
