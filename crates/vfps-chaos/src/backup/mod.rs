@@ -160,6 +160,9 @@ impl Bucket {
         self.tool(
             "barman-cloud-backup",
             &[
+                // At once, not after a spread checkpoint (95 s measured on
+                // the local platform).
+                "--immediate-checkpoint",
                 "-h",
                 host,
                 "-p",

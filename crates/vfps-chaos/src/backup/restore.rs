@@ -78,6 +78,10 @@ pub async fn restore(
         format!("hba_file = '{}'", data.join("pg_hba.conf").display()),
         format!("ident_file = '{}'", data.join("pg_ident.conf").display()),
         "logging_collector = off".to_owned(),
+        // The source's synchronous standbys are not this instance's: a commit
+        // would wait for them for ever (measured: `vfps restore hold` hung on
+        // a restored Patroni member). Replicas brought back later set it anew.
+        "synchronous_standby_names = ''".to_owned(),
         "archive_mode = off".to_owned(),
         format!(
             "restore_command = '{}'",
