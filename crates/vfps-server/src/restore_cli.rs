@@ -89,3 +89,51 @@ fn print_findings(findings: &[Finding]) {
         );
     }
 }
+
+/// At start-up, once the database answers: if it was restored and the hold
+/// is still open, says so and what the checks find, so an operator reading
+/// the log knows why new originals are refused. Gives up quietly after a
+/// minute of an unreachable database (readiness reports that) and on a
+/// schema without the holds table (not migrated yet: `vfps migrate` says so).
+pub fn report_at_start(store: std::sync::Arc<PgStore>) {
+    tokio::spawn(async move {
+        let mut holds = None;
+        for _ in 0..30 {
+            match store.restore_holds().await {
+                Ok(h) => {
+                    holds = Some(h);
+                    break;
+                }
+                Err(e) if e.is_transient() => {
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await
+                }
+                Err(_) => return,
+            }
+        }
+        let Some(holds) = holds else { return };
+        let open: Vec<_> = holds.iter().filter(|h| !h.confirmed).collect();
+        if open.is_empty() {
+            return;
+        }
+        for h in &open {
+            tracing::warn!(
+                hold = h.id,
+                restored_at = %h.restored_at,
+                restored_to = %h.restored_to,
+                "the database was restored and awaits `vfps restore confirm`: Creates of new originals are refused"
+            );
+        }
+        match store.restore_findings().await {
+            Ok(findings) => {
+                for f in findings {
+                    if f.ok {
+                        tracing::info!(check = f.check, found = %f.detail, "restored database: check passed");
+                    } else {
+                        tracing::warn!(check = f.check, found = %f.detail, "restored database: check FAILED");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "restored database: the checks could not run"),
+        }
+    });
+}

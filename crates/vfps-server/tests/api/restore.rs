@@ -9,7 +9,7 @@ use vfps_proto::v1::PseudonymServiceGetRequest;
 use vfps_server::restore_cli::{run, RestoreAction};
 use vfps_store::postgres::{npgsql, PgStore};
 
-use crate::helpers::{backend_env, spawn_app_with, Backend};
+use crate::helpers::{backend_env, spawn_app_with, Backend, ServerProcess};
 
 fn store(env: &[(String, String)]) -> PgStore {
     let conn = env
@@ -36,6 +36,20 @@ async fn a_held_database_refuses_new_originals_until_the_restore_is_confirmed() 
     )
     .await
     .unwrap();
+    // A server started on the held database says so, and what it checked.
+    let log = vfps_testkit::scratch_dir("restore-log").join("vfps.log");
+    let server = ServerProcess::start_logging(&env, &log).await;
+    let said = vfps_testkit::wait_for(std::time::Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("awaits `vfps restore confirm`")
+            && text.contains("pseudonyms unique per namespace")
+    });
+    assert!(
+        said,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    drop(server);
     let refused = app.create("restored", "new").await.unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert!(
