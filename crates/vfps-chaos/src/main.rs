@@ -74,7 +74,7 @@ enum Command {
     /// The HA topology on this machine: network namespaces, Patroni, etcd.
     Local {
         #[command(subcommand)]
-        step: Step<LocalArgs>,
+        step: LocalStep,
     },
     /// The HA topology on kind: CloudNativePG, Chaos Mesh, the Helm chart.
     Kind {
@@ -126,6 +126,23 @@ enum Step<P: Args> {
     Down {
         #[command(flatten)]
         platform: P,
+    },
+}
+
+#[derive(Subcommand)]
+enum LocalStep {
+    #[command(flatten)]
+    Step(Box<Step<LocalArgs>>),
+    /// Restore the running topology's database cluster in place from its
+    /// backup bucket alone (docs/backup.md): every member and its storage
+    /// destroyed, a fresh cluster recovered to --to, the restore hold written,
+    /// the vfps replicas restarted. Needs a topology `up` with --backup.
+    Restore {
+        #[command(flatten)]
+        platform: LocalArgs,
+        /// `latest`, or a UTC time such as 2026-12-05T09:30:00Z.
+        #[arg(long)]
+        to: vfps_chaos::backup::RestoreTo,
     },
 }
 
@@ -215,10 +232,15 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         .await?
         .passed),
         Command::Backup { command } => command.run().await.map(|()| true),
-        Command::Local { step } => {
+        Command::Local {
+            step: LocalStep::Step(step),
+        } => {
             let d = LocalDriver::new(step.platform());
             step.run(&d, Target::Local).await
         }
+        Command::Local {
+            step: LocalStep::Restore { platform, to },
+        } => LocalDriver::new(&platform).restore(to).await.map(|()| true),
         Command::Kind {
             step: KindStep::Step(step),
         } => {

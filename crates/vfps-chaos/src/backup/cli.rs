@@ -158,7 +158,10 @@ impl BackupCommand {
                     restored.took.as_secs_f64()
                 );
                 if let Some(vfps) = vfps_bin {
-                    hold(&vfps, to).await?;
+                    let conn = std::env::var("ConnectionStrings__PostgreSQL").context(
+                        "ConnectionStrings__PostgreSQL is not set (the restored database, for vfps restore hold)",
+                    )?;
+                    hold(&vfps, to, &conn).await?;
                 }
             }
         }
@@ -167,13 +170,14 @@ impl BackupCommand {
 }
 
 /// `vfps restore hold --to …` against the restored database.
-pub async fn hold(vfps: &std::path::Path, to: RestoreTo) -> anyhow::Result<()> {
+pub async fn hold(vfps: &std::path::Path, to: RestoreTo, connection: &str) -> anyhow::Result<()> {
     let to = match to {
         RestoreTo::Latest => "latest".to_owned(),
         RestoreTo::Time(t) => super::plan::format_utc(t),
     };
     let out = tokio::process::Command::new(vfps)
         .args(["restore", "hold", "--to", &to])
+        .env("ConnectionStrings__PostgreSQL", connection)
         .env("RUST_LOG", "warn")
         .stdin(std::process::Stdio::null())
         .output()

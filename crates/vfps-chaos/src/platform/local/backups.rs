@@ -89,7 +89,7 @@ impl Local {
         let Some(archiving) = self.opts.backup else {
             return Ok(String::new());
         };
-        let bucket = self.backup_bucket(zone)?;
+        let bucket = self.backup_bucket_for(zone, &self.backup_cluster())?;
         let env = bucket.write_credentials(&self.backup_credentials_dir(zone), Some("postgres"))?;
         Ok(bucket
             .archive_settings(&env, archiving)
@@ -108,7 +108,7 @@ impl Local {
         let leader = self.leader().await?.context("no leader to back up")?;
         let zone = zone_of(&leader.name)?;
         let socket = self.opts.base.join(format!("db-{zone}"));
-        self.backup_bucket(zone)?
+        self.backup_bucket_for(zone, &self.backup_cluster())?
             .base_backup(&socket.display().to_string(), 5432, "postgres")
             .await
     }
@@ -118,5 +118,146 @@ impl Local {
         let leader = self.leader().await?.context("no leader")?;
         let zone = zone_of(&leader.name)?;
         ArchiverStatus::parse(&self.query_instance(zone, ArchiverStatus::SQL).await?)
+    }
+}
+
+/// What a restore of the local cluster did, for the operator and the drill.
+#[derive(Debug, Clone)]
+pub struct LocalRestore {
+    pub backup_id: String,
+    /// The last WAL segment the archive held without a gap.
+    pub last_wal: String,
+    /// The name the restored cluster archives under from now on.
+    pub new_cluster: String,
+    /// From the destruction of the old instances to a healthy cluster with
+    /// the hold written.
+    pub took: std::time::Duration,
+}
+
+impl Local {
+    fn cluster_name_file(&self) -> PathBuf {
+        self.opts.base.join("backup-cluster")
+    }
+
+    /// The name the running cluster archives under: `vfps-local`, or the one
+    /// its last restore gave it.
+    pub fn backup_cluster(&self) -> String {
+        std::fs::read_to_string(self.cluster_name_file())
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| BACKUP_CLUSTER.to_owned())
+    }
+
+    /// Restores the database cluster in place from the bucket alone: every
+    /// member and its storage destroyed, the DCS state removed, a fresh
+    /// Patroni cluster bootstrapped from the base backup and the archived WAL
+    /// (Patroni's custom bootstrap), the replicas cloned from it, the restore
+    /// hold written (`vfps restore hold`), the vfps replicas restarted (their
+    /// caches may hold mappings the restored database lacks), and a first
+    /// base backup of the new history under a new cluster name.
+    /// Refused before anything is destroyed if the bucket cannot restore.
+    pub async fn restore(&self, to: crate::backup::RestoreTo) -> anyhow::Result<LocalRestore> {
+        let old = self.backup_bucket_for(ZONES[0], &self.backup_cluster())?;
+        let plan = old.plan(to).await?;
+        let started = std::time::Instant::now();
+        for z in ZONES {
+            // A member already dead is as good as killed.
+            let _ = self.kill_db(z).await;
+            let data = self.opts.base.join(format!("db-{z}/data"));
+            if data.exists() {
+                std::fs::remove_dir_all(&data)
+                    .with_context(|| format!("cannot remove {}", data.display()))?;
+            }
+        }
+        crate::platform::net::cmd(
+            "etcdctl",
+            &[
+                "--endpoints",
+                super::ETCD,
+                "del",
+                "--prefix",
+                "/service/vfps/",
+            ],
+        )
+        .await
+        .context("cannot remove the old cluster's state from etcd")?;
+        let new_cluster = format!(
+            "{BACKUP_CLUSTER}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default()
+        );
+        std::fs::write(self.cluster_name_file(), &new_cluster)?;
+        for z in ZONES {
+            let method = self.restore_bootstrap(z, &old, &plan.backup_id, to)?;
+            self.write_patroni_config(z, &method).await?;
+        }
+        for z in ZONES {
+            self.start_db(z).await?;
+        }
+        self.wait_db_healthy(std::time::Duration::from_secs(600))
+            .await?;
+        // The next restart is an ordinary one: no bootstrap method left.
+        for z in ZONES {
+            self.write_patroni_config(z, "").await?;
+        }
+        crate::backup::cli::hold(&self.opts.vfps_bin, to, &super::connection_string()).await?;
+        for z in ZONES {
+            self.stop_replica(z, false).await?;
+        }
+        self.wait_replicas_ready(std::time::Duration::from_secs(60))
+            .await?;
+        let took = started.elapsed();
+        self.base_backup().await?;
+        Ok(LocalRestore {
+            backup_id: plan.backup_id,
+            last_wal: plan.last_wal,
+            new_cluster,
+            took,
+        })
+    }
+
+    fn backup_bucket_for(&self, zone: &str, cluster: &str) -> anyhow::Result<Bucket> {
+        let mut b = self.backup_bucket(zone)?;
+        cluster.clone_into(&mut b.cluster);
+        Ok(b)
+    }
+
+    /// Patroni's custom bootstrap (YAML under `bootstrap:`): the base backup
+    /// copied into the member's data directory, recovery from the archive.
+    fn restore_bootstrap(
+        &self,
+        zone: &str,
+        bucket: &Bucket,
+        backup_id: &str,
+        to: crate::backup::RestoreTo,
+    ) -> anyhow::Result<String> {
+        let env = bucket.write_credentials(&self.backup_credentials_dir(zone), Some("postgres"))?;
+        let data = self.opts.base.join(format!("db-{zone}/data"));
+        // Patroni runs the command without a shell: `env` sets the files.
+        let files = env.replace('\'', "");
+        let command = format!(
+            "env {files} barman-cloud-restore --endpoint-url {} s3://{}/ {} {backup_id} {}",
+            bucket.endpoint,
+            bucket.bucket,
+            bucket.cluster,
+            data.display()
+        );
+        let target = match to {
+            crate::backup::RestoreTo::Latest => String::new(),
+            crate::backup::RestoreTo::Time(t) => {
+                let iso = crate::backup::plan::format_utc(t);
+                format!(
+                    "      recovery_target_time: \"{}+00\"\n      recovery_target_action: promote\n",
+                    iso.trim_end_matches('Z').replacen('T', " ", 1)
+                )
+            }
+        };
+        Ok(format!(
+            "  method: vfps_restore\n  vfps_restore:\n    command: \"{command}\"\n    no_params: true\n    \
+             keep_existing_recovery_conf: false\n    recovery_conf:\n      restore_command: \"{}\"\n      \
+             recovery_target_timeline: latest\n{target}",
+            bucket.restore_command(&env).replace('"', "\\\"")
+        ))
     }
 }

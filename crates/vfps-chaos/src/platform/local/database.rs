@@ -36,7 +36,13 @@ struct ClusterView {
     members: Vec<Member>,
 }
 
-fn patroni_config(base: &Path, zone: &str, profile: DatabaseProfile, archive: &str) -> String {
+fn patroni_config(
+    base: &Path,
+    zone: &str,
+    profile: DatabaseProfile,
+    archive: &str,
+    bootstrap_method: &str,
+) -> String {
     let dir = base.join(format!("db-{zone}"));
     let ip = db_ip(zone);
     // The only difference between the profiles: whether a commit waits for a
@@ -83,7 +89,7 @@ bootstrap:
     - encoding: UTF8
     - locale: C
     - auth: md5
-postgresql:
+{bootstrap_method}postgresql:
   listen: {ip}:5432
   connect_address: {ip}:5432
   data_dir: {dir}/data
@@ -198,22 +204,39 @@ fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 impl Local {
     /// A Patroni member per zone, then a healthy cluster.
     pub(super) async fn start_database(&self) -> anyhow::Result<()> {
-        let base = &self.opts.base;
         for z in ZONES {
-            let dir = base.join(format!("db-{z}"));
-            std::fs::create_dir_all(dir.join("log"))?;
-            std::fs::write(
-                dir.join("patroni.yml"),
-                patroni_config(base, z, self.opts.profile, &self.archive_parameters(z)?),
-            )?;
-            cmd(
-                "chown",
-                &["-R", "postgres:postgres", &dir.display().to_string()],
-            )
-            .await?;
+            self.write_patroni_config(z, "").await?;
             self.start_db(z).await?;
         }
         self.wait_db_healthy(Duration::from_secs(90)).await
+    }
+
+    /// Writes a member's Patroni configuration (with `bootstrap_method`, YAML
+    /// under `bootstrap:`, when it is to bootstrap other than by initdb).
+    pub(super) async fn write_patroni_config(
+        &self,
+        zone: &str,
+        bootstrap_method: &str,
+    ) -> anyhow::Result<()> {
+        let base = &self.opts.base;
+        let dir = base.join(format!("db-{zone}"));
+        std::fs::create_dir_all(dir.join("log"))?;
+        std::fs::write(
+            dir.join("patroni.yml"),
+            patroni_config(
+                base,
+                zone,
+                self.opts.profile,
+                &self.archive_parameters(zone)?,
+                bootstrap_method,
+            ),
+        )?;
+        cmd(
+            "chown",
+            &["-R", "postgres:postgres", &dir.display().to_string()],
+        )
+        .await?;
+        Ok(())
     }
 
     /// The application role and database, then the migrations.

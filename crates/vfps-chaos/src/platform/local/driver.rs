@@ -84,6 +84,25 @@ impl LocalDriver {
         }
     }
 
+    /// `local restore`: the running topology's database restored in place
+    /// from its bucket; what it did on stdout.
+    pub async fn restore(&self, to: crate::backup::RestoreTo) -> anyhow::Result<()> {
+        let mut options = self.options.clone();
+        // The restored cluster archives too, whatever flags this step got.
+        options.backup.get_or_insert_with(Default::default);
+        let local = Local::attach(options)?;
+        let r = local.restore(to).await?;
+        println!(
+            "restored from base backup {} (WAL up to {}) in {:.1} s; the cluster now archives as {}; \
+             Creates of new originals are refused until `vfps restore confirm`",
+            r.backup_id,
+            r.last_wal,
+            r.took.as_secs_f64(),
+            r.new_cluster
+        );
+        Ok(())
+    }
+
     /// The topology as files and processes, whether or not it is all running.
     fn topology(&self) -> Local {
         Local {
