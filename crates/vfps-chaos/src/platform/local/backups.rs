@@ -261,3 +261,81 @@ impl Local {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{path::PathBuf, time::Duration};
+
+    use super::super::{DatabaseProfile, Local, Options};
+    use crate::backup::{plan::parse_utc, Archiving, RestoreTo};
+
+    fn at(base: PathBuf) -> Local {
+        std::fs::write(base.join("s3-backup-key"), "GKid\nsecret\n").unwrap();
+        Local {
+            opts: Options {
+                base,
+                vfps_bin: PathBuf::from("vfps"),
+                restart_backoff: Duration::from_secs(1),
+                grace_period: Duration::from_secs(1),
+                profile: DatabaseProfile::Safe,
+                ui: false,
+                ui_tests_dir: PathBuf::new(),
+                backup: Some(Archiving::default()),
+            },
+        }
+    }
+
+    /// The Patroni configuration of a member that restores: the bootstrap
+    /// method under `bootstrap:`, the archive settings under the local
+    /// `postgresql.parameters`, no secret in it; read back as YAML by the
+    /// Python Patroni itself runs on.
+    #[test]
+    fn a_restoring_members_configuration_names_the_backup_and_holds_no_secret() {
+        if !is_root() {
+            return; // the credentials are chowned to postgres
+        }
+        let local = at(vfps_testkit::scratch_dir("restore-config"));
+        let bucket = local.backup_bucket_for("a", "vfps-local").unwrap();
+        let to = RestoreTo::Time(parse_utc("2026-12-05T09:30:00Z").unwrap());
+        let method = local
+            .restore_bootstrap("a", &bucket, "20261205T085010", to)
+            .unwrap();
+        let yaml = super::super::database::patroni_config_for_tests(&local, "a", &method);
+        assert!(yaml.contains("\n  method: vfps_restore\n  vfps_restore:\n    command: \"env AWS_SHARED_CREDENTIALS_FILE="), "{yaml}");
+        assert!(
+            yaml.contains("s3://vfps-backup/ vfps-local 20261205T085010 "),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("      recovery_target_time: \"2026-12-05 09:30:00+00\"\n"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("\n    archive_mode: \"on\"\n"), "{yaml}");
+        assert!(
+            !yaml.contains("secret\n") && !yaml.contains("'secret'"),
+            "{yaml}"
+        );
+        std::fs::write(local.opts.base.join("patroni.yml"), yaml).unwrap();
+        let parsed = std::process::Command::new(super::super::database::patroni_tool("python3"))
+            .args(["-c", "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); \
+                 b = d['bootstrap']; assert b['method'] == 'vfps_restore', b; \
+                 assert b['vfps_restore']['no_params'] is True; \
+                 assert 'barman-cloud-wal-restore' in b['vfps_restore']['recovery_conf']['restore_command']; \
+                 assert d['postgresql']['parameters']['archive_timeout'] == '10s'"])
+            .arg(local.opts.base.join("patroni.yml"))
+            .output()
+            .unwrap();
+        assert!(
+            parsed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&parsed.stderr)
+        );
+    }
+
+    fn is_root() -> bool {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    }
+}

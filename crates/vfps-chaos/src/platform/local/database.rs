@@ -670,3 +670,19 @@ impl Local {
         parts.join("; ")
     }
 }
+
+/// A member's configuration as `write_patroni_config` writes it, for tests.
+#[cfg(test)]
+pub(super) fn patroni_config_for_tests(
+    local: &Local,
+    zone: &str,
+    bootstrap_method: &str,
+) -> String {
+    patroni_config(
+        &local.opts.base,
+        zone,
+        local.opts.profile,
+        &local.archive_parameters(zone).unwrap_or_default(),
+        bootstrap_method,
+    )
+}
