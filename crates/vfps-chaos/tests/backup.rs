@@ -288,3 +288,70 @@ print(victim.rsplit("/", 1)[-1])
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+#[tokio::test]
+#[ignore = "needs Garage (scripts/install-garage.sh) and barman-cli-cloud (scripts/install-deps.sh); run by ./scripts/test.sh"]
+async fn an_archiving_failure_shows_in_the_archivers_counters_and_nothing_is_skipped() {
+    let garage = Garage::start().await;
+    let mut wrong = bucket(&garage, "vfps-test");
+    "not-the-secret".clone_into(&mut wrong.secret_key);
+    let credentials = dir_for_postgres("wrong-credentials");
+    let env = wrong
+        .write_credentials(&credentials, owner().as_deref())
+        .unwrap();
+    let conf: String = wrong
+        .archive_settings(
+            &env,
+            Archiving {
+                timeout: Duration::from_secs(1),
+            },
+        )
+        .into_iter()
+        .map(|(k, v)| format!("{k} = '{}'\n", v.replace('\'', "''")))
+        .collect();
+    let pg = PgCluster::start_with(&conf).unwrap();
+    let failed = pg
+        .psql("postgres", "SELECT pg_walfile_name(pg_switch_wal())")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let s = ArchiverStatus::parse(&pg.psql("postgres", ArchiverStatus::SQL).unwrap()).unwrap();
+        if s.failed_count > 0 {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failure counted in 60 s: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(status.failing(), "{status:?}");
+    assert_eq!(status.last_failed_wal.as_deref(), Some(failed.as_str()));
+    // PostgreSQL keeps the segment and retries: once the key is right, the
+    // same segment is archived — no gap.
+    let right = bucket(&garage, "vfps-test");
+    right
+        .write_credentials(&credentials, owner().as_deref())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let s = ArchiverStatus::parse(&pg.psql("postgres", ArchiverStatus::SQL).unwrap()).unwrap();
+        if s.last_archived_wal.as_deref() >= Some(failed.as_str()) {
+            assert!(!s.failing(), "{s:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the segment was not archived after the fix: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let catalog = right.catalog().await.unwrap();
+    assert!(
+        catalog.wals.iter().any(|w| w.starts_with(&failed)),
+        "{failed} not in the bucket: {:?}",
+        catalog.wals
+    );
+}
