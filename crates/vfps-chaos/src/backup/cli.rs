@@ -173,6 +173,7 @@ impl BackupCommand {
 pub async fn hold(vfps: &std::path::Path, to: RestoreTo, connection: &str) -> anyhow::Result<()> {
     let to = match to {
         RestoreTo::Latest => "latest".to_owned(),
+        RestoreTo::BackupOnly => "backup-only".to_owned(),
         RestoreTo::Time(t) => super::plan::format_utc(t),
     };
     let out = tokio::process::Command::new(vfps)

@@ -15,6 +15,10 @@ pub enum RestoreTo {
     /// The last transaction committed at or before this instant (seconds
     /// since the Unix epoch, UTC).
     Time(i64),
+    /// UNSAFE, for the restore drill's self-test: the newest base backup
+    /// alone, none of the WAL archived after it (`recovery_target =
+    /// 'immediate'`). Everything written after the backup is lost.
+    BackupOnly,
 }
 
 impl std::str::FromStr for RestoreTo {
@@ -24,6 +28,9 @@ impl std::str::FromStr for RestoreTo {
     fn from_str(s: &str) -> Result<Self, String> {
         if s == "latest" {
             return Ok(Self::Latest);
+        }
+        if s == "backup-only" {
+            return Ok(Self::BackupOnly);
         }
         parse_utc(s).map(Self::Time).ok_or_else(|| {
             format!(
@@ -137,7 +144,7 @@ pub fn plan(
         });
     };
     let chosen = match to {
-        RestoreTo::Latest => done.last(),
+        RestoreTo::Latest | RestoreTo::BackupOnly => done.last(),
         RestoreTo::Time(t) => done.iter().rev().find(|(end, _)| *end <= t),
     };
     let Some((_, backup)) = chosen else {
@@ -145,7 +152,7 @@ pub fn plan(
             cluster: cluster.to_owned(),
             target: format_utc(match to {
                 RestoreTo::Time(t) => t,
-                RestoreTo::Latest => 0,
+                RestoreTo::Latest | RestoreTo::BackupOnly => 0,
             }),
             first: format_utc(first.0),
         });
@@ -181,7 +188,10 @@ pub fn plan(
         .next_back()
         .copied()
         .unwrap_or(begin.position);
-    let needed_to = last.max(end.position);
+    let needed_to = match to {
+        RestoreTo::BackupOnly => end.position,
+        _ => last.max(end.position),
+    };
     for position in begin.position..=needed_to {
         if !archived.contains(&position) {
             let after = if position > end.position {

@@ -89,6 +89,10 @@ pub async fn restore(
         ),
         "recovery_target_timeline = 'latest'".to_owned(),
     ];
+    if to == RestoreTo::BackupOnly {
+        settings.push("recovery_target = 'immediate'".to_owned());
+        settings.push("recovery_target_action = 'promote'".to_owned());
+    }
     if let RestoreTo::Time(t) = to {
         // PostgreSQL's own form: it refuses ISO 8601's `T…Z`.
         let iso = format_utc(t);
@@ -156,12 +160,17 @@ impl Instance {
 
     /// One query as `postgres` over the socket; its unaligned rows.
     pub async fn psql(&self, sql: &str) -> anyhow::Result<String> {
+        self.psql_in("postgres", sql).await
+    }
+
+    /// One query in `database` as `postgres` over the socket.
+    pub async fn psql_in(&self, database: &str, sql: &str) -> anyhow::Result<String> {
         let socket = self.socket_dir.display().to_string();
         let port = self.port.to_string();
         self.as_owner(
             "psql",
             &[
-                "-X", "-A", "-t", "-h", &socket, "-p", &port, "-U", "postgres", "-d", "postgres",
+                "-X", "-A", "-t", "-h", &socket, "-p", &port, "-U", "postgres", "-d", database,
                 "-c", sql,
             ],
         )

@@ -10,8 +10,8 @@
 //!   pseudonym;
 //! - no original holds two pseudonyms, no pseudonym two originals (the ledger
 //!   and the reads together: writes after the restore included);
-//! - the RPO (acknowledged writes lost, and the seconds between the restore
-//!   point and the last write acknowledged before the destruction) and the
+//! - the RPO (acknowledged writes lost, and the seconds from the restore
+//!   point to the last of them) and the
 //!   RTO (destruction to the first write acknowledged again) within the
 //!   scenario's budgets.
 //!
@@ -76,7 +76,8 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
     let mut violations = Vec::new();
     let mut undecided = 0usize;
     let mut lost_writes = 0u64;
-    let mut last_ack_before_destruction: Option<f64> = None;
+    // The end of the latest second in which a lost write was acknowledged.
+    let mut last_lost_ack: Option<f64> = None;
     // Every (original, pseudonym) the ledger acknowledged or a read showed.
     let mut issued: BTreeSet<(&str, &str)> = BTreeSet::new();
     for (e, r) in ledger.iter().zip(restored) {
@@ -98,8 +99,6 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
             // Written to the restored cluster: judged by the uniqueness rule.
             continue;
         }
-        last_ack_before_destruction =
-            Some(last_ack_before_destruction.map_or(end, |l: f64| l.max(end)));
         let before = end <= drill.restore_point;
         match r {
             Restored::Kept(p) if p == acked => {}
@@ -118,13 +117,15 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
             )),
             // Lost with the WAL that was not archived (or in the restore
             // point's own second): the RPO, held to its budget.
-            Restored::Forgotten => lost_writes += 1,
+            Restored::Forgotten => {
+                lost_writes += 1;
+                last_lost_ack = Some(last_lost_ack.map_or(end, |l: f64| l.max(end)));
+            }
             Restored::Error(_) => undecided += 1,
         }
     }
     violations.extend(issued_twice(&issued));
-    let lost_seconds =
-        last_ack_before_destruction.map_or(0.0, |l| (l - drill.restore_point).max(0.0));
+    let lost_seconds = last_lost_ack.map_or(0.0, |l| (l - drill.restore_point).max(0.0));
     let rto = drill.served_again_at.map(|s| s - drill.destroyed_at);
     let measured = Measured {
         lost_writes,

@@ -245,6 +245,10 @@ impl Local {
         );
         let target = match to {
             crate::backup::RestoreTo::Latest => String::new(),
+            crate::backup::RestoreTo::BackupOnly => {
+                "      recovery_target: immediate\n      recovery_target_action: promote\n"
+                    .to_owned()
+            }
             crate::backup::RestoreTo::Time(t) => {
                 let iso = crate::backup::plan::format_utc(t);
                 format!(
