@@ -355,3 +355,78 @@ async fn an_archiving_failure_shows_in_the_archivers_counters_and_nothing_is_ski
         catalog.wals
     );
 }
+
+#[tokio::test]
+#[ignore = "needs Garage (scripts/install-garage.sh) and barman-cli-cloud (scripts/install-deps.sh); run by ./scripts/test.sh"]
+async fn pruning_to_one_base_backup_keeps_the_newest_restorable_and_refuses_older_targets() {
+    let garage = Garage::start().await;
+    let ours = bucket(&garage, "vfps-prune");
+    let credentials = dir_for_postgres("prune-credentials");
+    let env = ours
+        .write_credentials(&credentials, owner().as_deref())
+        .unwrap();
+    let conf: String = ours
+        .archive_settings(
+            &env,
+            Archiving {
+                timeout: Duration::from_secs(1),
+            },
+        )
+        .into_iter()
+        .map(|(k, v)| format!("{k} = '{}'\n", v.replace('\'', "''")))
+        .collect();
+    let pg = PgCluster::start_with(&conf).unwrap();
+    pg.psql(
+        "postgres",
+        "CREATE TABLE mappings (o text PRIMARY KEY, p text NOT NULL UNIQUE)",
+    )
+    .unwrap();
+    insert(&pg, 0, 1000);
+    let socket = pg.socket_dir().display().to_string();
+    let first = ours
+        .base_backup(&socket, pg.port(), "postgres")
+        .await
+        .unwrap();
+    archive_everything(&pg).await;
+    // Base backup ids are seconds: the second one must not share the first's.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let between = now();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    insert(&pg, 1000, 2000);
+    let second = ours
+        .base_backup(&socket, pg.port(), "postgres")
+        .await
+        .unwrap();
+    insert(&pg, 2000, 2500);
+    archive_everything(&pg).await;
+    let latest = pg.psql("postgres", FINGERPRINT).unwrap();
+    assert!(ours.plan(RestoreTo::Time(between)).await.is_ok());
+
+    ours.prune("1".parse().unwrap()).await.unwrap();
+    let kept: Vec<String> = ours
+        .backups()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.backup_id)
+        .collect();
+    assert_eq!(kept, vec![second.clone()], "the first was {first}");
+    let e = ours.plan(RestoreTo::Time(between)).await.unwrap_err();
+    assert!(
+        matches!(
+            e.downcast_ref::<Refusal>(),
+            Some(Refusal::TargetBeforeFirstBackup { .. })
+        ),
+        "{e:#}"
+    );
+    let to_latest = instance("pruned", &pg);
+    let restored = restore(&ours, RestoreTo::Latest, &to_latest, &credentials)
+        .await
+        .unwrap();
+    assert_eq!(restored.plan.backup_id, second);
+    assert_eq!(
+        to_latest.psql(FINGERPRINT).await.unwrap().trim(),
+        latest.trim()
+    );
+    stop(&to_latest).await;
+}

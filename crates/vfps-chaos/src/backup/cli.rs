@@ -66,6 +66,15 @@ pub enum BackupCommand {
         #[arg(long, default_value = "postgres")]
         user: String,
     },
+    /// Delete the base backups (and the WAL only they need) the retention no
+    /// longer keeps: a recovery window (30d, 4w, 3m) or a number of base
+    /// backups (3). Run it on a schedule, as CloudNativePG's retentionPolicy does.
+    Prune {
+        #[command(flatten)]
+        bucket: BucketArgs,
+        #[arg(long)]
+        retention: super::Retention,
+    },
     /// Restore a fresh instance from the bucket alone into an empty
     /// --data-dir, recover it to --to, promote it; then, with --vfps-bin,
     /// open the restore hold (`vfps restore hold`).
@@ -116,6 +125,14 @@ impl BackupCommand {
                 println!(
                     "restore would use base backup {} and replay WAL up to segment {}",
                     plan.backup_id, plan.last_wal
+                );
+            }
+            Self::Prune { bucket, retention } => {
+                let bucket = bucket.bucket()?;
+                bucket.prune(retention).await?;
+                println!(
+                    "pruned to {retention:?}: {} base backups kept",
+                    bucket.backups().await?.len()
                 );
             }
             Self::BaseBackup {

@@ -182,6 +182,17 @@ impl Bucket {
             .context("barman-cloud-backup succeeded, but no new completed backup is listed")
     }
 
+    /// Deletes the base backups (and the WAL only they need) that
+    /// `retention` no longer keeps (`barman-cloud-backup-delete`).
+    pub async fn prune(&self, retention: Retention) -> anyhow::Result<()> {
+        self.tool(
+            "barman-cloud-backup-delete",
+            &["-r", &retention.policy(), &self.url(), &self.cluster],
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// The cluster's base backups.
     pub async fn backups(&self) -> anyhow::Result<Vec<plan::Backup>> {
         #[derive(Deserialize)]
@@ -267,6 +278,62 @@ impl Bucket {
     }
 }
 
+/// How long backups are kept: a recovery window (CloudNativePG's form, `30d`,
+/// `4w`, `3m`: every instant of it stays restorable) or a number of base
+/// backups (`3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    Window { count: u32, unit: WindowUnit },
+    Backups(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowUnit {
+    Days,
+    Weeks,
+    Months,
+}
+
+impl Retention {
+    /// Barman's retention policy text.
+    fn policy(self) -> String {
+        match self {
+            Self::Backups(n) => format!("REDUNDANCY {n}"),
+            Self::Window { count, unit } => format!(
+                "RECOVERY WINDOW OF {count} {}",
+                match unit {
+                    WindowUnit::Days => "DAYS",
+                    WindowUnit::Weeks => "WEEKS",
+                    WindowUnit::Months => "MONTHS",
+                }
+            ),
+        }
+    }
+}
+
+impl std::str::FromStr for Retention {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("retention {s:?} is neither a window such as 30d, 4w, 3m nor a number of base backups such as 3")
+        };
+        let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+        let count: u32 = digits.parse().map_err(|_| bad())?;
+        if count == 0 {
+            return Err(bad());
+        }
+        let unit = match unit {
+            "" => return Ok(Self::Backups(count)),
+            "d" => WindowUnit::Days,
+            "w" => WindowUnit::Weeks,
+            "m" => WindowUnit::Months,
+            _ => return Err(bad()),
+        };
+        Ok(Self::Window { count, unit })
+    }
+}
+
 /// The archiver's counters (`pg_stat_archiver`): a failing `archive_command`
 /// is a growing `failed_count`, not a silent gap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -344,6 +411,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("\"x\""));
+    }
+
+    #[test]
+    fn retention_takes_cloudnativepgs_windows_or_a_count_and_names_a_bad_one() {
+        assert_eq!(
+            "30d".parse::<Retention>().unwrap().policy(),
+            "RECOVERY WINDOW OF 30 DAYS"
+        );
+        assert_eq!(
+            "4w".parse::<Retention>().unwrap().policy(),
+            "RECOVERY WINDOW OF 4 WEEKS"
+        );
+        assert_eq!("3".parse::<Retention>().unwrap().policy(), "REDUNDANCY 3");
+        for bad in ["", "0d", "7days", "d", "-1"] {
+            let e = bad.parse::<Retention>().unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
     }
 
     #[test]
