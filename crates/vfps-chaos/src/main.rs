@@ -6,7 +6,9 @@
 //! failed (or could not be decided), 2 the harness itself failed (bad
 //! configuration, nothing reachable, a step that could not run). For
 //! `capacity`: 0 a knee was found (or every planned step held), 1 even the
-//! first step broke (no knee), 2 as above.
+//! first step broke (no knee), 2 as above. For `backup`: 0 done, 1 refused
+//! (the bucket cannot give what was asked: empty, another cluster's, a WAL
+//! gap), 2 the tool failed.
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
@@ -231,7 +233,16 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         )
         .await?
         .passed),
-        Command::Backup { command } => command.run().await.map(|()| true),
+        // A restore the bucket cannot give is a refusal (exit 1), not a
+        // failure of the tool (exit 2).
+        Command::Backup { command } => match command.run().await {
+            Ok(()) => Ok(true),
+            Err(e) if e.downcast_ref::<vfps_chaos::backup::Refusal>().is_some() => {
+                eprintln!("vfps-chaos backup: refused: {e:#}");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        },
         Command::Local {
             step: LocalStep::Step(step),
         } => {

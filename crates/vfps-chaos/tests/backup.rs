@@ -148,6 +148,24 @@ async fn a_populated_database_is_restored_from_the_bucket_alone_to_the_latest_po
         "{e:#}"
     );
 
+    // The operator's command says the same, and exits 1 (refused), not 2.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vfps-chaos"))
+        .args(["backup", "plan", "--to", "latest"])
+        .env("VFPS_BACKUP_ENDPOINT", garage.s3_url())
+        .env("VFPS_BACKUP_BUCKET", garage.bucket())
+        .env("VFPS_BACKUP_CLUSTER", "vfps-test")
+        .env("VFPS_BACKUP_REGION", garage.region())
+        .env("AWS_ACCESS_KEY_ID", garage.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", garage.secret_key())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("refused") && said.contains("is empty"),
+        "{said}"
+    );
+
     let credentials = dir_for_postgres("credentials");
     let env = ours
         .write_credentials(&credentials, owner().as_deref())
