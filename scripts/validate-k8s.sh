@@ -417,6 +417,42 @@ refused "s3.serviceUrl" "${s3on[@]}" --set s3.serviceUrl=garage:3900
 refused "s3.bucket" "${s3on[@]}" --set s3.bucket=
 refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret=
 refused "s3.existingSecret" "${s3on[@]}" --set s3.existingSecret= --set s3.accessKey=only-the-access-key
+# A temporary key pair: S3__SessionToken from the same Secret.
+render "${s3on[@]}" --set s3.existingSecretSessionTokenKey=token >"$out/s3-session.yaml"
+holds "$out/s3-session.yaml" 'env(pod("Deployment")["containers"][0])["S3__SessionToken"] == {"secretKeyRef": {"name": "vfps-objects", "key": "token"}}' \
+  || { echo "s3.existingSecretSessionTokenKey does not reach S3__SessionToken by secretKeyRef" >&2; exit 1; }
+# IAM roles for service accounts (IRSA): with s3.webIdentity.roleArn the chart
+# projects the token and sets AWS_*; without, EKS's webhook does, for the
+# annotated service account. No key pair, no Secret either way; a restricted
+# egress reaches STS.
+render "${s3on[@]}" --set s3.existingSecret= --set s3.webIdentity.enabled=true \
+  --set s3.webIdentity.roleArn=arn:aws:iam::123456789012:role/vfps-jobs \
+  --set s3.webIdentity.stsEndpoint=https://sts.eu-central-1.amazonaws.com:8443 >"$out/s3-irsa.yaml"
+holds "$out/s3-irsa.yaml" '(lambda c, p: all([
+  env(c)["AWS_ROLE_ARN"] == "arn:aws:iam::123456789012:role/vfps-jobs",
+  env(c)["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/var/run/secrets/vfps/aws/token",
+  env(c)["AWS_ROLE_SESSION_NAME"] == "vfps", env(c)["AWS_ENDPOINT_URL_STS"] == "https://sts.eu-central-1.amazonaws.com:8443",
+  not any(n in env(c) for n in ("S3__AccessKey", "S3__SecretKey", "S3__SessionToken")),
+  {"name": "aws-web-identity", "mountPath": "/var/run/secrets/vfps/aws", "readOnly": True} in c["volumeMounts"],
+  [v["projected"]["sources"] for v in p["volumes"] if v["name"] == "aws-web-identity"]
+    == [[{"serviceAccountToken": {"audience": "sts.amazonaws.com", "expirationSeconds": 86400, "path": "token"}}]],
+  p["automountServiceAccountToken"] is False,
+  not any(d["metadata"]["name"] == "vfps-s3-secret" for d in by("Secret")),
+  any(r["ports"] == [{"port": 8443, "protocol": "TCP"}] for r in by("NetworkPolicy")[0]["spec"]["egress"]),
+]))(pod("Deployment")["containers"][0], pod("Deployment"))' \
+  || { echo "s3.webIdentity.roleArn does not project the token and set AWS_ROLE_ARN/AWS_WEB_IDENTITY_TOKEN_FILE (or still wires a key pair)" >&2; exit 1; }
+render "${s3on[@]}" --set s3.existingSecret= --set s3.webIdentity.enabled=true \
+  --set-string 'serviceAccount.annotations.eks\.amazonaws\.com/role-arn=arn:aws:iam::123456789012:role/vfps-jobs' >"$out/s3-irsa-webhook.yaml"
+holds "$out/s3-irsa-webhook.yaml" '(lambda c: all([
+  by("ServiceAccount")[0]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/vfps-jobs"},
+  env(c)["AWS_ROLE_SESSION_NAME"] == "vfps", "AWS_ROLE_ARN" not in env(c), "S3__AccessKey" not in env(c),
+  not any(v["name"] == "aws-web-identity" for v in pod("Deployment")["volumes"]),
+]))(pod("Deployment")["containers"][0])' \
+  || { echo "s3.webIdentity without roleArn does not leave the role to the annotated service account (EKS's webhook)" >&2; exit 1; }
+refused "s3.webIdentity.roleArn" "${s3on[@]}" --set s3.existingSecret= --set s3.webIdentity.enabled=true
+refused "s3.webIdentity.enabled takes the role" "${s3on[@]}" --set s3.webIdentity.enabled=true \
+  --set s3.webIdentity.roleArn=arn:aws:iam::123456789012:role/vfps-jobs
+refused "roleArn" "${s3on[@]}" --set s3.existingSecret= --set s3.webIdentity.enabled=true --set s3.webIdentity.roleArn=vfps-jobs
 
 # The admin UI (/ui, /swagger) with OIDC sign-in: the client secret and the
 # session key reach the pod only by secretKeyRef; every replica reads the one
@@ -482,7 +518,7 @@ echo "== Kubernetes schemas ($floor, $node of the kind node, and the newest)"
 k8s_validate "$out/default.yaml" "$out/ha.yaml" "$out/options.yaml" "$out/tls.yaml" "$out/secure.yaml" "$out/upstream.yaml" \
   "$out/placement.yaml" "$out/existing-secret.yaml" "$out/upstream-keys.yaml" "$out/sqlite.yaml" "$out/sqlite-ephemeral.yaml" \
   "$out/chart-made-secret.yaml" "$out/mtls.yaml" "$out/pdb.yaml" "$out/recreate.yaml" "$out/netpol.yaml" \
-  "$out/s3.yaml" "$out/s3-chart-secret.yaml" "$out/ui.yaml" "$out/ui-existing.yaml" "$out/ui-no-paths.yaml"
+  "$out/s3.yaml" "$out/s3-chart-secret.yaml" "$out/s3-session.yaml" "$out/s3-irsa.yaml" "$out/s3-irsa-webhook.yaml" "$out/ui.yaml" "$out/ui-existing.yaml" "$out/ui-no-paths.yaml"
 chaos=${VFPS_CHAOS:-}
 if [ -z "$chaos" ]; then
   cargo build --locked -q -p vfps-chaos

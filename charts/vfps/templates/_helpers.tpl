@@ -193,9 +193,26 @@ Secret only; the chart's own always holds accessKey and secretKey. */}}
 {{- if not $s3.bucket }}
 {{- fail "s3.enabled needs s3.bucket (a bucket dedicated to vfps: its lifecycle and CORS rules are replaced at start-up)" }}
 {{- end }}
-{{- if not (or $s3.existingSecret (and $s3.accessKey $s3.secretKey)) }}
-{{- fail "s3.enabled needs the credentials: s3.existingSecret (with existingSecretAccessKeyKey and existingSecretSecretKeyKey), or s3.accessKey and s3.secretKey for a chart-made Secret" }}
+{{- if $s3.webIdentity.enabled }}
+{{- if or $s3.existingSecret $s3.accessKey $s3.secretKey }}
+{{- fail "s3.webIdentity.enabled takes the role's credentials: drop s3.existingSecret, s3.accessKey and s3.secretKey (vfps would use the key pair, not the role)" }}
 {{- end }}
+{{- if not (or $s3.webIdentity.roleArn (index (default dict .Values.serviceAccount.annotations) "eks.amazonaws.com/role-arn")) }}
+{{- fail "s3.webIdentity.enabled needs the role: s3.webIdentity.roleArn, or serviceAccount.annotations.\"eks.amazonaws.com/role-arn\" for EKS's pod identity webhook" }}
+{{- end }}
+{{- else if not (or $s3.existingSecret (and $s3.accessKey $s3.secretKey)) }}
+{{- fail "s3.enabled needs the credentials: s3.existingSecret (with existingSecretAccessKeyKey and existingSecretSecretKeyKey), or s3.accessKey and s3.secretKey for a chart-made Secret, or s3.webIdentity.enabled for an IAM role" }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the projected web identity token of s3.webIdentity.roleArn is. */}}
+{{- define "vfps.webIdentityDir" -}}
+/var/run/secrets/vfps/aws
+{{- end -}}
+
+{{/* Whether the chart mounts the web identity token itself. */}}
+{{- define "vfps.projectsWebIdentity" -}}
+{{- if and .Values.s3.enabled .Values.s3.webIdentity.enabled .Values.s3.webIdentity.roleArn -}}true{{- end -}}
 {{- end -}}
 
 {{/* CSV jobs' settings (`S3__*`, `CsvProcessing__*`) of the vfps container;
@@ -231,6 +248,22 @@ the credentials only ever from a Secret. */}}
 - name: {{ printf "S3__AllowedOrigins__%d" $i }}
   value: {{ $origin | quote }}
 {{- end }}
+{{- if $s3.webIdentity.enabled }}
+{{- with $s3.webIdentity }}
+{{- if .roleArn }}
+- name: AWS_ROLE_ARN
+  value: {{ .roleArn | quote }}
+- name: AWS_WEB_IDENTITY_TOKEN_FILE
+  value: {{ printf "%s/token" (include "vfps.webIdentityDir" $) | quote }}
+{{- end }}
+- name: AWS_ROLE_SESSION_NAME
+  value: {{ .sessionName | quote }}
+{{- with .stsEndpoint }}
+- name: AWS_ENDPOINT_URL_STS
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- else }}
 - name: S3__AccessKey
   valueFrom:
     secretKeyRef:
@@ -241,6 +274,14 @@ the credentials only ever from a Secret. */}}
     secretKeyRef:
       name: {{ include "vfps.s3SecretName" . | quote }}
       key: {{ index $keys 1 | quote }}
+{{- with $s3.existingSecretSessionTokenKey }}
+- name: S3__SessionToken
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vfps.s3SecretName" $ | quote }}
+      key: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end -}}
 

@@ -135,6 +135,7 @@ async fn write(
             original,
             pseudonym: Some(pseudonym),
             code: None,
+            acked_unix_ms: None,
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -21,16 +21,20 @@ pub enum Permission {
     Write,
     /// Resolve a pseudonym to its original: re-identification.
     ReverseLookup,
+    /// Erase an original's entry (delete it, or anonymize it): a right of its
+    /// own, since it destroys what research data is joined on.
+    Erase,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 3] = [Self::Read, Self::Write, Self::ReverseLookup];
+    pub const ALL: [Permission; 4] = [Self::Read, Self::Write, Self::ReverseLookup, Self::Erase];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Read => "read",
             Self::Write => "write",
             Self::ReverseLookup => "reverse-lookup",
+            Self::Erase => "erase",
         }
     }
 

@@ -34,6 +34,23 @@ pub fn storable<'a>(what: &str, raw: &'a str) -> Result<&'a str, Error> {
     Ok(raw)
 }
 
+/// What an anonymized entry's original becomes (`$anonymize-original`): a
+/// run longer than any original may be, so that no original ever equals it,
+/// ending in a value unique in its namespace (`unique`), so that the entry's
+/// pseudonym stays reserved in the table's place for it and resolves to no
+/// one. Every lookup leaves such entries out ([`is_anonymized`]).
+pub fn anonymized_original(unique: &str) -> String {
+    let mut s = "~".repeat(MAX_ORIGINAL_VALUE_BYTES + 1);
+    s.push_str(unique);
+    s
+}
+
+/// Whether a stored original is an anonymized entry's (see
+/// [`anonymized_original`]): longer than any original may be.
+pub fn is_anonymized(stored_original: &str) -> bool {
+    stored_original.len() > MAX_ORIGINAL_VALUE_BYTES
+}
+
 /// The name of a namespace: non-blank, at most [`MAX_NAMESPACE_NAME_BYTES`], no
 /// control characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -138,9 +155,18 @@ pub struct NamespaceSettings {
     pub length: u32,
     pub prefix: Option<String>,
     pub suffix: Option<String>,
+    /// Whether an original's entry may be deleted (`$delete-pseudonym`), after
+    /// which a Create of it makes a new pseudonym. Off unless asked for at
+    /// creation: a deletion splits a subject's data in two.
+    pub deletable: bool,
 }
 
 impl NamespaceSettings {
+    /// These settings, with entries deletable or not.
+    pub fn with_deletion(self, deletable: bool) -> Self {
+        Self { deletable, ..self }
+    }
+
     /// Checks the wire contract's rules: a zero length or a wrong length for a
     /// fixed-length method is `OUT_OF_RANGE`.
     pub fn parse(
@@ -181,6 +207,7 @@ impl NamespaceSettings {
             length,
             prefix,
             suffix,
+            deletable: false,
         })
     }
 }

@@ -5,7 +5,16 @@
 //! Parts are cut at the end of the first record that makes the pending output
 //! reach the part size, so where parts begin and end depends on the output's
 //! bytes alone: a resumed runner cuts the same parts, and a fenced runner that
-//! uploads part `n` late uploads the same bytes (and gets the same tag).
+//! uploads part `n` late uploads the same bytes. It may get another tag for
+//! them (S3 with SSE-KMS tags each upload anew), so a completion refused for
+//! a changed tag is made again with the tags the store lists — after checking
+//! every part is there with the size the checkpoint recorded (see
+//! [`complete`]).
+//!
+//! S3 takes at most 10,000 parts: an output that would need part 10,001 fails
+//! its job before that part is sent, naming the part size to raise (start-up
+//! checks that the largest input fits; an output may outgrow its input when
+//! pseudonyms are longer than the values they replace).
 //! Segments are named by the runner's epoch and a sequence number, so a late
 //! segment never replaces one that a checkpoint refers to. Memory is bounded by
 //! about one part plus one batch.
@@ -18,7 +27,7 @@ use futures::StreamExt;
 use crate::{
     checkpoint::{Checkpoint, PartRecord, SegmentRecord},
     retry::Persist,
-    storage::{output_key, segment_key, ObjectStore, StorageError},
+    storage::{output_key, segment_key, ListedPart, ObjectStore, StorageError, MAX_PARTS},
 };
 
 /// Segments kept for one part before they are merged into one: bounds the
@@ -137,6 +146,14 @@ impl Output {
         if self.cuts.is_empty() {
             return Ok(());
         }
+        let needed = self.parts.len() + self.cuts.len();
+        if needed > MAX_PARTS as usize {
+            return Err(StorageError::Refused(format!(
+                "the output needs more than S3's {MAX_PARTS} parts of {} bytes: raise CsvProcessing__OutputPartSize (it grew past {} bytes)",
+                self.part_bytes,
+                self.bytes()
+            )));
+        }
         let mut start = 0;
         for &end in &self.cuts {
             let number = self.parts.len() as u32 + 1;
@@ -237,17 +254,37 @@ pub async fn complete(
         .upload_id
         .as_deref()
         .ok_or_else(|| StorageError::Refused("the output has no upload".into()))?;
-    let parts: Vec<(u32, String)> = checkpoint
+    let mut parts: Vec<(u32, String)> = checkpoint
         .parts
         .iter()
         .map(|p| (p.number, p.etag.clone()))
         .collect();
-    match persist
-        .run("complete the output", || {
-            store.complete_multipart(&key, upload_id, &parts)
-        })
-        .await
-    {
+    let mut attempt = 0;
+    let completed = loop {
+        let result = persist
+            .run("complete the output", || {
+                store.complete_multipart(&key, upload_id, &parts)
+            })
+            .await;
+        match result {
+            // A part's tag changed since it was recorded: a fenced runner
+            // uploaded the same bytes again, under a new tag (SSE-KMS). The
+            // listing gives the tags now held; a part missing or of another
+            // size is not what the checkpoint recorded, and is refused.
+            Err(StorageError::InvalidPart(why)) if attempt < MAX_RELISTS => {
+                attempt += 1;
+                tracing::info!(job = %job_id, reason = %why, "the output's completion named a part re-uploaded since; completing with the listed parts");
+                let listed = persist
+                    .run("list the output's parts", || {
+                        store.list_parts(&key, upload_id)
+                    })
+                    .await?;
+                parts = current_tags(checkpoint, &listed)?;
+            }
+            other => break other,
+        }
+    };
+    match completed {
         Ok(()) => Ok(()),
         Err(StorageError::NoSuchUpload) => {
             let size = persist.run("check the output", || store.size(&key)).await?;
@@ -262,6 +299,33 @@ pub async fn complete(
         }
         Err(e) => Err(e),
     }
+}
+
+/// A completion refused for a changed tag is listed and made again this many
+/// times (a fenced runner may still be uploading), then left failed.
+const MAX_RELISTS: u32 = 3;
+
+/// The tags the store holds now for the checkpoint's parts, each checked to be
+/// there with the size recorded.
+fn current_tags(
+    checkpoint: &Checkpoint,
+    listed: &[ListedPart],
+) -> Result<Vec<(u32, String)>, StorageError> {
+    checkpoint
+        .parts
+        .iter()
+        .map(|p| match listed.iter().find(|l| l.number == p.number) {
+            Some(l) if l.bytes == p.bytes => Ok((p.number, l.etag.clone())),
+            Some(l) => Err(StorageError::Refused(format!(
+                "the output's part {} holds {} bytes, its checkpoint says {}: not the part this job wrote",
+                p.number, l.bytes, p.bytes
+            ))),
+            None => Err(StorageError::Refused(format!(
+                "the output's part {} is not in its upload",
+                p.number
+            ))),
+        })
+        .collect()
 }
 
 async fn read_all(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, StorageError> {

@@ -100,15 +100,22 @@ impl Jobs {
         let id = uuid::Uuid::new_v4().to_string();
         let spec_json = serde_json::to_string(&spec)
             .map_err(|e| Error::internal(format!("cannot store a job's spec: {e}")))?;
+        // Presigned first: a store that cannot sign now (temporary
+        // credentials not renewed) leaves no job behind that nobody can upload to.
+        let address = self.address(&id, Transfer::Upload, None).await?;
         let job = JobRecord::new(id, owner.to_owned(), spec_json, now_micros());
         self.ctx.store.insert_job(&job).await?;
         tracing::info!(job = %job.id, direction = spec.direction.name(), columns = spec.mappings.len(), "CSV job created");
-        let address = self.address(&job.id, Transfer::Upload, None);
         Ok((job, address))
     }
 
     /// Where `transfer` of job `id`'s file goes.
-    pub fn address(&self, id: &str, transfer: Transfer, download_name: Option<&str>) -> Address {
+    pub async fn address(
+        &self,
+        id: &str,
+        transfer: Transfer,
+        download_name: Option<&str>,
+    ) -> Result<Address, Error> {
         let key = match transfer {
             Transfer::Upload => input_key(id),
             Transfer::Download => output_key(id),
@@ -118,11 +125,13 @@ impl Jobs {
             Transfer::Upload => "PUT",
             Transfer::Download => "GET",
         };
-        match self
+        let presigned = self
             .ctx
             .objects
             .presign(transfer, &key, expiry, download_name)
-        {
+            .await
+            .map_err(storage_error)?;
+        Ok(match presigned {
             Some(url) => Address {
                 url,
                 method,
@@ -141,15 +150,12 @@ impl Jobs {
                 through_vfps: true,
                 expires_in: None,
             },
-        }
+        })
     }
 
     /// Whether clients transfer files through vfps (a folder store).
     pub fn through_vfps(&self) -> bool {
-        self.ctx
-            .objects
-            .presign(Transfer::Upload, "x", Duration::from_secs(1), None)
-            .is_none()
+        !self.ctx.objects.presigns()
     }
 
     /// Stores a job's input streamed through vfps; only while it awaits it.

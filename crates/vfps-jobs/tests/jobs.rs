@@ -1,5 +1,6 @@
-//! CSV jobs end to end on both stores with the folder store, and on
-//! PostgreSQL with an S3 bucket (a Garage node; ignored unless run): the
+//! CSV jobs end to end on both stores with the folder store, on PostgreSQL
+//! with an S3 bucket (a Garage node; ignored unless run), and on PostgreSQL
+//! with the double that answers as AWS S3 does under SSE-KMS: the
 //! output's bytes, resumption after a runner dies anywhere, racing runners, cancel,
 //! a namespace deleted mid-job, and every error answered at start.
 
@@ -26,7 +27,7 @@ use vfps_jobs::{
     storage::{
         folder::Folder,
         input_key, output_key,
-        s3::{S3Config, S3},
+        s3::{CredentialSource, Credentials, S3Config, S3},
         ObjectStore,
     },
 };
@@ -36,7 +37,10 @@ use vfps_store::{
     sqlite::SqliteStore,
     Candidate, Store,
 };
-use vfps_testkit::garage::Garage;
+use vfps_testkit::{
+    aws_s3::{AwsS3, Behaviour},
+    garage::Garage,
+};
 
 async fn postgres() -> Arc<dyn Store> {
     let db = vfps_testkit::shared().create_database().unwrap();
@@ -90,10 +94,34 @@ fn bucket(garage: &Garage) -> Arc<dyn ObjectStore> {
     Arc::new(
         S3::new(S3Config {
             service_url: garage.s3_url(),
-            access_key: garage.access_key().to_owned(),
-            secret_key: garage.secret_key().to_owned(),
+            credentials: CredentialSource::Static(Credentials {
+                access_key: garage.access_key().to_owned(),
+                secret_key: garage.secret_key().to_owned(),
+                session_token: None,
+            }),
             bucket: garage.bucket().to_owned(),
             region: garage.region().to_owned(),
+            force_path_style: true,
+            presigned_url_expiry: Duration::from_secs(900),
+            object_retention_days: 30,
+            allowed_origins: Vec::new(),
+        })
+        .unwrap(),
+    )
+}
+
+/// Job files in the AWS double's bucket.
+fn aws_bucket(double: &AwsS3) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        S3::new(S3Config {
+            service_url: double.url(),
+            credentials: CredentialSource::Static(Credentials {
+                access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
+                secret_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_owned(),
+                session_token: None,
+            }),
+            bucket: double.bucket().to_owned(),
+            region: "eu-central-1".to_owned(),
             force_path_style: true,
             presigned_url_expiry: Duration::from_secs(900),
             object_retention_days: 30,
@@ -839,6 +867,17 @@ macro_rules! on_every_store {
             async fn $name() {
                 let garage = Garage::start().await;
                 super::$name(postgres().await, bucket(&garage)).await
+            })*
+        }
+        /// PostgreSQL and a bucket that answers as AWS S3 does where Garage
+        /// forgives (a length on every body), under SSE-KMS (a part uploaded
+        /// again gets a new tag).
+        mod on_aws {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let double = AwsS3::start(Behaviour { kms: true, ..Behaviour::new() }).await;
+                super::$name(postgres().await, aws_bucket(&double)).await
             })*
         }
     };

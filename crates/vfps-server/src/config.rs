@@ -929,6 +929,7 @@ mod tests {
                 "PSEUDONYM_GENERATION_METHOD_UUID4",
             ),
             ("Init__v1__Namespaces__0__PseudonymPrefix", "d-"),
+            ("Init__v1__Namespaces__0__PseudonymDeletionAllowed", "True"),
             ("Init__v1__Namespaces__1__Name", "other"),
         ])
         .unwrap();
@@ -951,6 +952,8 @@ mod tests {
         assert_eq!(s.init_namespaces[0].settings.length, 36);
         assert_eq!(s.init_namespaces[0].settings.prefix.as_deref(), Some("d-"));
         assert_eq!(s.init_namespaces[1].settings.length, 32);
+        assert!(s.init_namespaces[0].settings.deletable);
+        assert!(!s.init_namespaces[1].settings.deletable);
     }
 
     #[test]
@@ -1046,6 +1049,8 @@ mod tests {
             ("Init__v1__Namespaces__1__Name", "ok"),
             ("Init__v1__Namespaces__1__PseudonymGenerationMethod", "NOPE"),
             ("Init__v1__Namespaces__1__PseudonymLength", "abc"),
+            ("Init__v1__Namespaces__2__Name", "d"),
+            ("Init__v1__Namespaces__2__PseudonymDeletionAllowed", "maybe"),
         ])
         .unwrap_err();
         let all = e.0.join("\n");
@@ -1054,6 +1059,7 @@ mod tests {
             "128",
             "Init__v1__Namespaces__1__PseudonymGenerationMethod=\"NOPE\"",
             "Init__v1__Namespaces__1__PseudonymLength=\"abc\"",
+            "Init__v1__Namespaces__2__PseudonymDeletionAllowed=\"maybe\" is not true or false",
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }
@@ -1434,6 +1440,7 @@ mod tests {
                     read_roles: vec!["reader".into()],
                     write_roles: vec!["writer".into(), "loader".into()],
                     reverse_lookup_roles: vec!["trustee".into()],
+                    erase_roles: Vec::new(),
                 },
                 NamespaceRule {
                     namespace: "*".into(),

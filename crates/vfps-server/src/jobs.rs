@@ -257,9 +257,9 @@ impl JobApi {
         let job = self.owned(&p, id).await?;
         self.may_download(&p, &job)?;
         let result = if job.state == vfps_store::jobs::JobState::Completed {
-            Ok(self
-                .jobs()?
-                .address(id, Transfer::Download, Some(&download_name(&job))))
+            self.jobs()?
+                .address(id, Transfer::Download, Some(&download_name(&job)))
+                .await
         } else {
             Err(Error::new(
                 ErrorKind::FailedPrecondition,

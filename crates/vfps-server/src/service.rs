@@ -15,6 +15,10 @@ use vfps_core::{
 };
 use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted};
 
+mod erasure;
+mod together;
+pub use erasure::Erasure;
+
 use crate::{
     cache::TtlCache,
     config::{Batching, Caching},
@@ -38,6 +42,8 @@ pub struct NewNamespace {
     pub prefix: Option<String>,
     pub suffix: Option<String>,
     pub description: String,
+    /// Whether an original's entry may be deleted later.
+    pub deletable: bool,
 }
 
 /// The service. Cheap to clone.
@@ -338,7 +344,8 @@ impl Service {
                 req.method
             ))
         })?;
-        let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?;
+        let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?
+            .with_deletion(req.deletable);
         storable("description", &req.description)?;
         if req.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(Error::invalid_argument(format!(

@@ -10,6 +10,7 @@
 //! - [`health`]: whether this process reaches its database, from its own attempts.
 //! - [`coherence`]: when cached namespaces and pseudonyms may be served.
 //! - [`jobs`]: CSV jobs as rows, claimed under a fenced lease.
+//! - [`erasure`]: one original's entry deleted or anonymized, and found.
 //! - [`sessions`]: ended admin UI sessions (sign-out on every replica).
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
@@ -31,6 +32,7 @@ use vfps_core::{
 
 pub mod coalesce;
 pub mod coherence;
+pub mod erasure;
 pub mod health;
 pub mod jobs;
 pub mod migrate;
@@ -115,7 +117,7 @@ pub trait Upsert: Send + Sync + 'static {
 
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
-pub trait Store: Upsert + jobs::JobStore + sessions::SessionEnds {
+pub trait Store: Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase {
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;

@@ -46,7 +46,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "ui_session_ends",
         sql: include_str!("../migrations/postgres/0005_ui_session_ends.sql"),
     },
-    // 6 is left free: the erasure work numbers its migration 6.
+    Migration {
+        version: 6,
+        name: "pseudonym_deletion",
+        sql: include_str!("../migrations/postgres/0006_pseudonym_deletion.sql"),
+    },
     Migration {
         version: 7,
         name: "restore_holds",
@@ -79,6 +83,11 @@ pub const SQLITE: &[Migration] = &[
         version: 5,
         name: "ui_session_ends",
         sql: include_str!("../migrations/sqlite/0005_ui_session_ends.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "pseudonym_deletion",
+        sql: include_str!("../migrations/sqlite/0006_pseudonym_deletion.sql"),
     },
 ];
 

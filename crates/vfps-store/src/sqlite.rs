@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use vfps_core::{
     access::{TokenHash, TokenRecord},
-    from_micros, to_micros, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
-    NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
+    from_micros, is_anonymized, to_micros, Error, GenerationMethod, Namespace, NamespaceName,
+    NamespaceSettings, NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 use crate::{
@@ -33,6 +33,7 @@ use crate::{
     Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
 };
 
+mod erasure;
 mod jobs;
 mod sessions;
 
@@ -368,7 +369,8 @@ impl SqliteStore {
 
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid";
+     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
+     pseudonym_deletion_allowed";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -382,6 +384,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let created: i64 = r.get(6)?;
     let updated: i64 = r.get(7)?;
     let uid: i64 = r.get(8)?;
+    let deletable: bool = r.get(9)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -391,7 +394,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             name: NamespaceName::parse(&name)?,
             uid: NamespaceUid(uid),
             description,
-            settings: NamespaceSettings::parse(method, length, prefix, suffix)?,
+            settings: NamespaceSettings::parse(method, length, prefix, suffix)?
+                .with_deletion(deletable),
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -497,7 +501,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -509,7 +513,8 @@ impl Store for SqliteStore {
                         s.suffix,
                         to_micros(ns.created_at),
                         to_micros(ns.last_updated_at),
-                        ns.uid.0
+                        ns.uid.0,
+                        s.deletable
                     ],
                 )
                 .map_err(sql_err)?;
@@ -592,6 +597,8 @@ impl Store for SqliteStore {
             .optional()
             .map_err(sql_err)?
             .transpose()
+            // An anonymized entry resolves to no one.
+            .map(|p| p.filter(|p| !is_anonymized(&p.original_value)))
         })
         .await
     }

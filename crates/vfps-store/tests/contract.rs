@@ -498,6 +498,155 @@ async fn ended_sessions_keep_the_latest_end_and_are_announced(store: Arc<dyn Sto
     assert_eq!(found, vec![(a, t2), (b, t)]);
 }
 
+/// A deleted entry is gone (its original may be pseudonymized anew); an
+/// anonymized one resolves to no one and keeps its pseudonym from being
+/// issued again; both are announced to the store's coherence.
+async fn erasures_delete_or_unlink_one_entry(store: Arc<dyn Store>) {
+    use vfps_store::{erasure::Erasure, Lookup};
+    let ns = NamespaceName::parse("n").unwrap();
+    let o = |raw: &str| OriginalValue::parse(raw).unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store
+        .upsert_pseudonyms(&[
+            candidate("n", "deleted", "p-1"),
+            candidate("n", "anonymized", "p-2"),
+            candidate("n", "also-anonymized", "p-3"),
+            candidate("n", "kept", "p-4"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .find_pseudonym(&ns, &o("kept"))
+            .await
+            .unwrap()
+            .unwrap()
+            .pseudonym_value,
+        "p-4"
+    );
+
+    let read_before = std::time::Instant::now();
+    let erased = store
+        .erase(&ns, &o("deleted"), Erasure::Delete)
+        .await
+        .unwrap();
+    assert_eq!(erased.as_deref(), Some("p-1"));
+    assert!(
+        !store.coherence().fresh("n", read_before),
+        "caches of the namespace stay fresh"
+    );
+    assert_eq!(
+        store.find_pseudonym(&ns, &o("deleted")).await.unwrap(),
+        None
+    );
+    assert_eq!(store.get_pseudonym(&ns, &pv("p-1")).await.unwrap(), None);
+    assert_eq!(
+        store
+            .erase(&ns, &o("deleted"), Erasure::Delete)
+            .await
+            .unwrap(),
+        None
+    );
+    let anew = store
+        .upsert_pseudonyms(&[candidate("n", "deleted", "p-5")])
+        .await
+        .unwrap();
+    assert_eq!(stored(&anew[0]).pseudonym_value, "p-5");
+
+    for (original, pseudonym) in [("anonymized", "p-2"), ("also-anonymized", "p-3")] {
+        let erased = store
+            .erase(&ns, &o(original), Erasure::Anonymize)
+            .await
+            .unwrap();
+        assert_eq!(erased.as_deref(), Some(pseudonym));
+        assert_eq!(store.find_pseudonym(&ns, &o(original)).await.unwrap(), None);
+        assert_eq!(
+            store.get_pseudonym(&ns, &pv(pseudonym)).await.unwrap(),
+            None
+        );
+    }
+    let lookups: Vec<Lookup> = ["p-2", "p-3", "p-4"]
+        .iter()
+        .map(|p| Lookup {
+            namespace: ns.clone(),
+            pseudonym_value: pv(p),
+        })
+        .collect();
+    let found = store.get_pseudonyms(&lookups).await.unwrap();
+    assert_eq!(found[0], None);
+    assert_eq!(found[1], None);
+    assert_eq!(found[2].as_ref().unwrap().original_value, "kept");
+    // The anonymized pseudonym is reserved: no other original gets it; the
+    // original itself gets a new one.
+    let reuse = store
+        .upsert_pseudonyms(&[candidate("n", "someone-else", "p-2")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(reuse[0], Upserted::Conflict),
+        "p-2 was issued again"
+    );
+    let again = store
+        .upsert_pseudonyms(&[candidate("n", "anonymized", "p-6")])
+        .await
+        .unwrap();
+    assert_eq!(stored(&again[0]).pseudonym_value, "p-6");
+}
+
+/// A transaction's new pseudonyms: every one stored, or none.
+async fn insert_together_stores_all_or_nothing(store: Arc<dyn Store>) {
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store.create_namespace(&namespace("m", 8)).await.unwrap();
+    let ns = NamespaceName::parse("n").unwrap();
+    store
+        .upsert_pseudonyms(&[candidate("n", "taken", "p-taken")])
+        .await
+        .unwrap();
+    let none_of = |originals: &'static [&'static str]| {
+        let store = store.clone();
+        let ns = ns.clone();
+        async move {
+            for o in originals {
+                let found = store
+                    .find_pseudonym(&ns, &OriginalValue::parse(o).unwrap())
+                    .await
+                    .unwrap();
+                assert_eq!(found, None, "{o} was stored by a refused batch");
+            }
+        }
+    };
+    let refused = [
+        vec![candidate("n", "a", "p-a"), candidate("n", "taken", "p-x")],
+        vec![candidate("n", "a", "p-a"), candidate("n", "b", "p-taken")],
+        vec![candidate("n", "a", "p-a"), candidate("n", "a", "p-b")],
+        vec![
+            candidate("n", "a", "p-a"),
+            Candidate {
+                namespace_uid: NamespaceUid(12345),
+                ..candidate("m", "b", "p-b")
+            },
+        ],
+    ];
+    for batch in refused {
+        assert!(!store.insert_together(&batch).await.unwrap(), "{batch:?}");
+        none_of(&["a", "b"]).await;
+    }
+    let both = [candidate("n", "a", "p-a"), candidate("m", "b", "p-b")];
+    assert!(store.insert_together(&both).await.unwrap());
+    let a = store
+        .find_pseudonym(&ns, &OriginalValue::parse("a").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.pseudonym_value, "p-a");
+    let b = store
+        .get_pseudonym(&NamespaceName::parse("m").unwrap(), &pv("p-b"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.original_value, "b");
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -530,6 +679,8 @@ contract!(
     access_tokens_are_kept_by_hash_and_revoked_once,
     created_counts_cover_exactly_their_window,
     ended_sessions_keep_the_latest_end_and_are_announced,
+    erasures_delete_or_unlink_one_entry,
+    insert_together_stores_all_or_nothing,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

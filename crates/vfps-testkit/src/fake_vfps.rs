@@ -228,6 +228,13 @@ impl PseudonymService for Fake {
     ) -> Result<Response<pb::PseudonymServiceListResponse>, Status> {
         Err(Status::unimplemented("the fake does not list"))
     }
+
+    async fn erase(
+        &self,
+        _: Request<pb::PseudonymServiceEraseRequest>,
+    ) -> Result<Response<pb::PseudonymServiceEraseResponse>, Status> {
+        Err(Status::unimplemented("the fake does not erase"))
+    }
 }
 
 #[tonic::async_trait]

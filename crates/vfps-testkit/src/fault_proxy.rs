@@ -99,6 +99,13 @@ impl PseudonymService for Proxy {
     ) -> Result<Response<pb::PseudonymServiceListResponse>, Status> {
         self.pseudonyms.clone().list(request.into_inner()).await
     }
+
+    async fn erase(
+        &self,
+        request: Request<pb::PseudonymServiceEraseRequest>,
+    ) -> Result<Response<pb::PseudonymServiceEraseResponse>, Status> {
+        self.pseudonyms.clone().erase(request.into_inner()).await
+    }
 }
 
 #[tonic::async_trait]

@@ -16,8 +16,10 @@
 //! of its Creates `INTERNAL`. [`oidc`] is a real OIDC issuer (discovery, JWKS,
 //! signed tokens good and bad). [`otlp`] is an OpenTelemetry collector that
 //! keeps the spans exported to it. [`garage`] is a real S3-compatible object
-//! store (one Garage node) with a bucket and a key.
+//! store (one Garage node) with a bucket and a key; [`aws_s3`] a recording
+//! S3 (and STS) double that answers as AWS does where Garage forgives.
 
+pub mod aws_s3;
 pub mod fake_vfps;
 pub mod fault_proxy;
 pub mod garage;

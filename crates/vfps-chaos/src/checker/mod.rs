@@ -22,8 +22,11 @@
 //!   budgets, the user kept signed in, results the API agrees with.
 //! - [`inputs`]: invalid input gets its documented code; List pages keep
 //!   originals out and list only pseudonyms that resolve.
+//! - [`margins`]: every budgeted figure with its budget and what is left;
+//!   a thin margin is a warning.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
+//! - [`cost`]: the harness's own CPU as a caveat on the verdict.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -36,11 +39,13 @@ use crate::{
 
 pub mod availability;
 pub mod chaos;
+pub mod cost;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
+pub mod margins;
 pub mod restore;
 pub mod reverse_lookup;
 pub mod stability;
@@ -443,6 +448,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: Some(pseudonym.into()),
             code: None,
+            acked_unix_ms: None,
         }
     }
 
@@ -454,6 +460,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: None,
             code: Some("DeadlineExceeded".into()),
+            acked_unix_ms: None,
         }
     }
 

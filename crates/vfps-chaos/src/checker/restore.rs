@@ -211,6 +211,7 @@ mod tests {
             original: original.into(),
             pseudonym: Some(pseudonym.into()),
             code: None,
+            acked_unix_ms: None,
         }
     }
 

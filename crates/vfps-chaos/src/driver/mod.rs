@@ -5,6 +5,8 @@
 //! - this file: the [`Driver`] trait, [`all`] and the steps on their own, and
 //!   the plan from the environment.
 //! - [`artifacts`]: what `scenarios` leaves in the run directory for `collect`.
+//! - [`failovers`]: each database failover's seconds, read from the run
+//!   directory's logs and ledger.
 //! - [`finish`]: the final verdicts, composed once in memory and written once.
 //! - [`pglog`]: one-node commits found in PostgreSQL's logs.
 
@@ -21,6 +23,7 @@ use crate::{
 };
 
 pub mod artifacts;
+pub mod failovers;
 pub mod finish;
 pub mod pglog;
 
@@ -95,6 +98,9 @@ pub struct Collected {
     /// PostgreSQL logs in the run directory, with the instance each is of (a
     /// log of several instances names each on its lines).
     pub postgres_logs: Vec<(String, std::path::PathBuf)>,
+    /// The HA manager's logs (Patroni's, locally), with the member each is
+    /// of: where a failover's leader race is told.
+    pub ha_logs: Vec<(String, std::path::PathBuf)>,
 }
 
 /// `collect`, then the final verdicts and every report. Whether the run passed.

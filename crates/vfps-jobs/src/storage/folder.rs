@@ -20,7 +20,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::{ByteStream, ObjectStore, StorageError, Transfer};
+use super::{ByteStream, ListedPart, ObjectStore, StorageError, Transfer};
 
 /// Job files in a folder.
 #[derive(Debug, Clone)]
@@ -245,7 +245,7 @@ impl ObjectStore for Folder {
                 .await
                 .map_err(|e| match e.kind() {
                     io::ErrorKind::NotFound => {
-                        StorageError::Refused(format!("part {number} was never uploaded"))
+                        StorageError::InvalidPart(format!("part {number} was never uploaded"))
                     }
                     _ => io_err(e),
                 })?;
@@ -261,7 +261,7 @@ impl ObjectStore for Folder {
                 out.write_all(&piece[..n]).await.map_err(io_err)?;
             }
             if hex::encode(hash.finalize()) != *etag {
-                return Err(StorageError::Refused(format!(
+                return Err(StorageError::InvalidPart(format!(
                     "part {number} is not the part whose tag was given"
                 )));
             }
@@ -282,14 +282,63 @@ impl ObjectStore for Folder {
         }
     }
 
-    fn presign(
+    async fn list_parts(
+        &self,
+        _key: &str,
+        upload_id: &str,
+    ) -> Result<Vec<ListedPart>, StorageError> {
+        let dir = self.upload_dir(upload_id)?;
+        let mut entries = match tokio::fs::read_dir(&dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StorageError::NoSuchUpload)
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        let mut parts = Vec::new();
+        while let Some(entry) = entries.next_entry().await.map_err(io_err)? {
+            let name = entry.file_name();
+            let Some(number) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("part-"))
+                .and_then(|n| n.parse().ok())
+            else {
+                continue;
+            };
+            // Hashed in pieces: a part is never held whole.
+            let mut file = tokio::fs::File::open(entry.path()).await.map_err(io_err)?;
+            let (mut hash, mut bytes) = (Sha256::new(), 0u64);
+            let mut piece = vec![0u8; 64 * 1024];
+            loop {
+                let n = file.read(&mut piece).await.map_err(io_err)?;
+                if n == 0 {
+                    break;
+                }
+                hash.update(&piece[..n]);
+                bytes += n as u64;
+            }
+            parts.push(ListedPart {
+                number,
+                etag: hex::encode(hash.finalize()),
+                bytes,
+            });
+        }
+        parts.sort_by_key(|p| p.number);
+        Ok(parts)
+    }
+
+    fn presigns(&self) -> bool {
+        false
+    }
+
+    async fn presign(
         &self,
         _transfer: Transfer,
         _key: &str,
         _expires: Duration,
         _download_name: Option<&str>,
-    ) -> Option<String> {
-        None
+    ) -> Result<Option<String>, StorageError> {
+        Ok(None)
     }
 }
 
@@ -369,6 +418,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(one, again);
+        assert_eq!(
+            store.list_parts(key, &id).await.unwrap(),
+            [ListedPart {
+                number: 1,
+                etag: one.clone(),
+                bytes: 2
+            }]
+        );
         let two = store
             .put_part(key, &id, 2, Bytes::from_static(b"cd"))
             .await

@@ -68,6 +68,11 @@ pub enum StorageError {
     /// The multipart upload was completed or aborted already.
     #[error("no such multipart upload")]
     NoSuchUpload,
+    /// A completion named a part the upload does not hold under that tag:
+    /// it was never uploaded, or uploaded again since (with SSE-KMS the same
+    /// bytes get a new tag each time).
+    #[error("a part is not the one named: {0}")]
+    InvalidPart(String),
     #[error("the object is larger than {limit} bytes")]
     TooLarge { limit: u64 },
     /// Anything else (refused credentials, a bad request): not retried.
@@ -88,8 +93,9 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// What it is, for logs and errors (no credential).
     fn describe(&self) -> String;
 
-    /// Applies what the store needs at start-up (S3: the lifecycle rule that
-    /// expires `csv-jobs/` and the CORS rule for browsers).
+    /// Checks the store and applies what it needs at start-up (S3: that the
+    /// bucket is there and may be listed, the lifecycle rule that expires
+    /// `csv-jobs/` and the CORS rule for browsers).
     async fn configure(&self) -> Result<(), StorageError>;
 
     /// The object's size, `None` when it does not exist.
@@ -119,8 +125,9 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Starts a multipart upload to `key`; answers its id.
     async fn start_multipart(&self, key: &str) -> Result<String, StorageError>;
 
-    /// Uploads part `number` (from 1); answers its entity tag. The same bytes
-    /// uploaded again as the same part give the same tag.
+    /// Uploads part `number` (1 to [`MAX_PARTS`]); answers its entity tag.
+    /// The same bytes uploaded again as the same part replace it, and may get
+    /// another tag (S3 with SSE-KMS: tags are not the bytes' MD5 then).
     async fn put_part(
         &self,
         key: &str,
@@ -128,6 +135,10 @@ pub trait ObjectStore: Send + Sync + 'static {
         number: u32,
         body: Bytes,
     ) -> Result<String, StorageError>;
+
+    /// The parts an unfinished upload holds now, by number.
+    async fn list_parts(&self, key: &str, upload_id: &str)
+        -> Result<Vec<ListedPart>, StorageError>;
 
     /// Assembles the parts, in order, into the object at `key`, atomically.
     async fn complete_multipart(
@@ -140,17 +151,33 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Drops an unfinished multipart upload and its parts.
     async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), StorageError>;
 
+    /// Whether clients transfer files straight to the store through
+    /// presigned addresses (else through vfps).
+    fn presigns(&self) -> bool;
+
     /// A presigned address for a client's transfer of `key`, valid for
     /// `expires`; `download_name` names the saved file. `None`: the store
-    /// cannot presign, and transfers go through vfps.
-    fn presign(
+    /// cannot presign, and transfers go through vfps. Async: temporary
+    /// credentials may need renewing first.
+    async fn presign(
         &self,
         transfer: Transfer,
         key: &str,
         expires: Duration,
         download_name: Option<&str>,
-    ) -> Option<String>;
+    ) -> Result<Option<String>, StorageError>;
+}
+
+/// One part of an unfinished upload, as the store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPart {
+    pub number: u32,
+    pub etag: String,
+    pub bytes: u64,
 }
 
 /// Smallest part of a multipart upload but the last (S3's rule).
 pub const MIN_PART_BYTES: usize = 5 * 1024 * 1024;
+
+/// Most parts of one multipart upload (S3's rule): part 10,001 is refused.
+pub const MAX_PARTS: u32 = 10_000;

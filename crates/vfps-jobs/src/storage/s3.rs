@@ -1,78 +1,55 @@
-//! An S3-compatible bucket, by upstream's `S3__*` settings.
+//! An S3-compatible bucket, by upstream's `S3__*` settings: AWS S3, MinIO,
+//! Ceph RGW or Garage.
 //!
-//! Requests are signed by our own SigV4 (`storage::sigv4`) and S3's XML is
-//! read by hand (`storage::xml`): a dozen calls do not need an SDK. Every request has a
+//! Requests are signed by our own SigV4 (`storage::sigv4`, checked against
+//! AWS's and botocore's signatures) and S3's XML is read with `quick-xml`
+//! (`storage::xml`): a dozen calls do not need an SDK, and `rusty-s3` would
+//! cost more than the lines it saves (measured in docs/object-storage.md). Every request has a
 //! deadline — a connection within [`CONNECT_TIMEOUT`], an answer within
 //! [`REQUEST_TIMEOUT`] (more for a large body), a read's next bytes within
 //! [`READ_IDLE_TIMEOUT`] — so a bucket that is paused or unreachable is
 //! `Unavailable` within seconds and the runner retries, rather than hanging.
 //!
 //! Errors are classified by S3's status and error code: 5xx, 429, `SlowDown`
-//! and a dropped connection are transient; `NoSuchUpload` is its own, since a
-//! completion may find its upload completed already; anything else is
-//! refused, naming S3's code and never a credential.
+//! and a dropped connection are transient; `NoSuchUpload` and `InvalidPart`
+//! are their own, since a completion may find its upload completed already or
+//! a part's tag changed; a TLS failure and `NoSuchBucket` are refused with
+//! their cause (waiting mends neither); anything else is refused, naming S3's
+//! code and never a credential.
 //!
-//! Here: the settings, and each [`ObjectStore`] call as S3 operations.
-//! `request`: one request signed, sent under its deadline, its answer
-//! classified. `rules`: the lifecycle and CORS rules applied at start-up.
+//! Where AWS is stricter than the stores we test on, the client does as AWS
+//! requires: an empty body is sent with `Content-Length: 0`, temporary
+//! credentials with their session token.
+//!
+//! Here: each [`ObjectStore`] call as S3 operations.
+//! `config`: the settings, checked. `credentials`: a key pair, or a role's
+//! temporary credentials from STS, renewed. `request`: one request signed,
+//! sent under its deadline, its answer classified. `rules`: the lifecycle and
+//! CORS rules applied at start-up.
 
 use std::{
-    fmt,
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use bytes::Bytes;
 use reqwest::{header, Method, StatusCode};
 
-use self::request::{idle_limited, Deadline, Payload};
+use self::{
+    config::Layout,
+    credentials::Provider,
+    request::{idle_limited, Deadline, Payload},
+};
+pub use self::{
+    config::S3Config,
+    credentials::{sts_endpoint, CredentialSource, WebIdentity},
+};
+pub use super::sigv4::Credentials;
 use super::{
     sigv4::{self, Signer},
-    xml, ByteStream, ObjectStore, StorageError, Transfer,
+    xml, ByteStream, ListedPart, ObjectStore, StorageError, Transfer,
 };
-
-/// `S3__*`, as upstream names them.
-#[derive(Clone, PartialEq, Eq)]
-pub struct S3Config {
-    /// `S3__ServiceUrl`: the endpoint, e.g. `http://garage:3900`.
-    pub service_url: String,
-    /// `S3__AccessKey`.
-    pub access_key: String,
-    /// `S3__SecretKey`: never logged.
-    pub secret_key: String,
-    /// `S3__Bucket`.
-    pub bucket: String,
-    /// `S3__Region` (`us-east-1`).
-    pub region: String,
-    /// `S3__ForcePathStyle` (true): `https://host/bucket/key` rather than
-    /// `https://bucket.host/key`.
-    pub force_path_style: bool,
-    /// `S3__PresignedUrlExpiry` (15 minutes).
-    pub presigned_url_expiry: Duration,
-    /// `S3__ObjectRetentionDays` (30): the lifecycle rule expiring `csv-jobs/`;
-    /// 0 leaves the bucket's lifecycle alone.
-    pub object_retention_days: u32,
-    /// `S3__AllowedOrigins__N`: the bucket's CORS rule for browsers; empty
-    /// leaves the bucket's CORS alone.
-    pub allowed_origins: Vec<String>,
-}
-
-impl fmt::Debug for S3Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Config")
-            .field("service_url", &self.service_url)
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .field("bucket", &self.bucket)
-            .field("region", &self.region)
-            .field("force_path_style", &self.force_path_style)
-            .field("presigned_url_expiry", &self.presigned_url_expiry)
-            .field("object_retention_days", &self.object_retention_days)
-            .field("allowed_origins", &self.allowed_origins)
-            .finish()
-    }
-}
 
 /// A bucket that does not accept a connection within this is down.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -88,7 +65,7 @@ pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const COMPLETE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Parts of an upload streamed through vfps: 10 GiB in 1280 parts, within
-/// S3's 10,000.
+/// S3's 10,000 (larger for a larger limit: `multipart::stream_part_bytes`).
 const STREAM_PART_BYTES: usize = 8 * 1024 * 1024;
 
 /// The deadlines of one bucket's requests.
@@ -104,6 +81,8 @@ struct Timeouts {
 pub struct S3 {
     http: reqwest::Client,
     signer: Signer,
+    /// The credentials each request is signed with (temporary ones renewed).
+    credentials: Arc<Provider>,
     /// `http` or `https`.
     scheme: &'static str,
     /// Where requests go, `host[:port]`; the bucket's name in front with
@@ -125,60 +104,11 @@ impl S3 {
     /// Checks `config` and makes the client; an error names the bad setting
     /// (never the secret key).
     pub fn new(config: S3Config) -> Result<S3, String> {
-        let shown = &config.service_url;
-        let url = reqwest::Url::parse(shown)
-            .map_err(|e| format!("S3__ServiceUrl={shown:?} is not a valid URL: {e}"))?;
-        if !url.username().is_empty() || url.password().is_some() {
-            // Not shown: it holds a credential.
-            return Err(
-                "S3__ServiceUrl holds credentials; give them as S3__AccessKey and S3__SecretKey"
-                    .into(),
-            );
-        }
-        let scheme = match url.scheme() {
-            "http" => "http",
-            "https" => "https",
-            other => {
-                return Err(format!(
-                    "S3__ServiceUrl={shown:?} is not valid: expected http or https, not {other}"
-                ))
-            }
-        };
-        if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-            return Err(format!(
-                "S3__ServiceUrl={shown:?} is not valid: expected an endpoint without a path or query, e.g. http://garage:3900"
-            ));
-        }
-        let Some(host) = url.host_str() else {
-            return Err(format!("S3__ServiceUrl={shown:?} has no host"));
-        };
-        let endpoint = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        };
-        let bucket = &config.bucket;
-        let dns_name = bucket.len() >= 3
-            && bucket.len() <= 63
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-        if bucket.is_empty() || bucket.contains('/') {
-            return Err(format!("S3__Bucket={bucket:?} is not a bucket name"));
-        }
-        if !config.force_path_style && !dns_name {
-            return Err(format!(
-                "S3__Bucket={bucket:?} cannot be a host name: set S3__ForcePathStyle=true or name the bucket in lowercase letters, digits, '-' and '.'"
-            ));
-        }
-        if config.region.is_empty() {
-            return Err("S3__Region is empty".into());
-        }
-        if config.access_key.is_empty() {
-            return Err("S3__AccessKey is empty".into());
-        }
-        if config.secret_key.is_empty() {
-            return Err("S3__SecretKey is empty".into());
-        }
+        let Layout {
+            scheme,
+            host,
+            bucket_path,
+        } = config.layout()?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             // A redirect (a bucket in another region) would not carry the
@@ -186,14 +116,15 @@ impl S3 {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("cannot make an HTTP client for S3: {e}"))?;
-        let (host, bucket_path) = if config.force_path_style {
-            (endpoint, format!("/{}", sigv4::encode(bucket)))
-        } else {
-            (format!("{bucket}.{endpoint}"), String::new())
-        };
+        let credentials = Arc::new(Provider::new(
+            config.credentials,
+            http.clone(),
+            config.presigned_url_expiry,
+        ));
         Ok(S3 {
             http,
-            signer: Signer::new(&config.access_key, &config.secret_key, &config.region),
+            signer: Signer::new(&config.region),
+            credentials,
             scheme,
             host,
             bucket_path,
@@ -238,6 +169,23 @@ impl S3 {
         }
     }
 
+    /// HeadBucket: whether the bucket is there and these credentials may
+    /// list it; an error says which is not so.
+    async fn head_bucket(&self) -> Result<(), StorageError> {
+        let what = "HeadBucket";
+        let response = self.send_raw(self.call(Method::HEAD, what, None)).await?;
+        let bucket = &self.bucket;
+        match response.status() {
+            StatusCode::NOT_FOUND => Err(StorageError::Refused(format!(
+                "S3 {what} answered 404 Not Found: the bucket {bucket:?} does not exist (S3__Bucket)"
+            ))),
+            StatusCode::FORBIDDEN => Err(StorageError::Refused(format!(
+                "S3 {what} answered 403 Forbidden: the credentials lack s3:ListBucket on the bucket {bucket:?}, which vfps needs"
+            ))),
+            _ => self.check(what, response).await.map(drop),
+        }
+    }
+
     /// DeleteObjects: `keys` (at most 1000) in one request.
     async fn delete_objects(&self, keys: &[String]) -> Result<(), StorageError> {
         let mut body = String::from("<Delete><Quiet>true</Quiet>");
@@ -265,50 +213,6 @@ impl S3 {
     }
 }
 
-/// Aborts a multipart upload when dropped before it is completed, so an
-/// upload through vfps that fails or is dropped leaves no parts behind.
-struct AbortOnDrop {
-    store: S3,
-    key: String,
-    upload_id: Option<String>,
-}
-
-impl AbortOnDrop {
-    fn id(&self) -> &str {
-        self.upload_id.as_deref().unwrap_or_default()
-    }
-
-    /// Aborts now, waiting for it.
-    async fn abort(mut self) {
-        if let Some(id) = self.upload_id.take() {
-            if let Err(e) = self.store.abort_multipart(&self.key, &id).await {
-                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
-            }
-        }
-    }
-
-    fn completed(mut self) {
-        self.upload_id = None;
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        let Some(id) = self.upload_id.take() else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
-        runtime.spawn(async move {
-            if let Err(e) = store.abort_multipart(&key, &id).await {
-                tracing::warn!(error = %e, "cannot abort an upload through vfps; the bucket's lifecycle rule removes it in time");
-            }
-        });
-    }
-}
-
 #[async_trait]
 impl ObjectStore for S3 {
     fn describe(&self) -> String {
@@ -316,6 +220,9 @@ impl ObjectStore for S3 {
     }
 
     async fn configure(&self) -> Result<(), StorageError> {
+        // A misspelt S3__Bucket or a missing s3:ListBucket is said at
+        // start-up, not at the first job (and even with no rule to apply).
+        self.head_bucket().await?;
         // Each applied whatever became of the other, as upstream does: a
         // permission missing for one should not cost the other.
         let lifecycle = if self.object_retention_days == 0 {
@@ -340,8 +247,23 @@ impl ObjectStore for S3 {
         let response = self
             .send_raw(self.call(Method::HEAD, what, Some(key)))
             .await?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(None);
+        match response.status() {
+            // An answer to HEAD has no body to tell a missing key from a
+            // missing bucket: the bucket is asked.
+            StatusCode::NOT_FOUND => {
+                self.head_bucket().await?;
+                return Ok(None);
+            }
+            // S3 answers 403 for a missing key when the credentials lack
+            // s3:ListBucket; vfps needs that permission anyway (to delete a
+            // job's files), so 403 is taken as refused, saying both.
+            StatusCode::FORBIDDEN => {
+                return Err(StorageError::Refused(format!(
+                    "S3 {what} answered 403 Forbidden: the credentials may not read {key}, or it does not exist and they lack s3:ListBucket on the bucket {} (vfps needs both)",
+                    self.bucket
+                )))
+            }
+            _ => {}
         }
         let response = self.check(what, response).await?;
         // Not `content_length()`: an answer to HEAD has no body, and says 0.
@@ -381,6 +303,7 @@ impl ObjectStore for S3 {
     }
 
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError> {
+        // An empty body too is sent with its length (see `send_raw`).
         let limit = self.timeout_for(body.len());
         let call = self
             .call(Method::PUT, "PutObject", Some(key))
@@ -392,72 +315,22 @@ impl ObjectStore for S3 {
     async fn put_stream(
         &self,
         key: &str,
-        mut body: ByteStream,
+        body: ByteStream,
         limit: u64,
     ) -> Result<u64, StorageError> {
-        self.key_path(key)?;
-        // Up to a part in memory: a small file is one PutObject, a larger one
-        // a multipart upload (S3 takes no body of unknown length).
-        let mut pending = BytesMut::new();
-        let mut size = 0u64;
-        let mut upload: Option<AbortOnDrop> = None;
-        let mut parts = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk?;
-            size += chunk.len() as u64;
-            if size > limit {
-                if let Some(upload) = upload.take() {
-                    upload.abort().await;
-                }
-                return Err(StorageError::TooLarge { limit });
-            }
-            pending.extend_from_slice(&chunk);
-            while pending.len() >= STREAM_PART_BYTES {
-                let upload_id = match &upload {
-                    Some(upload) => upload.id().to_owned(),
-                    None => {
-                        let id = self.start_multipart(key).await?;
-                        upload = Some(AbortOnDrop {
-                            store: self.clone(),
-                            key: key.to_owned(),
-                            upload_id: Some(id.clone()),
-                        });
-                        id
-                    }
-                };
-                let number = parts.len() as u32 + 1;
-                let part = pending.split_to(STREAM_PART_BYTES).freeze();
-                let etag = self.put_part(key, &upload_id, number, part).await?;
-                parts.push((number, etag));
-            }
-        }
-        match upload {
-            None => self.put(key, pending.freeze()).await?,
-            Some(upload) => {
-                if !pending.is_empty() {
-                    let number = parts.len() as u32 + 1;
-                    let etag = self
-                        .put_part(key, upload.id(), number, pending.freeze())
-                        .await?;
-                    parts.push((number, etag));
-                }
-                self.complete_multipart(key, upload.id(), &parts).await?;
-                upload.completed();
-            }
-        }
-        Ok(size)
+        self.stream_upload(key, body, limit).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        let what = "DeleteObject";
-        let response = self
-            .send_raw(self.call(Method::DELETE, what, Some(key)))
-            .await?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(());
+        // S3 answers 204 for an absent key; some stores 404 `NoSuchKey`. A
+        // 404 `NoSuchBucket` stays an error (`s3_error` refuses it).
+        match self
+            .send(self.call(Method::DELETE, "DeleteObject", Some(key)))
+            .await
+        {
+            Ok(_) | Err(StorageError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
         }
-        self.check(what, response).await?;
-        Ok(())
     }
 
     async fn delete_prefix(&self, prefix: &str) -> Result<(), StorageError> {
@@ -527,6 +400,14 @@ impl ObjectStore for S3 {
             .ok_or_else(|| StorageError::Refused(format!("S3 {what} answered no ETag")))
     }
 
+    async fn list_parts(
+        &self,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<Vec<ListedPart>, StorageError> {
+        self.list_upload_parts(key, upload_id).await
+    }
+
     async fn complete_multipart(
         &self,
         key: &str,
@@ -566,24 +447,27 @@ impl ObjectStore for S3 {
         }
     }
 
-    fn presign(
+    fn presigns(&self) -> bool {
+        true
+    }
+
+    async fn presign(
         &self,
         transfer: Transfer,
         key: &str,
         expires: Duration,
         download_name: Option<&str>,
-    ) -> Option<String> {
-        let path = self.key_path(key).ok()?;
+    ) -> Result<Option<String>, StorageError> {
+        let path = self.key_path(key)?;
         let (method, query) = match transfer {
             Transfer::Upload => ("PUT", Vec::new()),
             Transfer::Download => (
                 "GET",
                 download_name
                     .map(|name| {
-                        let name = name.replace(['"', '\\'], "_");
                         vec![(
                             "response-content-disposition".to_owned(),
-                            format!("attachment; filename=\"{name}\""),
+                            content_disposition(name),
                         )]
                     })
                     .unwrap_or_default(),
@@ -596,11 +480,52 @@ impl ObjectStore for S3 {
             query: &query,
             headers: &[],
         };
-        let signed = self.signer.presign(&request, expires, SystemTime::now());
-        Some(format!("{}://{}{path}?{signed}", self.scheme, self.host))
+        let credentials = self.credentials.current().await?;
+        let signed = self
+            .signer
+            .presign(&credentials, &request, expires, SystemTime::now())
+            .map_err(|e| StorageError::Refused(format!("{e} (S3__PresignedUrlExpiry)")))?;
+        Ok(Some(format!(
+            "{}://{}{path}?{signed}",
+            self.scheme, self.host
+        )))
     }
 }
 
+/// `Content-Disposition` for a download saved as `name` (RFC 6266): an
+/// ASCII fallback `filename` for old clients, and the exact name as
+/// `filename*` in RFC 5987's encoding. Nothing in either can break the header
+/// (no quote, backslash, control character or non-ASCII raw).
+pub fn content_disposition(name: &str) -> String {
+    let fallback: String = name
+        .chars()
+        .map(|c| match c {
+            // `%` too: some browsers percent-decode the fallback.
+            ' '..='~' if c != '"' && c != '\\' && c != '%' => c,
+            _ => '_',
+        })
+        .collect();
+    // RFC 5987's attr-char: letters, digits and !#$&+-.^_`|~ stay.
+    const ATTR: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'!')
+        .remove(b'#')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'+')
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'^')
+        .remove(b'_')
+        .remove(b'`')
+        .remove(b'|')
+        .remove(b'~');
+    let exact = percent_encoding::utf8_percent_encode(name, ATTR);
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{exact}")
+}
+
+mod config;
+mod credentials;
+mod multipart;
 mod request;
 mod rules;
 #[cfg(test)]

@@ -57,41 +57,57 @@ pub struct Request<'a> {
     pub headers: &'a [(&'a str, String)],
 }
 
-/// Signs with one key pair in one region.
-#[derive(Clone)]
-pub struct Signer {
-    access_key: String,
-    secret_key: String,
-    region: String,
+/// A key pair, and the session token that comes with temporary credentials
+/// (STS, a role's web identity): signed as `x-amz-security-token`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key: String,
+    /// Never logged.
+    pub secret_key: String,
+    /// Never logged.
+    pub session_token: Option<String>,
 }
 
-impl fmt::Debug for Signer {
+impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Signer")
+        f.debug_struct("Credentials")
             .field("access_key", &self.access_key)
-            .field("region", &self.region)
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish_non_exhaustive()
     }
 }
 
+impl Credentials {
+    /// Whether `text` holds the secret key or the session token (so they can
+    /// be kept out of errors).
+    pub fn revealed_in(&self, text: &str) -> bool {
+        let holds = |s: &str| !s.is_empty() && text.contains(s);
+        holds(&self.secret_key) || self.session_token.as_deref().is_some_and(holds)
+    }
+}
+
+/// Signs in one region, with the credentials each call is given (temporary
+/// ones change while the signer lives).
+#[derive(Debug, Clone)]
+pub struct Signer {
+    region: String,
+}
+
 impl Signer {
-    pub fn new(access_key: &str, secret_key: &str, region: &str) -> Self {
+    pub fn new(region: &str) -> Self {
         Self {
-            access_key: access_key.to_owned(),
-            secret_key: secret_key.to_owned(),
             region: region.to_owned(),
         }
-    }
-
-    /// Whether `text` holds the secret key (so it can be kept out of errors).
-    pub fn reveals_secret(&self, text: &str) -> bool {
-        !self.secret_key.is_empty() && text.contains(&self.secret_key)
     }
 
     /// The headers to add to `req` so it is signed at `at`, its body hashing
     /// to `payload_hash` (or [`UNSIGNED_PAYLOAD`]).
     pub fn sign(
         &self,
+        creds: &Credentials,
         req: &Request<'_>,
         payload_hash: &str,
         at: SystemTime,
@@ -101,6 +117,9 @@ impl Signer {
         headers.push(("host", req.host.to_owned()));
         headers.push(("x-amz-content-sha256", payload_hash.to_owned()));
         headers.push(("x-amz-date", time.clone()));
+        if let Some(token) = &creds.session_token {
+            headers.push(("x-amz-security-token", token.clone()));
+        }
         headers.sort_by(|a, b| a.0.cmp(b.0));
         let canonical_headers: String = headers
             .iter()
@@ -118,63 +137,95 @@ impl Signer {
             canonical_query(req.query),
         );
         let scope = self.scope(&date);
-        let signature = self.signature(&date, &time, &scope, &canonical);
-        vec![
+        let signature = self.signature(creds, &date, &time, &scope, &canonical);
+        let mut signed = vec![
             ("x-amz-date", time),
             ("x-amz-content-sha256", payload_hash.to_owned()),
             (
                 "authorization",
                 format!(
                     "{ALGORITHM} Credential={}/{scope},SignedHeaders={signed_headers},Signature={signature}",
-                    self.access_key
+                    creds.access_key
                 ),
             ),
-        ]
+        ];
+        if let Some(token) = &creds.session_token {
+            signed.push(("x-amz-security-token", token.clone()));
+        }
+        signed
     }
 
     /// The query string (without `?`) that presigns `req` at `at` for
-    /// `expires` (at most [`MAX_PRESIGN`]); only `host` is signed, so a
-    /// client may send any other header.
-    pub fn presign(&self, req: &Request<'_>, expires: Duration, at: SystemTime) -> String {
+    /// `expires`; only `host` is signed, so a client may send any other
+    /// header. A session token goes in the query, signed, as S3 takes it.
+    ///
+    /// `expires` past [`MAX_PRESIGN`] is refused, not cut: a caller that
+    /// announces a longer validity than the address has would mislead its
+    /// client (S3 answers 403 to such an address from its first use).
+    pub fn presign(
+        &self,
+        creds: &Credentials,
+        req: &Request<'_>,
+        expires: Duration,
+        at: SystemTime,
+    ) -> Result<String, PresignTooLong> {
+        if expires > MAX_PRESIGN {
+            return Err(PresignTooLong(expires));
+        }
         let (date, time) = timestamp(at);
         let scope = self.scope(&date);
-        let expires = expires.min(MAX_PRESIGN).as_secs().max(1);
+        let expires = expires.as_secs().max(1);
         let mut query = req.query.to_vec();
         query.extend([
             ("X-Amz-Algorithm".to_owned(), ALGORITHM.to_owned()),
             (
                 "X-Amz-Credential".to_owned(),
-                format!("{}/{scope}", self.access_key),
+                format!("{}/{scope}", creds.access_key),
             ),
             ("X-Amz-Date".to_owned(), time.clone()),
             ("X-Amz-Expires".to_owned(), expires.to_string()),
             ("X-Amz-SignedHeaders".to_owned(), "host".to_owned()),
         ]);
+        if let Some(token) = &creds.session_token {
+            query.push(("X-Amz-Security-Token".to_owned(), token.clone()));
+        }
         let query = canonical_query(&query);
         let canonical = format!(
             "{}\n{}\n{query}\nhost:{}\n\nhost\n{UNSIGNED_PAYLOAD}",
             req.method, req.path, req.host
         );
-        let signature = self.signature(&date, &time, &scope, &canonical);
-        format!("{query}&X-Amz-Signature={signature}")
+        let signature = self.signature(creds, &date, &time, &scope, &canonical);
+        Ok(format!("{query}&X-Amz-Signature={signature}"))
     }
 
     fn scope(&self, date: &str) -> String {
         format!("{date}/{}/s3/aws4_request", self.region)
     }
 
-    fn signature(&self, date: &str, time: &str, scope: &str, canonical: &str) -> String {
+    fn signature(
+        &self,
+        creds: &Credentials,
+        date: &str,
+        time: &str,
+        scope: &str,
+        canonical: &str,
+    ) -> String {
         let string_to_sign = format!(
             "{ALGORITHM}\n{time}\n{scope}\n{}",
             hex::encode(Sha256::digest(canonical.as_bytes()))
         );
         let key = [date, &self.region, "s3", "aws4_request"].iter().fold(
-            format!("AWS4{}", self.secret_key).into_bytes(),
+            format!("AWS4{}", creds.secret_key).into_bytes(),
             |key, part| hmac(&key, part.as_bytes()),
         );
         hex::encode(hmac(&key, string_to_sign.as_bytes()))
     }
 }
+
+/// A presigned address asked to live longer than SigV4 allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a presigned address is valid for at most 7 days (604800 s), not {} s", .0.as_secs())]
+pub struct PresignTooLong(pub Duration);
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
@@ -244,11 +295,24 @@ mod tests {
     const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
     fn signer() -> Signer {
-        Signer::new(
-            "AKIAIOSFODNN7EXAMPLE",
-            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-            "us-east-1",
-        )
+        Signer::new("us-east-1")
+    }
+
+    fn creds() -> Credentials {
+        Credentials {
+            access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
+            secret_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_owned(),
+            session_token: None,
+        }
+    }
+
+    /// The same key pair as temporary credentials, with a token that needs
+    /// encoding in a query.
+    fn session() -> Credentials {
+        Credentials {
+            session_token: Some("IQoJb3JpZ2luX2VjEXAMPLE/token+with=chars".to_owned()),
+            ..creds()
+        }
     }
 
     fn at() -> SystemTime {
@@ -284,7 +348,7 @@ mod tests {
             query: &[],
             headers: &range,
         };
-        let headers = signer().sign(&req, EMPTY_SHA256, at());
+        let headers = signer().sign(&creds(), &req, EMPTY_SHA256, at());
         assert_eq!(
             authorization(&headers),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,\
@@ -310,7 +374,7 @@ mod tests {
             headers: &extra,
         };
         assert_eq!(req.path, "/test%24file.text");
-        let headers = signer().sign(&req, &payload_hash(body), at());
+        let headers = signer().sign(&creds(), &req, &payload_hash(body), at());
         assert!(authorization(&headers).ends_with(
             "SignedHeaders=date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class,\
              Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"
@@ -328,7 +392,7 @@ mod tests {
             headers: &[],
         };
         assert!(
-            authorization(&signer().sign(&req, EMPTY_SHA256, at())).ends_with(
+            authorization(&signer().sign(&creds(), &req, EMPTY_SHA256, at())).ends_with(
                 "Signature=fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"
             )
         );
@@ -341,7 +405,7 @@ mod tests {
             ..req
         };
         assert!(
-            authorization(&signer().sign(&req, EMPTY_SHA256, at())).ends_with(
+            authorization(&signer().sign(&creds(), &req, EMPTY_SHA256, at())).ends_with(
                 "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
             )
         );
@@ -356,7 +420,9 @@ mod tests {
             query: &[],
             headers: &[],
         };
-        let query = signer().presign(&req, Duration::from_secs(86_400), at());
+        let query = signer()
+            .presign(&creds(), &req, Duration::from_secs(86_400), at())
+            .unwrap();
         assert_eq!(
             query,
             "X-Amz-Algorithm=AWS4-HMAC-SHA256\
@@ -377,8 +443,81 @@ mod tests {
 
     #[test]
     fn the_secret_is_not_in_the_signer_s_debug_output() {
-        let shown = format!("{:?}", signer());
+        let shown = format!("{:?} {:?}", signer(), session());
         assert!(!shown.contains("EXAMPLEKEY"), "{shown}");
-        assert!(signer().reveals_secret("x wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY y"));
+        assert!(!shown.contains("token+with"), "{shown}");
+        assert!(creds().revealed_in("x wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY y"));
+        assert!(session().revealed_in("x IQoJb3JpZ2luX2VjEXAMPLE/token+with=chars"));
+        assert!(!creds().revealed_in("AKIAIOSFODNN7EXAMPLE"));
+    }
+
+    // The two below were computed independently with botocore 1.43
+    // (`S3SigV4Auth`, `S3SigV4QueryAuth`) for the same key pair, time and
+    // requests, with the session token of `session()`.
+    #[test]
+    fn a_session_token_is_signed_as_a_header_as_botocore_signs_it() {
+        let range = [("range", "bytes=0-9".to_owned())];
+        let req = Request {
+            method: "GET",
+            host: HOST,
+            path: "/test.txt",
+            query: &[],
+            headers: &range,
+        };
+        let headers = signer().sign(&session(), &req, EMPTY_SHA256, at());
+        assert_eq!(
+            authorization(&headers),
+            "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,\
+             SignedHeaders=host;range;x-amz-content-sha256;x-amz-date;x-amz-security-token,\
+             Signature=5f370ee38fe1169e4b7fc291a4271536089444ec1d25acb5790dae3779dd1464"
+        );
+        assert!(headers.contains(&(
+            "x-amz-security-token",
+            "IQoJb3JpZ2luX2VjEXAMPLE/token+with=chars".to_owned()
+        )));
+    }
+
+    #[test]
+    fn a_session_token_is_in_the_presigned_query_as_botocore_puts_it() {
+        let req = Request {
+            method: "GET",
+            host: HOST,
+            path: "/test.txt",
+            query: &[],
+            headers: &[],
+        };
+        let query = signer()
+            .presign(&session(), &req, Duration::from_secs(86_400), at())
+            .unwrap();
+        assert!(
+            query.contains("&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEXAMPLE%2Ftoken%2Bwith%3Dchars&"),
+            "{query}"
+        );
+        assert!(
+            query.ends_with(
+                "&X-Amz-Signature=c10045c3010a40e1e78af6834666402d46cf9c7f0ce554db5216a4eb5a1c2d7b"
+            ),
+            "{query}"
+        );
+    }
+
+    #[test]
+    fn a_presigned_address_longer_than_seven_days_is_refused_not_cut() {
+        let req = Request {
+            method: "GET",
+            host: HOST,
+            path: "/test.txt",
+            query: &[],
+            headers: &[],
+        };
+        assert!(signer().presign(&creds(), &req, MAX_PRESIGN, at()).is_ok());
+        let eight_days = Duration::from_secs(8 * 86_400);
+        let refused = signer()
+            .presign(&creds(), &req, eight_days, at())
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "a presigned address is valid for at most 7 days (604800 s), not 691200 s"
+        );
     }
 }

@@ -1,100 +1,76 @@
-//! The little XML S3 speaks to us: elements found by name in its answers
-//! (error bodies, an upload's id, a listing's keys), and text escaped into the
-//! bodies we send. Not a general parser: S3's answers have no CDATA, no
-//! comments inside elements and no same-named nesting where we look.
+//! The little XML S3 and STS speak to us: elements found by name in their
+//! answers (error bodies, an upload's id, a listing's keys, temporary
+//! credentials), and text escaped into the bodies we send.
+//!
+//! Read by `quick-xml` (one small crate, measured in docs/object-storage.md):
+//! S3-compatible stores differ in what they may put in an answer — CDATA,
+//! comments, namespace prefixes, character references — and a parser takes
+//! them all; what an element is called is matched without its prefix.
 
-/// The raw content of each `<name>…</name>` in `xml`, in order; `<name/>`
-/// counts as empty.
+use quick_xml::{
+    escape::resolve_predefined_entity,
+    events::{BytesStart, Event},
+    Reader,
+};
+
+/// Whether `tag` is element `name`, whatever its namespace prefix.
+fn named(tag: &BytesStart<'_>, name: &str) -> bool {
+    tag.local_name().as_ref() == name.as_bytes()
+}
+
+/// The raw content of each `<name>…</name>` in `xml` that is not inside
+/// another one, in order; `<name/>` counts as empty. Malformed XML ends the
+/// search where it breaks.
 pub fn elements<'a>(xml: &'a str, name: &str) -> Vec<&'a str> {
-    let open = format!("<{name}");
-    let close = format!("</{name}>");
+    let mut reader = Reader::from_str(xml);
     let mut found = Vec::new();
-    let mut rest = xml;
-    while let Some(at) = rest.find(&open) {
-        let after_name = &rest[at + open.len()..];
-        // `<Key>`, `<Key attr="…">` or `<Key/>`, not `<KeyMarker>`.
-        let Some(end_of_tag) = after_name.find('>') else {
-            break;
-        };
-        let tag = &after_name[..end_of_tag];
-        if !(tag.is_empty() || tag.starts_with(char::is_whitespace) || tag == "/") {
-            rest = after_name;
-            continue;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(tag)) if named(&tag, name) => {
+                let end = tag.to_end().into_owned();
+                match reader.read_to_end(end.name()) {
+                    Ok(span) => {
+                        let range = usize::try_from(span.start).unwrap_or(usize::MAX)
+                            ..usize::try_from(span.end).unwrap_or(usize::MAX);
+                        match xml.get(range) {
+                            Some(inner) => found.push(inner),
+                            None => break,
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            Ok(Event::Empty(tag)) if named(&tag, name) => found.push(""),
+            Ok(Event::Eof) | Err(_) => break,
+            Ok(_) => {}
         }
-        let content = &after_name[end_of_tag + 1..];
-        if tag.ends_with('/') {
-            found.push("");
-            rest = content;
-            continue;
-        }
-        let Some(len) = content.find(&close) else {
-            break;
-        };
-        found.push(&content[..len]);
-        rest = &content[len + close.len()..];
     }
     found
 }
 
-/// The text of the first `<name>` in `xml`, unescaped.
+/// The text of the first `<name>` in `xml`, references resolved and CDATA
+/// taken as it is; `None` when there is none or its text is malformed.
 pub fn text(xml: &str, name: &str) -> Option<String> {
-    elements(xml, name).first().map(|t| unescape(t))
-}
-
-/// Text with XML's entities and character references replaced; an unknown
-/// entity is kept as it is.
-pub fn unescape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('&') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let Some(end) = rest.find(';') else {
-            break;
-        };
-        let entity = &rest[1..end];
-        let replaced = match entity {
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "amp" => Some('&'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            _ => entity
-                .strip_prefix("#x")
-                .map(|hex| u32::from_str_radix(hex, 16))
-                .or_else(|| entity.strip_prefix('#').map(str::parse::<u32>))
-                .and_then(Result::ok)
-                .and_then(char::from_u32),
-        };
-        match replaced {
-            Some(c) => {
-                out.push(c);
-                rest = &rest[end + 1..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
+    let inner = *elements(xml, name).first()?;
+    let mut reader = Reader::from_str(inner);
+    let mut out = String::new();
+    loop {
+        match reader.read_event().ok()? {
+            Event::Text(t) => out.push_str(&t.decode().ok()?),
+            Event::CData(c) => out.push_str(&c.decode().ok()?),
+            Event::GeneralRef(r) => match r.resolve_char_ref().ok()? {
+                Some(c) => out.push(c),
+                None => out.push_str(resolve_predefined_entity(&r.decode().ok()?)?),
+            },
+            Event::Eof => return Some(out),
+            _ => {}
         }
     }
-    out.push_str(rest);
-    out
 }
 
 /// Text safe inside an element.
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
+    quick_xml::escape::escape(text).into_owned()
 }
 
 #[cfg(test)]
@@ -137,13 +113,37 @@ mod tests {
     }
 
     #[test]
-    fn empty_elements_and_stray_ampersands_are_taken_as_they_are() {
+    fn empty_elements_and_escaped_text_round_trip() {
         assert_eq!(elements("<a><Key/><Key>k</Key></a>", "Key"), ["", "k"]);
-        assert_eq!(unescape("a & b &unknown; c"), "a & b &unknown; c");
         assert_eq!(
             escape(r#"<"a" & 'b'>"#),
             "&lt;&quot;a&quot; &amp; &apos;b&apos;&gt;"
         );
-        assert_eq!(unescape(&escape(r#"<"a" & 'b'>"#)), r#"<"a" & 'b'>"#);
+        let sent = format!("<Key>{}</Key>", escape(r#"<"a" & 'b'>"#));
+        assert_eq!(text(&sent, "Key").as_deref(), Some(r#"<"a" & 'b'>"#));
+    }
+
+    #[test]
+    fn what_other_stores_may_write_is_read_too() {
+        // A namespace prefix, a comment, CDATA, and a nested element of the
+        // same name as the one looked for.
+        let body = r#"<?xml version="1.0"?><s3:ListPartsResult xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/">
+<!-- a comment --><s3:Part><s3:PartNumber>1</s3:PartNumber><s3:ETag><![CDATA["a&b"]]></s3:ETag></s3:Part>
+<s3:Part><s3:PartNumber>2</s3:PartNumber><s3:ETag>&quot;c&quot;</s3:ETag></s3:Part></s3:ListPartsResult>"#;
+        let parts: Vec<(String, String)> = elements(body, "Part")
+            .iter()
+            .filter_map(|p| Some((text(p, "PartNumber")?, text(p, "ETag")?)))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("1".to_owned(), "\"a&b\"".to_owned()),
+                ("2".to_owned(), "\"c\"".to_owned())
+            ]
+        );
+        assert_eq!(elements("<a><b><a>x</a></b></a>", "a"), ["<b><a>x</a></b>"]);
+        // Malformed: nothing past the break, no panic.
+        assert_eq!(text("<Code>NoSuch", "Code"), None);
+        assert_eq!(text("<Code>a &bogus; b</Code>", "Code"), None);
     }
 }

@@ -43,6 +43,10 @@ pub enum Operation {
     CreatePseudonym,
     /// Reverse lookup: re-identification.
     GetPseudonym,
+    /// An original's pseudonym, never made (FHIR `$get-pseudonym`).
+    FindPseudonym,
+    /// Erase an original's entry (FHIR `$delete-pseudonym`, `$anonymize-original`).
+    ErasePseudonym,
     ListPseudonyms,
     /// List access tokens.
     ManageTokens,
@@ -74,6 +78,8 @@ impl Operation {
             Self::ListNamespaces => "NamespaceService/GetAll",
             Self::CreatePseudonym => "PseudonymService/Create",
             Self::GetPseudonym => "PseudonymService/Get",
+            Self::FindPseudonym => "Pseudonyms/Find",
+            Self::ErasePseudonym => "Pseudonyms/Erase",
             Self::ListPseudonyms => "PseudonymService/List",
             Self::ManageTokens => "Tokens",
             Self::CreateToken => "Tokens/Create",
@@ -96,7 +102,10 @@ impl Operation {
             | Self::CreateToken
             | Self::RevokeToken
             | Self::EndSessions => Need::Admin,
-            Self::CreatePseudonym | Self::PseudonymizeFile => Need::Permission(Permission::Write),
+            Self::CreatePseudonym | Self::PseudonymizeFile | Self::FindPseudonym => {
+                Need::Permission(Permission::Write)
+            }
+            Self::ErasePseudonym => Need::Permission(Permission::Erase),
             Self::DepseudonymizeFile => Need::Permission(Permission::ReverseLookup),
             Self::ManageJobs | Self::CancelJob | Self::DownloadJob => Need::Authenticated,
             Self::GetPseudonym => Need::Permission(Permission::ReverseLookup),
@@ -115,6 +124,7 @@ impl Operation {
             Self::GetPseudonym
                 | Self::ListPseudonyms
                 | Self::DeleteNamespace
+                | Self::ErasePseudonym
                 | Self::PseudonymizeFile
                 | Self::DepseudonymizeFile
                 | Self::CancelJob

@@ -33,6 +33,7 @@ impl Rules {
                     Permission::Read => &r.read_roles,
                     Permission::Write => &r.write_roles,
                     Permission::ReverseLookup => &r.reverse_lookup_roles,
+                    Permission::Erase => &r.erase_roles,
                 };
                 allowed.iter().any(|a| roles.contains(a))
             })
@@ -68,6 +69,7 @@ impl Rules {
                         Permission::Read => &r.read_roles,
                         Permission::Write => &r.write_roles,
                         Permission::ReverseLookup => &r.reverse_lookup_roles,
+                        Permission::Erase => &r.erase_roles,
                     }
                     .iter()
                     .any(|a| roles.contains(a))
@@ -164,6 +166,7 @@ mod tests {
                     read_roles: vec!["reader".into()],
                     write_roles: vec!["writer".into()],
                     reverse_lookup_roles: vec!["trustee".into()],
+                    erase_roles: Vec::new(),
                 },
                 NamespaceRule {
                     namespace: "*".into(),

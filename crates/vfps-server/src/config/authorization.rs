@@ -50,6 +50,8 @@ pub struct NamespaceRule {
     pub read_roles: Vec<String>,
     pub write_roles: Vec<String>,
     pub reverse_lookup_roles: Vec<String>,
+    /// May erase an original's entry (delete or anonymize it).
+    pub erase_roles: Vec<String>,
 }
 
 impl Default for Authorization {
@@ -208,7 +210,7 @@ pub(super) fn list(env: &Env, errors: &mut Vec<String>, prefix: &str) -> Vec<Str
     by_index.into_values().filter(|v| !v.is_empty()).collect()
 }
 
-/// `Authorization__NamespaceRules__<N>__{Namespace,ReadRoles__M,WriteRoles__M,ReverseLookupRoles__M}`.
+/// `Authorization__NamespaceRules__<N>__{Namespace,ReadRoles__M,WriteRoles__M,ReverseLookupRoles__M,EraseRoles__M}`.
 fn namespace_rules(env: &Env, errors: &mut Vec<String>) -> Vec<NamespaceRule> {
     const PREFIX: &str = "Authorization__NamespaceRules__";
     let mut by_index: BTreeMap<u32, NamespaceRule> = BTreeMap::new();
@@ -232,6 +234,7 @@ fn namespace_rules(env: &Env, errors: &mut Vec<String>) -> Vec<NamespaceRule> {
             "readroles" => &mut rule.read_roles,
             "writeroles" => &mut rule.write_roles,
             "reverselookuproles" => &mut rule.reverse_lookup_roles,
+            "eraseroles" => &mut rule.erase_roles,
             _ => {
                 errors.push(format!("{PREFIX}{index}__{field}: unknown field"));
                 continue;

@@ -9,7 +9,13 @@
 use std::{path::PathBuf, time::Duration};
 
 use vfps_jobs::{
-    inspect::Limits, runner::RunnerSettings, service::ServiceSettings, storage::s3::S3Config,
+    inspect::Limits,
+    runner::RunnerSettings,
+    service::ServiceSettings,
+    storage::{
+        s3::{sts_endpoint, CredentialSource, Credentials, S3Config, WebIdentity},
+        MAX_PARTS, MIN_PART_BYTES,
+    },
 };
 
 use super::{
@@ -54,11 +60,12 @@ impl JobsConfig {
     }
 }
 
-const S3_KEYS: [&str; 9] = [
+const S3_KEYS: [&str; 10] = [
     "isenabled",
     "serviceurl",
     "accesskey",
     "secretkey",
+    "sessiontoken",
     "bucket",
     "region",
     "forcepathstyle",
@@ -79,6 +86,9 @@ const CSV_KEYS: [&str; 11] = [
     "checkpointrows",
     "outputpartsize",
 ];
+
+/// The longest `S3__PresignedUrlExpiry` (SigV4's limit).
+const MAX_PRESIGNED_URL_EXPIRY: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A count within `min..=max`.
 fn count(min: u64, max: u64) -> impl Fn(&str) -> Option<u64> {
@@ -239,6 +249,7 @@ impl JobsConfig {
             Duration::from_secs(15 * 60),
         );
         let storage = if s3_enabled {
+            Self::check_parts(env, errors, &runner, &limits);
             Self::s3(env, errors, presigned_url_expiry)
         } else if let Some(dir) = env.text("VFPS_JOBS_DIR") {
             JobStorage::Folder(PathBuf::from(dir))
@@ -289,7 +300,118 @@ impl JobsConfig {
         }
     }
 
+    /// S3 takes at most 10,000 parts of at least 5 MiB (but the last): the
+    /// part size must hold the largest input in 10,000 parts. Refused rather
+    /// than grown here, because a runner holds up to a part in memory: the
+    /// operator sizes the part and the pod's memory together.
+    fn check_parts(env: &Env, errors: &mut Vec<String>, runner: &RunnerSettings, limits: &Limits) {
+        let part = runner.part_bytes as u64;
+        let shown = |key: &str, bytes: u64| match env.text(key) {
+            Some(raw) => format!("{key}={raw:?} ({bytes} bytes)"),
+            None => format!("{key} ({bytes} bytes, its default)"),
+        };
+        if part < MIN_PART_BYTES as u64 {
+            errors.push(format!(
+                "{} is smaller than S3's smallest part (5MiB, {MIN_PART_BYTES} bytes)",
+                shown("CsvProcessing__OutputPartSize", part)
+            ));
+            return;
+        }
+        let max_file = limits.max_file_bytes;
+        if part.saturating_mul(u64::from(MAX_PARTS)) < max_file {
+            let needed = max_file.div_ceil(u64::from(MAX_PARTS)).div_ceil(1 << 20);
+            errors.push(format!(
+                "{} holds at most {MAX_PARTS} × {part} bytes in S3's {MAX_PARTS} parts, less than {}:                  set CsvProcessing__OutputPartSize to at least {needed}MiB (a runner holds up to a part in memory),                  or lower CsvProcessing__MaxFileSize",
+                shown("CsvProcessing__OutputPartSize", part),
+                shown("CsvProcessing__MaxFileSize", max_file),
+            ));
+        }
+    }
+
+    /// Where the bucket's credentials come from, in AWS's order: given in
+    /// `S3__*`, AWS's environment variables, then a role's web identity (what
+    /// an EKS pod with IAM roles for service accounts is given).
+    fn credentials(env: &Env, errors: &mut Vec<String>, region: &str) -> CredentialSource {
+        let pair = |errors: &mut Vec<String>, key: &str, secret: &str, token: &str| {
+            let (k, s) = (env.text(key), env.text(secret));
+            if k.is_none() && s.is_none() {
+                return None;
+            }
+            for (name, value) in [(key, &k), (secret, &s)] {
+                if value.is_none() {
+                    errors.push(format!(
+                        "{name} is required with {key} and {secret} (one is set)"
+                    ));
+                }
+            }
+            Some(CredentialSource::Static(Credentials {
+                access_key: k.unwrap_or_default(),
+                secret_key: s.unwrap_or_default(),
+                session_token: env.text(token),
+            }))
+        };
+        if let Some(given) = pair(errors, "S3__AccessKey", "S3__SecretKey", "S3__SessionToken") {
+            return given;
+        }
+        if env.text("S3__SessionToken").is_some() {
+            errors.push("S3__SessionToken needs S3__AccessKey and S3__SecretKey".into());
+        }
+        if let Some(given) = pair(
+            errors,
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ) {
+            return given;
+        }
+        let (file, role) = (
+            env.text("AWS_WEB_IDENTITY_TOKEN_FILE"),
+            env.text("AWS_ROLE_ARN"),
+        );
+        if file.is_none() && role.is_none() {
+            errors.push(
+                "S3__AccessKey and S3__SecretKey are required with S3__IsEnabled=true \
+                 (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)"
+                    .into(),
+            );
+            return CredentialSource::Static(Credentials {
+                access_key: String::new(),
+                secret_key: String::new(),
+                session_token: None,
+            });
+        }
+        let file = file.unwrap_or_else(|| {
+            errors.push("AWS_WEB_IDENTITY_TOKEN_FILE is required with AWS_ROLE_ARN".into());
+            String::new()
+        });
+        if !file.is_empty() {
+            if let Err(e) = std::fs::metadata(&file) {
+                errors.push(format!(
+                    "AWS_WEB_IDENTITY_TOKEN_FILE={file:?} cannot be read: {e}"
+                ));
+            }
+        }
+        let sts_region = env
+            .text("AWS_REGION")
+            .or_else(|| env.text("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| region.to_owned());
+        CredentialSource::WebIdentity(WebIdentity {
+            role_arn: role.unwrap_or_else(|| {
+                errors.push("AWS_ROLE_ARN is required with AWS_WEB_IDENTITY_TOKEN_FILE".into());
+                String::new()
+            }),
+            token_file: PathBuf::from(file),
+            session_name: env
+                .text("AWS_ROLE_SESSION_NAME")
+                .unwrap_or_else(|| "vfps".into()),
+            sts_endpoint: env
+                .text("AWS_ENDPOINT_URL_STS")
+                .unwrap_or_else(|| sts_endpoint(&sts_region)),
+        })
+    }
+
     fn s3(env: &Env, errors: &mut Vec<String>, presigned_url_expiry: Duration) -> JobStorage {
+        let before = errors.len();
         let mut required = |key: &str| {
             env.text(key).unwrap_or_else(|| {
                 errors.push(format!("{key} is required with S3__IsEnabled=true"));
@@ -297,8 +419,6 @@ impl JobsConfig {
             })
         };
         let service_url = required("S3__ServiceUrl");
-        let access_key = required("S3__AccessKey");
-        let secret_key = required("S3__SecretKey");
         let bucket = required("S3__Bucket");
         let http = service_url.starts_with("http://") || service_url.starts_with("https://");
         if !service_url.is_empty() && !http {
@@ -306,12 +426,20 @@ impl JobsConfig {
                 "S3__ServiceUrl={service_url:?} is not valid: expected an http(s) URL"
             ));
         }
+        let region = env.text("S3__Region").unwrap_or_else(|| "us-east-1".into());
+        let expiry_ok = presigned_url_expiry <= MAX_PRESIGNED_URL_EXPIRY;
+        if !expiry_ok {
+            // Refused, not cut: the service announces the expiry to clients.
+            errors.push(format!(
+                "S3__PresignedUrlExpiry={:?} is longer than S3's limit for presigned URLs, 7 days (7.00:00:00)",
+                env.text("S3__PresignedUrlExpiry").unwrap_or_default()
+            ));
+        }
         let config = S3Config {
             service_url,
-            access_key,
-            secret_key,
+            credentials: Self::credentials(env, errors, &region),
             bucket,
-            region: env.text("S3__Region").unwrap_or_else(|| "us-east-1".into()),
+            region,
             force_path_style: setting(
                 env,
                 errors,
@@ -331,6 +459,13 @@ impl JobsConfig {
             ) as u32,
             allowed_origins: list(env, errors, "S3__AllowedOrigins__"),
         };
+        // What only the settings together tell (a bucket name the addressing
+        // style cannot take over https, …), once each one alone is valid.
+        if errors.len() == before && expiry_ok {
+            if let Err(e) = config.check() {
+                errors.push(e);
+            }
+        }
         JobStorage::S3(Box::new(config))
     }
 }
@@ -426,6 +561,160 @@ mod tests {
         let store = StoreConfig::Postgres(Box::new(options));
         let c = JobsConfig::from_env(&env, &store, &mut errors);
         assert!(matches!(c.storage, JobStorage::Off(m) if m.contains("VFPS_JOBS_DIR")));
+    }
+
+    const S3_ON: [(&str, &str); 5] = [
+        ("S3__IsEnabled", "true"),
+        ("S3__ServiceUrl", "https://s3.eu-central-1.amazonaws.com"),
+        ("S3__AccessKey", "AKIAIOSFODNN7EXAMPLE"),
+        ("S3__SecretKey", "hunter2"),
+        ("S3__Bucket", "vfps"),
+    ];
+
+    fn with_s3(more: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut vars = S3_ON.to_vec();
+        vars.retain(|(k, _)| !more.iter().any(|(m, _)| m == k));
+        vars.extend_from_slice(more);
+        vars
+    }
+
+    fn s3_of(c: JobsConfig) -> S3Config {
+        match c.storage {
+            JobStorage::S3(s3) => *s3,
+            other => panic!("not S3: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_presigned_url_expiry_past_seven_days_is_refused_not_cut() {
+        let errors = load(&with_s3(&[("S3__PresignedUrlExpiry", "8.00:00:00")])).unwrap_err();
+        assert!(
+            errors.iter().any(
+                |e| e.contains("S3__PresignedUrlExpiry=\"8.00:00:00\"") && e.contains("7 days")
+            ),
+            "{errors:?}"
+        );
+        let week = load(&with_s3(&[("S3__PresignedUrlExpiry", "7.00:00:00")])).unwrap();
+        assert_eq!(week.presigned_url_expiry, Duration::from_secs(7 * 86_400));
+    }
+
+    #[test]
+    fn the_part_size_must_hold_the_largest_file_in_s3_s_10000_parts() {
+        let errors = load(&with_s3(&[("CsvProcessing__MaxFileSize", "60GiB")])).unwrap_err();
+        let all = errors.join("\n");
+        assert!(
+            all.contains("CsvProcessing__OutputPartSize (5242880 bytes, its default)")
+                && all.contains("CsvProcessing__MaxFileSize=\"60GiB\" (64424509440 bytes)")
+                && all.contains("at least 7MiB"),
+            "{all}"
+        );
+        load(&with_s3(&[
+            ("CsvProcessing__MaxFileSize", "60GiB"),
+            ("CsvProcessing__OutputPartSize", "7MiB"),
+        ]))
+        .unwrap();
+        let small = load(&with_s3(&[("CsvProcessing__OutputPartSize", "1MiB")])).unwrap_err();
+        assert!(
+            small.join("\n").contains("smaller than S3's smallest part"),
+            "{small:?}"
+        );
+        // A folder has no part limit.
+        load(&[("CsvProcessing__MaxFileSize", "60GiB")]).unwrap();
+    }
+
+    #[test]
+    fn a_dotted_bucket_cannot_be_a_virtual_host_over_https() {
+        let errors = load(&with_s3(&[
+            ("S3__Bucket", "vfps.jobs"),
+            ("S3__ForcePathStyle", "false"),
+        ]))
+        .unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("S3__Bucket=\"vfps.jobs\"")),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn credentials_come_from_s3_settings_then_aws_variables_then_a_web_identity() {
+        let given = s3_of(load(&with_s3(&[("S3__SessionToken", "tok")])).unwrap());
+        assert_eq!(
+            given.credentials,
+            CredentialSource::Static(Credentials {
+                access_key: "AKIAIOSFODNN7EXAMPLE".into(),
+                secret_key: "hunter2".into(),
+                session_token: Some("tok".into()),
+            })
+        );
+        let aws_env = [
+            ("S3__IsEnabled", "true"),
+            ("S3__ServiceUrl", "https://s3.eu-central-1.amazonaws.com"),
+            ("S3__Bucket", "vfps"),
+            ("AWS_ACCESS_KEY_ID", "ASIAENV"),
+            ("AWS_SECRET_ACCESS_KEY", "envsecret"),
+            ("AWS_SESSION_TOKEN", "envtoken"),
+        ];
+        let from_env = s3_of(load(&aws_env).unwrap());
+        assert_eq!(
+            from_env.credentials,
+            CredentialSource::Static(Credentials {
+                access_key: "ASIAENV".into(),
+                secret_key: "envsecret".into(),
+                session_token: Some("envtoken".into()),
+            })
+        );
+        let dir = vfps_testkit::scratch_dir("irsa");
+        let token = dir.join("token");
+        std::fs::write(&token, "jwt").unwrap();
+        let token = token.to_str().unwrap().to_owned();
+        let irsa = [
+            ("S3__IsEnabled", "true"),
+            ("S3__ServiceUrl", "https://s3.eu-central-1.amazonaws.com"),
+            ("S3__Bucket", "vfps"),
+            ("S3__Region", "eu-central-1"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/vfps"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", token.as_str()),
+        ];
+        let role = s3_of(load(&irsa).unwrap());
+        assert_eq!(
+            role.credentials,
+            CredentialSource::WebIdentity(WebIdentity {
+                role_arn: "arn:aws:iam::123456789012:role/vfps".into(),
+                token_file: PathBuf::from(&token),
+                session_name: "vfps".into(),
+                sts_endpoint: "https://sts.eu-central-1.amazonaws.com".into(),
+            })
+        );
+        let mut elsewhere = irsa.to_vec();
+        elsewhere.push(("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:4566"));
+        elsewhere.push(("AWS_ROLE_SESSION_NAME", "vfps-0"));
+        let CredentialSource::WebIdentity(w) = s3_of(load(&elsewhere).unwrap()).credentials else {
+            panic!("not a web identity")
+        };
+        assert_eq!(
+            (w.sts_endpoint.as_str(), w.session_name.as_str()),
+            ("http://127.0.0.1:4566", "vfps-0")
+        );
+        let missing = [
+            ("S3__IsEnabled", "true"),
+            ("S3__ServiceUrl", "https://s3.eu-central-1.amazonaws.com"),
+            ("S3__Bucket", "vfps"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/vfps"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/nonexistent/token"),
+            ("S3__SessionToken", "orphan"),
+        ];
+        let all = load(&missing).unwrap_err().join("\n");
+        assert!(
+            all.contains("AWS_WEB_IDENTITY_TOKEN_FILE=\"/nonexistent/token\" cannot be read"),
+            "{all}"
+        );
+        assert!(
+            all.contains("S3__SessionToken needs S3__AccessKey"),
+            "{all}"
+        );
+        assert!(!all.contains("orphan"), "{all}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub(crate) fn to_proto(ns: &Namespace) -> pb::Namespace {
         // Set, and empty when there is none, as upstream answers.
         pseudonym_prefix: Some(ns.settings.prefix.clone().unwrap_or_default()),
         pseudonym_suffix: Some(ns.settings.suffix.clone().unwrap_or_default()),
+        pseudonym_deletion_allowed: ns.settings.deletable.then_some(true),
     }
 }
 
@@ -32,6 +33,7 @@ pub(crate) fn new_namespace(r: pb::NamespaceServiceCreateRequest) -> NewNamespac
         prefix: r.pseudonym_prefix.filter(|p| !p.is_empty()),
         suffix: r.pseudonym_suffix.filter(|s| !s.is_empty()),
         description: r.description,
+        deletable: r.pseudonym_deletion_allowed.unwrap_or(false),
     }
 }
 

@@ -90,6 +90,31 @@ impl PseudonymService for PseudonymApi {
         observed(&self.state, "PseudonymService/Get", audited).await
     }
 
+    async fn erase(
+        &self,
+        request: Request<pb::PseudonymServiceEraseRequest>,
+    ) -> Result<Response<pb::PseudonymServiceEraseResponse>, Status> {
+        let d = deadline(&self.state, &request);
+        let (metadata, _, req) = request.into_parts();
+        let call = async {
+            let how = erasure_mode(req.mode)?;
+            self.state
+                .service
+                .erase(&req.namespace, &req.original_value, how, d)
+                .await?;
+            Ok(pb::PseudonymServiceEraseResponse {})
+        };
+        let audited = self.state.auth.audited(
+            authorization(&metadata),
+            Operation::ErasePseudonym,
+            &req.namespace,
+            d,
+            call,
+            |_| 1,
+        );
+        observed(&self.state, "PseudonymService/Erase", audited).await
+    }
+
     async fn list(
         &self,
         request: Request<pb::PseudonymServiceListRequest>,
@@ -119,5 +144,16 @@ impl PseudonymService for PseudonymApi {
             |r: &pb::PseudonymServiceListResponse| r.pseudonyms.len() as u64,
         );
         observed(&self.state, "PseudonymService/List", audited).await
+    }
+}
+
+/// The erasure a request's `mode` names (by number, as the wire has it).
+pub(crate) fn erasure_mode(mode: i32) -> Result<crate::service::Erasure, vfps_core::Error> {
+    match pb::ErasureMode::try_from(mode) {
+        Ok(pb::ErasureMode::Delete) => Ok(crate::service::Erasure::Delete),
+        Ok(pb::ErasureMode::Anonymize) => Ok(crate::service::Erasure::Anonymize),
+        _ => Err(vfps_core::Error::invalid_argument(format!(
+            "mode must be ERASURE_MODE_DELETE or ERASURE_MODE_ANONYMIZE, got {mode}"
+        ))),
     }
 }

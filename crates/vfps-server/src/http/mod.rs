@@ -10,9 +10,8 @@ use vfps_core::{Error, ErrorKind};
 
 use crate::state::AppState;
 
-mod fhir;
 pub(crate) mod jobs;
-mod json;
+pub(crate) mod json;
 mod rest;
 mod serve;
 pub(crate) mod tokens;
@@ -20,7 +19,7 @@ pub(crate) mod tokens;
 pub use serve::serve;
 
 /// The body parsers, for the fuzzing harness.
-pub use fhir::parameters as fhir_parameters;
+pub use crate::fhir::create_parameters as fhir_parameters;
 pub use rest::parse_body as rest_body;
 
 /// Every HTTP route; bodies over `max_body_bytes` are refused with 413 (in
@@ -29,7 +28,7 @@ pub use rest::parse_body as rest_body;
 pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
     let api = Router::new()
         .merge(rest::routes())
-        .merge(fhir::routes())
+        .merge(crate::fhir::routes())
         .merge(tokens::routes())
         .merge(jobs::routes());
     // Only the routes added so far get the layer.
@@ -53,7 +52,7 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
 }
 
 /// A 401 names the scheme it wants (RFC 6750): `WWW-Authenticate: Bearer`.
-fn challenge(kind: ErrorKind, mut response: Response) -> Response {
+pub(crate) fn challenge(kind: ErrorKind, mut response: Response) -> Response {
     if kind == ErrorKind::Unauthenticated {
         response.headers_mut().insert(
             axum::http::header::WWW_AUTHENTICATE,
@@ -72,7 +71,13 @@ async fn rejections_in_kind(
     next: axum::middleware::Next,
     max_body_bytes: usize,
 ) -> Response {
-    let fhir = req.uri().path().starts_with("/v1/fhir/");
+    let bundle = req.uri().path() == "/v1/fhir";
+    let fhir = bundle || req.uri().path().starts_with("/v1/fhir/");
+    let max_body_bytes = if bundle {
+        crate::fhir::bundle::MAX_BYTES
+    } else {
+        max_body_bytes
+    };
     let response = next.run(req).await;
     let status = response.status();
     let plain = response
@@ -93,12 +98,17 @@ async fn rejections_in_kind(
         _ => return response,
     };
     let mut response = if fhir {
-        fhir::outcome(&error)
+        crate::fhir::outcome(&error)
     } else {
         rest::error_response(&error)
     };
     *response.status_mut() = status;
     response
+}
+
+/// The call's `Authorization` header (or headers).
+pub(crate) fn authorization(headers: &axum::http::HeaderMap) -> crate::auth::AuthHeader<'_> {
+    rest::authorization(headers)
 }
 
 /// `/livez`, `/readyz` and `/healthz`: on the HTTP port, and on the metrics

@@ -10,7 +10,7 @@ use axum::{
     extract::{Path, Query, State},
     http::{header::CONTENT_TYPE, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
-    routing::get,
+    routing::{get, post},
     Router,
 };
 use serde::{de::DeserializeOwned, Serialize};
@@ -38,6 +38,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{namespace}/pseudonyms/{pseudonym}",
             get(get_pseudonym),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/pseudonyms:erase",
+            post(erase_pseudonym),
         )
 }
 
@@ -237,6 +241,34 @@ async fn create_pseudonym(
         })
     })
     .await
+}
+
+/// `{"originalValue": …, "mode": "ERASURE_MODE_DELETE" | "ERASURE_MODE_ANONYMIZE"}`.
+async fn erase_pseudonym(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(namespace): Path<String>,
+    body: Bytes,
+) -> Response {
+    let d = state.deadline(None);
+    let call = async {
+        let req: pb::PseudonymServiceEraseRequest = parse_body(&body)?;
+        let how = ps_api::erasure_mode(req.mode)?;
+        state
+            .service
+            .erase(&namespace, &req.original_value, how, d)
+            .await?;
+        Ok(pb::PseudonymServiceEraseResponse {})
+    };
+    let audited = state.auth.audited(
+        authorization(&headers),
+        Operation::ErasePseudonym,
+        &namespace,
+        d,
+        call,
+        |_| 1,
+    );
+    respond(&state, "PseudonymService/Erase", audited).await
 }
 
 async fn get_pseudonym(

@@ -83,7 +83,7 @@ pub async fn access_control(State(state): State<AppState>, visit: Visit) -> Resp
                     @if config.namespace_rules.is_empty() { p { "No namespace rules: only admins may use namespaces." } }
                     @else {
                         table {
-                            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Read roles" } th scope="col" { "Write roles" } th scope="col" { "Reverse-lookup roles" } } }
+                            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Read roles" } th scope="col" { "Write roles" } th scope="col" { "Reverse-lookup roles" } th scope="col" { "Erase roles" } } }
                             tbody {
                                 @for rule in &config.namespace_rules {
                                     tr {
@@ -91,6 +91,7 @@ pub async fn access_control(State(state): State<AppState>, visit: Visit) -> Resp
                                         td { (roles(&rule.read_roles)) }
                                         td { (roles(&rule.write_roles)) }
                                         td { (roles(&rule.reverse_lookup_roles)) }
+                                        td { (roles(&rule.erase_roles)) }
                                     }
                                 }
                             }

@@ -265,7 +265,7 @@ mod tests {
     /// and the like, are served by `{id}`'s handlers). A route added to the
     /// router, or to the document, without the other fails the tests below
     /// until it is added here too.
-    const REST_ROUTES: [(&str, &str, &str); 26] = [
+    const REST_ROUTES: [(&str, &str, &str); 34] = [
         ("GET", "/v1/namespaces", "/v1/namespaces"),
         ("POST", "/v1/namespaces", "/v1/namespaces"),
         ("GET", "/v1/namespaces/{name}", "/v1/namespaces/{name}"),
@@ -287,10 +287,38 @@ mod tests {
         ),
         (
             "POST",
+            "/v1/namespaces/{namespace}/pseudonyms:erase",
+            "/v1/namespaces/{namespace}/pseudonyms:erase",
+        ),
+        (
+            "POST",
             "/v1/fhir/$create-pseudonym",
             "/v1/fhir/$create-pseudonym",
         ),
         ("GET", "/v1/fhir/metadata", "/v1/fhir/metadata"),
+        ("POST", "/v1/fhir", "/v1/fhir"),
+        ("POST", "/v1/fhir/$pseudonymize", "/v1/fhir/$pseudonymize"),
+        ("POST", "/v1/fhir/$get-pseudonym", "/v1/fhir/$get-pseudonym"),
+        (
+            "POST",
+            "/v1/fhir/$de-pseudonymize",
+            "/v1/fhir/$de-pseudonymize",
+        ),
+        (
+            "POST",
+            "/v1/fhir/$pseudonymize-multiple",
+            "/v1/fhir/$pseudonymize-multiple",
+        ),
+        (
+            "POST",
+            "/v1/fhir/$delete-pseudonym",
+            "/v1/fhir/$delete-pseudonym",
+        ),
+        (
+            "POST",
+            "/v1/fhir/$anonymize-original",
+            "/v1/fhir/$anonymize-original",
+        ),
         ("GET", "/v1/tokens", "/v1/tokens"),
         ("POST", "/v1/tokens", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{id}", "/v1/tokens/{id}"),
@@ -328,13 +356,13 @@ mod tests {
     const ROUTE_SOURCES: [&str; 5] = [
         include_str!("../http/mod.rs"),
         include_str!("../http/rest.rs"),
-        include_str!("../http/fhir.rs"),
+        include_str!("../fhir/mod.rs"),
         include_str!("../http/tokens.rs"),
         include_str!("../http/jobs.rs"),
     ];
     const MERGED: [&str; 6] = [
         "rest::routes()",
-        "fhir::routes()",
+        "crate::fhir::routes()",
         "tokens::routes()",
         "jobs::routes()",
         "health_routes()",

@@ -27,6 +27,7 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
         pseudonym_prefix: Some("pre-".into()),
         pseudonym_suffix: None,
         description: "a namespace".into(),
+        pseudonym_deletion_allowed: None,
     };
     let created = ns
         .create(create("alpha", UUID4, 36))

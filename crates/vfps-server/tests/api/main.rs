@@ -11,6 +11,8 @@ mod grpc;
 mod interleavings;
 mod jobs;
 mod limits;
+mod mii;
+mod mii_examples;
 mod observability;
 mod operations;
 mod reidentify;

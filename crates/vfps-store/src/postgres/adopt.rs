@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use vfps_core::Error;
 
-use super::{namespace_from_row, pool::Steps, NAMESPACE_COLUMNS};
+use super::{namespace_from_row, pool::Steps};
 use crate::migrate::{self, Migration};
 
 /// Index builds on a large table outlast any call's command timeout.
@@ -93,7 +93,11 @@ pub(super) async fn adopt(c: &Client, steps: &Steps) -> Result<(), Error> {
             .await?;
         for row in steps
             .run(c.query(
-                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces ORDER BY name"),
+                // The columns of the adopted schema; later migrations add theirs
+                // (as their defaults here).
+                "SELECT name, description, pseudonym_generation_method, pseudonym_length, \
+                 pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, false \
+                 FROM namespaces ORDER BY name",
                 &[],
             ))
             .await?

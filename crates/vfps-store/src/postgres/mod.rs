@@ -29,8 +29,8 @@ use deadpool::managed::{self, PoolError};
 use tokio_postgres::Row;
 use vfps_core::{
     access::{TokenHash, TokenRecord},
-    Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings, NamespaceUid, PageCursor,
-    Pseudonym, PseudonymPage, PseudonymValue,
+    is_anonymized, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
+    NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 use crate::{
@@ -42,6 +42,7 @@ use crate::{
 };
 
 mod adopt;
+mod erasure;
 mod jobs;
 mod monitor;
 pub mod npgsql;
@@ -429,7 +430,8 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
         u32::try_from(length).map_err(|_| bad("length"))?,
         r.try_get(4).map_err(get_err)?,
         r.try_get(5).map_err(get_err)?,
-    )?;
+    )?
+    .with_deletion(r.try_get(9).map_err(get_err)?);
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -457,7 +459,8 @@ const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable rea
 
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid";
+     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
+     pseudonym_deletion_allowed";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -582,7 +585,7 @@ impl Store for PgStore {
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -595,6 +598,7 @@ impl Store for PgStore {
                     &ns.created_at,
                     &ns.last_updated_at,
                     &ns.uid.0,
+                    &s.deletable,
                 ],
             ))
             .await?;
@@ -691,7 +695,12 @@ impl Store for PgStore {
             ))
             .await?;
         lease.finish();
-        row.as_ref().map(pseudonym_from_row).transpose()
+        // An anonymized entry resolves to no one.
+        Ok(row
+            .as_ref()
+            .map(pseudonym_from_row)
+            .transpose()?
+            .filter(|p| !is_anonymized(&p.original_value)))
     }
 
     async fn get_pseudonyms(&self, lookups: &[Lookup]) -> Result<Vec<Option<Pseudonym>>, Error> {
@@ -709,6 +718,10 @@ impl Store for PgStore {
         let rows: Vec<Pseudonym> = rows
             .iter()
             .map(pseudonym_from_row)
+            .filter(|p| {
+                p.as_ref()
+                    .map_or(true, |p| !is_anonymized(&p.original_value))
+            })
             .collect::<Result<_, _>>()?;
         let found: std::collections::HashMap<(&str, &str), &Pseudonym> = rows
             .iter()

@@ -56,6 +56,7 @@ impl S3 {
             None => self.bucket_root(),
         };
         let mut headers = call.headers;
+        let writes = call.method == Method::PUT || call.method == Method::POST;
         let (payload_hash, body) = match call.body {
             Payload::Empty => (sigv4::payload_hash(b""), None),
             Payload::Signed(body) => {
@@ -67,7 +68,9 @@ impl S3 {
                 (sigv4::UNSIGNED_PAYLOAD.to_owned(), Some(body))
             }
         };
+        let credentials = self.credentials.current().await?;
         let signed = self.signer.sign(
+            &credentials,
             &sigv4::Request {
                 method: call.method.as_str(),
                 host: &self.host,
@@ -86,6 +89,13 @@ impl S3 {
             .header(header::HOST, &self.host);
         for (name, value) in headers.iter().chain(signed.iter()) {
             request = request.header(*name, value);
+        }
+        if writes && body.as_ref().is_none_or(|b| b.is_empty()) {
+            // The HTTP client sends no length for an empty body, and AWS S3
+            // answers a PUT or POST without one `411 MissingContentLength`
+            // (Garage and MinIO forgive it): an empty object, the empty last
+            // part of an empty output, and `POST ?uploads` all need it.
+            request = request.header(header::CONTENT_LENGTH, "0");
         }
         if let Some(body) = body {
             request = request.body(body);
@@ -131,10 +141,27 @@ impl S3 {
         if status.is_success() {
             return Ok(response);
         }
+        // A redirect is not followed (the signature would not go with it):
+        // AWS sends one for a bucket in another region, and says which.
+        let region = response
+            .headers()
+            .get("x-amz-bucket-region")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = tokio::time::timeout(self.timeouts.request, read_capped(response))
             .await
             .unwrap_or_default();
-        Err(self.s3_error(what, status, &body))
+        match self.s3_error(what, status, &body) {
+            StorageError::Refused(text) if status.is_redirection() => {
+                Err(StorageError::Refused(match region {
+                    Some(region) => format!(
+                        "{text}: the bucket is in region {region:?}; set S3__Region and S3__ServiceUrl for it"
+                    ),
+                    None => format!("{text}: the bucket is elsewhere; check S3__ServiceUrl and S3__Region"),
+                }))
+            }
+            other => Err(other),
+        }
     }
 
     /// The error an S3 answer says, by its status and `<Code>`.
@@ -147,11 +174,20 @@ impl S3 {
         if let Some(message) = xml::text(body, "Message").filter(|m| !m.is_empty()) {
             text.push_str(&format!(" ({message})"));
         }
-        if self.signer.reveals_secret(&text) {
+        if self.credentials.revealed_in(&text) {
             text = format!("S3 {what} answered {status}: {code} (its message withheld)");
         }
         if code == "NoSuchUpload" {
             StorageError::NoSuchUpload
+        } else if code == "NoSuchBucket" {
+            // Not "object absent": a misspelt S3__Bucket must not pass
+            // unnoticed as a missing file.
+            StorageError::Refused(format!(
+                "{text}: the bucket {:?} does not exist (S3__Bucket)",
+                self.bucket
+            ))
+        } else if code == "InvalidPart" {
+            StorageError::InvalidPart(text)
         } else if status.is_server_error()
             || status == StatusCode::TOO_MANY_REQUESTS
             || status == StatusCode::REQUEST_TIMEOUT
@@ -231,23 +267,51 @@ fn content_md5(body: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(Md5::digest(body))
 }
 
-/// A failure to reach S3 or to hear it out: a refused or reset connection, a
-/// timeout, an answer cut short — all may pass.
-fn transport(what: &str, e: reqwest::Error) -> StorageError {
+/// A failure to reach S3 or to hear it out. A refused or reset connection, a
+/// timeout, an answer cut short may all pass: `Unavailable`. A TLS failure
+/// (a certificate that is not trusted or does not name the host, no common
+/// protocol) does not pass by waiting: `Refused`, with its cause, so the
+/// runner stops at once rather than retrying until its deadline.
+pub(super) fn transport(what: &str, e: reqwest::Error) -> StorageError {
     let builder = e.is_builder();
     // The URL holds nothing secret, but the operation says more in a log.
     let e = e.without_url();
-    let mut text = format!("S3 {what}: {e}");
+    let mut text = format!("{what}: {e}");
+    if !what.starts_with("STS") {
+        text.insert_str(0, "S3 ");
+    }
+    let mut tls = false;
     let mut source = std::error::Error::source(&e);
     while let Some(cause) = source {
         text.push_str(&format!(": {cause}"));
+        tls |= is_tls(cause);
         source = cause.source();
     }
-    if builder {
+    if builder || tls {
         StorageError::Refused(text)
     } else {
         StorageError::Unavailable(text)
     }
+}
+
+/// Whether `e` is a TLS failure: rustls's error, as itself or wrapped in I/O
+/// errors (the TLS stream wraps it in one, the connector that in another, and
+/// an I/O error's `source` skips what it wraps).
+fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = e;
+    for _ in 0..8 {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => e = inner,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// Up to [`MAX_ERROR_BODY_BYTES`] of an answer, as text.

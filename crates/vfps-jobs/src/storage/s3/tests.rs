@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use futures::StreamExt;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpListener,
@@ -16,8 +17,11 @@ const SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 fn config(service_url: &str, force_path_style: bool) -> S3Config {
     S3Config {
         service_url: service_url.to_owned(),
-        access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
-        secret_key: SECRET.to_owned(),
+        credentials: CredentialSource::Static(Credentials {
+            access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
+            secret_key: SECRET.to_owned(),
+            session_token: None,
+        }),
         bucket: "vfps-jobs".to_owned(),
         region: "eu-central-1".to_owned(),
         force_path_style,
@@ -63,7 +67,11 @@ fn bad_settings_are_refused_naming_them_and_never_the_secret() {
     })
     .is_ok());
     let no_secret = S3Config {
-        secret_key: String::new(),
+        credentials: CredentialSource::Static(Credentials {
+            access_key: "AKIAIOSFODNN7EXAMPLE".to_owned(),
+            secret_key: String::new(),
+            session_token: None,
+        }),
         ..config("https://s3.example.org", true)
     };
     assert_eq!(refused(no_secret), "S3__SecretKey is empty");
@@ -78,13 +86,15 @@ fn the_secret_key_is_in_no_debug_output() {
     }
 }
 
-#[test]
-fn presigned_addresses_name_the_bucket_in_the_path_or_the_host() {
+#[tokio::test]
+async fn presigned_addresses_name_the_bucket_in_the_path_or_the_host() {
     let key = "csv-jobs/0b5e/input.csv";
     let expires = Duration::from_secs(900);
     let path_style = S3::new(config("http://127.0.0.1:3900", true)).unwrap();
     let url = path_style
         .presign(Transfer::Upload, key, expires, None)
+        .await
+        .unwrap()
         .unwrap();
     assert!(
         url.starts_with("http://127.0.0.1:3900/vfps-jobs/csv-jobs/0b5e/input.csv?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F"),
@@ -103,13 +113,15 @@ fn presigned_addresses_name_the_bucket_in_the_path_or_the_host() {
             expires,
             Some("patients pseudonymized.csv"),
         )
+        .await
+        .unwrap()
         .unwrap();
     assert!(
         url.starts_with("https://vfps-jobs.s3.example.org/csv-jobs/0b5e/input.csv?X-Amz-"),
         "{url}"
     );
     assert!(
-        url.contains("&response-content-disposition=attachment%3B%20filename%3D%22patients%20pseudonymized.csv%22&"),
+        url.contains("&response-content-disposition=attachment%3B%20filename%3D%22patients%20pseudonymized.csv%22%3B%20filename%2A%3DUTF-8%27%27patients%2520pseudonymized.csv&"),
         "{url}"
     );
     assert!(!url.contains(SECRET));
@@ -248,5 +260,86 @@ async fn a_read_that_stalls_mid_body_fails_transiently_and_says_so() {
     assert!(
         stream.next().await.is_none(),
         "the stream ends after its error"
+    );
+}
+
+#[test]
+fn a_dotted_bucket_cannot_be_a_virtual_host_over_https() {
+    let dotted = |url: &str, path_style| S3Config {
+        bucket: "vfps.jobs.example".to_owned(),
+        ..config(url, path_style)
+    };
+    let error = S3::new(dotted("https://s3.eu-central-1.amazonaws.com", false))
+        .err()
+        .unwrap();
+    assert!(
+        error.contains("S3__Bucket=\"vfps.jobs.example\"")
+            && error.contains("S3__ForcePathStyle=true"),
+        "{error}"
+    );
+    // Path style, or no TLS whose certificate could fail: fine.
+    assert!(S3::new(dotted("https://s3.eu-central-1.amazonaws.com", true)).is_ok());
+    assert!(S3::new(dotted("http://minio:9000", false)).is_ok());
+}
+
+#[test]
+fn a_presigned_url_expiry_past_seven_days_is_refused_naming_it() {
+    let long = S3Config {
+        presigned_url_expiry: Duration::from_secs(7 * 86_400 + 1),
+        ..config("https://s3.example.org", true)
+    };
+    let error = S3::new(long).err().unwrap();
+    assert!(
+        error.contains("S3__PresignedUrlExpiry=604801 s") && error.contains("7 days"),
+        "{error}"
+    );
+    let week = S3Config {
+        presigned_url_expiry: Duration::from_secs(7 * 86_400),
+        ..config("https://s3.example.org", true)
+    };
+    assert!(S3::new(week).is_ok());
+}
+
+#[test]
+fn the_download_name_is_given_in_rfc_6266_s_safe_form() {
+    assert_eq!(
+        content_disposition("input-pseudonymized.csv"),
+        "attachment; filename=\"input-pseudonymized.csv\"; filename*=UTF-8''input-pseudonymized.csv"
+    );
+    // Non-ASCII, quotes, CR/LF: never raw in the header.
+    let hostile = "Müller \"a\"\r\nSet-Cookie: x=1;\\%.csv";
+    let header = content_disposition(hostile);
+    assert_eq!(
+        header,
+        "attachment; filename=\"M_ller _a___Set-Cookie: x=1;__.csv\"; \
+         filename*=UTF-8''M%C3%BCller%20%22a%22%0D%0ASet-Cookie%3A%20x%3D1%3B%5C%25.csv"
+    );
+    assert!(header.is_ascii() && !header.contains(['\r', '\n']));
+}
+
+#[tokio::test]
+async fn a_bucket_in_another_region_is_refused_naming_its_region() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let s3 = impatient(&format!("http://{}", listener.local_addr().unwrap()));
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client hung up before its request ended");
+            request.extend_from_slice(&buf[..n]);
+        }
+        // As AWS answers a HEAD for a bucket of another region: no body.
+        socket
+            .write_all(b"HTTP/1.1 301 Moved Permanently\r\nx-amz-bucket-region: eu-west-3\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+    });
+    let error = s3.size("csv-jobs/a/input.csv").await.unwrap_err();
+    assert!(!error.is_transient(), "{error}");
+    assert!(
+        error.to_string().contains("\"eu-west-3\"") && error.to_string().contains("S3__Region"),
+        "{error}"
     );
 }

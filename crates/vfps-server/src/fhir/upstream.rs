@@ -1,70 +1,21 @@
-//! FHIR R4: the `$create-pseudonym` operation and the CapabilityStatement.
+//! Upstream vfps's FHIR operation `$create-pseudonym`: `namespace` and
+//! `originalValue` as `valueString`s in, the same and `pseudonymValue` out.
 
 use std::time::Instant;
 
-use axum::{
-    body::Bytes,
-    extract::State,
-    http::{header, StatusCode},
-    response::{IntoResponse, Response},
-    routing::{get, post},
-    Router,
-};
+use axum::{body::Bytes, extract::State, http::StatusCode, response::Response};
 use serde_json::{json, Value};
-use vfps_core::{Error, ErrorKind};
+use vfps_core::Error;
 
+use super::{fhir, outcome};
 use crate::state::AppState;
-
-const FHIR_JSON: &str = "application/fhir+json";
-
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/fhir/$create-pseudonym", post(create_pseudonym))
-        .route("/v1/fhir/metadata", get(metadata))
-}
-
-fn fhir(status: StatusCode, body: Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, FHIR_JSON)],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// An `OperationOutcome` for an error.
-pub(super) fn outcome(e: &Error) -> Response {
-    let (status, code) = match e.kind {
-        ErrorKind::InvalidArgument | ErrorKind::OutOfRange => (StatusCode::BAD_REQUEST, "invalid"),
-        ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not-found"),
-        ErrorKind::AlreadyExists => (StatusCode::CONFLICT, "duplicate"),
-        ErrorKind::Unavailable | ErrorKind::DeadlineExceeded => {
-            (StatusCode::SERVICE_UNAVAILABLE, "transient")
-        }
-        ErrorKind::ResourceExhausted => (StatusCode::TOO_MANY_REQUESTS, "throttled"),
-        ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "exception"),
-        ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, "login"),
-        ErrorKind::PermissionDenied => (StatusCode::FORBIDDEN, "forbidden"),
-        ErrorKind::FailedPrecondition => (StatusCode::BAD_REQUEST, "business-rule"),
-    };
-    super::challenge(
-        e.kind,
-        fhir(
-            status,
-            json!({
-                "resourceType": "OperationOutcome",
-                "issue": [{"severity": "error", "code": code, "diagnostics": e.message}],
-            }),
-        ),
-    )
-}
 
 /// Reads `namespace` and `originalValue` (`valueString`) from a `Parameters`
 /// resource. Anything ambiguous is refused rather than resolved by a guess:
 /// a property twice in one object (FHIR JSON forbids it), a parameter with
 /// more than one `value[x]`, either parameter given twice.
 pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
-    let v = super::json::strict(body)
+    let v = crate::http::json::strict(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     if v.get("resourceType").and_then(Value::as_str) != Some("Parameters") {
         return Err(Error::invalid_argument(
@@ -108,7 +59,7 @@ pub fn parameters(body: &[u8]) -> Result<(String, String), Error> {
     Ok((find("namespace")?, find("originalValue")?))
 }
 
-async fn create_pseudonym(
+pub(super) async fn create_pseudonym(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
     body: Bytes,
@@ -118,7 +69,7 @@ async fn create_pseudonym(
     let result = async {
         let who = state
             .auth
-            .authenticate(super::rest::authorization(&headers), d)
+            .authenticate(crate::http::authorization(&headers), d)
             .await?;
         let (namespace, original) = parameters(&body)?;
         state.auth.authorize(
@@ -154,31 +105,10 @@ async fn create_pseudonym(
     }
 }
 
-async fn metadata() -> Response {
-    fhir(
-        StatusCode::OK,
-        json!({
-            "resourceType": "CapabilityStatement",
-            "status": "active",
-            "date": "2026-01-01",
-            "kind": "instance",
-            "software": {"name": "vfps", "version": env!("CARGO_PKG_VERSION")},
-            "implementation": {"description": "vfps pseudonymization service"},
-            "fhirVersion": "4.0.1",
-            "format": [FHIR_JSON],
-            "rest": [{
-                "mode": "server",
-                "operation": [{
-                    "name": "create-pseudonym",
-                    "definition": "OperationDefinition/create-pseudonym",
-                }],
-            }],
-        }),
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use vfps_core::ErrorKind;
+
     use super::*;
 
     #[test]

@@ -1,0 +1,274 @@
+//! The six operations of the MII pseudonymization interface (IG
+//! 2026.1.0-ballot.1), system-level at the FHIR base: a namespace is the IG's
+//! pseudonymization context (`context.value` is its name).
+//!
+//! | operation | needs | answers |
+//! |---|---|---|
+//! | `$pseudonymize` | write | `context`, `original`, `pseudonym` (made if missing, unless `allowCreate` is false) |
+//! | `$get-pseudonym` | write | the same, never made; 404 without one |
+//! | `$de-pseudonymize` | reverse-lookup (audited) | `original` with parts `context`, `value`, `pseudonym` |
+//! | `$pseudonymize-multiple` | write | refused: every namespace here is single-pseudonym |
+//! | `$delete-pseudonym` | erase (audited) | an `OperationOutcome`: deleted, where the namespace allows it |
+//! | `$anonymize-original` | erase (audited) | an `OperationOutcome`: the link gone for good, the pseudonym reserved |
+//!
+//! Every operation runs through the service the other transports use; one
+//! entry of a batch Bundle is one [`run`].
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use vfps_core::{Error, ErrorKind};
+
+use super::parameters::{read, Input, Param};
+use crate::{
+    auth::{audit, Operation, Principal},
+    service::Erasure,
+    state::AppState,
+};
+
+/// The IG's canonical base.
+pub const IG: &str =
+    "https://www.medizininformatik-initiative.de/fhir/ext/mii-interface-module-pseudonymization";
+
+/// Most pseudonyms one `$pseudonymize-multiple` may ask for.
+pub const MAX_COUNT: i64 = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Pseudonymize,
+    GetPseudonym,
+    DePseudonymize,
+    PseudonymizeMultiple,
+    DeletePseudonym,
+    AnonymizeOriginal,
+}
+
+impl Op {
+    pub const ALL: [Op; 6] = [
+        Self::Pseudonymize,
+        Self::GetPseudonym,
+        Self::DePseudonymize,
+        Self::PseudonymizeMultiple,
+        Self::DeletePseudonym,
+        Self::AnonymizeOriginal,
+    ];
+
+    /// The operation's code (without `$`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Pseudonymize => "pseudonymize",
+            Self::GetPseudonym => "get-pseudonym",
+            Self::DePseudonymize => "de-pseudonymize",
+            Self::PseudonymizeMultiple => "pseudonymize-multiple",
+            Self::DeletePseudonym => "delete-pseudonym",
+            Self::AnonymizeOriginal => "anonymize-original",
+        }
+    }
+
+    /// The IG's OperationDefinition.
+    pub fn definition(self) -> String {
+        let id = match self {
+            Self::Pseudonymize => "Pseudonymize",
+            Self::GetPseudonym => "GetPseudonym",
+            Self::DePseudonymize => "DePseudonymize",
+            Self::PseudonymizeMultiple => "PseudonymizeMultiple",
+            Self::DeletePseudonym => "DeletePseudonym",
+            Self::AnonymizeOriginal => "AnonymizeOriginal",
+        };
+        format!("{IG}/OperationDefinition/{id}")
+    }
+
+    /// The operation an entry's URL (`$pseudonymize`, `/$pseudonymize`,
+    /// `pseudonymize`) names.
+    pub fn from_url(url: &str) -> Option<Self> {
+        let code = url.trim_start_matches('/').trim_start_matches('$');
+        Self::ALL.into_iter().find(|op| op.code() == code)
+    }
+
+    /// What it is to the authorization rules and the audit trail.
+    fn operation(self) -> Operation {
+        match self {
+            Self::Pseudonymize | Self::PseudonymizeMultiple => Operation::CreatePseudonym,
+            Self::GetPseudonym => Operation::FindPseudonym,
+            Self::DePseudonymize => Operation::GetPseudonym,
+            Self::DeletePseudonym | Self::AnonymizeOriginal => Operation::ErasePseudonym,
+        }
+    }
+
+    fn params(self) -> (&'static [Param], &'static [Param]) {
+        match self {
+            Self::Pseudonymize => (&[Param::Original], &[Param::AllowCreate]),
+            Self::GetPseudonym | Self::DeletePseudonym | Self::AnonymizeOriginal => {
+                (&[Param::Original], &[])
+            }
+            Self::DePseudonymize => (&[Param::Pseudonym], &[]),
+            Self::PseudonymizeMultiple => (&[Param::Original, Param::Count], &[]),
+        }
+    }
+}
+
+/// What an operation answered: a status and a resource (`Parameters`, or
+/// an `OperationOutcome`).
+pub type Answer = (StatusCode, Value);
+
+/// Runs `op` on `body` for `who`, within `deadline`; an error is answered
+/// with [`refused`].
+pub async fn run(
+    state: &AppState,
+    who: &Principal,
+    op: Op,
+    body: &Value,
+    deadline: std::time::Instant,
+) -> Result<Answer, Error> {
+    let (required, optional) = op.params();
+    let input = read(body, required, optional)?;
+    let namespace = input.context.value().to_owned();
+    let allowed = state.auth.authorize(who, op.operation(), Some(&namespace));
+    let result = match allowed {
+        Ok(()) => execute(state, op, &input, &namespace, deadline).await,
+        Err(e) => Err(e),
+    };
+    if op.operation().audited() {
+        state.auth.record(&audit::Event {
+            principal: Some(who),
+            operation: op.operation(),
+            namespace: &namespace,
+            job: None,
+            token: None,
+            outcome: result.as_ref().map(|_| 1).map_err(|e| e.kind),
+        });
+    }
+    result
+}
+
+/// `$pseudonymize`'s answer: the input echoed, and the pseudonym in kind.
+pub fn pseudonymized(input: &Input, pseudonym: &str) -> Option<Value> {
+    let original = input.original.as_ref()?;
+    Some(json!({"resourceType": "Parameters", "parameter": [
+        input.context.echo(input.context_name),
+        original.echo("original"),
+        original.answer("pseudonym", pseudonym, &input.context),
+    ]}))
+}
+
+/// For a transaction: `op`'s input read from `body` and authorized for
+/// `who`, its namespace named by `context`.
+pub fn checked(state: &AppState, who: &Principal, op: Op, body: &Value) -> Result<Input, Error> {
+    let (required, optional) = op.params();
+    let input = read(body, required, optional)?;
+    state
+        .auth
+        .authorize(who, op.operation(), Some(input.context.value()))?;
+    Ok(input)
+}
+
+async fn execute(
+    state: &AppState,
+    op: Op,
+    input: &Input,
+    namespace: &str,
+    deadline: std::time::Instant,
+) -> Result<Answer, Error> {
+    let service = &state.service;
+    let context = &input.context;
+    match op {
+        Op::Pseudonymize | Op::GetPseudonym => {
+            let original = input.original.as_ref().ok_or_else(missing)?;
+            let p = if op == Op::Pseudonymize && input.allow_create != Some(false) {
+                service
+                    .create_pseudonym(namespace, original.value(), deadline)
+                    .await?
+            } else {
+                service
+                    .find_pseudonym(namespace, original.value(), deadline)
+                    .await?
+            };
+            let answer = pseudonymized(input, &p.pseudonym_value).ok_or_else(missing)?;
+            Ok((StatusCode::OK, answer))
+        }
+        Op::DePseudonymize => {
+            let pseudonym = input.pseudonym.as_ref().ok_or_else(missing)?;
+            let p = service
+                .get_pseudonym(namespace, pseudonym.value(), deadline)
+                .await?;
+            Ok((
+                StatusCode::OK,
+                json!({"resourceType": "Parameters", "parameter": [{
+                    "name": "original",
+                    "part": [
+                        context.echo(input.context_name),
+                        pseudonym.answer("value", &p.original_value, context),
+                        pseudonym.echo("pseudonym"),
+                    ],
+                }]}),
+            ))
+        }
+        Op::PseudonymizeMultiple => {
+            let count = input.count.unwrap_or_default();
+            if !(0..=MAX_COUNT).contains(&count) {
+                return Err(Error::invalid_argument(format!(
+                    "parameter count must be between 0 and {MAX_COUNT}, got {count}"
+                )));
+            }
+            service.get_namespace(namespace, deadline).await?;
+            Err(Error::failed_precondition(format!(
+                "namespace {namespace} is a single-pseudonym namespace: use $pseudonymize"
+            )))
+        }
+        Op::DeletePseudonym | Op::AnonymizeOriginal => {
+            let original = input.original.as_ref().ok_or_else(missing)?;
+            let how = if op == Op::DeletePseudonym {
+                Erasure::Delete
+            } else {
+                Erasure::Anonymize
+            };
+            service
+                .erase(namespace, original.value(), how, deadline)
+                .await?;
+            let (code, text) = match how {
+                Erasure::Delete => ("MSG_DELETED", "Entry deleted."),
+                Erasure::Anonymize => (
+                    "MSG_UPDATED",
+                    "Entry anonymized: the link is gone for good.",
+                ),
+            };
+            Ok((
+                StatusCode::OK,
+                json!({"resourceType": "OperationOutcome", "issue": [{
+                    "severity": "information",
+                    "code": "informational",
+                    "details": {"coding": [{
+                        "system": "http://terminology.hl7.org/CodeSystem/operation-outcome",
+                        "code": code,
+                    }]},
+                    "diagnostics": text,
+                }]}),
+            ))
+        }
+    }
+}
+
+fn missing() -> Error {
+    Error::internal("a required parameter was not read")
+}
+
+/// An error as the IG answers it: what a namespace does not allow is `405`
+/// `not-supported` (the IG's batch example), the rest as every FHIR route
+/// answers errors.
+pub fn refused(op: Op, e: &Error) -> Answer {
+    if e.kind == ErrorKind::FailedPrecondition
+        && matches!(
+            op,
+            Op::DeletePseudonym | Op::AnonymizeOriginal | Op::PseudonymizeMultiple
+        )
+    {
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            super::issue(
+                "not-supported",
+                &e.message,
+                Some("Parameters.parameter.where(name='context')"),
+            ),
+        );
+    }
+    super::outcome_of(e)
+}

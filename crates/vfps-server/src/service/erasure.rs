@@ -1,0 +1,95 @@
+//! One original's entry: found without making one (`$get-pseudonym`), and
+//! erased — deleted where its namespace allows it, or anonymized
+//! (`$delete-pseudonym`, `$anonymize-original`; see `vfps_store::erasure`).
+//!
+//! An erasure is acknowledged once no replica can answer the erased mapping:
+//! the store commits it through the synchronous standby and announces it, and
+//! with caches on the answer waits the settle delay, as a namespace delete's
+//! does (every replica has then seen it or stopped trusting its caches).
+
+use std::time::Instant;
+
+use vfps_core::{Error, NamespaceName, OriginalValue, Pseudonym};
+pub use vfps_store::erasure::Erasure;
+
+use super::{CommitUnknown, Service};
+
+impl Service {
+    /// The pseudonym of `original` in `namespace`; `NOT_FOUND` when the
+    /// namespace or the entry is not there.
+    pub async fn find_pseudonym(
+        &self,
+        namespace: &str,
+        original: &str,
+        deadline: Instant,
+    ) -> Result<Pseudonym, Error> {
+        self.interactive.touch();
+        let name = NamespaceName::parse(namespace)?;
+        let original = OriginalValue::parse(original)?;
+        self.read_namespace(&name, deadline).await?;
+        self.retry("find_pseudonym", deadline, || {
+            self.store.find_pseudonym(&name, &original)
+        })
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no pseudonym for this original in namespace {name}"
+            ))
+        })
+    }
+
+    /// Erases `original`'s entry in `namespace`. `FAILED_PRECONDITION` when
+    /// the namespace does not allow it (deletion off; anonymizing where the
+    /// pseudonym is derived from the original, which anyone can recompute);
+    /// `NOT_FOUND` when there is no such namespace or entry.
+    pub async fn erase(
+        &self,
+        namespace: &str,
+        original: &str,
+        how: Erasure,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let name = NamespaceName::parse(namespace)?;
+        let original = OriginalValue::parse(original)?;
+        let ns = self.read_namespace(&name, deadline).await?;
+        match how {
+            Erasure::Delete if !ns.settings.deletable => {
+                return Err(Error::failed_precondition(format!(
+                    "namespace {name} does not allow deleting entries (it was not created with \
+                     pseudonymDeletionAllowed)"
+                )));
+            }
+            Erasure::Anonymize if ns.settings.method.is_deterministic() => {
+                return Err(Error::failed_precondition(format!(
+                    "namespace {name} derives each pseudonym from its original ({}): anyone can \
+                     recompute the link, so an entry cannot be anonymized",
+                    ns.settings.method.wire_name()
+                )));
+            }
+            _ => {}
+        }
+        let unknown = CommitUnknown::default();
+        let erased = self
+            .retry("erase", deadline, || {
+                unknown.watch(self.store.erase(&name, &original, how))
+            })
+            .await?;
+        if let Some(cache) = &self.pseudonyms {
+            cache.remove(&(name.clone(), original.clone()));
+        }
+        if self.caches() {
+            // Also when nothing was found: an earlier, interrupted attempt
+            // may have committed the erasure moments ago.
+            tokio::time::sleep(self.store.coherence().settle_delay()).await;
+        }
+        // Not erased by this attempt, but perhaps by an earlier one of this
+        // call whose outcome is unknown.
+        if erased.is_none() && !unknown.get() {
+            return Err(Error::not_found(format!(
+                "no entry for this original in namespace {name}"
+            )));
+        }
+        tracing::info!(namespace = %name, erasure = ?how, "entry erased");
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! Erasure on SQLite (see `crate::erasure`): this process's alone, so its
+//! own coherence records each erasure.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+use vfps_core::{now_micros, to_micros, Error, NamespaceName, OriginalValue, Pseudonym};
+
+use super::{pseudonym_from_row, sql_err, SqliteStore, PSEUDONYM_COLUMNS};
+use crate::{
+    erasure::{tombstone, Erase, Erasure},
+    Candidate,
+};
+
+#[async_trait]
+impl Erase for SqliteStore {
+    async fn find_pseudonym(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+    ) -> Result<Option<Pseudonym>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        self.with_reader(move |c| {
+            c.query_row(
+                &format!(
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2"
+                ),
+                [ns, o],
+                pseudonym_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
+        })
+        .await
+    }
+
+    async fn insert_together(&self, batch: &[Candidate]) -> Result<bool, Error> {
+        let batch = batch.to_vec();
+        self.with_writer(move |c| {
+            let tx = c.transaction().map_err(sql_err)?;
+            for candidate in &batch {
+                let live: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?1 AND uid = ?2)",
+                        params![candidate.namespace.as_str(), candidate.namespace_uid.0],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_err)?;
+                let inserted = live
+                    && tx
+                        .execute(
+                            "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, \
+                             created_at, last_updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
+                             ON CONFLICT DO NOTHING",
+                            params![
+                                candidate.namespace.as_str(),
+                                candidate.original.as_str(),
+                                candidate.pseudonym,
+                                to_micros(candidate.created_at)
+                            ],
+                        )
+                        .map_err(sql_err)?
+                        == 1;
+                if !inserted {
+                    // Dropped unfinished: rolled back, nothing stored.
+                    return Ok(false);
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn erase(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+        how: Erasure,
+    ) -> Result<Option<String>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        let erased = self
+            .with_writer(move |c| {
+                let sql = match how {
+                    Erasure::Delete => {
+                        "DELETE FROM pseudonyms WHERE namespace = ?1 AND original_value = ?2 \
+                         RETURNING pseudonym_value"
+                    }
+                    Erasure::Anonymize => {
+                        "UPDATE pseudonyms SET original_value = ?3, last_updated_at = ?4 \
+                         WHERE namespace = ?1 AND original_value = ?2 RETURNING pseudonym_value"
+                    }
+                };
+                let mut statement = c.prepare(sql).map_err(sql_err)?;
+                let row = match how {
+                    Erasure::Delete => statement.query_row(params![ns, o], |r| r.get(0)),
+                    Erasure::Anonymize => statement
+                        .query_row(params![ns, o, tombstone(), to_micros(now_micros())], |r| {
+                            r.get(0)
+                        }),
+                };
+                row.optional().map_err(sql_err)
+            })
+            .await?;
+        if erased.is_some() {
+            self.coherence.deleted(namespace.as_str());
+        }
+        Ok(erased)
+    }
+}
