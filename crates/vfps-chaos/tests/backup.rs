@@ -280,10 +280,11 @@ from botocore.config import Config
 endpoint, bucket, cluster, after = sys.argv[1:5]
 s3 = boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}))
 keys = sorted(o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=cluster + "/wals/") for o in p.get("Contents", []))
-segments = [k for k in keys if len(k.rsplit("/", 1)[-1]) == 24 and k.rsplit("/", 1)[-1] > after]
+name = lambda k: k.rsplit("/", 1)[-1].removesuffix(".gz")
+segments = [k for k in keys if len(name(k)) == 24 and name(k) > after]
 victim = segments[0]
 s3.delete_object(Bucket=bucket, Key=victim)
-print(victim.rsplit("/", 1)[-1])
+print(name(victim))
 "#;
     let out = std::process::Command::new("/usr/bin/python3")
         .args([

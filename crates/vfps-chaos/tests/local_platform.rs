@@ -449,6 +449,7 @@ fn gray_plan(scenarios: &[(Scenario, u64)]) -> ScenarioPlan {
             .collect(),
         margin_seconds: 0,
         seed: None,
+        drill: None,
     }
 }
 

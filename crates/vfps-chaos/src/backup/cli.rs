@@ -210,3 +210,24 @@ pub async fn hold(vfps: &std::path::Path, to: RestoreTo, connection: &str) -> an
     }
     Ok(())
 }
+
+/// `vfps restore confirm` against the restored database: it checks the
+/// database again and lifts the hold, or refuses naming what failed.
+pub async fn confirm(vfps: &std::path::Path, connection: &str) -> anyhow::Result<()> {
+    let out = tokio::process::Command::new(vfps)
+        .args(["restore", "confirm"])
+        .env("ConnectionStrings__PostgreSQL", connection)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("cannot run {}", vfps.display()))?;
+    if !out.status.success() {
+        bail!(
+            "vfps restore confirm failed: {} {}",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}

@@ -132,6 +132,9 @@ pub struct LocalRestore {
     /// From the destruction of the old instances to a healthy cluster with
     /// the hold written.
     pub took: std::time::Duration,
+    /// When the last old instance was gone: the drill's clock starts its
+    /// RTO here, and a write acknowledged before it may have been lost.
+    pub destroyed: std::time::Instant,
 }
 
 impl Local {
@@ -162,6 +165,9 @@ impl Local {
         for z in ZONES {
             // A member already dead is as good as killed.
             let _ = self.kill_db(z).await;
+        }
+        let destroyed = std::time::Instant::now();
+        for z in ZONES {
             let data = self.opts.base.join(format!("db-{z}/data"));
             if data.exists() {
                 std::fs::remove_dir_all(&data)
@@ -214,6 +220,7 @@ impl Local {
             last_wal: plan.last_wal,
             new_cluster,
             took,
+            destroyed,
         })
     }
 

@@ -175,6 +175,12 @@ impl Driver for LocalDriver {
         knobs: &Knobs,
         load: &LoadConfig,
     ) -> anyhow::Result<bool> {
+        if plan.drill.is_some() && self.options.backup.is_none() {
+            bail!(
+                "{} needs the WAL archive: stand the platform up with --backup (VFPS_CHAOS_BACKUP=true)",
+                crate::scenario::drill::NAME
+            );
+        }
         let local = Local::attach(self.options.clone())?;
         let cfg = load_config(load, plan, &self.options);
         let dir = cfg.dir().to_owned();
@@ -214,7 +220,16 @@ impl Driver for LocalDriver {
         // has it, and `collect` fails the run on it.
         let summary = summary?;
         artifacts::write_load_summary(&dir, &summary)?;
-        Ok(summary.passed)
+        // After the window and its verification: the drill destroys what
+        // they judged (scenario/drill.rs).
+        let drill_passed = match &plan.drill {
+            Some(d) => super::drill::run(&local, d, &cfg, &dir)
+                .await?
+                .verdict
+                .passed(),
+            None => true,
+        };
+        Ok(summary.passed && drill_passed)
     }
 
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {

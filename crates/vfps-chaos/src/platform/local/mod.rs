@@ -32,6 +32,7 @@ use super::net::cmd;
 pub mod backups;
 pub mod cuts;
 pub mod database;
+pub mod drill;
 pub mod driver;
 pub mod evidence;
 pub mod faults;

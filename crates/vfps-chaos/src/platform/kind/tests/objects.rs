@@ -128,6 +128,7 @@ async fn the_scenarios_wait_for_a_healthy_object_store() {
         )],
         margin_seconds: 1,
         seed: None,
+        drill: None,
     };
     let d = super::driver(k);
     d.scenarios(&plan, &super::knobs(), &super::load_config(&dir))
