@@ -57,6 +57,8 @@ struct FakePod {
 struct Model {
     /// The run's tokens Secret was applied, with every token.
     tokens_secret: bool,
+    /// The merge patch `up` applied to the database Cluster (cnpg-backup.yaml).
+    backup_patch: Option<String>,
     /// Image archives `docker image save` wrote: path → holds one platform.
     /// This Docker uses the containerd image store and the images are
     /// multi-arch, of which this machine pulled one platform: a plain save
@@ -764,6 +766,15 @@ impl Runner for FakeKubectl {
                 })
             }
             ["apply", "-f", "-"] => m.apply(input.unwrap()).map(|()| String::new()),
+            ["patch", "cluster", "vfps-db", "-n", "vfps", "--type", "merge", "-p", patch] => {
+                if m.objects.backup_secret.is_none() {
+                    m.objects
+                        .violations
+                        .push("the Cluster archives before its backup Secret exists".into());
+                }
+                m.backup_patch = Some((*patch).to_owned());
+                Ok(String::new())
+            }
             ["delete", "--ignore-not-found", "--wait=true", "-f", "-"] => {
                 m.delete(input.unwrap());
                 Ok(String::new())
