@@ -129,7 +129,15 @@ async fn drill(
     let start = Instant::now();
     let start_unix = run::unix_now();
     let load = generator::run(&schedule, workload, timeline.clone(), None);
-    let sequence = steps_of(local, plan, &reader, &service.namespace, &ledger, start);
+    let sequence = steps_of(
+        local,
+        plan,
+        &reader,
+        &service.namespace,
+        &ledger,
+        start,
+        seed,
+    );
     let (_totals, sequence) = tokio::join!(load, sequence);
     ledger.flush();
     report::write_timeline(own, &timeline.rows())?;
@@ -187,6 +195,7 @@ async fn steps_of(
     namespace: &str,
     ledger: &Ledger,
     start: Instant,
+    seed: u64,
 ) -> anyhow::Result<(Done, HashMap<u64, Restored>)> {
     let mut steps = Vec::new();
     let at = |start: Instant| start.elapsed().as_secs_f64();
@@ -266,7 +275,9 @@ async fn steps_of(
     let first = reader
         .create(
             namespace,
-            &format!("first-after-the-restore-{}", start_unix_tag(start)),
+            // Not one of the load's originals (`rs-` and random): a
+            // fresh one, refused until the confirmation.
+            &format!("first-after-the-restore-{seed:x}"),
             READ_DEADLINE,
         )
         .await;
@@ -289,9 +300,4 @@ async fn steps_of(
         },
         reads,
     ))
-}
-
-/// A tag that makes the drill's own first write a fresh original.
-fn start_unix_tag(start: Instant) -> u128 {
-    (run::unix_now() * 1000.0) as u128 - start.elapsed().as_millis()
 }

@@ -149,6 +149,16 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, options: &Options) -> Loa
 }
 
 impl Driver for LocalDriver {
+    fn check_plan(&self, plan: &ScenarioPlan) -> anyhow::Result<()> {
+        if plan.drill.is_some() && self.options.backup.is_none() {
+            bail!(
+                "{} needs the WAL archive: stand the platform up with --backup (VFPS_CHAOS_BACKUP=true)",
+                crate::scenario::drill::NAME
+            );
+        }
+        Ok(())
+    }
+
     async fn up(&self) -> anyhow::Result<()> {
         require_root()?;
         if !self.options.vfps_bin.exists() {
@@ -175,12 +185,7 @@ impl Driver for LocalDriver {
         knobs: &Knobs,
         load: &LoadConfig,
     ) -> anyhow::Result<bool> {
-        if plan.drill.is_some() && self.options.backup.is_none() {
-            bail!(
-                "{} needs the WAL archive: stand the platform up with --backup (VFPS_CHAOS_BACKUP=true)",
-                crate::scenario::drill::NAME
-            );
-        }
+        self.check_plan(plan)?;
         let local = Local::attach(self.options.clone())?;
         let cfg = load_config(load, plan, &self.options);
         let dir = cfg.dir().to_owned();
