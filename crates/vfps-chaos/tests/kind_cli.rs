@@ -118,7 +118,8 @@ fn an_unknown_scenario_is_refused_before_anything_runs() {
 fn the_restore_drill_is_refused_on_kind_and_locally_without_the_wal_archive_before_anything_runs() {
     let dir = scratch("drill-plan");
     let log = dir.join("calls");
-    for t in ["kubectl", "ip", "patroni", "etcd"] {
+    // Should the check regress, what a bring-up runs first is these fakes.
+    for t in ["kubectl", "ip", "nft", "etcd", "haproxy", "chown", "sysctl"] {
         tool(&dir, t, &format!("echo {t} \"$@\" >> {}", log.display()));
     }
     let out = vfps_chaos(
