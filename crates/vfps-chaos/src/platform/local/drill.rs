@@ -147,7 +147,7 @@ async fn drill(
     let restored: Vec<Restored> = entries
         .iter()
         .map(|e| {
-            reads.get(&e.slot).cloned().unwrap_or_else(|| {
+            reads.get(&e.original).cloned().unwrap_or_else(|| {
                 // Offered after the reads: judged by the uniqueness rule alone.
                 Restored::Error("written after the read-back".into())
             })
@@ -187,7 +187,8 @@ struct Done {
     served_again_at: f64,
 }
 
-/// The drill's steps beside its load; the read-back by ledger slot.
+/// The drill's steps beside its load; the read-back by original (a
+/// reservoir ledger reuses its slots).
 async fn steps_of(
     local: &Local,
     plan: &DrillPlan,
@@ -196,7 +197,7 @@ async fn steps_of(
     ledger: &Ledger,
     start: Instant,
     seed: u64,
-) -> anyhow::Result<(Done, HashMap<u64, Restored>)> {
+) -> anyhow::Result<(Done, HashMap<String, Restored>)> {
     let mut steps = Vec::new();
     let at = |start: Instant| start.elapsed().as_secs_f64();
     let step = |name: &str, steps: &mut Vec<(String, f64)>| {
@@ -254,14 +255,14 @@ async fn steps_of(
         .into_iter()
         .filter(|e| (e.second as f64) < destroyed_at)
         .collect();
-    let reads: HashMap<u64, Restored> = futures::stream::iter(entries)
+    let reads: HashMap<String, Restored> = futures::stream::iter(entries)
         .map(|e| async move {
             let r = match reader.create(namespace, &e.original, READ_DEADLINE).await {
                 Outcome::Ok(p) => Restored::Kept(p.pseudonym_value),
                 Outcome::Fail(Code::FailedPrecondition | Code::NotFound) => Restored::Forgotten,
                 other => Restored::Error(format!("{:?}", other.code())),
             };
-            (e.slot, r)
+            (e.original, r)
         })
         .buffer_unordered(READ_CONCURRENCY)
         .collect()
