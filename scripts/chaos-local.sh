@@ -6,7 +6,12 @@
 # `--self-test` runs db-primary-isolation on asynchronous replication and
 # succeeds only if the harness reports the writes that loses (P3);
 # `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
-# from row 0 and succeeds only if the harness reports it (P7).
+# from row 0 and succeeds only if the harness reports it (P7), then runs the
+# restore drill with a restore that skips the WAL after the base backup and
+# succeeds only if the harness reports what that loses (P9).
+# The full run and `--ci` end with the restore drill (db-restore-drill, P9):
+# the database archives its WAL to the object store's backup bucket
+# (VFPS_CHAOS_BACKUP, archive_timeout VFPS_CHAOS_ARCHIVE_TIMEOUT=5 s).
 # Every run but the self-tests stands up the web UI's identity provider and
 # load balancer and runs the browser probe (VFPS_CHAOS_UI=false: the API alone).
 # The run directory (report.html, timelines, logs) is printed at the end.
@@ -43,6 +48,9 @@ case "$profile" in
       DURATION_VFPS_JOB_RUNNER_KILL=${DURATION_VFPS_JOB_RUNNER_KILL:-35} \
       DURATION_VFPS_JOB_RUNNER_PAUSE=${DURATION_VFPS_JOB_RUNNER_PAUSE:-35} \
       DURATION_OBJECTS_NODE_KILL=${DURATION_OBJECTS_NODE_KILL:-30} OBJECTS_DOWN_SECONDS=${OBJECTS_DOWN_SECONDS:-8} \
+      DURATION_DB_RESTORE_DRILL=${DURATION_DB_RESTORE_DRILL:-75} RESTORE_WARMUP_SECONDS=${RESTORE_WARMUP_SECONDS:-3} \
+      RESTORE_WRITES_AFTER_BACKUP_SECONDS=${RESTORE_WRITES_AFTER_BACKUP_SECONDS:-20} \
+      RESTORE_MAX_LOST_SECONDS=${RESTORE_MAX_LOST_SECONDS:-10} RESTORE_MAX_LOST_WRITES=${RESTORE_MAX_LOST_WRITES:-500} \
       LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
       RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
     if [ "$profile" = "--self-test" ]; then
@@ -58,7 +66,11 @@ case "$profile" in
       # The harness's self-test of P7: replicas that restart a job from row 0
       # when they take it over redo work; the run must fail on it.
       export VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO=true
-      export SCENARIOS=${SCENARIOS:-baseline,vfps-job-runner-kill}
+      # Folded in, to spare a platform of its own: the restore drill's unsafe
+      # setting (a restore that skips the WAL after the base backup, which
+      # loses the 20 s of writes after it); P9 must fail on it.
+      export RESTORE_DRILL_TO=backup-only
+      export SCENARIOS=${SCENARIOS:-baseline,vfps-job-runner-kill,db-restore-drill}
       export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     ;;
@@ -71,6 +83,10 @@ case "$profile" in
     exit 2
     ;;
 esac
+# The restore drill needs the WAL archive (not the asynchronous self-test, which has no drill).
+if [ "$profile" != --self-test ]; then
+  export VFPS_CHAOS_BACKUP=${VFPS_CHAOS_BACKUP:-true} VFPS_CHAOS_ARCHIVE_TIMEOUT=${VFPS_CHAOS_ARCHIVE_TIMEOUT:-5}
+fi
 # Chromium and the browser probe's packages.
 if [ "${VFPS_CHAOS_UI:-true}" != false ]; then
   ./scripts/install-ui-test-deps.sh
@@ -95,6 +111,13 @@ v = {x["property"]: x for x in s["verdicts"]}
 p3 = v.get("P3-reverse-lookup", {})
 print(p3.get("summary", "").split(" ")[0] if p3.get("validity") == "invalid" and p3.get("evidence") else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
 }
+p9_rpo_failed() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p9 = v.get("P9-restore-drill", {})
+print(sum(e.startswith("RPO:") for e in p9.get("evidence", [])) if p9.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
 p7_redone() {
   python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
@@ -115,11 +138,12 @@ case "$profile" in
     ;;
   --self-test-jobs)
     redone=$(p7_redone)
-    if [ "$status" -ne 0 ] && [ "${redone:-0}" -gt 0 ]; then
-      echo "chaos-local: self-test passed: replicas restarting jobs from row 0 redid work $redone times and the harness reported it (P7)"
+    rpo=$(p9_rpo_failed)
+    if [ "$status" -ne 0 ] && [ "${redone:-0}" -gt 0 ] && [ "${rpo:-0}" -gt 0 ]; then
+      echo "chaos-local: self-test passed: replicas restarting jobs from row 0 redid work $redone times and the harness reported it (P7); the restore that skipped the archived WAL lost writes past the drill's RPO budget and the harness reported it (P9)"
       exit 0
     fi
-    echo "chaos-local: self-test FAILED: the harness did not detect a job restarted from row 0 (exit $status, P7 findings ${redone:-0})" >&2
+    echo "chaos-local: self-test FAILED: the harness did not detect a job restarted from row 0 or a restore that skipped the archived WAL (exit $status, P7 findings ${redone:-0}, P9 RPO findings ${rpo:-0})" >&2
     exit 1
     ;;
 esac

@@ -6,9 +6,11 @@ set -euo pipefail
 # PostgreSQL (and openssl for its test certificates) for the tests, DejaVu for the
 # report chart's text; etcd + iproute2 +
 # nftables for the local HA platform, HAProxy as its load balancer before the
-# replicas (the web UI's ingress). Patroni comes from PyPI, pinned (below): the
+# replicas (the web UI's ingress); barman-cli-cloud for continuous backup of the
+# local platform's PostgreSQL to its object store (the tool family CloudNativePG
+# runs on the kind path; docs/backup.md). Patroni comes from PyPI, pinned (below): the
 # Debian package (3.0.2) can split the brain after a paused leader resumes.
-packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core haproxy)
+packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core haproxy barman-cli-cloud)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -548,6 +548,33 @@ for asset in tests/chaos/ha/chaos/*.yaml; do
   fi
 done
 $py tests/chaos/ha/check_crds.py --self-test "$crds" "${custom[@]}"
+# Continuous backup (docs/backup.md): the Cluster with tests/chaos/ha/cnpg-backup.yaml
+# merged in (as `kubectl patch --type merge` merges it) against the pinned CRD, and
+# the chart's ScheduledBackup. The ScheduledBackup CRD is not vendored: its fields
+# are checked here by name (spec.schedule six-field cron, cluster.name, method).
+$py - tests/chaos/ha/cnpg-cluster.yaml tests/chaos/ha/cnpg-backup.yaml >"$out/cnpg-cluster-backup.yaml" <<'PY'
+import sys, yaml
+def merge(a, b):
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return b
+    return {k: merge(a.get(k), b[k]) if k in b else a[k] for k in {**a, **b}}
+cluster = yaml.safe_load(open(sys.argv[1]))
+patch = yaml.safe_load(open(sys.argv[2]))
+assert set(patch) == {"spec"} and "barmanObjectStore" in patch["spec"]["backup"], "cnpg-backup.yaml is not a spec.backup patch"
+print(yaml.safe_dump(merge(cluster, patch)))
+PY
+$py tests/chaos/ha/check_crds.py "$crds" "$out/cnpg-cluster-backup.yaml"
+render --set backup.enabled=true --set backup.cluster=vfps-db --set backup.destinationPath=s3://vfps-backup/ \
+  --set backup.endpointUrl=http://garage.vfps.svc:3900 --set backup.existingSecret=vfps-backup-s3 >"$out/backup.yaml"
+holds "$out/backup.yaml" '(lambda b: b["apiVersion"] == "postgresql.cnpg.io/v1" and b["spec"]["cluster"] == {"name": "vfps-db"}
+  and b["spec"]["method"] == "barmanObjectStore" and b["spec"]["immediate"] is True and len(b["spec"]["schedule"].split()) == 6
+  and set(b["spec"]) <= {"schedule", "cluster", "method", "immediate", "backupOwnerReference", "suspend", "target", "online", "onlineConfiguration", "pluginConfiguration"})(by("ScheduledBackup")[0])
+  and not any(d["kind"] == "ScheduledBackup" for d in yaml.safe_load_all(open(sys.argv[1].replace("backup.yaml", "default.yaml"))) if d)' \
+  || { echo "backup.enabled does not render the ScheduledBackup as designed (or it renders without it)" >&2; exit 1; }
+refused "backup.cluster" --set backup.enabled=true
+for bad in "backup.retention=7days:retention" "backup.schedule=0 3 * * *:schedule" "backup.destinationPath=vfps-backup:destinationPath"; do
+  refused "${bad##*:}" --set "${bad%%:*}"
+done
 
 # The driver's proofs read these CloudNativePG fields and Chaos Mesh
 # conditions: they must exist in the pinned CRDs.

@@ -6,6 +6,8 @@
 //! - `main.rs`: the command line — `load`, `check`, `capacity`, and the
 //!   `local …` / `kind …` steps — and the exit codes (0 passed, 1 a property
 //!   failed, 2 the harness failed), mapped in one place.
+//! - [`backup`]: continuous backup to S3 with the Barman cloud tools and
+//!   point-in-time restore from the bucket alone; its refusals.
 //! - [`capacity`]: the capacity sweep — the offered rate raised step by step
 //!   until p99 or failures break, the knee, its JSON and chart.
 //! - [`platform`]: where the topology lives — [`platform::local`],
@@ -26,6 +28,7 @@
 //! - [`operation`], [`target`]: the kinds of call, and which platform a run
 //!   targets.
 
+pub mod backup;
 pub mod capacity;
 pub mod checker;
 pub mod config;

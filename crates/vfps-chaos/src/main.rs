@@ -6,7 +6,9 @@
 //! failed (or could not be decided), 2 the harness itself failed (bad
 //! configuration, nothing reachable, a step that could not run). For
 //! `capacity`: 0 a knee was found (or every planned step held), 1 even the
-//! first step broke (no knee), 2 as above.
+//! first step broke (no knee), 2 as above. For `backup`: 0 done, 1 refused
+//! (the bucket cannot give what was asked: empty, another cluster's, a WAL
+//! gap), 2 the tool failed.
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
@@ -65,10 +67,16 @@ enum Command {
         #[command(flatten)]
         credentials: vfps_chaos::config::Credentials,
     },
+    /// Continuous backup to S3 and point-in-time restore (docs/backup.md):
+    /// plan, base-backup, restore.
+    Backup {
+        #[command(subcommand)]
+        command: vfps_chaos::backup::cli::BackupCommand,
+    },
     /// The HA topology on this machine: network namespaces, Patroni, etcd.
     Local {
         #[command(subcommand)]
-        step: Step<LocalArgs>,
+        step: LocalStep,
     },
     /// The HA topology on kind: CloudNativePG, Chaos Mesh, the Helm chart.
     Kind {
@@ -120,6 +128,23 @@ enum Step<P: Args> {
     Down {
         #[command(flatten)]
         platform: P,
+    },
+}
+
+#[derive(Subcommand)]
+enum LocalStep {
+    #[command(flatten)]
+    Step(Box<Step<LocalArgs>>),
+    /// Restore the running topology's database cluster in place from its
+    /// backup bucket alone (docs/backup.md): every member and its storage
+    /// destroyed, a fresh cluster recovered to --to, the restore hold written,
+    /// the vfps replicas restarted. Needs a topology `up` with --backup.
+    Restore {
+        #[command(flatten)]
+        platform: LocalArgs,
+        /// `latest`, or a UTC time such as 2026-12-05T09:30:00Z.
+        #[arg(long)]
+        to: vfps_chaos::backup::RestoreTo,
     },
 }
 
@@ -208,10 +233,25 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         )
         .await?
         .passed),
-        Command::Local { step } => {
+        // A restore the bucket cannot give is a refusal (exit 1), not a
+        // failure of the tool (exit 2).
+        Command::Backup { command } => match command.run().await {
+            Ok(()) => Ok(true),
+            Err(e) if e.downcast_ref::<vfps_chaos::backup::Refusal>().is_some() => {
+                eprintln!("vfps-chaos backup: refused: {e:#}");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        },
+        Command::Local {
+            step: LocalStep::Step(step),
+        } => {
             let d = LocalDriver::new(step.platform());
             step.run(&d, Target::Local).await
         }
+        Command::Local {
+            step: LocalStep::Restore { platform, to },
+        } => LocalDriver::new(&platform).restore(to).await.map(|()| true),
         Command::Kind {
             step: KindStep::Step(step),
         } => {

@@ -64,6 +64,7 @@ async fn the_faults_apply_and_heal_on_the_real_topology() {
         // The front door too: the faults below are also seen through it.
         ui: true,
         ui_tests_dir: ui_tests_dir(),
+        backup: None,
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     // Tear down whatever happens, then report the failure.
@@ -203,6 +204,8 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
         database_profile: local::DatabaseProfile::Safe,
         ui: false,
         ui_dir: ui_tests_dir(),
+        backup: false,
+        archive_timeout: 10,
     });
     let dir = scratch.join("run");
     let load = {
@@ -446,6 +449,7 @@ fn gray_plan(scenarios: &[(Scenario, u64)]) -> ScenarioPlan {
             .collect(),
         margin_seconds: 0,
         seed: None,
+        drill: None,
     }
 }
 
@@ -505,6 +509,7 @@ async fn the_gray_faults_prove_themselves_and_an_inert_one_fails() {
         profile: local::DatabaseProfile::Safe,
         ui: false,
         ui_tests_dir: ui_tests_dir(),
+        backup: None,
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     let writer = wal_writer(&l);

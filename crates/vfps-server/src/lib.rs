@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod jobs_cli;
 pub mod metrics;
 pub mod pseudonyms_cli;
+pub mod restore_cli;
 pub mod service;
 pub mod startup;
 pub mod state;

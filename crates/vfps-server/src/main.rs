@@ -1,4 +1,5 @@
-//! `vfps serve` (the default), `vfps migrate`, `vfps tokens …`, `vfps jobs …` and `vfps pseudonyms …`.
+//! `vfps serve` (the default), `vfps migrate`, `vfps tokens …`, `vfps restore …`,
+//! `vfps jobs …` and `vfps pseudonyms …`.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -45,6 +46,12 @@ enum Command {
         #[command(subcommand)]
         action: TokensAction,
     },
+    /// After a restore of the database: hold new originals until an operator
+    /// confirms, check the restored database, confirm (PostgreSQL only).
+    Restore {
+        #[command(subcommand)]
+        action: vfps_server::restore_cli::RestoreAction,
+    },
     /// Pseudonymize CSV files and follow the jobs, through a running vfps.
     Jobs {
         #[command(subcommand)]
@@ -90,6 +97,7 @@ fn parse_wait(raw: &str) -> Result<Duration, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut tokens = None;
+    let mut restore = None;
     let flags = cli.flags;
     let (wait, migrate_only, check_only) = match cli.command {
         Some(Command::Jobs { action }) => {
@@ -102,6 +110,10 @@ fn main() -> ExitCode {
         Some(Command::Migrate { wait, check }) => (wait, true, check),
         Some(Command::Tokens { action }) => {
             tokens = Some(action);
+            (Duration::ZERO, false, false)
+        }
+        Some(Command::Restore { action }) => {
+            restore = Some(action);
             (Duration::ZERO, false, false)
         }
     };
@@ -123,7 +135,7 @@ fn main() -> ExitCode {
         }
     };
     // Only `serve` answers calls worth tracing.
-    let serving = tokens.is_none() && !migrate_only;
+    let serving = tokens.is_none() && restore.is_none() && !migrate_only;
     let tracing_settings = if serving {
         settings.tracing.clone()
     } else {
@@ -144,6 +156,15 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         if let Some(action) = tokens {
             manage_tokens(&settings, action).await
+        } else if let Some(action) = restore {
+            match &settings.store {
+                StoreConfig::Postgres(options) => {
+                    vfps_server::restore_cli::run(&PgStore::new(options)?, action).await
+                }
+                StoreConfig::Sqlite(_) => Err(anyhow::anyhow!(
+                    "`vfps restore` is for PostgreSQL; this configuration uses SQLite"
+                )),
+            }
         } else if migrate_only && check_only {
             check_migrations(&settings, wait).await
         } else if migrate_only {

@@ -154,7 +154,9 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
                 tracing::info!(applied = ?report.applied, "database migrations done");
             }
             store.spawn_monitor()?;
-            Arc::new(store)
+            let store = Arc::new(store);
+            crate::restore_cli::report_at_start(store.clone());
+            store
         }
     })
 }

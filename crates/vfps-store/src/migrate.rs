@@ -51,8 +51,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "pseudonym_deletion",
         sql: include_str!("../migrations/postgres/0006_pseudonym_deletion.sql"),
     },
-    // 7 is left to another change (PostgreSQL's `restore_holds`); versions
-    // are looked up one by one, so a gap is fine.
+    Migration {
+        version: 7,
+        name: "restore_holds",
+        sql: include_str!("../migrations/postgres/0007_restore_holds.sql"),
+    },
     Migration {
         version: 8,
         name: "multi_pseudonym",

@@ -13,6 +13,9 @@
 //! - [`innocent`]: P5 — no well-formed call answered with a code no model allows.
 //! - [`lifecycle`]: P6 — side namespaces' pairs resolve until their delete is
 //!   acknowledged, and not after.
+//! - [`restore`]: P9 — the restore drill: what was acknowledged before the
+//!   restore point kept with its pseudonym, no pseudonym issued twice, RPO and
+//!   RTO within the scenario's budgets.
 //! - [`jobs`]: P7 — CSV jobs finish, row for row, with the API's pseudonyms,
 //!   round-trip byte for byte, and resume where they were checkpointed.
 //! - [`ui`]: the web UI through every scenario (the browser probe) — P1's
@@ -43,6 +46,7 @@ pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
 pub mod margins;
+pub mod restore;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
@@ -72,6 +76,8 @@ pub enum Property {
     NamespaceLifecycle,
     #[serde(rename = "P7-jobs")]
     Jobs,
+    #[serde(rename = "P9-restore-drill")]
+    RestoreDrill,
     /// P1 for the web UI: the browser probe's outages within the budgets.
     #[serde(rename = "P1-ui-outage")]
     UiOutage,
@@ -115,6 +121,7 @@ impl Property {
             Property::NoInnocentFailure => "P5-no-innocent-failure",
             Property::NamespaceLifecycle => "P6-namespace-lifecycle",
             Property::Jobs => "P7-jobs",
+            Property::RestoreDrill => "P9-restore-drill",
             Property::UiOutage => "P1-ui-outage",
             Property::UiSession => "ui-session-kept",
             Property::UiResults => "ui-results-agree",

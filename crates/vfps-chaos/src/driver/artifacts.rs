@@ -1,7 +1,7 @@
 //! What a run's steps leave for each other in the run directory: `plan.json`
 //! (before anything runs), `chaos-timeline.csv` and `chaos.json` (what the
 //! nemesis did), `load-summary.json` (the load's own verdicts, for `collect`),
-//! and appending to `failures.txt`.
+//! `restore-drill.json` (the restore drill's), and appending to `failures.txt`.
 
 use std::{io::Write, path::Path};
 
@@ -79,4 +79,29 @@ pub fn append_failure(dir: &Path, line: &str) -> anyhow::Result<()> {
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     writeln!(f, "{line}").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The file the restore drill's outcome is left in for the final verdicts.
+pub const DRILL_OUTCOME_FILE: &str = "restore-drill.json";
+
+/// What the restore drill did and found (`db-restore-drill`), for the final
+/// verdicts.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DrillOutcome {
+    pub verdict: crate::checker::Verdict,
+    pub measured: Option<crate::checker::restore::Measured>,
+    /// Each step and when it ended, in seconds of the drill's clock.
+    pub steps: Vec<(String, f64)>,
+}
+
+/// Reads the drill's outcome from a run directory, if the run had a drill.
+pub fn read_drill_outcome(dir: &Path) -> anyhow::Result<Option<DrillOutcome>> {
+    let path = dir.join(DRILL_OUTCOME_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }

@@ -114,6 +114,19 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     summary
         .verdicts
         .push(chaos::one_node_commits(&commits, &summary.lost_seconds));
+    // P9: the restore drill ran after the window (scenario/drill.rs).
+    match artifacts::read_drill_outcome(dir)? {
+        Some(drill) => summary.verdicts.push(drill.verdict),
+        None if plan.drill.is_some() => summary.verdicts.push(crate::checker::Verdict::holds(
+            crate::checker::Property::RestoreDrill,
+            false,
+            format!(
+                "{} was planned and left no outcome",
+                crate::scenario::drill::NAME
+            ),
+        )),
+        None => {}
+    }
     summary.one_node_commits = commits;
     summary.failovers = failovers::of_run(
         dir,

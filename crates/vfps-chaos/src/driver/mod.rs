@@ -67,6 +67,11 @@ pub fn fix_seed(load: &mut LoadConfig) -> u64 {
 /// separate commands: what one leaves for the next is in the run directory.
 #[allow(async_fn_in_trait)] // used through generics inside this crate only
 pub trait Driver {
+    /// Refuses a plan this driver's settings cannot run, before anything is
+    /// stood up.
+    fn check_plan(&self, _plan: &ScenarioPlan) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// Stands the topology up to steady state. On failure it leaves what it built
     /// for [`Driver::capture_state`] and [`Driver::down`].
     async fn up(&self) -> anyhow::Result<()>;
@@ -124,6 +129,7 @@ pub async fn all<D: Driver>(
     load: &LoadConfig,
 ) -> anyhow::Result<bool> {
     let dir = load.dir();
+    driver.check_plan(plan)?;
     let result = async {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         if let Err(e) = driver.up().await {

@@ -6,6 +6,8 @@
 //!   window computed from them).
 //! - [`events`]: the chaos timeline — typed events on the load's clock, and the
 //!   scenario windows read from it.
+//! - [`drill`]: `db-restore-drill`, which runs after the load window (local
+//!   platform only).
 
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::target::Target;
 
+pub mod drill;
 pub mod events;
 
 /// The scenarios, in the order they run.
@@ -202,7 +205,7 @@ pub fn default_scenarios(target: Target) -> &'static str {
             "baseline,vfps-pod-kill,db-primary-kill,db-network-partition,rollout,drain,\
              db-primary-pause,db-primary-isolation,db-sync-standby-kill,vfps-pod-pause,\
              vfps-partition,vfps-job-runner-kill,vfps-job-runner-pause,objects-node-kill,\
-             db-double-failover"
+             db-double-failover,db-restore-drill"
         }
         Target::Kind => {
             "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\
@@ -289,6 +292,9 @@ pub struct ScenarioPlan {
     pub margin_seconds: u64,
     /// The seed the fault schedule was drawn from (the workload's seed too).
     pub seed: Option<u64>,
+    /// The restore drill, when listed: after the load window, not in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drill: Option<drill::DrillPlan>,
 }
 
 impl ScenarioPlan {
@@ -310,11 +316,34 @@ impl ScenarioPlan {
             Some(other) => return Err(err(format!("SCENARIO_GATES={other:?} is not on or off"))),
         };
         let mut scenarios = Vec::new();
-        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut restore_drill = None;
+        let names: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        for (i, name) in names.iter().copied().enumerate() {
+            if name == drill::NAME {
+                // It destroys the database: nothing may run after it.
+                if i + 1 != names.len() {
+                    return Err(err(format!(
+                        "scenario {name:?} must be the last one listed: it destroys every database instance"
+                    )));
+                }
+                if target != Target::Local {
+                    return Err(err(format!(
+                        "scenario {name:?} cannot run on {}: the drill is built for the local platform only",
+                        target.name()
+                    )));
+                }
+                restore_drill = Some(drill::DrillPlan::from_env(&var)?);
+                continue;
+            }
             let scenario = Scenario::parse(name).ok_or_else(|| {
                 err(format!(
-                    "unknown scenario {name:?} (known: {}, cnpg-primary-kill)",
-                    Scenario::ALL.map(Scenario::name).join(", ")
+                    "unknown scenario {name:?} (known: {}, cnpg-primary-kill, {})",
+                    Scenario::ALL.map(Scenario::name).join(", "),
+                    drill::NAME
                 ))
             })?;
             if !scenario.runs_on(target) {
@@ -360,7 +389,10 @@ impl ScenarioPlan {
             });
         }
         if scenarios.is_empty() {
-            return Err(err("no scenarios selected".into()));
+            // The drill judges nothing without a run's load before it.
+            return Err(err(
+                "no scenarios selected (besides the restore drill)".into()
+            ));
         }
         let margin = match var("LOAD_MARGIN_SECONDS") {
             None => match target {
@@ -376,6 +408,7 @@ impl ScenarioPlan {
             scenarios,
             margin_seconds: margin,
             seed: None,
+            drill: restore_drill,
         })
     }
 
@@ -468,6 +501,30 @@ mod tests {
         let json = serde_json::to_value(&a).unwrap();
         assert_eq!(json["seed"], 42);
         assert!(json["scenarios"][1]["draw"]["replica_order"].is_array());
+    }
+
+    #[test]
+    fn the_restore_drill_is_planned_after_the_load_window_and_only_last_and_locally() {
+        let p = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Local, |k| {
+            (k == "DURATION_BASELINE").then(|| "10".into())
+        })
+        .unwrap();
+        assert_eq!(p.scenarios.len(), 1, "not a window of the load");
+        assert_eq!(p.load_seconds(), 10 + 30);
+        assert_eq!(p.drill.as_ref().unwrap().name.as_str(), drill::NAME);
+        let e = ScenarioPlan::from_env("db-restore-drill,baseline", Target::Local, |_| None)
+            .unwrap_err();
+        assert!(e.0.contains("must be the last"), "{e}");
+        let e = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Kind, |_| None)
+            .unwrap_err();
+        assert!(e.0.contains("local platform only"), "{e}");
+        let e = ScenarioPlan::from_env("db-restore-drill", Target::Local, |_| None).unwrap_err();
+        assert!(e.0.contains("besides the restore drill"), "{e}");
+        let e = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Local, |k| {
+            (k == "RESTORE_DRILL_TO").then(|| "never".into())
+        })
+        .unwrap_err();
+        assert!(e.0.contains("RESTORE_DRILL_TO=\"never\""), "{e}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod operations;
 mod reidentify;
 mod resilience;
 mod rest;
+mod restore;
 mod safety;
 mod tls;
 mod ui;

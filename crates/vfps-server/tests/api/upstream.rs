@@ -272,7 +272,6 @@ async fn an_adoption_dropped_mid_transaction_changes_nothing() {
     assert!(report.adopted_upstream, "{report:?}");
     assert_eq!(
         state().trim(),
-        "0 7",
-        "every migration recorded (1 to 6, and 8)"
+        format!("0 {}", vfps_store::migrate::POSTGRES.len())
     );
 }

@@ -48,6 +48,7 @@ mod monitor;
 mod multi;
 pub mod npgsql;
 mod pool;
+mod restore;
 mod sessions;
 pub mod sqlstate;
 pub mod statements;
@@ -56,6 +57,7 @@ pub mod tls;
 pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};
 pub use npgsql::{PgOptions, TargetSession};
 use pool::{Lease, Manager, Pool, Steps};
+pub use restore::{Finding, RestoreHold};
 use statements::Prepared;
 
 /// One warning per interval while connections fail, or writes meet a

@@ -15,6 +15,7 @@
 //! | 55P03, 55006 | lock not available, object in use | `Unavailable` |
 //! | 57 | operator intervention (cancel, shutdown, crash restart) | `Unavailable` |
 //! | 58 | system error (I/O) | `Unavailable` |
+//! | VFR01 (ours: `vfps_refuse_new_originals`) | a restored database awaits its operator's confirmation | `FailedPrecondition` |
 //! | everything else (0A, 23, 25, 42, XX, …) | a bug or a broken schema | `Internal` (42P01, an undefined table, says to run the migrations) |
 //!
 //! `Unavailable` is retried inside the call's deadline; `InvalidArgument` fails
@@ -23,9 +24,14 @@
 
 use vfps_core::{ErrorKind, TransientCause};
 
+/// Raised by the trigger a restore hold installs (migration 7): a Create of
+/// an original the restored database does not know.
+pub const RESTORE_HOLD: &str = "VFR01";
+
 /// The answer for one SQLSTATE (five characters).
 pub fn kind_of(code: &str) -> ErrorKind {
     match code {
+        RESTORE_HOLD => return ErrorKind::FailedPrecondition,
         "25006" | "3D000" | "55P03" | "55006" => return ErrorKind::Unavailable,
         _ => {}
     }
@@ -76,26 +82,27 @@ mod tests {
     fn every_class_has_a_deliberate_answer() {
         use ErrorKind::*;
         for (code, kind) in [
-            ("08006", Unavailable),     // connection failure
-            ("08P01", Unavailable),     // protocol violation
-            ("22021", InvalidArgument), // invalid byte sequence (NUL)
-            ("22001", InvalidArgument), // value too long
-            ("23505", Internal),        // unique violation: the upsert never causes one
-            ("23514", Internal),        // check violation
-            ("25006", Unavailable),     // read-only transaction
-            ("25P02", Internal),        // in failed transaction: a bug
-            ("28P01", Unavailable),     // password authentication failed
-            ("3D000", Unavailable),     // database does not exist
-            ("40001", Unavailable),     // serialisation failure
-            ("40P01", Unavailable),     // deadlock
-            ("42P01", Internal),        // undefined table: schema not migrated
-            ("53100", Unavailable),     // disk full
-            ("53300", Unavailable),     // too many connections
-            ("54000", InvalidArgument), // index row size exceeded
-            ("55P03", Unavailable),     // lock not available
-            ("57014", Unavailable),     // query cancelled
-            ("57P01", Unavailable),     // admin shutdown
-            ("58030", Unavailable),     // I/O error
+            ("08006", Unavailable),        // connection failure
+            ("08P01", Unavailable),        // protocol violation
+            ("22021", InvalidArgument),    // invalid byte sequence (NUL)
+            ("22001", InvalidArgument),    // value too long
+            ("23505", Internal),           // unique violation: the upsert never causes one
+            ("23514", Internal),           // check violation
+            ("25006", Unavailable),        // read-only transaction
+            ("25P02", Internal),           // in failed transaction: a bug
+            ("28P01", Unavailable),        // password authentication failed
+            ("3D000", Unavailable),        // database does not exist
+            ("40001", Unavailable),        // serialisation failure
+            ("40P01", Unavailable),        // deadlock
+            ("42P01", Internal),           // undefined table: schema not migrated
+            ("53100", Unavailable),        // disk full
+            ("53300", Unavailable),        // too many connections
+            ("54000", InvalidArgument),    // index row size exceeded
+            ("55P03", Unavailable),        // lock not available
+            ("57014", Unavailable),        // query cancelled
+            ("57P01", Unavailable),        // admin shutdown
+            ("58030", Unavailable),        // I/O error
+            ("VFR01", FailedPrecondition), // a restore hold
             ("XX000", Internal),
             ("0A000", Internal),
             ("", Internal),

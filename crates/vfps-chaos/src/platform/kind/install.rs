@@ -142,6 +142,8 @@ pub async fn up<R: Runner>(
     kube.install_objects(&versions.garage_image, Duration::from_secs(600))
         .await?;
     step("object store: 3 Garage nodes, one per zone, bucket and vfps's key made");
+    kube.install_backup().await?;
+    step("continuous backup: the database archives to the bucket vfps-backup (cnpg-backup.yaml)");
     kube.wait_db_healthy(Duration::from_secs(900)).await?;
     step("CloudNativePG: 3 ready instances");
     let values = args

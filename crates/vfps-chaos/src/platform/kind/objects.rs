@@ -37,6 +37,14 @@ pub const S3_SECRET_SECRET_KEY: &str = "secret-key";
 /// The bucket of vfps's job files (`s3.bucket`), and the name of its key.
 pub const BUCKET: &str = "vfps-jobs";
 pub const KEY_NAME: &str = "vfps";
+/// The database's backup bucket (tests/chaos/ha/cnpg-backup.yaml), its own
+/// key (not vfps's: vfps cannot reach the backups), and the Secret
+/// CloudNativePG reads it from, with that file's keys.
+pub const BACKUP_BUCKET: &str = "vfps-backup";
+pub const BACKUP_KEY_NAME: &str = "vfps-backup";
+pub const BACKUP_SECRET: &str = "vfps-backup-s3";
+/// Garage's `s3_region` (garage.yaml).
+const REGION: &str = "garage";
 const RPC_PORT: u16 = 3901;
 const S3_PORT: u16 = 3900;
 /// Each node's capacity in the layout: equal, so every node holds every object.
@@ -213,6 +221,61 @@ impl<R: Runner> Kube<R> {
             .await?;
         }
         self.wait_objects_healthy(timeout).await
+    }
+
+    /// `up`'s step after [`Kube::install_objects`]: the backup bucket, its
+    /// key in [`BACKUP_SECRET`], and the database Cluster patched with
+    /// `cnpg-backup.yaml` (WAL archiving and base backups to that bucket;
+    /// docs/backup.md). A reused cluster keeps its bucket and key.
+    pub async fn install_backup(&self) -> anyhow::Result<()> {
+        let first = &self
+            .garage_pods()
+            .await?
+            .first()
+            .context("no Garage pod")?
+            .name
+            .clone();
+        if self
+            .garage(first, &["bucket", "info", BACKUP_BUCKET])
+            .await
+            .is_err()
+        {
+            self.garage(first, &["bucket", "create", BACKUP_BUCKET])
+                .await?;
+        }
+        if !self.secret_exists(BACKUP_SECRET).await? {
+            let key = key_of(
+                &self
+                    .garage(first, &["key", "create", BACKUP_KEY_NAME])
+                    .await?,
+            )?;
+            self.garage(
+                first,
+                &[
+                    "bucket",
+                    "allow",
+                    "--read",
+                    "--write",
+                    "--owner",
+                    BACKUP_BUCKET,
+                    "--key",
+                    &key.id,
+                ],
+            )
+            .await?;
+            self.apply(&format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {BACKUP_SECRET}\n  namespace: {NAMESPACE}\n\
+                 type: Opaque\nstringData:\n  ACCESS_KEY_ID: {}\n  ACCESS_SECRET_KEY: {}\n  REGION: {REGION}\n",
+                key.id, key.secret
+            ))
+            .await?;
+        }
+        let patch = self.asset("cnpg-backup.yaml")?;
+        self.kubectl(&[
+            "patch", "cluster", "vfps-db", "-n", NAMESPACE, "--type", "merge", "-p", &patch,
+        ])
+        .await?;
+        Ok(())
     }
 
     /// Waits until every node's pod runs and its RPC answers; each pod with

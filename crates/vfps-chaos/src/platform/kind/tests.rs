@@ -57,6 +57,8 @@ struct FakePod {
 struct Model {
     /// The run's tokens Secret was applied, with every token.
     tokens_secret: bool,
+    /// The merge patch `up` applied to the database Cluster (cnpg-backup.yaml).
+    backup_patch: Option<String>,
     /// Image archives `docker image save` wrote: path → holds one platform.
     /// This Docker uses the containerd image store and the images are
     /// multi-arch, of which this machine pulled one platform: a plain save
@@ -764,6 +766,15 @@ impl Runner for FakeKubectl {
                 })
             }
             ["apply", "-f", "-"] => m.apply(input.unwrap()).map(|()| String::new()),
+            ["patch", "cluster", "vfps-db", "-n", "vfps", "--type", "merge", "-p", patch] => {
+                if m.objects.backup_secret.is_none() {
+                    m.objects
+                        .violations
+                        .push("the Cluster archives before its backup Secret exists".into());
+                }
+                m.backup_patch = Some((*patch).to_owned());
+                Ok(String::new())
+            }
             ["delete", "--ignore-not-found", "--wait=true", "-f", "-"] => {
                 m.delete(input.unwrap());
                 Ok(String::new())
@@ -863,6 +874,7 @@ async fn run_plan(
         scenarios,
         margin_seconds: 0,
         seed: None,
+        drill: None,
     };
     let rec = Recorder::new(tokio::time::Instant::now());
     let r = nemesis::run(k, &plan, &knobs(), &rec).await;
@@ -1021,6 +1033,7 @@ async fn an_inert_gray_fault_fails_its_scenario() {
             scenarios: vec![planned(scenario, name, 1)],
             margin_seconds: 0,
             seed: None,
+            drill: None,
         };
         let rec = Recorder::new(tokio::time::Instant::now());
         let e = format!(
@@ -1181,6 +1194,7 @@ async fn a_pod_kill_schedule_that_never_kills_is_a_failure() {
         scenarios: vec![planned(Scenario::VfpsPodKill, "vfps-pod-kill", 6)],
         margin_seconds: 0,
         seed: None,
+        drill: None,
     };
     let rec = Recorder::new(tokio::time::Instant::now());
     let e = format!(
@@ -1553,6 +1567,7 @@ async fn scenarios_put_chaos_on_the_jobs_clock_and_collect_attributes_it() {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 2)],
         margin_seconds: 1,
         seed: None,
+        drill: None,
     };
     let load = load_config(&dir);
     let passed = d.scenarios(&plan, &knobs(), &load).await.unwrap();
@@ -1722,6 +1737,7 @@ async fn a_released_vfps_is_tested_with_the_checkouts_load_generator() {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 1)],
         margin_seconds: 1,
         seed: None,
+        drill: None,
     };
     let job = job::render_job(
         &std::fs::read_to_string(assets().join("loadgen-job.yaml")).unwrap(),
@@ -1759,6 +1775,7 @@ async fn a_load_generator_that_dies_ends_the_scenarios_at_once() {
         scenarios: vec![planned(Scenario::Baseline, "baseline", 60)],
         margin_seconds: 1,
         seed: None,
+        drill: None,
     };
     let started = std::time::Instant::now();
     let e = driver(k)

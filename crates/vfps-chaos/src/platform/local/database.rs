@@ -36,7 +36,13 @@ struct ClusterView {
     members: Vec<Member>,
 }
 
-fn patroni_config(base: &Path, zone: &str, profile: DatabaseProfile) -> String {
+fn patroni_config(
+    base: &Path,
+    zone: &str,
+    profile: DatabaseProfile,
+    archive: &str,
+    bootstrap_method: &str,
+) -> String {
     let dir = base.join(format!("db-{zone}"));
     let ip = db_ip(zone);
     // The only difference between the profiles: whether a commit waits for a
@@ -90,7 +96,7 @@ bootstrap:
     - encoding: UTF8
     - locale: C
     - auth: md5
-postgresql:
+{bootstrap_method}postgresql:
   listen: {ip}:5432
   connect_address: {ip}:5432
   data_dir: {dir}/data
@@ -112,7 +118,7 @@ postgresql:
     log_filename: 'postgresql.log'
     # The failover breakdown reads these times beside Patroni's (UTC too).
     log_timezone: 'UTC'
-  pg_hba:
+{archive}  pg_hba:
     - local all all trust
     - host replication replicator 10.213.0.0/24 md5
     - host all all 10.213.0.0/24 md5
@@ -134,18 +140,7 @@ pub(crate) fn patroni_tool(tool: &str) -> PathBuf {
 }
 
 pub(super) fn pg_bindir() -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|es| {
-            es.flatten()
-                .map(|e| e.path().join("bin"))
-                .filter(|p| p.join("pg_ctl").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    found
-        .pop()
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
+    crate::backup::restore::pg_bindir()
 }
 
 /// Starts etcd in the control plane and waits until it is healthy.
@@ -218,22 +213,39 @@ fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 impl Local {
     /// A Patroni member per zone, then a healthy cluster.
     pub(super) async fn start_database(&self) -> anyhow::Result<()> {
-        let base = &self.opts.base;
         for z in ZONES {
-            let dir = base.join(format!("db-{z}"));
-            std::fs::create_dir_all(dir.join("log"))?;
-            std::fs::write(
-                dir.join("patroni.yml"),
-                patroni_config(base, z, self.opts.profile),
-            )?;
-            cmd(
-                "chown",
-                &["-R", "postgres:postgres", &dir.display().to_string()],
-            )
-            .await?;
+            self.write_patroni_config(z, "").await?;
             self.start_db(z).await?;
         }
         self.wait_db_healthy(Duration::from_secs(90)).await
+    }
+
+    /// Writes a member's Patroni configuration (with `bootstrap_method`, YAML
+    /// under `bootstrap:`, when it is to bootstrap other than by initdb).
+    pub(super) async fn write_patroni_config(
+        &self,
+        zone: &str,
+        bootstrap_method: &str,
+    ) -> anyhow::Result<()> {
+        let base = &self.opts.base;
+        let dir = base.join(format!("db-{zone}"));
+        std::fs::create_dir_all(dir.join("log"))?;
+        std::fs::write(
+            dir.join("patroni.yml"),
+            patroni_config(
+                base,
+                zone,
+                self.opts.profile,
+                &self.archive_parameters(zone)?,
+                bootstrap_method,
+            ),
+        )?;
+        cmd(
+            "chown",
+            &["-R", "postgres:postgres", &dir.display().to_string()],
+        )
+        .await?;
+        Ok(())
     }
 
     /// The application role and database, then the migrations.
@@ -669,4 +681,20 @@ impl Local {
         }
         parts.join("; ")
     }
+}
+
+/// A member's configuration as `write_patroni_config` writes it, for tests.
+#[cfg(test)]
+pub(super) fn patroni_config_for_tests(
+    local: &Local,
+    zone: &str,
+    bootstrap_method: &str,
+) -> String {
+    patroni_config(
+        &local.opts.base,
+        zone,
+        local.opts.profile,
+        &local.archive_parameters(zone).unwrap_or_default(),
+        bootstrap_method,
+    )
 }

@@ -45,6 +45,14 @@ pub struct LocalArgs {
     /// their installed packages); the load's probe runs from it too.
     #[arg(long, env = "VFPS_CHAOS_UI_DIR", default_value = "tests/ui")]
     pub ui_dir: PathBuf,
+    /// Archive the database's WAL to the object store's backup bucket and
+    /// take a base backup at `up` (docs/backup.md).
+    #[arg(long, env = "VFPS_CHAOS_BACKUP", default_value_t = false, action = clap::ArgAction::Set)]
+    pub backup: bool,
+    /// archive_timeout in seconds: how long a commit may wait in an
+    /// unfinished WAL segment before it is archived.
+    #[arg(long, env = "VFPS_CHAOS_ARCHIVE_TIMEOUT", default_value_t = 10)]
+    pub archive_timeout: u64,
 }
 
 /// The local platform's driver.
@@ -69,8 +77,30 @@ impl LocalDriver {
                 profile: args.database_profile,
                 ui: args.ui,
                 ui_tests_dir: args.ui_dir.clone(),
+                backup: args.backup.then_some(crate::backup::Archiving {
+                    timeout: Duration::from_secs(args.archive_timeout),
+                }),
             },
         }
+    }
+
+    /// `local restore`: the running topology's database restored in place
+    /// from its bucket; what it did on stdout.
+    pub async fn restore(&self, to: crate::backup::RestoreTo) -> anyhow::Result<()> {
+        let mut options = self.options.clone();
+        // The restored cluster archives too, whatever flags this step got.
+        options.backup.get_or_insert_with(Default::default);
+        let local = Local::attach(options)?;
+        let r = local.restore(to).await?;
+        println!(
+            "restored from base backup {} (WAL up to {}) in {:.1} s; the cluster now archives as {}; \
+             Creates of new originals are refused until `vfps restore confirm`",
+            r.backup_id,
+            r.last_wal,
+            r.took.as_secs_f64(),
+            r.new_cluster
+        );
+        Ok(())
     }
 
     /// The topology as files and processes, whether or not it is all running.
@@ -119,6 +149,16 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, options: &Options) -> Loa
 }
 
 impl Driver for LocalDriver {
+    fn check_plan(&self, plan: &ScenarioPlan) -> anyhow::Result<()> {
+        if plan.drill.is_some() && self.options.backup.is_none() {
+            bail!(
+                "{} needs the WAL archive: stand the platform up with --backup (VFPS_CHAOS_BACKUP=true)",
+                crate::scenario::drill::NAME
+            );
+        }
+        Ok(())
+    }
+
     async fn up(&self) -> anyhow::Result<()> {
         require_root()?;
         if !self.options.vfps_bin.exists() {
@@ -145,6 +185,7 @@ impl Driver for LocalDriver {
         knobs: &Knobs,
         load: &LoadConfig,
     ) -> anyhow::Result<bool> {
+        self.check_plan(plan)?;
         let local = Local::attach(self.options.clone())?;
         let cfg = load_config(load, plan, &self.options);
         let dir = cfg.dir().to_owned();
@@ -184,7 +225,16 @@ impl Driver for LocalDriver {
         // has it, and `collect` fails the run on it.
         let summary = summary?;
         artifacts::write_load_summary(&dir, &summary)?;
-        Ok(summary.passed)
+        // After the window and its verification: the drill destroys what
+        // they judged (scenario/drill.rs).
+        let drill_passed = match &plan.drill {
+            Some(d) => super::drill::run(&local, d, &cfg, &dir)
+                .await?
+                .verdict
+                .passed(),
+            None => true,
+        };
+        Ok(summary.passed && drill_passed)
     }
 
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {

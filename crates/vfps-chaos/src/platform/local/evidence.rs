@@ -1,7 +1,7 @@
 //! Evidence of a local run: the HA manager's view (member list and failover
-//! history) and every log — etcd, Patroni, PostgreSQL, vfps, the Garage
-//! object store, the identity provider and HAProxy — copied into the run
-//! directory.
+//! history), the WAL archiver's counters when backups are on, and every log —
+//! etcd, Patroni, PostgreSQL, vfps, the Garage object store, the identity
+//! provider and HAProxy — copied into the run directory.
 
 use std::path::Path;
 
@@ -19,6 +19,25 @@ impl Local {
                 .await
                 .unwrap_or_else(|e| format!("{e:#}"));
             crate::report::write_file(dir, &format!("patroni-{what}-{suffix}.txt"), out)?;
+        }
+        // With backups on: the leader's archiver counters, and a failing
+        // archive said on stderr, not left for someone to find in a file.
+        if self.opts.base.join("s3-backup-key").exists() {
+            let text = match self.archiver().await {
+                Ok(a) => {
+                    if a.failing() {
+                        eprintln!(
+                            "backup: WAL archiving is failing ({} failures, last {}): the bucket misses every segment since {}",
+                            a.failed_count,
+                            a.last_failed_wal.as_deref().unwrap_or("?"),
+                            a.last_archived_wal.as_deref().unwrap_or("the start")
+                        );
+                    }
+                    format!("{a:?}\n")
+                }
+                Err(e) => format!("the archiver's counters cannot be read: {e:#}\n"),
+            };
+            crate::report::write_file(dir, &format!("archiver-{suffix}.txt"), text)?;
         }
         Ok(())
     }
@@ -68,6 +87,7 @@ mod tests {
                 profile: DatabaseProfile::Safe,
                 ui: false,
                 ui_tests_dir: PathBuf::new(),
+                backup: None,
             },
         }
     }

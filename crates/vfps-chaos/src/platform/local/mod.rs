@@ -29,8 +29,10 @@ use anyhow::bail;
 
 use super::net::cmd;
 
+pub mod backups;
 pub mod cuts;
 pub mod database;
+pub mod drill;
 pub mod driver;
 pub mod evidence;
 pub mod faults;
@@ -128,6 +130,9 @@ pub struct Options {
     pub ui: bool,
     /// The browser tests' folder: the provider's and the probe's scripts.
     pub ui_tests_dir: PathBuf,
+    /// Continuous backup of the database to the object store's own backup
+    /// bucket, with this archiving (`None`: no WAL archive, no base backup).
+    pub backup: Option<crate::backup::Archiving>,
 }
 
 /// The file under the base directory that records the profile `up` built.
@@ -171,12 +176,26 @@ impl Local {
         database::start_etcd(base).await?;
         events("etcd healthy");
         let local = Local { opts: opts.clone() };
+        // Archiving starts with the database: its bucket must exist first.
+        if opts.backup.is_some() {
+            local.start_objects().await?;
+            local.create_backup_bucket().await?;
+            events("object store healthy (3 Garage nodes), backup bucket made");
+        }
         local.start_database().await?;
         events("database cluster healthy");
         local.create_app_database().await?;
         events("migrations applied");
-        local.start_objects().await?;
-        events("object store healthy (3 Garage nodes)");
+        if opts.backup.is_some() {
+            let id = local.base_backup().await?;
+            events(&format!(
+                "base backup {id} in bucket {}",
+                backups::BACKUP_BUCKET
+            ));
+        } else {
+            local.start_objects().await?;
+            events("object store healthy (3 Garage nodes)");
+        }
         if opts.ui {
             local.start_front().await?;
             events("identity provider healthy, load balancer started");

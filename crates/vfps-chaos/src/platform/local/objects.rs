@@ -201,7 +201,7 @@ impl Local {
     }
 
     /// `garage -c <zone's config> ARGS…` inside the zone's pod.
-    async fn garage(&self, zone: &str, args: &[&str]) -> anyhow::Result<String> {
+    pub(super) async fn garage(&self, zone: &str, args: &[&str]) -> anyhow::Result<String> {
         let config = self.objects_dir(zone).join("garage.toml");
         let bin = garage_bin();
         let mut all = vec![

@@ -43,6 +43,16 @@ impl Local {
     /// A single value from an instance, over its Unix socket, bounded in time
     /// (a paused instance never answers).
     pub async fn query_instance(&self, zone: &str, sql: &str) -> anyhow::Result<String> {
+        self.query_database(zone, "postgres", sql).await
+    }
+
+    /// [`Local::query_instance`] in another database of the instance.
+    pub async fn query_database(
+        &self,
+        zone: &str,
+        database: &str,
+        sql: &str,
+    ) -> anyhow::Result<String> {
         let socket = self.opts.base.join(format!("db-{zone}"));
         let psql = pg_bindir().join("psql");
         let out = tokio::process::Command::new(AS_POSTGRES[0])
@@ -51,7 +61,7 @@ impl Local {
             .arg(psql)
             .args(["-X", "-q", "-A", "-t", "-h"])
             .arg(socket)
-            .args(["-U", "postgres", "-d", "postgres", "-c", sql])
+            .args(["-U", "postgres", "-d", database, "-c", sql])
             .stdin(std::process::Stdio::null())
             .output()
             .await

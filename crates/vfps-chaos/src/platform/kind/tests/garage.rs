@@ -29,6 +29,8 @@ pub(super) struct FakeGarage {
     pub rpc_secret: Option<String>,
     /// The Secret vfps reads: (access key id, secret key).
     pub s3_secret: Option<(String, String)>,
+    /// The Secret CloudNativePG archives with: (access key id, secret key).
+    pub backup_secret: Option<(String, String)>,
     /// garage-0, garage-1, garage-2 by ordinal, once the StatefulSet exists.
     pub pods: Vec<GaragePod>,
     next_uid: u64,
@@ -133,6 +135,7 @@ impl FakeGarage {
                 let present = match *name {
                     objects::RPC_SECRET => self.rpc_secret.is_some(),
                     S3_SECRET => self.s3_secret.is_some(),
+                    objects::BACKUP_SECRET => self.backup_secret.is_some(),
                     _ => return None,
                 };
                 Some(Ok(if present {
@@ -248,6 +251,29 @@ impl FakeGarage {
                         .push("vfps's key may not read, write and own the bucket".into());
                 }
                 self.s3_secret = Some((id, secret));
+            }
+            ("Secret", objects::BACKUP_SECRET) => {
+                let (id, secret) = (value("ACCESS_KEY_ID:"), value("ACCESS_SECRET_KEY:"));
+                if !self.keys.contains(&(id.clone(), secret.clone())) {
+                    self.violations
+                        .push("the backup Secret holds no key of the store".into());
+                }
+                if !self
+                    .allowed
+                    .contains(&(objects::BACKUP_BUCKET.to_owned(), id.clone()))
+                {
+                    self.violations
+                        .push("the backup key may not read, write and own its bucket".into());
+                }
+                if self.s3_secret.as_ref().is_some_and(|(vfps, _)| *vfps == id) {
+                    self.violations
+                        .push("the database's backups share vfps's key".into());
+                }
+                if value("REGION:") != "garage" {
+                    self.violations
+                        .push("the backup Secret's region is not Garage's".into());
+                }
+                self.backup_secret = Some((id, secret));
             }
             ("StatefulSet", "garage") => {
                 if self.rpc_secret.is_none() {
@@ -390,8 +416,10 @@ fn is_ours(doc: &str) -> bool {
     let name = field(doc, "  name:");
     matches!(
         (field(doc, "kind:").as_str(), name.as_str()),
-        ("Secret", objects::RPC_SECRET | S3_SECRET)
-            | ("ConfigMap", "garage-config")
+        (
+            "Secret",
+            objects::RPC_SECRET | S3_SECRET | objects::BACKUP_SECRET
+        ) | ("ConfigMap", "garage-config")
             | ("Service", "garage" | "garage-headless")
             | ("StatefulSet", "garage")
             | ("PodDisruptionBudget", "garage")

@@ -70,6 +70,19 @@ async fn up_lays_out_one_node_per_zone_and_hands_vfps_a_key_the_bucket_allows() 
     assert!(g.buckets.contains(BUCKET));
     let (id, secret) = g.s3_secret.clone().expect("the Secret vfps reads");
     assert!(g.allowed.contains(&(BUCKET.to_owned(), id)));
+    // The database archives to a bucket of its own, with a key of its own,
+    // once that key exists (docs/backup.md).
+    let (backup_id, backup_secret) = g.backup_secret.clone().expect("the backup Secret");
+    assert!(g
+        .allowed
+        .contains(&(objects::BACKUP_BUCKET.to_owned(), backup_id)));
+    assert!(
+        m.backup_patch
+            .as_deref()
+            .is_some_and(|p| p.contains("barmanObjectStore") && p.contains("vfps-backup-s3")),
+        "the Cluster patched with cnpg-backup.yaml: {:?}",
+        m.backup_patch
+    );
     let image = garage_image();
     assert!(
         g.statefulset
@@ -82,7 +95,7 @@ async fn up_lays_out_one_node_per_zone_and_hands_vfps_a_key_the_bucket_allows() 
     assert!(
         !m.commands
             .iter()
-            .any(|c| c.contains(&secret) || c.contains(&rpc)),
+            .any(|c| c.contains(&secret) || c.contains(&rpc) || c.contains(&backup_secret)),
         "a secret on a command line"
     );
 }
@@ -103,8 +116,14 @@ async fn up_on_a_reused_cluster_keeps_the_stores_secret_layout_bucket_and_key() 
     );
     let count = |s: &str| m.commands.iter().filter(|c| c.contains(s)).count();
     assert_eq!(count("/garage layout apply"), 1);
-    assert_eq!(count("/garage bucket create"), 1);
-    assert_eq!(count("/garage key create"), 1);
+    // One each for vfps's jobs and the database's backups.
+    assert_eq!(count("/garage bucket create"), 2);
+    assert_eq!(count("/garage key create"), 2);
+    assert_eq!(
+        count("patch cluster vfps-db"),
+        2,
+        "patched again: idempotent"
+    );
     assert!(
         m.objects.violations.is_empty(),
         "{:?}",
@@ -128,6 +147,7 @@ async fn the_scenarios_wait_for_a_healthy_object_store() {
         )],
         margin_seconds: 1,
         seed: None,
+        drill: None,
     };
     let d = super::driver(k);
     d.scenarios(&plan, &super::knobs(), &super::load_config(&dir))

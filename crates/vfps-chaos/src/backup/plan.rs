@@ -1,0 +1,469 @@
+//! What a restore may use, decided from the bucket's listing alone (pure):
+//! which base backup, and whether the WAL archive after it is whole. Every
+//! refusal is a [`Refusal`] that names the bucket, the cluster and the missing
+//! piece, so an operator sees why before anything is copied.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+/// The restore's target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreTo {
+    /// Everything the archive holds.
+    Latest,
+    /// The last transaction committed at or before this instant (seconds
+    /// since the Unix epoch, UTC).
+    Time(i64),
+    /// UNSAFE, for the restore drill's self-test: the newest base backup
+    /// alone, none of the WAL archived after it (`recovery_target =
+    /// 'immediate'`). Everything written after the backup is lost.
+    BackupOnly,
+}
+
+impl std::str::FromStr for RestoreTo {
+    type Err = String;
+
+    /// `latest`, or a UTC instant `YYYY-MM-DDTHH:MM:SSZ`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "latest" {
+            return Ok(Self::Latest);
+        }
+        if s == "backup-only" {
+            return Ok(Self::BackupOnly);
+        }
+        parse_utc(s).map(Self::Time).ok_or_else(|| {
+            format!(
+                "restore target {s:?} is neither `latest` nor a UTC time like 2026-12-05T09:30:00Z"
+            )
+        })
+    }
+}
+
+/// One base backup as `barman-cloud-backup-list --format json` lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Backup {
+    pub backup_id: String,
+    pub status: String,
+    /// The first WAL segment the backup needs.
+    pub begin_wal: String,
+    /// The last WAL segment the backup needs to be consistent.
+    pub end_wal: String,
+    pub timeline: u32,
+    /// ctime format in UTC (`Sat Dec  5 08:29:34 2026`): the listing runs
+    /// with `TZ=UTC`.
+    pub end_time: String,
+    pub systemid: String,
+    pub xlog_segment_size: u64,
+}
+
+/// What the bucket holds.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Every cluster (barman "server name") with objects in the bucket.
+    pub clusters: Vec<String>,
+    /// The base backups of the cluster being restored.
+    pub backups: Vec<Backup>,
+    /// The file names under the cluster's `wals/` (segments, `.history`,
+    /// `.backup`, `.partial`, possibly compressed).
+    pub wals: Vec<String>,
+}
+
+/// A restore that can go ahead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub backup_id: String,
+    /// The last WAL segment the archive holds without a gap after the
+    /// backup: how far a `latest` restore gets.
+    pub last_wal: String,
+}
+
+/// Why a restore is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("bucket {bucket:?} is empty: nothing was ever backed up there (wrong bucket, or archiving never ran)")]
+    EmptyBucket { bucket: String },
+    #[error("bucket {bucket:?} holds backups of cluster(s) {found:?}, not of {cluster:?}: another cluster's bucket, or the wrong cluster name")]
+    OtherCluster {
+        bucket: String,
+        cluster: String,
+        found: Vec<String>,
+    },
+    #[error("cluster {cluster:?} has no completed base backup in bucket {bucket:?}")]
+    NoBackup { bucket: String, cluster: String },
+    #[error("cluster {cluster:?} has no completed base backup that ended at or before {target}; the first ended at {first}")]
+    TargetBeforeFirstBackup {
+        cluster: String,
+        target: String,
+        first: String,
+    },
+    #[error("WAL segment {segment} of cluster {cluster:?} is missing from the archive{after}: replay would stop there and silently drop every later transaction")]
+    MissingWal {
+        cluster: String,
+        segment: String,
+        after: String,
+    },
+    #[error("backup {backup_id} has {what}, which this restore cannot read")]
+    Unreadable { backup_id: String, what: String },
+}
+
+/// Picks the base backup for `to` and checks that every WAL segment from its
+/// start to the last archived one is there (across timelines: a failover
+/// continues the same positions on the next timeline).
+pub fn plan(
+    bucket: &str,
+    cluster: &str,
+    catalog: &Catalog,
+    to: RestoreTo,
+) -> Result<Plan, Refusal> {
+    if catalog.clusters.is_empty() {
+        return Err(Refusal::EmptyBucket {
+            bucket: bucket.to_owned(),
+        });
+    }
+    if !catalog.clusters.iter().any(|c| c == cluster) {
+        return Err(Refusal::OtherCluster {
+            bucket: bucket.to_owned(),
+            cluster: cluster.to_owned(),
+            found: catalog.clusters.clone(),
+        });
+    }
+    let mut done: Vec<(i64, &Backup)> = Vec::new();
+    for b in catalog.backups.iter().filter(|b| b.status == "DONE") {
+        let end = parse_ctime(&b.end_time).ok_or_else(|| Refusal::Unreadable {
+            backup_id: b.backup_id.clone(),
+            what: format!("an end time {:?}", b.end_time),
+        })?;
+        done.push((end, b));
+    }
+    done.sort_by_key(|(end, _)| *end);
+    let Some(first) = done.first() else {
+        return Err(Refusal::NoBackup {
+            bucket: bucket.to_owned(),
+            cluster: cluster.to_owned(),
+        });
+    };
+    let chosen = match to {
+        RestoreTo::Latest | RestoreTo::BackupOnly => done.last(),
+        RestoreTo::Time(t) => done.iter().rev().find(|(end, _)| *end <= t),
+    };
+    let Some((_, backup)) = chosen else {
+        return Err(Refusal::TargetBeforeFirstBackup {
+            cluster: cluster.to_owned(),
+            target: format_utc(match to {
+                RestoreTo::Time(t) => t,
+                RestoreTo::Latest | RestoreTo::BackupOnly => 0,
+            }),
+            first: format_utc(first.0),
+        });
+    };
+    if backup.xlog_segment_size != 16 * 1024 * 1024 {
+        return Err(Refusal::Unreadable {
+            backup_id: backup.backup_id.clone(),
+            what: format!(
+                "a WAL segment size of {} bytes (only 16 MiB is supported)",
+                backup.xlog_segment_size
+            ),
+        });
+    }
+    let unreadable = |what: &str, name: &str| Refusal::Unreadable {
+        backup_id: backup.backup_id.clone(),
+        what: format!("{what} {name:?}"),
+    };
+    let begin = Segment::parse(&backup.begin_wal)
+        .ok_or_else(|| unreadable("a first WAL segment", &backup.begin_wal))?;
+    let end = Segment::parse(&backup.end_wal)
+        .ok_or_else(|| unreadable("a last WAL segment", &backup.end_wal))?;
+    // Positions archived on the backup's timeline or a later one.
+    let archived: BTreeSet<u64> = catalog
+        .wals
+        .iter()
+        .filter_map(|name| Segment::parse(name))
+        .filter(|s| s.timeline >= backup.timeline)
+        .map(|s| s.position)
+        .filter(|p| *p >= begin.position)
+        .collect();
+    let last = archived
+        .iter()
+        .next_back()
+        .copied()
+        .unwrap_or(begin.position);
+    let needed_to = match to {
+        RestoreTo::BackupOnly => end.position,
+        _ => last.max(end.position),
+    };
+    for position in begin.position..=needed_to {
+        if !archived.contains(&position) {
+            let after = if position > end.position {
+                format!(
+                    ", yet later segments up to {} are archived",
+                    Segment::name(backup.timeline, last)
+                )
+            } else {
+                format!(
+                    " (base backup {} needs it to be consistent)",
+                    backup.backup_id
+                )
+            };
+            return Err(Refusal::MissingWal {
+                cluster: cluster.to_owned(),
+                segment: Segment::name(backup.timeline, position),
+                after,
+            });
+        }
+    }
+    Ok(Plan {
+        backup_id: backup.backup_id.clone(),
+        last_wal: Segment::name(backup.timeline, needed_to),
+    })
+}
+
+/// A WAL segment file name: timeline and position (16 MiB segments: 256 per
+/// 4 GiB "log").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    timeline: u32,
+    position: u64,
+}
+
+impl Segment {
+    /// `TTTTTTTTLLLLLLLLSSSSSSSS`, optionally compressed (`.gz`, `.bz2`, …);
+    /// not `.history`, `.backup` or `.partial` files, which replay does not
+    /// read as segments.
+    fn parse(name: &str) -> Option<Segment> {
+        let base = name.rsplit('/').next()?;
+        let stem = base.split('.').next()?;
+        let rest = &base[stem.len()..];
+        if stem.len() != 24
+            || !(rest.is_empty()
+                || [".gz", ".bz2", ".xz", ".snappy", ".lz4", ".zst"].contains(&rest))
+        {
+            return None;
+        }
+        let timeline = u32::from_str_radix(&stem[..8], 16).ok()?;
+        let log = u64::from_str_radix(&stem[8..16], 16).ok()?;
+        let seg = u64::from_str_radix(&stem[16..], 16).ok()?;
+        (seg < 256).then_some(Segment {
+            timeline,
+            position: log * 256 + seg,
+        })
+    }
+
+    fn name(timeline: u32, position: u64) -> String {
+        format!("{timeline:08X}{:08X}{:08X}", position / 256, position % 256)
+    }
+}
+
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (or `+00:00`).
+pub fn parse_utc(s: &str) -> Option<i64> {
+    let s = s.strip_suffix('Z').or_else(|| s.strip_suffix("+00:00"))?;
+    let (date, time) = s.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let ([y, m, day], [h, min, sec]) = (d.as_slice(), t.as_slice()) else {
+        return None;
+    };
+    ((1..=12).contains(m) && (1..=31).contains(day) && *h < 24 && *min < 60 && *sec < 61)
+        .then(|| days_from_civil(*y, *m, *day) * 86_400 + h * 3600 + min * 60 + sec)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn format_utc(t: i64) -> String {
+    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// ctime's `Sat Dec  5 08:29:34 2026` (UTC).
+fn parse_ctime(s: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [_, month, day, time, year] = parts.as_slice() else {
+        return None;
+    };
+    let m = MONTHS.iter().position(|x| x == month)? as i64 + 1;
+    parse_utc(&format!(
+        "{year}-{m:02}-{:02}T{time}Z",
+        day.parse::<i64>().ok()?
+    ))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backup(id: &str, begin: &str, end: &str, end_time: &str) -> Backup {
+        Backup {
+            backup_id: id.into(),
+            status: "DONE".into(),
+            begin_wal: begin.into(),
+            end_wal: end.into(),
+            timeline: 1,
+            end_time: end_time.into(),
+            systemid: "7715734213521169284".into(),
+            xlog_segment_size: 16 * 1024 * 1024,
+        }
+    }
+
+    fn catalog(wals: &[&str]) -> Catalog {
+        Catalog {
+            clusters: vec!["vfps".into()],
+            backups: vec![
+                backup(
+                    "B1",
+                    "000000010000000000000003",
+                    "000000010000000000000003",
+                    "Sat Dec  5 08:29:34 2026",
+                ),
+                backup(
+                    "B2",
+                    "000000010000000000000006",
+                    "000000010000000000000007",
+                    "Sat Dec  5 09:00:00 2026",
+                ),
+            ],
+            wals: wals.iter().map(|w| (*w).to_owned()).collect(),
+        }
+    }
+
+    const WHOLE: &[&str] = &[
+        "000000010000000000000003",
+        "000000010000000000000003.00000028.backup",
+        "000000010000000000000004.gz",
+        "000000010000000000000005",
+        "000000010000000000000006",
+        "000000010000000000000007",
+        "00000002.history",
+        "000000020000000000000008",
+    ];
+
+    #[test]
+    fn latest_takes_the_newest_backup_and_the_whole_archive_across_timelines() {
+        let p = plan("b", "vfps", &catalog(WHOLE), RestoreTo::Latest).unwrap();
+        assert_eq!(p.backup_id, "B2");
+        assert_eq!(p.last_wal, "000000010000000000000008");
+    }
+
+    #[test]
+    fn a_time_takes_the_newest_backup_that_ended_before_it() {
+        let t = parse_utc("2026-12-05T08:45:00Z").unwrap();
+        let p = plan("b", "vfps", &catalog(WHOLE), RestoreTo::Time(t)).unwrap();
+        assert_eq!(p.backup_id, "B1");
+        let early = parse_utc("2026-12-05T08:00:00Z").unwrap();
+        assert!(matches!(
+            plan("b", "vfps", &catalog(WHOLE), RestoreTo::Time(early)),
+            Err(Refusal::TargetBeforeFirstBackup { .. })
+        ));
+    }
+
+    #[test]
+    fn an_empty_bucket_is_refused() {
+        let e = plan("b", "vfps", &Catalog::default(), RestoreTo::Latest).unwrap_err();
+        assert_eq!(e, Refusal::EmptyBucket { bucket: "b".into() });
+    }
+
+    #[test]
+    fn another_clusters_bucket_is_refused_and_names_what_it_holds() {
+        let mut c = catalog(WHOLE);
+        c.clusters = vec!["other".into()];
+        let e = plan("b", "vfps", &c, RestoreTo::Latest).unwrap_err();
+        assert!(e.to_string().contains("\"other\""), "{e}");
+    }
+
+    #[test]
+    fn a_gap_in_the_archive_is_refused_naming_the_segment() {
+        let mut wals = WHOLE.to_vec();
+        wals.retain(|w| !w.starts_with("000000010000000000000005"));
+        // B2 starts after the gap: only a restore from the older backup needs it.
+        assert!(plan("b", "vfps", &catalog(&wals), RestoreTo::Latest).is_ok());
+        let t = parse_utc("2026-12-05T08:45:00Z").unwrap();
+        let e = plan("b", "vfps", &catalog(&wals), RestoreTo::Time(t)).unwrap_err();
+        assert!(e.to_string().contains("000000010000000000000005"), "{e}");
+    }
+
+    #[test]
+    fn wal_the_backup_itself_needs_is_refused_when_missing() {
+        let e = plan(
+            "b",
+            "vfps",
+            &catalog(&["000000010000000000000006"]),
+            RestoreTo::Latest,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("000000010000000000000007")
+                && e.to_string().contains("consistent"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn times_round_trip_and_bad_targets_are_named() {
+        for s in [
+            "2026-12-05T08:29:34Z",
+            "1970-01-01T00:00:00Z",
+            "2024-02-29T23:59:59Z",
+        ] {
+            assert_eq!(format_utc(parse_utc(s).unwrap()), s);
+        }
+        assert_eq!(
+            parse_ctime("Sat Dec  5 08:29:34 2026"),
+            parse_utc("2026-12-05T08:29:34Z")
+        );
+        let e = "yesterday".parse::<RestoreTo>().unwrap_err();
+        assert!(e.contains("\"yesterday\""), "{e}");
+        assert_eq!("latest".parse::<RestoreTo>(), Ok(RestoreTo::Latest));
+    }
+
+    #[test]
+    fn segment_positions_carry_across_logs() {
+        let s = Segment::parse("0000000100000001000000FF").unwrap();
+        assert_eq!(Segment::name(1, s.position + 1), "000000010000000200000000");
+        assert!(Segment::parse("00000002.history").is_none());
+        assert!(Segment::parse("000000010000000000000003.00000028.backup").is_none());
+        assert!(Segment::parse("000000010000000000000003.partial").is_none());
+    }
+}

@@ -1,0 +1,237 @@
+//! A fresh PostgreSQL instance from the bucket alone: the plan's base backup
+//! copied into an empty data directory, recovery to the target from the WAL
+//! archive, promotion. The restored instance archives nothing: it is a new
+//! cluster, and archiving it into the old cluster's prefix would mix two
+//! histories (docs/backup.md says how to archive it under a new name).
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context};
+
+use super::{plan::format_utc, Bucket, Plan, RestoreTo};
+
+/// Where the restored instance lives and how it is started.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// Must not exist or be empty: a restore never overwrites data.
+    pub data_dir: PathBuf,
+    /// The Unix socket directory (also its `-h` for clients).
+    pub socket_dir: PathBuf,
+    pub port: u16,
+    /// `listen_addresses`; empty for sockets only.
+    pub listen: String,
+    /// PostgreSQL's binaries (`pg_ctl`, `psql`).
+    pub bindir: PathBuf,
+    /// The user PostgreSQL runs as (it refuses root); `None` runs as this
+    /// process's user.
+    pub run_as: Option<String>,
+    /// The longest recovery may take before the restore gives up.
+    pub recovery_timeout: Duration,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    pub plan: Plan,
+    /// From the first copied byte to a promoted, writable instance.
+    pub took: Duration,
+}
+
+/// Restores `instance` from `bucket` to `to`; returns once it is promoted.
+/// `credentials_dir` receives the S3 credentials its `restore_command` reads.
+pub async fn restore(
+    bucket: &Bucket,
+    to: RestoreTo,
+    instance: &Instance,
+    credentials_dir: &Path,
+) -> anyhow::Result<Restored> {
+    let data = &instance.data_dir;
+    if std::fs::read_dir(data).is_ok_and(|mut d| d.next().is_some()) {
+        bail!(
+            "{} is not empty: a restore only fills a fresh data directory",
+            data.display()
+        );
+    }
+    let plan = bucket.plan(to).await?;
+    let started = Instant::now();
+    let data_text = data.display().to_string();
+    bucket
+        .tool(
+            "barman-cloud-restore",
+            &[&bucket.url(), &bucket.cluster, &plan.backup_id, &data_text],
+        )
+        .await
+        .context("copying the base backup")?;
+    let env = bucket.write_credentials(credentials_dir, instance.run_as.as_deref())?;
+    let mut settings = vec![
+        format!("port = {}", instance.port),
+        format!("listen_addresses = '{}'", instance.listen),
+        format!(
+            "unix_socket_directories = '{}'",
+            instance.socket_dir.display()
+        ),
+        // The source's paths (a Patroni member's log and configuration
+        // files) are not this instance's.
+        format!("hba_file = '{}'", data.join("pg_hba.conf").display()),
+        format!("ident_file = '{}'", data.join("pg_ident.conf").display()),
+        "logging_collector = off".to_owned(),
+        // The source's synchronous standbys are not this instance's: a commit
+        // would wait for them for ever (measured: `vfps restore hold` hung on
+        // a restored Patroni member). Replicas brought back later set it anew.
+        "synchronous_standby_names = ''".to_owned(),
+        "archive_mode = off".to_owned(),
+        format!(
+            "restore_command = '{}'",
+            bucket.restore_command(&env).replace('\'', "''")
+        ),
+        "recovery_target_timeline = 'latest'".to_owned(),
+    ];
+    if to == RestoreTo::BackupOnly {
+        settings.push("recovery_target = 'immediate'".to_owned());
+        settings.push("recovery_target_action = 'promote'".to_owned());
+    }
+    if let RestoreTo::Time(t) = to {
+        // PostgreSQL's own form: it refuses ISO 8601's `T…Z`.
+        let iso = format_utc(t);
+        let pg_time = format!("{}+00", iso.trim_end_matches('Z').replacen('T', " ", 1));
+        settings.push(format!("recovery_target_time = '{pg_time}'"));
+        settings.push("recovery_target_action = 'promote'".to_owned());
+    }
+    append(&data.join("postgresql.auto.conf"), &settings.join("\n"))?;
+    std::fs::write(data.join("recovery.signal"), "").context("cannot write recovery.signal")?;
+    if let Some(user) = &instance.run_as {
+        run("chown", &["-R", &format!("{user}:{user}"), &data_text]).await?;
+    }
+    run("chmod", &["700", &data_text]).await?;
+    let log = data.with_extension("log");
+    let log_text = log.display().to_string();
+    instance
+        .as_owner(
+            "pg_ctl",
+            &[
+                "-D", &data_text, "-l", &log_text, "-w", "-t", "600", "start",
+            ],
+        )
+        .await
+        .with_context(|| format!("the restored instance did not start: {}", tail(&log)))?;
+    let deadline = Instant::now() + instance.recovery_timeout;
+    loop {
+        match instance.psql("SELECT pg_is_in_recovery()").await {
+            Ok(r) if r.trim() == "f" => break,
+            Ok(_) => {}
+            Err(e) if Instant::now() >= deadline => {
+                bail!(
+                    "the restored instance stopped answering: {e:#}; {}",
+                    tail(&log)
+                )
+            }
+            Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "recovery did not finish within {:?}: {}",
+                instance.recovery_timeout,
+                tail(&log)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(Restored {
+        plan,
+        took: started.elapsed(),
+    })
+}
+
+impl Instance {
+    async fn as_owner(&self, tool: &str, args: &[&str]) -> anyhow::Result<String> {
+        let bin = self.bindir.join(tool).display().to_string();
+        match &self.run_as {
+            Some(user) => {
+                let mut all = vec!["-u", user.as_str(), "--", bin.as_str()];
+                all.extend_from_slice(args);
+                run("runuser", &all).await
+            }
+            None => run(&bin, args).await,
+        }
+    }
+
+    /// One query as `postgres` over the socket; its unaligned rows.
+    pub async fn psql(&self, sql: &str) -> anyhow::Result<String> {
+        self.psql_in("postgres", sql).await
+    }
+
+    /// One query in `database` as `postgres` over the socket.
+    pub async fn psql_in(&self, database: &str, sql: &str) -> anyhow::Result<String> {
+        let socket = self.socket_dir.display().to_string();
+        let port = self.port.to_string();
+        self.as_owner(
+            "psql",
+            &[
+                "-X", "-A", "-t", "-h", &socket, "-p", &port, "-U", "postgres", "-d", database,
+                "-c", sql,
+            ],
+        )
+        .await
+    }
+}
+
+async fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {} failed ({}): {}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The newest PostgreSQL's binaries under `/usr/lib/postgresql` (Debian's
+/// layout), else version 15's.
+pub fn pg_bindir() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|es| {
+            es.flatten()
+                .map(|e| e.path().join("bin"))
+                .filter(|p| p.join("pg_ctl").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+        .pop()
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
+}
+
+fn append(path: &Path, lines: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| writeln!(f, "\n# vfps-chaos backup restore\n{lines}"))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The last lines of the instance's log, for an error.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    format!(
+        "its log ({}) ends:\n{}",
+        log.display(),
+        lines[lines.len().saturating_sub(8)..].join("\n")
+    )
+}
