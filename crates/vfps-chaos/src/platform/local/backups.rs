@@ -154,14 +154,21 @@ impl Local {
     /// member and its storage destroyed, the DCS state removed, a fresh
     /// Patroni cluster bootstrapped from the base backup and the archived WAL
     /// (Patroni's custom bootstrap), the replicas cloned from it, the restore
-    /// hold written (`vfps restore hold`), the vfps replicas restarted (their
-    /// caches may hold mappings the restored database lacks), and a first
+    /// hold written (`vfps restore hold`), the vfps replicas (kept down from
+    /// the start: none writes before the hold, and none keeps a cache of
+    /// mappings the restored database lacks) started again, and a first
     /// base backup of the new history under a new cluster name.
     /// Refused before anything is destroyed if the bucket cannot restore.
     pub async fn restore(&self, to: crate::backup::RestoreTo) -> anyhow::Result<LocalRestore> {
         let old = self.backup_bucket_for(ZONES[0], &self.backup_cluster())?;
         let plan = old.plan(to).await?;
         let started = std::time::Instant::now();
+        // No replica may write to the restored database before its hold is
+        // written: a Create of an original the restore forgot would mint it
+        // a second pseudonym. They stay down until then.
+        for z in ZONES {
+            self.keep_replica_down(z).await?;
+        }
         for z in ZONES {
             // A member already dead is as good as killed.
             let _ = self.kill_db(z).await;
@@ -209,7 +216,7 @@ impl Local {
         }
         crate::backup::cli::hold(&self.opts.vfps_bin, to, &super::connection_string()).await?;
         for z in ZONES {
-            self.stop_replica(z, false).await?;
+            self.uncordon_replica(z).await;
         }
         self.wait_replicas_ready(std::time::Duration::from_secs(60))
             .await?;

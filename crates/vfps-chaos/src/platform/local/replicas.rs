@@ -219,6 +219,16 @@ done"#,
         Ok(())
     }
 
+    /// Stops the replica and keeps it down, whether it runs now or waits in
+    /// its supervisor's back-off (then it is not started again).
+    pub async fn keep_replica_down(&self, zone: &str) -> anyhow::Result<()> {
+        std::fs::write(self.app_dir(zone).join("paused"), "")?;
+        match self.replica_pid(zone).await {
+            Some(_) => self.stop_replica(zone, true).await,
+            None => Ok(()),
+        }
+    }
+
     /// Lets the supervisor start the replica again after a drain.
     pub async fn uncordon_replica(&self, zone: &str) {
         let _ = std::fs::remove_file(self.app_dir(zone).join("paused"));
