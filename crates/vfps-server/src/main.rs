@@ -190,8 +190,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `vfps jobs …`: a client; no server settings are read.
-/// Runs a client command (`vfps jobs …`, `vfps pseudonyms …`) to its end.
+/// Runs a client command (`vfps jobs …`, `vfps pseudonyms …`) to its end: no
+/// server settings are read.
 fn client(name: &str, command: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
