@@ -6,7 +6,12 @@
 # `--self-test` runs db-primary-isolation on asynchronous replication and
 # succeeds only if the harness reports the writes that loses (P3);
 # `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
-# from row 0 and succeeds only if the harness reports it (P7).
+# from row 0 and succeeds only if the harness reports it (P7);
+# `--self-test-erasure-cache` and `--self-test-erasure-standby` erase on
+# replicas that do not announce erasures to the other replicas' pseudonym
+# caches, or that acknowledge them before the synchronous standby has them,
+# and each succeeds only if the harness reports erased mappings answered (P8).
+# Every run's load speaks the MII interface too (mii, bundle, erase in the mix).
 # Every run but the self-tests stands up the web UI's identity provider and
 # load balancer and runs the browser probe (VFPS_CHAOS_UI=false: the API alone).
 # The run directory (report.html, timelines, logs) is printed at the end.
@@ -20,8 +25,10 @@ fi
 profile=${1:-full}
 ./scripts/install-deps.sh
 db_profile=safe
+# The MII interface beside gRPC: FHIR calls, batch Bundles and erasures (P8).
+export RESILIENCE_MIX=${RESILIENCE_MIX:-create=60,recreate=14,get=14,list=4,churn=6,bad=2,mii=4,bundle=1,erase=2}
 case "$profile" in
-  --ci | --self-test | --self-test-jobs)
+  --ci | --self-test | --self-test-jobs | --self-test-erasure-cache | --self-test-erasure-standby)
     cargo build --locked --bins -p vfps-server -p vfps-chaos
     bin=target/debug
     # Short windows for every scenario; the replicas inherit a 10 s readiness
@@ -45,6 +52,28 @@ case "$profile" in
       DURATION_OBJECTS_NODE_KILL=${DURATION_OBJECTS_NODE_KILL:-30} OBJECTS_DOWN_SECONDS=${OBJECTS_DOWN_SECONDS:-8} \
       LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
       RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
+    if [ "$profile" = "--ci" ]; then
+      # Caches are where erasures go stale: the CI run has the pseudonym cache
+      # on (the namespace cache always is), big enough to hold the run.
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=${Pseudonymization__Caching__Pseudonyms__IsEnabled:-true}
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=${Pseudonymization__Caching__Pseudonyms__SizeLimit:-200000}
+    fi
+    if [ "$profile" = "--self-test-erasure-cache" ]; then
+      # P8's self-test: erasures not announced, so the replica that cached a
+      # subject keeps answering its erased pseudonym; the run must fail on it.
+      export VFPS_UNSAFE_ERASURE_UNANNOUNCED=true
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=true
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=200000
+      export SCENARIOS=${SCENARIOS:-baseline} DURATION_BASELINE=${DURATION_BASELINE_SELF_TEST:-25}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
+    fi
+    if [ "$profile" = "--self-test-erasure-standby" ]; then
+      # P8's self-test: erasures acknowledged before the synchronous standby
+      # has them; the isolated primary's are undone by the failover.
+      export VFPS_UNSAFE_ERASURE_BEFORE_STANDBY=true
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
+    fi
     if [ "$profile" = "--self-test" ]; then
       # The harness's self-test: asynchronous replication and an isolated
       # primary lose acknowledged writes; the run must fail on them.
@@ -67,7 +96,7 @@ case "$profile" in
     bin=target/release
     ;;
   *)
-    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs)" >&2
+    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs, --self-test-erasure-cache, --self-test-erasure-standby)" >&2
     exit 2
     ;;
 esac
@@ -102,7 +131,24 @@ v = {x["property"]: x for x in s["verdicts"]}
 p7 = v.get("P7-jobs", {})
 print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
 }
+# ... and erased mappings answered (P8).
+p8_found() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p8 = v.get("P8-erased-stays-erased", {})
+print(len(p8.get("evidence", [])) if p8.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
 case "$profile" in
+  --self-test-erasure-cache | --self-test-erasure-standby)
+    found=$(p8_found)
+    if [ "$status" -ne 0 ] && [ "${found:-0}" -gt 0 ]; then
+      echo "chaos-local: self-test passed ($profile): the harness reported $found erased mappings answered (P8)"
+      exit 0
+    fi
+    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure (exit $status, P8 findings ${found:-0})" >&2
+    exit 1
+    ;;
   --self-test)
     # Expected: the run failed, and on lost writes (P3) with evidence.
     lost=$(p3_lost)

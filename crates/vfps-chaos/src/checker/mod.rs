@@ -21,6 +21,8 @@
 //!   originals out and list only pseudonyms that resolve.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
+//! - [`erasure`]: P8 (erased stays erased), P2–P4 until erasure, batch
+//!   Bundles, and the guards that the run erased at all and in every scenario.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -33,6 +35,7 @@ use crate::{
 
 pub mod availability;
 pub mod chaos;
+pub mod erasure;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
@@ -95,6 +98,21 @@ pub enum Property {
     ChaosWithinWindow,
     #[serde(rename = "one-node-commits")]
     OneNodeCommits,
+    /// P8: from an erasure's acknowledgement on, no replica answers the mapping.
+    #[serde(rename = "P8-erased-stays-erased")]
+    ErasedStaysErased,
+    /// P2–P4 in the erasable namespace, until erasure.
+    #[serde(rename = "erasable-subjects")]
+    ErasableSubjects,
+    /// Batch Bundles' entries answered as their model allows.
+    #[serde(rename = "bundles")]
+    Bundles,
+    /// The run erased and sent Bundles (no vacuous pass of P8).
+    #[serde(rename = "guard-erasure-exercised")]
+    ErasureExercised,
+    /// Every scenario's window erased and sent Bundles.
+    #[serde(rename = "guard-erasure-in-every-scenario")]
+    ErasureInEveryScenario,
 }
 
 impl Property {
@@ -123,6 +141,11 @@ impl Property {
             Property::FaultWindowsVerified => "guard-fault-windows-verified",
             Property::ChaosWithinWindow => "chaos-completed-within-window",
             Property::OneNodeCommits => "one-node-commits",
+            Property::ErasedStaysErased => "P8-erased-stays-erased",
+            Property::ErasableSubjects => "erasable-subjects",
+            Property::Bundles => "bundles",
+            Property::ErasureExercised => "guard-erasure-exercised",
+            Property::ErasureInEveryScenario => "guard-erasure-in-every-scenario",
         }
     }
 }

@@ -83,6 +83,11 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         &windows,
         plan.load_seconds(),
     ));
+    if crate::checker::erasure::in_mix(&summary.mix) {
+        summary
+            .verdicts
+            .push(crate::checker::erasure::per_scenario(&rows, &windows));
+    }
     summary.verdicts.push(chaos::fault_windows_verified(
         plan,
         &windows,

@@ -9,6 +9,7 @@
 //! - [`leftovers`]: what the final verification checks besides the ledger.
 
 pub mod calls;
+pub mod erasures;
 pub mod latency;
 pub mod ledger;
 pub mod leftovers;

@@ -28,12 +28,12 @@ fn esc(s: &str) -> String {
 struct WindowFigures {
     latency: Option<latency::Percentiles>,
     max_ms: f64,
-    ops: [OpCounts; 6],
+    ops: [OpCounts; Operation::COUNT],
 }
 
 fn window_figures(rows: &[Row], buckets: &[latency::Second], w: &Window) -> WindowFigures {
     let inside = |s: u64| (s as f64) >= w.start_seconds.floor() && (s as f64) < w.end_seconds;
-    let mut ops = [OpCounts::default(); 6];
+    let mut ops = [OpCounts::default(); Operation::COUNT];
     let mut max_ms = 0.0_f64;
     for r in rows.iter().filter(|r| inside(r.second)) {
         max_ms = max_ms.max(r.max_ms);

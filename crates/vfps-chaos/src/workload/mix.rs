@@ -12,7 +12,7 @@ pub use crate::operation::Operation;
 
 /// Weights of the operations, in [`Operation::ALL`] order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mix(pub [u32; 6]);
+pub struct Mix(pub [u32; Operation::COUNT]);
 
 /// The default mix: at 50 calls/s every operation occurs at least once a second.
 pub const DEFAULT_MIX: &str = "create=60,recreate=14,get=14,list=4,churn=6,bad=2";
@@ -31,8 +31,8 @@ impl Mix {
             raw: raw.to_owned(),
             why,
         };
-        let mut weights = [0u32; 6];
-        let mut seen = [false; 6];
+        let mut weights = [0u32; Operation::COUNT];
+        let mut seen = [false; Operation::COUNT];
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, weight) = part
                 .split_once('=')
@@ -74,7 +74,7 @@ impl Mix {
     pub fn dealer(&self) -> Dealer {
         Dealer {
             weights: self.0,
-            current: [0; 6],
+            current: [0; Operation::COUNT],
         }
     }
 }
@@ -91,8 +91,8 @@ impl std::fmt::Display for Mix {
 
 /// Deals operations in proportion to their weights, evenly spread.
 pub struct Dealer {
-    weights: [u32; 6],
-    current: [i64; 6],
+    weights: [u32; Operation::COUNT],
+    current: [i64; Operation::COUNT],
 }
 
 impl Iterator for Dealer {
@@ -123,8 +123,10 @@ mod tests {
         let mut dealer = mix.dealer();
         for second in 0..10 {
             let ops: Vec<Operation> = dealer.by_ref().take(50).collect();
-            for op in Operation::ALL {
-                assert!(ops.contains(&op), "{op:?} missing in second {second}");
+            // The MII interface's operations need a namespace that allows
+            // erasure and the erase right: the platforms add them.
+            for op in &Operation::ALL[..Operation::BEFORE_MII] {
+                assert!(ops.contains(op), "{op:?} missing in second {second}");
             }
         }
     }

@@ -1,0 +1,190 @@
+//! What the MII interface's calls in the erasable namespace answered:
+//! subjects acknowledged, every (original → pseudonym) answer with when its
+//! call was sent, every erasure with what its answer means, and every batch
+//! Bundle. Saved as `erasures.json`; P8 and its companions read it
+//! (`checker::erasure`).
+//!
+//! Times are microseconds of the wall clock: an answer is judged against an
+//! erasure's acknowledgement by when its call was *sent* (a call sent before
+//! the acknowledgement may rightly see the mapping).
+
+use std::{
+    sync::Mutex,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the Unix epoch, now.
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// How an entry is erased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErasureKind {
+    /// `$delete-pseudonym`: a later `$pseudonymize` makes a new pseudonym.
+    Delete,
+    /// `$anonymize-original`: the pseudonym is never answered again for anyone.
+    Anonymize,
+}
+
+impl ErasureKind {
+    pub fn operation(self) -> &'static str {
+        match self {
+            ErasureKind::Delete => "$delete-pseudonym",
+            ErasureKind::Anonymize => "$anonymize-original",
+        }
+    }
+}
+
+/// What an answer means for what the service did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Meaning {
+    /// Done, and promised.
+    Acknowledged,
+    /// Definitely not done (a 4xx, or never sent).
+    Refused,
+    /// May have been done: a deadline, a lost connection, a 5xx.
+    Unknown,
+}
+
+/// Through which path an answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Path {
+    Pseudonymize,
+    GetPseudonym,
+    DePseudonymize,
+    /// A `$pseudonymize` entry of a batch Bundle.
+    BundleEntry,
+    /// A `$pseudonymize` sent together with an erasure of the same original.
+    Race,
+}
+
+/// One (original → pseudonym) answer in the erasable namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The second of the load the call was offered in.
+    pub second: u64,
+    pub sent_micros: u64,
+    pub path: Path,
+    pub original: String,
+    pub pseudonym: String,
+}
+
+/// A lookup answered "not found" (404) where it was expected to answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotFound {
+    pub second: u64,
+    pub sent_micros: u64,
+    pub path: Path,
+    pub original: String,
+    pub pseudonym: String,
+}
+
+/// One erasure of an acknowledged subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Erasure {
+    pub second: u64,
+    pub kind: ErasureKind,
+    pub original: String,
+    /// The pseudonym acknowledged for the original before it was erased.
+    pub pseudonym: String,
+    pub sent_micros: u64,
+    pub answered_micros: u64,
+    pub meaning: Meaning,
+    /// The HTTP status, or what ended the call without one.
+    pub answer: String,
+    /// Sent together with a `$pseudonymize` of the same original.
+    pub raced: bool,
+}
+
+/// One batch Bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bundle {
+    pub second: u64,
+    pub entries: usize,
+    /// Entries meant to fail (an unknown context): each must be answered 404.
+    pub meant_to_fail: usize,
+    pub meaning: Meaning,
+    /// Entries answered 200 with a pseudonym.
+    pub entries_ok: usize,
+    /// Entries answered otherwise than their model allows, for people.
+    pub wrong: Vec<String>,
+}
+
+/// Everything `erasures.json` keeps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ErasureHistory {
+    pub namespace: String,
+    pub answers: Vec<Answered>,
+    pub not_found: Vec<NotFound>,
+    pub erasures: Vec<Erasure>,
+    pub bundles: Vec<Bundle>,
+    /// Erasures refused for want of the right (403) or the namespace's
+    /// setting (405): the run could not erase.
+    pub cannot_erase: Vec<String>,
+}
+
+/// Most answers kept (a run at 50 calls/s for an hour stays well below).
+const MAX_ANSWERS: usize = 500_000;
+
+/// Thread-safe accumulation during the load.
+#[derive(Default)]
+pub struct ErasureLog {
+    inner: Mutex<ErasureHistory>,
+}
+
+impl ErasureLog {
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            inner: Mutex::new(ErasureHistory {
+                namespace: namespace.to_owned(),
+                ..ErasureHistory::default()
+            }),
+        }
+    }
+
+    fn with(&self, f: impl FnOnce(&mut ErasureHistory)) {
+        if let Ok(mut h) = self.inner.lock() {
+            f(&mut h);
+        }
+    }
+
+    pub fn answered(&self, a: Answered) {
+        self.with(|h| {
+            if h.answers.len() < MAX_ANSWERS {
+                h.answers.push(a);
+            }
+        });
+    }
+
+    pub fn not_found(&self, n: NotFound) {
+        self.with(|h| h.not_found.push(n));
+    }
+
+    pub fn erased(&self, e: Erasure) {
+        self.with(|h| h.erasures.push(e));
+    }
+
+    pub fn bundle(&self, b: Bundle) {
+        self.with(|h| h.bundles.push(b));
+    }
+
+    pub fn cannot_erase(&self, why: String) {
+        self.with(|h| {
+            if h.cannot_erase.len() < 10 {
+                h.cannot_erase.push(why);
+            }
+        });
+    }
+
+    pub fn history(&self) -> ErasureHistory {
+        self.inner.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
