@@ -304,6 +304,7 @@ pub async fn load(
     let erasures = erasure_log.map(|log| log.history());
     if let Some(h) = &erasures {
         report::write_file(dir, ERASURES_FILE, serde_json::to_string(h)?)?;
+        report::write_file(dir, report::erasure::FILE, report::erasure::timeline_csv(h))?;
     }
 
     let mut warnings = prepared.warnings;

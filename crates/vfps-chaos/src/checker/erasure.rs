@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::{Property, Validity, Verdict};
 use crate::{
     history::{
-        erasures::{ErasureHistory, Meaning},
+        erasures::{DatabaseRows, ErasureHistory, Meaning},
         Row,
     },
     operation::Operation,
@@ -377,6 +377,68 @@ pub fn check(h: &ErasureHistory, seen: Option<&Observed>) -> Vec<Verdict> {
         bundles(h),
         exercised(h),
     ]
+}
+
+/// The MII side's record of a run directory (`erasures.json`), if it has one.
+pub fn read_history(dir: &std::path::Path) -> anyhow::Result<Option<ErasureHistory>> {
+    let path = dir.join("erasures.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
+}
+
+/// P8 in the database itself: no instance holds an acknowledged erasure's
+/// mapping (the erased pseudonym with its original). Not asked, or an
+/// instance that could not be read, is unknown, never a pass.
+pub fn in_database(h: Option<&ErasureHistory>, asked: Option<&[DatabaseRows]>) -> Verdict {
+    let (Some(h), Some(asked)) = (h, asked) else {
+        return Verdict {
+            property: Property::ErasedInDatabase,
+            validity: Validity::Unknown,
+            summary: "the database was not asked about the erasures".into(),
+            evidence: Vec::new(),
+        };
+    };
+    let mut violations = Vec::new();
+    let mut undecided = 0;
+    let acked: HashMap<(&str, &str), &crate::history::erasures::Erasure> = h
+        .erasures
+        .iter()
+        .filter(|e| e.meaning == Meaning::Acknowledged)
+        .map(|e| ((e.pseudonym.as_str(), e.original.as_str()), e))
+        .collect();
+    for instance in asked {
+        if instance.error.is_some() {
+            undecided += 1;
+        }
+        for (p, o) in &instance.rows {
+            if let Some(e) = acked.get(&(p.as_str(), o.as_str())) {
+                violations.push(format!(
+                    "t={}s {} of {} acknowledged, yet {} still holds the mapping",
+                    e.second,
+                    e.kind.operation(),
+                    redact(&e.original),
+                    instance.instance
+                ));
+            }
+        }
+    }
+    let mut v = Verdict::from_violations(
+        Property::ErasedInDatabase,
+        violations,
+        undecided,
+        "acknowledged erasures whose mapping a database instance still holds",
+    );
+    v.summary.push_str(&format!(
+        " ({} instances asked about {} erasures)",
+        asked.len(),
+        h.erasures.len()
+    ));
+    v
 }
 
 /// Whether a run's mix (as `summary.json` keeps it) has erasures or Bundles.

@@ -307,3 +307,33 @@ fn a_scenario_without_erasures_or_bundles_fails_the_guard() {
     assert!(v.evidence[0].starts_with("drain"));
     assert_eq!(validity(&per_scenario(&rows, &[])), Validity::Invalid);
 }
+
+#[test]
+fn a_database_instance_still_holding_an_acknowledged_erasure_fails() {
+    let h = history(ErasureKind::Delete, Meaning::Acknowledged);
+    let rows = |rows: Vec<(String, String)>| DatabaseRows {
+        instance: "db-a".into(),
+        rows,
+        error: None,
+    };
+    // Anonymized: the pseudonym's row stays, with another original.
+    let fine = [rows(vec![("p1".into(), "vfps-anonymized-x".into())])];
+    assert_eq!(
+        validity(&in_database(Some(&h), Some(&fine))),
+        Validity::Valid
+    );
+    let held = [rows(vec![]), rows(vec![("p1".into(), "o1".into())])];
+    let v = in_database(Some(&h), Some(&held));
+    assert_eq!(validity(&v), Validity::Invalid);
+    assert!(v.evidence[0].starts_with("t=9s"));
+    assert_eq!(validity(&in_database(Some(&h), None)), Validity::Unknown);
+    let unread = [DatabaseRows {
+        instance: "db-b".into(),
+        rows: Vec::new(),
+        error: Some("timeout".into()),
+    }];
+    assert_eq!(
+        validity(&in_database(Some(&h), Some(&unread))),
+        Validity::Unknown
+    );
+}

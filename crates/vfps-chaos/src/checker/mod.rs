@@ -113,6 +113,9 @@ pub enum Property {
     /// Every scenario's window erased and sent Bundles.
     #[serde(rename = "guard-erasure-in-every-scenario")]
     ErasureInEveryScenario,
+    /// P8 in the database itself, asked directly after the run.
+    #[serde(rename = "P8-erased-in-database")]
+    ErasedInDatabase,
 }
 
 impl Property {
@@ -146,6 +149,7 @@ impl Property {
             Property::Bundles => "bundles",
             Property::ErasureExercised => "guard-erasure-exercised",
             Property::ErasureInEveryScenario => "guard-erasure-in-every-scenario",
+            Property::ErasedInDatabase => "P8-erased-in-database",
         }
     }
 }

@@ -87,6 +87,15 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         summary
             .verdicts
             .push(crate::checker::erasure::per_scenario(&rows, &windows));
+        let history = crate::checker::erasure::read_history(dir)?;
+        let mut v = crate::checker::erasure::in_database(
+            history.as_ref(),
+            collected.erased_rows.as_deref(),
+        );
+        for e in &mut v.evidence {
+            *e = with_scenario(e, &windows);
+        }
+        summary.verdicts.push(v);
     }
     summary.verdicts.push(chaos::fault_windows_verified(
         plan,

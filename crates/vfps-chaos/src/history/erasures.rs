@@ -188,3 +188,13 @@ impl ErasureLog {
         self.inner.lock().map(|h| h.clone()).unwrap_or_default()
     }
 }
+
+/// What one database instance holds of the erased pseudonyms, asked directly
+/// after the run (the local platform): (pseudonym, original) rows, or why it
+/// could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseRows {
+    pub instance: String,
+    pub rows: Vec<(String, String)>,
+    pub error: Option<String>,
+}

@@ -183,7 +183,11 @@ pub fn write(dir: &Path, p: &Page<'_>) -> anyhow::Result<()> {
     if let UiTimeline::Unreadable(e) = &ui {
         eprintln!("{} not shown: {e}", super::ui_chart::FILE);
     }
-    super::write_file(dir, "report.html", page(p, &ui))?;
+    super::write_file(
+        dir,
+        "report.html",
+        super::erasure::with_section(page(p, &ui), dir, p.windows),
+    )?;
     let title = title(p.summary);
     let api = chart(p, &title);
     let api_png = match api.png() {

@@ -21,6 +21,7 @@ use crate::{
 };
 
 pub mod chart;
+pub mod erasure;
 pub mod html;
 pub mod latency;
 pub mod markers;

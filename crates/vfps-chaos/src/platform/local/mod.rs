@@ -32,6 +32,7 @@ use super::net::cmd;
 pub mod cuts;
 pub mod database;
 pub mod driver;
+pub mod erased_rows;
 pub mod evidence;
 pub mod faults;
 pub mod front;

@@ -523,7 +523,8 @@ impl Mii {
         let erasure = self.post(path, &body, until);
         let race = async {
             if raced {
-                self.pseudonymize(Operation::Erase, Path::Race, &original, second, until)
+                // Counted as a `mii` call: the erase column counts erasures.
+                self.pseudonymize(Operation::Mii, Path::Race, &original, second, until)
                     .await;
             }
         };

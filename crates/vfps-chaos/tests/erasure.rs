@@ -1,0 +1,177 @@
+//! P8 against real vfps replicas (two, on one PostgreSQL from the test kit,
+//! their pseudonym caches on): the MII side of the workload passes on the
+//! service as it is, fails P8 when erasures are not announced to the other
+//! replica's cache, and fails its guard when the namespace does not allow
+//! erasure.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use vfps_chaos::{
+    checker::{Property, Validity},
+    config::{Limits, LoadConfig, Output, Service, Verification, Workload},
+    report::Summary,
+    run,
+};
+use vfps_client::{Client, Endpoints, RetryPolicy};
+use vfps_proto::v1::NamespaceServiceCreateRequest;
+use vfps_server::{config::Flags, startup};
+
+const MIX: &str = "create=40,get=10,mii=20,bundle=4,erase=10";
+
+/// Two replicas on one database, caches on; `extra` settings for both.
+async fn replicas(extra: &[(&str, &str)]) -> Vec<startup::Running> {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let mut vars: Vec<(String, String)> = vec![
+        ("ConnectionStrings__PostgreSQL".into(), db.connection_string),
+        ("ForceRunDatabaseMigrations".into(), "true".into()),
+        (
+            "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+            "true".into(),
+        ),
+        (
+            "Pseudonymization__Caching__Pseudonyms__IsEnabled".into(),
+            "true".into(),
+        ),
+        (
+            "Pseudonymization__Caching__SizeLimit".into(),
+            "100000".into(),
+        ),
+    ];
+    vars.extend(extra.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        running.push(
+            startup::spawn(vars.clone(), Flags::default())
+                .await
+                .unwrap(),
+        );
+    }
+    running
+}
+
+fn config(servers: &[startup::Running], name: &str) -> LoadConfig {
+    let list = |f: &dyn Fn(&startup::Running) -> String| {
+        servers.iter().map(f).collect::<Vec<_>>().join(",")
+    };
+    LoadConfig {
+        service: Service {
+            address: list(&|s| format!("http://{}", s.grpc_addr)),
+            namespace: "resilience".into(),
+        },
+        credentials: Default::default(),
+        workload: Workload {
+            rate_per_second: 50,
+            load_seconds: 6,
+            call_deadline_seconds: 5.0,
+            max_in_flight: 500,
+            seed: Some(40),
+            mix: MIX.into(),
+            job_rows: 0,
+            http_address: Some(list(&|s| format!("http://{}", s.http_addr))),
+            ui_address: None,
+            ui_user: "admin".into(),
+            ui_tests_dir: "tests/ui".into(),
+        },
+        limits: Limits {
+            max_outage_seconds: 0,
+            max_unavailable_seconds: 0.0,
+        },
+        verification: Verification {
+            settle_seconds: 2,
+            verify_concurrency: 8,
+        },
+        output: Output {
+            output_dir: vfps_testkit::scratch_dir(name),
+            ledger_capacity: 0,
+        },
+    }
+}
+
+fn verdict(summary: &Summary, property: Property) -> &vfps_chaos::checker::Verdict {
+    summary
+        .verdicts
+        .iter()
+        .find(|v| v.property == property)
+        .unwrap_or_else(|| panic!("no verdict {property}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
+    let servers = replicas(&[]).await;
+    let cfg = config(&servers, "erasure-clean");
+    let summary = run::standalone(&cfg, false).await.unwrap();
+    for p in [
+        Property::ErasedStaysErased,
+        Property::ErasableSubjects,
+        Property::Bundles,
+        Property::ErasureExercised,
+        Property::NoInnocentFailure,
+    ] {
+        let v = verdict(&summary, p);
+        assert_eq!(v.validity, Validity::Valid, "{p}: {v:#?}");
+    }
+    assert!(summary.passed, "{:#?}", summary.verdicts);
+    let p8 = verdict(&summary, Property::ErasedStaysErased);
+    assert!(p8.summary.contains("not exercised"), "{}", p8.summary);
+    assert!(summary.operations["erase"].ok > 0);
+    assert!(summary.operations["bundle"].ok > 0);
+    // A saved run is re-checked from erasures.json, every replica asked again.
+    let dir = cfg.output.output_dir.clone();
+    assert!(dir.join("erasures.json").exists());
+    assert!(dir.join("erasures-verify.json").exists());
+    let again = run::check(&dir, None, None, 8, false).await.unwrap();
+    assert_eq!(
+        verdict(&again, Property::ErasedStaysErased).validity,
+        Validity::Valid
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasures_not_announced_to_the_other_replicas_cache_fail_p8() {
+    let servers = replicas(&[("VFPS_UNSAFE_ERASURE_UNANNOUNCED", "true")]).await;
+    let summary = run::standalone(&config(&servers, "erasure-unannounced"), false)
+        .await
+        .unwrap();
+    let p8 = verdict(&summary, Property::ErasedStaysErased);
+    assert_eq!(p8.validity, Validity::Invalid, "{p8:#?}");
+    assert!(
+        p8.evidence.iter().any(|e| e
+            .contains("Create of the original answers the erased pseudonym")
+            || e.contains("answered again")),
+        "{p8:#?}"
+    );
+    assert!(!summary.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_that_does_not_allow_deletion_fails_the_guard() {
+    let servers = replicas(&[]).await;
+    let cfg = config(&servers, "erasure-not-allowed");
+    // The erasable namespace made beforehand without the setting: the run's
+    // own create of it answers ALREADY_EXISTS and deletes are refused.
+    let endpoints = Endpoints::parse(&cfg.service.address).await.unwrap();
+    let client = Client::new(endpoints, RetryPolicy::default());
+    let made = client
+        .ensure_namespace(
+            NamespaceServiceCreateRequest {
+                name: "resilience-erasable".into(),
+                pseudonym_generation_method: 1,
+                pseudonym_length: 32,
+                ..Default::default()
+            },
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(made.is_ok());
+    let summary = run::standalone(&cfg, false).await.unwrap();
+    let guard = verdict(&summary, Property::ErasureExercised);
+    assert_eq!(guard.validity, Validity::Invalid, "{guard:#?}");
+    assert!(
+        guard.summary.contains("does not allow"),
+        "{}",
+        guard.summary
+    );
+    assert!(!summary.passed);
+}
