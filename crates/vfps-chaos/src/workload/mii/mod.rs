@@ -52,6 +52,9 @@ const HTTP_PORT: u16 = 8080;
 const SUBJECTS: usize = 20_000;
 /// Erased subjects kept to look at again.
 const ERASED: usize = 2_000;
+/// Attempts of one FHIR call at most, and the first pause after a 503.
+const ATTEMPTS: u32 = 5;
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// The largest batch Bundle sent.
 pub const MAX_BUNDLE: usize = 100;
 
@@ -234,12 +237,28 @@ impl Mii {
             .unwrap_or(0)
     }
 
-    /// POSTs to `path` under `/v1/fhir` of one replica after another: a
-    /// replica that could not be connected to was not asked, so the next is
-    /// (as the gRPC client prefers another endpoint), until `until`.
-    async fn post(&self, path: &str, body: &Value, until: Until) -> Reply {
+    /// POSTs to `path` under `/v1/fhir` of one replica after another until
+    /// `until`: a replica that could not be connected to was not asked, so
+    /// the next is at once; one that answered 503 (its database away) is
+    /// asked again on the next replica after a backoff, as the gRPC client
+    /// retries UNAVAILABLE. Also whether an attempt before the last was
+    /// answered 503 (the call may have been performed by it).
+    async fn post_tracked(&self, path: &str, body: &Value, until: Until) -> (Reply, bool) {
         let mut last = Reply::NotSent("no HTTP address".into());
-        for _ in 0..self.bases.len().max(1) {
+        let mut unavailable_before = false;
+        let mut backoff = RETRY_BACKOFF;
+        for attempt in 0..ATTEMPTS {
+            let Some(left) = until.0.checked_duration_since(Instant::now().into()) else {
+                break;
+            };
+            if attempt > 0 && matches!(last, Reply::Status(503, _)) {
+                unavailable_before = true;
+                if left <= backoff {
+                    break;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
             let Some(left) = until.0.checked_duration_since(Instant::now().into()) else {
                 break;
             };
@@ -259,11 +278,15 @@ impl Mii {
                 left,
             )
             .await;
-            if !matches!(last, Reply::NotSent(_)) {
-                return last;
+            if !matches!(last, Reply::NotSent(_) | Reply::Status(503, _)) {
+                break;
             }
         }
-        last
+        (last, unavailable_before)
+    }
+
+    async fn post(&self, path: &str, body: &Value, until: Until) -> Reply {
+        self.post_tracked(path, body, until).await.0
     }
 
     /// Counts the answer for `op`; a status outside `allowed` (with 200, 503)
@@ -520,7 +543,7 @@ impl Mii {
             ErasureKind::Anonymize => "/$anonymize-original",
         };
         let sent = now_micros();
-        let erasure = self.post(path, &body, until);
+        let erasure = self.post_tracked(path, &body, until);
         let race = async {
             if raced {
                 // Counted as a `mii` call: the erase column counts erasures.
@@ -528,7 +551,7 @@ impl Mii {
                     .await;
             }
         };
-        let (reply, ()) = tokio::join!(erasure, race);
+        let ((reply, unavailable_before), ()) = tokio::join!(erasure, race);
         let answered = now_micros();
         let served = self.judge(Operation::Erase, second, &reply, &[]);
         if let Reply::Status(s @ (403 | 405), _) = &reply {
@@ -549,7 +572,12 @@ impl Mii {
             pseudonym,
             sent_micros: sent,
             answered_micros: answered,
-            meaning: meaning(&reply),
+            // A 404 (or no connection) after a 503: the earlier attempt may
+            // have erased it.
+            meaning: match meaning(&reply) {
+                Meaning::Refused if unavailable_before => Meaning::Unknown,
+                m => m,
+            },
             answer: match &reply {
                 Reply::Status(s, _) => s.to_string(),
                 Reply::Lost(why) | Reply::NotSent(why) => why.clone(),
