@@ -7,10 +7,13 @@
 # succeeds only if the harness reports the writes that loses (P3);
 # `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
 # from row 0 and succeeds only if the harness reports it (P7);
-# `--self-test-erasure-cache` and `--self-test-erasure-standby` erase on
-# replicas that do not announce erasures to the other replicas' pseudonym
-# caches, or that acknowledge them before the synchronous standby has them,
-# and each succeeds only if the harness reports erased mappings answered (P8).
+# `--self-test-erasure` erases on replicas that neither announce erasures to
+# the other replicas' pseudonym caches nor wait for the synchronous standby,
+# through a baseline and a primary isolation, and succeeds only if the harness
+# reports both (P8): erased mappings answered during the baseline (only the
+# caches can do that without a failover) and held by the database after the
+# failover (only the unwaited commit can do that). `--self-test-erasure-cache`
+# and `--self-test-erasure-standby` test each mode alone.
 # Every run's load speaks the MII interface too (mii, bundle, erase in the mix).
 # Every run but the self-tests stands up the web UI's identity provider and
 # load balancer and runs the browser probe (VFPS_CHAOS_UI=false: the API alone).
@@ -28,7 +31,7 @@ db_profile=safe
 # The MII interface beside gRPC: FHIR calls, batch Bundles and erasures (P8).
 export RESILIENCE_MIX=${RESILIENCE_MIX:-create=60,recreate=14,get=14,list=4,churn=6,bad=2,mii=4,bundle=1,erase=2}
 case "$profile" in
-  --ci | --self-test | --self-test-jobs | --self-test-erasure-cache | --self-test-erasure-standby)
+  --ci | --self-test | --self-test-jobs | --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
     cargo build --locked --bins -p vfps-server -p vfps-chaos
     bin=target/debug
     # Short windows for every scenario; the replicas inherit a 10 s readiness
@@ -57,6 +60,15 @@ case "$profile" in
       # on (the namespace cache always is), big enough to hold the run.
       export Pseudonymization__Caching__Pseudonyms__IsEnabled=${Pseudonymization__Caching__Pseudonyms__IsEnabled:-true}
       export Pseudonymization__Caching__Pseudonyms__SizeLimit=${Pseudonymization__Caching__Pseudonyms__SizeLimit:-200000}
+    fi
+    if [ "$profile" = "--self-test-erasure" ]; then
+      # Both unsafe erasure modes in one run (CI's time): each leaves its own
+      # evidence, told apart by scenario and by the database.
+      export VFPS_UNSAFE_ERASURE_UNANNOUNCED=true VFPS_UNSAFE_ERASURE_BEFORE_STANDBY=true
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=true
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=200000
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation} DURATION_BASELINE=${DURATION_BASELINE_SELF_TEST:-15}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     if [ "$profile" = "--self-test-erasure-cache" ]; then
       # P8's self-test: erasures not announced, so the replica that cached a
@@ -96,7 +108,7 @@ case "$profile" in
     bin=target/release
     ;;
   *)
-    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs, --self-test-erasure-cache, --self-test-erasure-standby)" >&2
+    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs, --self-test-erasure, --self-test-erasure-cache, --self-test-erasure-standby)" >&2
     exit 2
     ;;
 esac
@@ -131,24 +143,39 @@ v = {x["property"]: x for x in s["verdicts"]}
 p7 = v.get("P7-jobs", {})
 print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
 }
-# ... and erased mappings answered (P8).
+# ... and erased mappings answered (P8): `p8_found KIND` counts P8 findings
+# of the cache mode (answered during the baseline: no failover there) or of
+# the standby mode (held by the database after the failover).
 p8_found() {
   python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 v = {x["property"]: x for x in s["verdicts"]}
 p8 = v.get("P8-erased-stays-erased", {})
-print(len(p8.get("evidence", [])) if p8.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+db = v.get("P8-erased-in-database", {})
+bad = lambda x: x.get("validity") == "invalid"
+if sys.argv[2] == "cache":
+    print(sum("[baseline]" in e for e in p8.get("evidence", [])) if bad(p8) else 0)
+else:
+    print(len(db.get("evidence", [])) if bad(db) else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" "$1" 2>/dev/null || echo 0
 }
 case "$profile" in
-  --self-test-erasure-cache | --self-test-erasure-standby)
-    found=$(p8_found)
-    if [ "$status" -ne 0 ] && [ "${found:-0}" -gt 0 ]; then
-      echo "chaos-local: self-test passed ($profile): the harness reported $found erased mappings answered (P8)"
+  --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
+    cache=$(p8_found cache)
+    standby=$(p8_found standby)
+    case "$profile" in
+      --self-test-erasure) detected=$([ "${cache:-0}" -gt 0 ] && [ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
+      --self-test-erasure-cache) detected=$([ "${cache:-0}" -gt 0 ] && echo yes || echo no) ;;
+      *) detected=$([ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
+    esac
+    if [ "$status" -ne 0 ] && [ "$detected" = yes ]; then
+      echo "chaos-local: self-test passed ($profile): the harness reported erased mappings answered from caches ($cache during the baseline) and held by the database after a failover ($standby) (P8)"
       exit 0
     fi
-    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure (exit $status, P8 findings ${found:-0})" >&2
+    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure (exit $status, P8 cache findings ${cache:-0}, database findings ${standby:-0})" >&2
     exit 1
     ;;
+esac
+case "$profile" in
   --self-test)
     # Expected: the run failed, and on lost writes (P3) with evidence.
     lost=$(p3_lost)
