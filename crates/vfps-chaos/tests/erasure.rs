@@ -115,6 +115,14 @@ async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
     assert!(summary.passed, "{:#?}", summary.verdicts);
     let p8 = verdict(&summary, Property::ErasedStaysErased);
     assert!(p8.summary.contains("not exercised"), "{}", p8.summary);
+    // What the service does not offer yet was asked for, and refused.
+    let b = verdict(&summary, Property::Bundles);
+    assert!(
+        !b.summary.contains("refusals seen: 0 transaction")
+            && !b.summary.contains(", 0 $pseudonymize-multiple"),
+        "{}",
+        b.summary
+    );
     assert!(summary.operations["erase"].ok > 0);
     assert!(summary.operations["bundle"].ok > 0);
     // A saved run is re-checked from erasures.json, every replica asked again.

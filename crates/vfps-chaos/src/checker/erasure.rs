@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::{Property, Validity, Verdict};
 use crate::{
     history::{
-        erasures::{DatabaseRows, ErasureHistory, Meaning},
+        erasures::{DatabaseRows, ErasureHistory, Meaning, Unsupported},
         Row,
     },
     operation::Operation,
@@ -301,8 +301,37 @@ pub fn erasable_subjects(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict
     v
 }
 
+/// What the answers to the unsupported requests say: violations (one was
+/// accepted: the harness must judge it now) and a note for the summary.
+fn unsupported(h: &ErasureHistory) -> (Vec<String>, String) {
+    let mut violations = Vec::new();
+    let (mut transactions, mut multiples) = (0, 0);
+    for p in &h.unsupported {
+        let (expected, what) = match p.what {
+            Unsupported::Transaction => (400, "a transaction Bundle"),
+            Unsupported::Multiple => (405, "$pseudonymize-multiple"),
+        };
+        match p.status {
+            Some(s) if s == expected => match p.what {
+                Unsupported::Transaction => transactions += 1,
+                Unsupported::Multiple => multiples += 1,
+            },
+            Some(s) if (200..300).contains(&s) => violations.push(format!(
+                "t={}s {what} was answered {s}: the service offers it now, and the harness must judge it",
+                p.second
+            )),
+            _ => {}
+        }
+    }
+    let note = format!(
+        "{NOT_EXERCISED} (refusals seen: {transactions} transaction Bundles 400, {multiples} $pseudonymize-multiple 405)"
+    );
+    (violations, note)
+}
+
 /// Every batch entry answered as its model allows.
 pub fn bundles(h: &ErasureHistory) -> Verdict {
+    let (accepted, note) = unsupported(h);
     let violations: Vec<String> = h
         .bundles
         .iter()
@@ -311,6 +340,7 @@ pub fn bundles(h: &ErasureHistory) -> Verdict {
                 .iter()
                 .map(move |w| format!("t={}s a Bundle of {}: {w}", b.second, b.entries))
         })
+        .chain(accepted)
         .collect();
     let answered = h
         .bundles
@@ -325,7 +355,7 @@ pub fn bundles(h: &ErasureHistory) -> Verdict {
         "batch entries answered against their model",
     );
     v.summary.push_str(&format!(
-        " ({} batch Bundles, {answered} answered, {entries} entries; transaction Bundles {NOT_EXERCISED})",
+        " ({} batch Bundles, {answered} answered, {entries} entries; {note})",
         h.bundles.len()
     ));
     v

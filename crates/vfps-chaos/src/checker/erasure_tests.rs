@@ -337,3 +337,33 @@ fn a_database_instance_still_holding_an_acknowledged_erasure_fails() {
         Validity::Unknown
     );
 }
+
+#[test]
+fn a_transaction_bundle_or_multiple_pseudonyms_accepted_fails_until_judged() {
+    use crate::history::erasures::{Probe, Unsupported};
+    let mut h = history(ErasureKind::Delete, Meaning::Acknowledged);
+    h.unsupported = vec![
+        Probe {
+            second: 3,
+            what: Unsupported::Transaction,
+            status: Some(400),
+        },
+        Probe {
+            second: 3,
+            what: Unsupported::Multiple,
+            status: Some(405),
+        },
+    ];
+    let v = bundles(&h);
+    assert_eq!(validity(&v), Validity::Valid);
+    assert!(
+        v.summary
+            .contains("1 transaction Bundles 400, 1 $pseudonymize-multiple 405"),
+        "{}",
+        v.summary
+    );
+    h.unsupported[0].status = Some(200);
+    let v = bundles(&h);
+    assert_eq!(validity(&v), Validity::Invalid);
+    assert!(v.evidence[0].contains("must judge it"));
+}

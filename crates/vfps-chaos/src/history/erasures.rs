@@ -118,6 +118,25 @@ pub struct Bundle {
     pub wrong: Vec<String>,
 }
 
+/// What the service does not offer yet, asked now and then to see it still
+/// refuses it (so "not exercised" is a finding, not an assumption).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unsupported {
+    /// A `transaction` Bundle: documented as refused with 400.
+    Transaction,
+    /// `$pseudonymize-multiple`: documented as refused with 405.
+    Multiple,
+}
+
+/// One such question and its answer (`None`: no answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    pub second: u64,
+    pub what: Unsupported,
+    pub status: Option<u16>,
+}
+
 /// Everything `erasures.json` keeps.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ErasureHistory {
@@ -129,6 +148,8 @@ pub struct ErasureHistory {
     /// Erasures refused for want of the right (403) or the namespace's
     /// setting (405): the run could not erase.
     pub cannot_erase: Vec<String>,
+    #[serde(default)]
+    pub unsupported: Vec<Probe>,
 }
 
 /// Most answers kept (a run at 50 calls/s for an hour stays well below).
@@ -174,6 +195,10 @@ impl ErasureLog {
 
     pub fn bundle(&self, b: Bundle) {
         self.with(|h| h.bundles.push(b));
+    }
+
+    pub fn unsupported(&self, p: Probe) {
+        self.with(|h| h.unsupported.push(p));
     }
 
     pub fn cannot_erase(&self, why: String) {

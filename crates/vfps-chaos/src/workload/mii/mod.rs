@@ -34,7 +34,8 @@ use super::{Acked, Served};
 use crate::{
     history::{
         erasures::{
-            now_micros, Answered, Bundle, Erasure, ErasureKind, ErasureLog, Meaning, NotFound, Path,
+            now_micros, Answered, Bundle, Erasure, ErasureKind, ErasureLog, Meaning, NotFound,
+            Path, Probe, Unsupported,
         },
         Broken, Calls,
     },
@@ -55,6 +56,8 @@ const ERASED: usize = 2_000;
 /// Attempts of one FHIR call at most, and the first pause after a 503.
 const ATTEMPTS: u32 = 5;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Every this many Bundles, what the service does not offer yet is asked for.
+const UNSUPPORTED_EVERY: usize = 20;
 /// The largest batch Bundle sent.
 pub const MAX_BUNDLE: usize = 100;
 
@@ -120,6 +123,7 @@ struct State {
     erased: Vec<(String, String)>,
     mii_turn: usize,
     erase_turn: usize,
+    bundle_turn: usize,
     /// Round robin over the replicas' HTTP addresses.
     next_base: usize,
 }
@@ -161,6 +165,7 @@ impl Mii {
                 erased: Vec::new(),
                 mii_turn: 0,
                 erase_turn: 0,
+                bundle_turn: 0,
                 next_base: 0,
             }),
             run: seed,
@@ -520,7 +525,46 @@ impl Mii {
             }
         }
         self.log.bundle(record);
+        let turn = self
+            .state
+            .lock()
+            .map(|mut s| {
+                s.bundle_turn += 1;
+                s.bundle_turn
+            })
+            .unwrap_or(1);
+        if turn % UNSUPPORTED_EVERY == 1 {
+            self.probe_unsupported(second, until).await;
+        }
         served
+    }
+
+    /// Asks for what the service does not offer yet — a transaction Bundle,
+    /// `$pseudonymize-multiple` — and records the answers (not judged as
+    /// calls: the checker reads them).
+    async fn probe_unsupported(&self, second: u64, until: Until) {
+        let one = fhir::parameters(&[("context", &self.namespace), ("original", &self.fresh())]);
+        let mut transaction = fhir::batch(&[one]);
+        transaction["type"] = Value::from("transaction");
+        let mut multiple =
+            fhir::parameters(&[("context", &self.namespace), ("original", &self.fresh())]);
+        if let Some(p) = multiple["parameter"].as_array_mut() {
+            p.push(serde_json::json!({"name": "count", "valueInteger": 2}));
+        }
+        for (what, path, body) in [
+            (Unsupported::Transaction, "", transaction),
+            (Unsupported::Multiple, "/$pseudonymize-multiple", multiple),
+        ] {
+            let status = match self.post(path, &body, until).await {
+                Reply::Status(s, _) => Some(s),
+                Reply::Lost(_) | Reply::NotSent(_) => None,
+            };
+            self.log.unsupported(Probe {
+                second,
+                what,
+                status,
+            });
+        }
     }
 
     /// One erasure of an acknowledged subject, the kinds in turn; every
