@@ -21,6 +21,9 @@ if ! cmp -s scripts/openapi-requirements.txt "$validator/requirements.txt" 2>/de
   cp scripts/openapi-requirements.txt "$validator/requirements.txt"
 fi
 "$validator/bin/openapi-spec-validator" crates/vfps-server/assets/openapi.json
+# The MII IG's example instances, as the FHIR tests read them, are what its
+# FSH files say (tests/mii-ig/README.md).
+/usr/bin/python3 scripts/fsh-instances.py --check tests/mii-ig/fsh tests/mii-ig/examples.json
 # Chromium and tests/ui's packages: the browser tests, the browser probe's tests
 # and the local platform's identity provider need them.
 ./scripts/install-ui-test-deps.sh

@@ -62,6 +62,7 @@ const authEnv = {
   Authorization__NamespaceRules__0__ReadRoles__0: "vfps-admin",
   Authorization__NamespaceRules__0__ReadRoles__1: "vfps-reader",
   Authorization__NamespaceRules__0__ReverseLookupRoles__0: "vfps-admin",
+  Authorization__NamespaceRules__0__EraseRoles__0: "vfps-admin",
   VFPS_UI_SESSION_KEY: sessionKey,
   VFPS_TOKEN_CACHE_DURATION: "1s",
 };

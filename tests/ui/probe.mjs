@@ -1,17 +1,19 @@
 // The chaos harness's browser probe: a headless Chromium signed in once at
-// the identity provider, then, every second, a pseudonym created and looked
-// up through the web UI behind the load balancer. Each step is a JSON line
-// (the harness's `StepRecord`): when it began, whether it worked, how long
-// it took, whether the browser was sent back to the sign-in.
+// the identity provider, then, one step every --period-ms (3 s), a pseudonym
+// created through the web UI behind the load balancer and, at the next
+// step, looked up: one form submitted, one full navigation, per step. Each
+// step is a JSON line (the harness's `StepRecord`): when it began, whether
+// it worked, how long it took, whether the browser was sent back to the
+// sign-in.
 //
 // A failed create is submitted again with the same original at the next
-// tick (a user pressing the button again), so a result that went missing
-// shows up as a wrong or absent one, not as a new subject. Meanwhile the
-// last pseudonym created is looked up again: as the API's availability counts
-// its reads, the UI's does too (a database that refuses writes can still
-// answer a lookup).
+// step (a user pressing the button again), so a result that went missing
+// shows up as a wrong or absent one, not as a new subject. Right after a
+// failed create the last pseudonym created is looked up: as the API's
+// availability counts its reads, the UI's does too (a database that refuses
+// writes can still answer a lookup).
 //
-//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE
+//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE [--period-ms 3000]
 import { appendFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
@@ -23,6 +25,7 @@ const { values: args } = parseArgs({
     user: { type: "string", default: "admin" },
     seconds: { type: "string" },
     seed: { type: "string", default: "0" },
+    "period-ms": { type: "string", default: "3000" },
     out: { type: "string" },
   },
 });
@@ -36,6 +39,16 @@ const base = args.base.replace(/\/$/, "");
 const seconds = Number(args.seconds);
 if (!Number.isFinite(seconds) || seconds < 1) {
   console.error(`probe: --seconds must be a positive number, got ${args.seconds}`);
+  process.exit(2);
+}
+/** One step (one form submitted: one full navigation) per period. Each costs
+ * Chromium about 0.2 CPU seconds on the 2-core machine the harness runs on
+ * (0.25 under a chaos run's load); a create and a lookup every second took
+ * 18 % of that machine, one step every 3 s stays near 4 %
+ * (docs/performance.md). */
+const period = Number(args["period-ms"]);
+if (!Number.isFinite(period) || period < 100) {
+  console.error(`probe: --period-ms must be at least 100, got ${args["period-ms"]}`);
   process.exit(2);
 }
 const page_url = `${base}/ui/namespaces/${encodeURIComponent(args.namespace)}/pseudonyms`;
@@ -142,26 +155,35 @@ const end = Date.now() + seconds * 1000;
 let k = 0;
 let pending = null;
 let last = null;
+/** Whether the next tick looks up what the last one created. */
+let lookupNext = false;
 const lookup = (original, pseudonym) => step("lookup", async () => {
   const r = await submit("pseudonym", pseudonym, "Look up");
   return { ...r, fields: { original, pseudonym, answered: r.text || "" } };
 });
 while (Date.now() < end) {
   const tick = Date.now();
-  const original = pending ?? `ui-${args.seed}-${k++}`;
-  const created = await step("create", async () => {
-    const r = await submit("original", original, "Create pseudonym");
-    return { ...r, fields: { original, pseudonym: r.text || "" } };
-  });
-  if (created.ok) {
-    pending = null;
-    last = { original, pseudonym: created.text };
-    await lookup(original, created.text);
+  if (lookupNext && last) {
+    lookupNext = false;
+    await lookup(last.original, last.pseudonym);
   } else {
-    pending = original;
-    if (last) await lookup(last.original, last.pseudonym);
+    const original = pending ?? `ui-${args.seed}-${k++}`;
+    const created = await step("create", async () => {
+      const r = await submit("original", original, "Create pseudonym");
+      return { ...r, fields: { original, pseudonym: r.text || "" } };
+    });
+    if (created.ok) {
+      pending = null;
+      last = { original, pseudonym: created.text };
+      lookupNext = true;
+    } else {
+      // Reads count while writes fail, as the API's do: the last pseudonym
+      // is looked up at once, not a period later.
+      pending = original;
+      if (last) await lookup(last.original, last.pseudonym);
+    }
   }
-  const wait = 1000 - (Date.now() - tick);
+  const wait = period - (Date.now() - tick);
   if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 }
 await browser.close();

@@ -69,6 +69,10 @@ pub struct RunInfo {
     /// Where the browser probe ran, if it did (its steps: `ui-steps.jsonl`).
     #[serde(default)]
     pub ui_address: Option<String>,
+    /// What the load window cost the machine, by part (absent where `/proc`
+    /// could not be read, and in runs saved by older harnesses).
+    #[serde(default)]
+    pub cpu: Option<history::cpu::CpuCost>,
 }
 
 impl RunInfo {
@@ -281,11 +285,17 @@ pub async fn load(
             None => None,
         }
     };
-    let (totals, submitted, ui_steps) = tokio::join!(
+    let (totals, submitted, ui_steps, cpu) = tokio::join!(
         generator::run(&schedule, workload.clone(), timeline.clone(), progress),
         jobs_run,
-        ui_run
+        ui_run,
+        history::cpu::over_window(window_end)
     );
+    if let Some(cpu) = &cpu {
+        for line in cpu.lines() {
+            eprintln!("{line}");
+        }
+    }
     let ui_steps = ui_steps.transpose()?;
     if let Some(steps) = &ui_steps {
         let failed = steps.iter().filter(|s| !s.ok).count();
@@ -360,6 +370,7 @@ pub async fn load(
         job_rows: cfg.workload.job_rows,
         http_address: cfg.workload.http_address.clone(),
         ui_address: probe.as_ref().map(|p| p.address.clone()),
+        cpu,
     };
     report::write_file(dir, "run.json", serde_json::to_string_pretty(&info)?)?;
     Ok(Loaded {
@@ -594,6 +605,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
     if let Some(jobs) = jobs {
         verdicts.push(checker::jobs::check(jobs));
     }
+    let mut margins = checker::margins::of_run(history.availability, history.budgets);
     if let Some((steps, agreements)) = ui {
         let window_end = info.load_start_unix + rows.len() as f64;
         verdicts.extend(checker::ui::check(
@@ -602,10 +614,13 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             info.budgets(),
             window_end,
         ));
+        margins.extend(checker::margins::of_ui(steps, info.budgets(), window_end));
     }
     if let Some((h, seen)) = erasures {
         verdicts.extend(checker::erasure::check(h, seen));
     }
+    let mut warnings = info.warnings.clone();
+    warnings.extend(checker::margins::warnings(&margins));
     let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
     let mut per_operation = std::collections::BTreeMap::new();
     for op in Operation::ALL {
@@ -633,7 +648,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             .filter(|e| e.status == Status::Indeterminate)
             .count(),
         max_dispatch_lag_ms: info.max_dispatch_lag_ms,
-        warnings: info.warnings.clone(),
+        warnings,
         mix: info.mix.clone(),
         operations: per_operation,
         calls: calls.clone(),
@@ -641,6 +656,14 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         verified_seconds,
         load_start_unix: info.load_start_unix,
         one_node_commits: Vec::new(),
+        margins,
+        cpu: info.cpu.clone(),
+        caveats: info
+            .cpu
+            .as_ref()
+            .map(checker::cost::caveats)
+            .unwrap_or_default(),
+        failovers: Vec::new(),
     })
 }
 

@@ -107,9 +107,28 @@ async fn a_clean_run_against_a_healthy_server_passes() {
         assert!(dir.join(file).exists(), "{file} missing");
     }
     assert!(!dir.join("failures.txt").exists());
+    // What the window cost, by part: this process is the harness (the
+    // server runs in it too), the test kit's PostgreSQL is PostgreSQL.
+    use vfps_chaos::history::cpu::Part;
+    let cpu = summary
+        .cpu
+        .clone()
+        .expect("the load window's CPU was measured");
+    assert!(cpu.seconds_of(Part::LoadGenerator) > 0.0, "{cpu:#?}");
+    assert!(cpu.seconds_of(Part::Postgres) > 0.0, "{cpu:#?}");
+    assert!(cpu.window_seconds > 1.0 && cpu.cores >= 1, "{cpu:#?}");
+    // The run's two budgeted figures, each with its margin.
+    assert_eq!(summary.margins.len(), 2, "{:#?}", summary.margins);
+    // Every acknowledged Create carries when it was acknowledged.
+    let acked = std::fs::read_to_string(dir.join("ledger.jsonl")).unwrap();
+    assert!(
+        acked.lines().all(|l| l.contains("\"acked_unix_ms\":")),
+        "{acked}"
+    );
     // A saved run can be re-checked.
     let again = run::check(&dir, None, None, 8, false).await.unwrap();
     assert!(again.passed);
+    assert_eq!(again.cpu, summary.cpu, "the cost is kept with the run");
     // A ledger cut short (a full disk, a bad copy) lost acknowledged writes
     // from the record: the re-check fails instead of verifying what is left.
     let ledger = std::fs::read_to_string(dir.join("ledger.jsonl")).unwrap();

@@ -80,7 +80,7 @@ async fn the_probe_passes_on_the_real_ui() {
     ];
     let app = startup::spawn(env, Flags::default()).await.unwrap();
     let address = format!("http://{}", app.http_addr);
-    let v = judged(&probe(address), 6, true).await;
+    let v = judged(&probe(address), 8, true).await;
     for p in [Property::UiOutage, Property::UiSession, Property::UiResults] {
         assert_eq!(validity(&v, p), Validity::Valid, "{p:?}: {v:?}");
     }
@@ -192,7 +192,8 @@ async fn serve(router: Router) -> String {
 #[ignore = "needs node, tests/ui's packages and Chromium: scripts/test.sh runs it with --include-ignored"]
 async fn the_probe_fails_on_a_broken_page() {
     let wrong = serve(broken_answers().await).await;
-    let v = judged(&probe(wrong), 4, true).await;
+    // A create, and its lookup a step (3 s) later.
+    let v = judged(&probe(wrong), 7, true).await;
     assert_eq!(
         validity(&v, Property::UiResults),
         Validity::Invalid,
@@ -200,15 +201,16 @@ async fn the_probe_fails_on_a_broken_page() {
     );
 
     let down = serve(failing(true).await).await;
-    // Longer than the budget and the probe's resolution (3 + 9 s).
-    let v = judged(&probe(down), 16, true).await;
+    // Longer than the budget and the probe's resolution (3 + 11 s): two
+    // creates and their lookups (12 s at a step every 3 s), then down.
+    let v = judged(&probe(down), 32, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Invalid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 
     // Creates refused but lookups answered: the UI is still usable (as the
     // API's reads count for its availability), and every lookup is right.
     let read_only = serve(failing(false).await).await;
-    let v = judged(&probe(read_only), 16, true).await;
+    let v = judged(&probe(read_only), 20, true).await;
     assert_eq!(validity(&v, Property::UiOutage), Validity::Valid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 }

@@ -933,6 +933,7 @@ mod tests {
                 "PSEUDONYM_GENERATION_METHOD_UUID4",
             ),
             ("Init__v1__Namespaces__0__PseudonymPrefix", "d-"),
+            ("Init__v1__Namespaces__0__PseudonymDeletionAllowed", "True"),
             ("Init__v1__Namespaces__1__Name", "other"),
         ])
         .unwrap();
@@ -955,6 +956,8 @@ mod tests {
         assert_eq!(s.init_namespaces[0].settings.length, 36);
         assert_eq!(s.init_namespaces[0].settings.prefix.as_deref(), Some("d-"));
         assert_eq!(s.init_namespaces[1].settings.length, 32);
+        assert!(s.init_namespaces[0].settings.deletable);
+        assert!(!s.init_namespaces[1].settings.deletable);
     }
 
     #[test]
@@ -1050,6 +1053,8 @@ mod tests {
             ("Init__v1__Namespaces__1__Name", "ok"),
             ("Init__v1__Namespaces__1__PseudonymGenerationMethod", "NOPE"),
             ("Init__v1__Namespaces__1__PseudonymLength", "abc"),
+            ("Init__v1__Namespaces__2__Name", "d"),
+            ("Init__v1__Namespaces__2__PseudonymDeletionAllowed", "maybe"),
         ])
         .unwrap_err();
         let all = e.0.join("\n");
@@ -1058,6 +1063,7 @@ mod tests {
             "128",
             "Init__v1__Namespaces__1__PseudonymGenerationMethod=\"NOPE\"",
             "Init__v1__Namespaces__1__PseudonymLength=\"abc\"",
+            "Init__v1__Namespaces__2__PseudonymDeletionAllowed=\"maybe\" is not true or false",
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }

@@ -116,34 +116,45 @@ struct Client {
     connection: Connection,
 }
 
-impl Client {
-    async fn connect(connection: Connection) -> anyhow::Result<Self> {
-        let mut endpoint = Channel::from_shared(connection.address.clone())
-            .with_context(|| format!("--address {:?} is not a URL", connection.address))?;
-        if connection.address.starts_with("https://") {
+impl Connection {
+    /// A gRPC channel to vfps (TLS for an `https://` address).
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        let mut endpoint = Channel::from_shared(self.address.clone())
+            .with_context(|| format!("--address {:?} is not a URL", self.address))?;
+        if self.address.starts_with("https://") {
             endpoint = endpoint
                 .tls_config(tonic::transport::ClientTlsConfig::new().with_native_roots())?;
         }
-        let channel = endpoint
+        endpoint
             .connect()
             .await
-            .with_context(|| format!("cannot reach vfps at {}", connection.address))?;
+            .with_context(|| format!("cannot reach vfps at {}", self.address))
+    }
+
+    /// `message` as a call with a deadline and the token, if there is one.
+    pub fn request<T>(&self, message: T) -> anyhow::Result<Request<T>> {
+        let mut r = Request::new(message);
+        r.set_timeout(Duration::from_secs(30));
+        if let Some(t) = &self.token {
+            let value = MetadataValue::try_from(format!("Bearer {t}"))
+                .context("the token is not printable")?;
+            r.metadata_mut().insert("authorization", value);
+        }
+        Ok(r)
+    }
+}
+
+impl Client {
+    async fn connect(connection: Connection) -> anyhow::Result<Self> {
         Ok(Self {
-            grpc: CsvJobServiceClient::new(channel),
+            grpc: CsvJobServiceClient::new(connection.channel().await?),
             http: reqwest::Client::new(),
             connection,
         })
     }
 
     fn request<T>(&self, message: T) -> anyhow::Result<Request<T>> {
-        let mut r = Request::new(message);
-        r.set_timeout(Duration::from_secs(30));
-        if let Some(t) = &self.connection.token {
-            let value = MetadataValue::try_from(format!("Bearer {t}"))
-                .context("the token is not printable")?;
-            r.metadata_mut().insert("authorization", value);
-        }
-        Ok(r)
+        self.connection.request(message)
     }
 
     /// A transfer address as a full URL, with the API's credentials when

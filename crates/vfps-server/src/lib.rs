@@ -29,6 +29,7 @@ pub mod http;
 pub mod jobs;
 pub mod jobs_cli;
 pub mod metrics;
+pub mod pseudonyms_cli;
 pub mod service;
 pub mod startup;
 pub mod state;

@@ -1,4 +1,4 @@
-//! `vfps serve` (the default), `vfps migrate`, `vfps tokens …` and `vfps jobs …`.
+//! `vfps serve` (the default), `vfps migrate`, `vfps tokens …`, `vfps jobs …` and `vfps pseudonyms …`.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -50,6 +50,11 @@ enum Command {
         #[command(subcommand)]
         action: vfps_server::jobs_cli::JobsAction,
     },
+    /// Erase an original's entry, through a running vfps.
+    Pseudonyms {
+        #[command(subcommand)]
+        action: vfps_server::pseudonyms_cli::PseudonymsAction,
+    },
 }
 
 #[derive(Subcommand)]
@@ -87,7 +92,12 @@ fn main() -> ExitCode {
     let mut tokens = None;
     let flags = cli.flags;
     let (wait, migrate_only, check_only) = match cli.command {
-        Some(Command::Jobs { action }) => return jobs(action),
+        Some(Command::Jobs { action }) => {
+            return client("jobs", vfps_server::jobs_cli::run(action))
+        }
+        Some(Command::Pseudonyms { action }) => {
+            return client("pseudonyms", vfps_server::pseudonyms_cli::run(action))
+        }
         None | Some(Command::Serve) => (Duration::ZERO, false, false),
         Some(Command::Migrate { wait, check }) => (wait, true, check),
         Some(Command::Tokens { action }) => {
@@ -160,7 +170,8 @@ fn main() -> ExitCode {
 }
 
 /// `vfps jobs …`: a client; no server settings are read.
-fn jobs(action: vfps_server::jobs_cli::JobsAction) -> ExitCode {
+/// Runs a client command (`vfps jobs …`, `vfps pseudonyms …`) to its end.
+fn client(name: &str, command: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -171,10 +182,10 @@ fn jobs(action: vfps_server::jobs_cli::JobsAction) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(vfps_server::jobs_cli::run(action)) {
+    match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vfps jobs: {e:#}");
+            eprintln!("vfps {name}: {e:#}");
             ExitCode::FAILURE
         }
     }

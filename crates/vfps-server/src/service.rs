@@ -16,6 +16,7 @@ use vfps_core::{
 use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted};
 
 mod erasure;
+mod together;
 pub use erasure::Erasure;
 
 use crate::{

@@ -9,6 +9,9 @@
 //!   original equals it), so the pseudonym stays reserved by the table's
 //!   uniqueness and is never issued again, and no lookup answers it.
 //!
+//! A FHIR transaction Bundle's new pseudonyms are stored together
+//! ([`Erase::insert_together`]): every one, or none.
+//!
 //! An erasure is a write like a namespace delete: committed through the
 //! synchronous standby and announced (the namespace's name on the deletion
 //! channel), so that every replica's caches of the namespace go stale; the
@@ -16,6 +19,8 @@
 
 use async_trait::async_trait;
 use vfps_core::{Error, NamespaceName, OriginalValue, Pseudonym};
+
+use crate::Candidate;
 
 /// How an entry is erased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +58,12 @@ pub trait Erase: Send + Sync {
         namespace: &NamespaceName,
         original: &OriginalValue,
     ) -> Result<Option<Pseudonym>, Error>;
+
+    /// Stores every candidate, as given, or none: `false` (nothing stored)
+    /// when any original or pseudonym is taken, an original is there twice,
+    /// or a namespace is gone or another incarnation. Committed through the
+    /// synchronous standby.
+    async fn insert_together(&self, batch: &[Candidate]) -> Result<bool, Error>;
 
     /// Erases `original`'s entry in `namespace`; answers the pseudonym it
     /// had, or `None` if it had none (nothing changed). Durable and announced

@@ -593,6 +593,60 @@ async fn erasures_delete_or_unlink_one_entry(store: Arc<dyn Store>) {
     assert_eq!(stored(&again[0]).pseudonym_value, "p-6");
 }
 
+/// A transaction's new pseudonyms: every one stored, or none.
+async fn insert_together_stores_all_or_nothing(store: Arc<dyn Store>) {
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store.create_namespace(&namespace("m", 8)).await.unwrap();
+    let ns = NamespaceName::parse("n").unwrap();
+    store
+        .upsert_pseudonyms(&[candidate("n", "taken", "p-taken")])
+        .await
+        .unwrap();
+    let none_of = |originals: &'static [&'static str]| {
+        let store = store.clone();
+        let ns = ns.clone();
+        async move {
+            for o in originals {
+                let found = store
+                    .find_pseudonym(&ns, &OriginalValue::parse(o).unwrap())
+                    .await
+                    .unwrap();
+                assert_eq!(found, None, "{o} was stored by a refused batch");
+            }
+        }
+    };
+    let refused = [
+        vec![candidate("n", "a", "p-a"), candidate("n", "taken", "p-x")],
+        vec![candidate("n", "a", "p-a"), candidate("n", "b", "p-taken")],
+        vec![candidate("n", "a", "p-a"), candidate("n", "a", "p-b")],
+        vec![
+            candidate("n", "a", "p-a"),
+            Candidate {
+                namespace_uid: NamespaceUid(12345),
+                ..candidate("m", "b", "p-b")
+            },
+        ],
+    ];
+    for batch in refused {
+        assert!(!store.insert_together(&batch).await.unwrap(), "{batch:?}");
+        none_of(&["a", "b"]).await;
+    }
+    let both = [candidate("n", "a", "p-a"), candidate("m", "b", "p-b")];
+    assert!(store.insert_together(&both).await.unwrap());
+    let a = store
+        .find_pseudonym(&ns, &OriginalValue::parse("a").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.pseudonym_value, "p-a");
+    let b = store
+        .get_pseudonym(&NamespaceName::parse("m").unwrap(), &pv("p-b"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.original_value, "b");
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -626,6 +680,7 @@ contract!(
     created_counts_cover_exactly_their_window,
     ended_sessions_keep_the_latest_end_and_are_announced,
     erasures_delete_or_unlink_one_entry,
+    insert_together_stores_all_or_nothing,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

@@ -178,4 +178,21 @@ export async function scenarios(t) {
     expect(text.includes("vfps-admin") && text.includes("vfps-reader"), "the admin roles or the rules are not shown");
     expect(/e2e/.test(text), "the user's rights per namespace do not name e2e");
   }, [NAMESPACE]);
+
+  await t.run("erase an entry: only once the namespace's name is typed; anonymized, it resolves to no one", async () => {
+    const page = t.page;
+    t.originals.add("withdrawn-7");
+    const made = await t.api("POST", "/v1/namespaces/e2e/pseudonyms", { originalValue: "withdrawn-7" });
+    const p = made.json?.pseudonym?.pseudonymValue;
+    expect(made.status === 200 && p, `API create: HTTP ${made.status}`);
+    await page.goto(`${t.base}/ui/namespaces/e2e/pseudonyms`);
+    await page.getByLabel("Original to erase").fill("withdrawn-7");
+    const button = page.getByRole("button", { name: "Erase", exact: true });
+    await page.getByLabel("Type the namespace's name to confirm").fill("not-e2e");
+    expect(await button.isDisabled(), "Erase is enabled before the namespace's name is typed");
+    await page.getByLabel("Type the namespace's name to confirm").fill("e2e");
+    await Promise.all([page.waitForNavigation(), button.click()]);
+    expect(/Anonymized/.test(await resultText(page)), await outcome(page));
+    expect((await t.api("GET", `/v1/namespaces/e2e/pseudonyms/${p}`)).status === 404, "the erased entry still resolves");
+  }, [NAMESPACE]);
 }

@@ -19,8 +19,11 @@
 //!   budgets, the user kept signed in, results the API agrees with.
 //! - [`inputs`]: invalid input gets its documented code; List pages keep
 //!   originals out and list only pseudonyms that resolve.
+//! - [`margins`]: every budgeted figure with its budget and what is left;
+//!   a thin margin is a warning.
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
+//! - [`cost`]: the harness's own CPU as a caveat on the verdict.
 //! - [`erasure`]: P8 (erased stays erased), P2–P4 until erasure, batch
 //!   Bundles, and the guards that the run erased at all and in every scenario.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
@@ -35,12 +38,14 @@ use crate::{
 
 pub mod availability;
 pub mod chaos;
+pub mod cost;
 pub mod erasure;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
+pub mod margins;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
@@ -463,6 +468,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: Some(pseudonym.into()),
             code: None,
+            acked_unix_ms: None,
         }
     }
 
@@ -474,6 +480,7 @@ pub(crate) mod test_support {
             original: original.into(),
             pseudonym: None,
             code: Some("DeadlineExceeded".into()),
+            acked_unix_ms: None,
         }
     }
 

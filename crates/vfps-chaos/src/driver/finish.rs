@@ -7,9 +7,9 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{artifacts, pglog, Collected};
+use super::{artifacts, failovers, pglog, Collected};
 use crate::{
-    checker::{availability, chaos, chaos::OneNodeCommit},
+    checker::{availability, chaos, chaos::OneNodeCommit, margins},
     history,
     report::{self, html},
     scenario::{
@@ -50,6 +50,10 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     let rows = history::parse_timeline(&timeline)?;
     let chaos_events = artifacts::read_chaos_events(dir)?;
     let windows = events::windows(&chaos_events);
+    let collected_logs = failovers::Logs {
+        postgres: collected.postgres_logs.clone(),
+        ha: collected.ha_logs.clone(),
+    };
     let mut summary = collected.load;
     let mut per_scenario =
         availability::per_scenario(&rows, &windows, plan, summary.rate_per_second)?;
@@ -77,6 +81,13 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         eprintln!("{}", r.verdict.summary);
         summary.verdicts.push(r.verdict.clone());
     }
+    let scenario_margins = margins::of_scenarios(&per_scenario, |s| {
+        plan.get(s).is_some_and(|planned| planned.gate)
+    });
+    summary
+        .warnings
+        .extend(margins::warnings(&scenario_margins));
+    summary.margins.extend(scenario_margins);
     summary.verdicts.push(chaos::within_window(
         &outcome,
         plan,
@@ -118,6 +129,13 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         .verdicts
         .push(chaos::one_node_commits(&commits, &summary.lost_seconds));
     summary.one_node_commits = commits;
+    summary.failovers = failovers::of_run(
+        dir,
+        plan,
+        &chaos_events,
+        &collected_logs,
+        summary.load_start_unix,
+    );
     summary.passed = summary.verdicts.iter().all(|v| v.passed());
 
     report::write(dir, &summary)?;
@@ -144,7 +162,98 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
     eprintln!(
         "run directory: {} ({})",
         dir.display(),
-        if summary.passed { "PASS" } else { "FAIL" }
+        report::verdict_line(&summary)
     );
     Ok(summary.passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        checker::test_support::row,
+        history::Row,
+        nemesis::Tally,
+        report::Summary,
+        scenario::events::{ChaosEvent, EventKind},
+        target::Target,
+    };
+
+    /// A platform run of one `db-primary-kill` window (budget 10 s) whose API
+    /// was down for `outage` seconds: its summary as `finish` wrote it.
+    fn finished_with_outage(outage: u64) -> (bool, serde_json::Value) {
+        let dir = vfps_testkit::scratch_dir("finish-margins");
+        let plan = ScenarioPlan::from_env("db-primary-kill", Target::Local, |k| match k {
+            "DURATION_DB_PRIMARY_KILL" => Some("30".into()),
+            "MAX_OUTAGE_DB_PRIMARY_KILL" => Some("10".into()),
+            "LOAD_MARGIN_SECONDS" => Some("5".into()),
+            _ => None,
+        })
+        .unwrap();
+        let rows: Vec<Row> = (0..35)
+            .map(|s| {
+                let ok = if (10..10 + outage).contains(&s) {
+                    0
+                } else {
+                    10
+                };
+                let mut r = row(s, 10, ok);
+                r.ops[crate::operation::Operation::Create.index()].offered = 10;
+                r.ops[crate::operation::Operation::Create.index()].ok = ok;
+                r
+            })
+            .collect();
+        report::write_timeline(&dir, &rows).unwrap();
+        let scenario = Some(crate::scenario::ScenarioName::new("db-primary-kill"));
+        let event = |at_seconds, kind| ChaosEvent {
+            at_seconds,
+            scenario: scenario.clone(),
+            kind,
+            text: String::new(),
+        };
+        let events = [event(0.5, EventKind::Start), event(31.0, EventKind::End)];
+        artifacts::write_chaos(&dir, &events, &Ok(Tally::default()), 31.0).unwrap();
+        let load = Summary {
+            passed: true,
+            rate_per_second: 10,
+            verified_seconds: (0..35).collect(),
+            ..Summary::default()
+        };
+        let collected = Collected {
+            load,
+            postgres_logs: Vec::new(),
+            ha_logs: Vec::new(),
+            erased_rows: None,
+        };
+        let passed = finish(&dir, &plan, collected).unwrap();
+        let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+        (passed, serde_json::from_str(&summary).unwrap())
+    }
+
+    #[test]
+    fn a_scenario_within_its_budget_by_less_than_a_quarter_passes_with_a_warning() {
+        let (passed, summary) = finished_with_outage(9);
+        assert!(passed, "{summary:#}");
+        let warnings = summary["warnings"].to_string();
+        assert!(
+            warnings.contains(
+                "thin margin: longest outage [db-primary-kill] 9.0 s of its 10.0 s budget"
+            ),
+            "{warnings}"
+        );
+        let margin = &summary["margins"][0];
+        assert_eq!(margin["scenario"], "db-primary-kill", "{summary:#}");
+        assert_eq!(margin["budget_seconds"], 10.0);
+
+        let (passed, summary) = finished_with_outage(5);
+        assert!(passed);
+        assert!(
+            !summary["warnings"].to_string().contains("thin"),
+            "{summary:#}"
+        );
+
+        // A missed budget fails the run, as it always did.
+        let (passed, _) = finished_with_outage(11);
+        assert!(!passed);
+    }
 }

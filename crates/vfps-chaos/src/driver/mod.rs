@@ -5,6 +5,8 @@
 //! - this file: the [`Driver`] trait, [`all`] and the steps on their own, and
 //!   the plan from the environment.
 //! - [`artifacts`]: what `scenarios` leaves in the run directory for `collect`.
+//! - [`failovers`]: each database failover's seconds, read from the run
+//!   directory's logs and ledger.
 //! - [`finish`]: the final verdicts, composed once in memory and written once.
 //! - [`pglog`]: one-node commits found in PostgreSQL's logs.
 
@@ -21,6 +23,7 @@ use crate::{
 };
 
 pub mod artifacts;
+pub mod failovers;
 pub mod finish;
 pub mod pglog;
 
@@ -99,6 +102,9 @@ pub struct Collected {
     /// directly (`None`: not asked, or nothing erased; the kind platform
     /// does not ask yet).
     pub erased_rows: Option<Vec<crate::history::erasures::DatabaseRows>>,
+    /// The HA manager's logs (Patroni's, locally), with the member each is
+    /// of: where a failover's leader race is told.
+    pub ha_logs: Vec<(String, std::path::PathBuf)>,
 }
 
 /// `collect`, then the final verdicts and every report. Whether the run passed.

@@ -6,6 +6,8 @@
 //! logs of the local platform and in CloudNativePG's JSON instance logs alike,
 //! by the phrase and the first timestamp on the line.
 
+use crate::history::failover::{timestamp, unix_seconds};
+
 /// The phrases that mark a one-node commit.
 const PHRASES: [&str; 2] = [
     "canceling wait for synchronous replication",
@@ -39,51 +41,6 @@ pub fn one_node_commits(text: &str, instance: &str, load_start_unix: f64) -> Vec
 fn pod_prefix(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("[pod/")?;
     rest.split('/').next()
-}
-
-/// The first `YYYY-MM-DD[ T]HH:MM:SS[.fff]` on the line.
-fn timestamp(line: &str) -> Option<String> {
-    let bytes = line.as_bytes();
-    let digit = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
-    for start in 0..bytes.len() {
-        let shape = [(0, 4), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2)];
-        let fits = shape
-            .iter()
-            .all(|(at, len)| (0..*len).all(|k| digit(start + at + k)))
-            && bytes.get(start + 4) == Some(&b'-')
-            && bytes.get(start + 7) == Some(&b'-')
-            && matches!(bytes.get(start + 10), Some(b' ' | b'T'))
-            && bytes.get(start + 13) == Some(&b':')
-            && bytes.get(start + 16) == Some(&b':');
-        if fits {
-            let mut end = start + 19;
-            if bytes.get(end) == Some(&b'.') {
-                end += 1;
-                while digit(end) {
-                    end += 1;
-                }
-            }
-            return Some(line[start..end].to_owned());
-        }
-    }
-    None
-}
-
-/// Unix seconds of a UTC `YYYY-MM-DD HH:MM:SS[.fff]`.
-fn unix_seconds(stamp: &str) -> Option<f64> {
-    let num = |r: std::ops::Range<usize>| stamp.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm) = (num(11..13)?, num(14..16)?);
-    let ss: f64 = stamp.get(17..)?.parse().ok()?;
-    // Days from the civil date (proleptic Gregorian), after H. Hinnant.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub struct Entry {
     pub pseudonym: Option<String>,
     /// Final status code of an indeterminate call.
     pub code: Option<String>,
+    /// When the answer came (Unix milliseconds): the failover breakdown's
+    /// first acknowledged write. Absent in ledgers of older harnesses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_unix_ms: Option<u64>,
 }
 
 /// Ledger in memory plus its append-only file.
@@ -103,6 +107,10 @@ impl Ledger {
             original,
             pseudonym,
             code,
+            acked_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .and_then(|d| u64::try_from(d.as_millis()).ok()),
         };
         if let Ok(line) = serde_json::to_string(&entry) {
             if writeln!(l.file, "{line}").is_ok() && status == Status::Ok {

@@ -6,10 +6,18 @@
 //! - [`timeline`]: per-second counts and latencies, in all and per operation.
 //! - [`calls`]: every answer by operation and code, and the findings made while
 //!   the faults happened.
+//! - [`cpu`]: the CPU time of the harness's parts and the system under
+//!   test's during the load window, from `/proc`.
+//! - [`failover`]: where each database failover's seconds went, from the
+//!   HA manager's and PostgreSQL's logs and the acknowledgement times.
+//! - [`erasures`]: what the run erased and what each replica and the
+//!   database answered of it afterwards.
 //! - [`leftovers`]: what the final verification checks besides the ledger.
 
 pub mod calls;
+pub mod cpu;
 pub mod erasures;
+pub mod failover;
 pub mod latency;
 pub mod ledger;
 pub mod leftovers;

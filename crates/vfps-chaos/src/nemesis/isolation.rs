@@ -40,6 +40,16 @@ pub async fn run<F: Faults>(
         Ok(()) => f.kill_primary(&primary).await,
         Err(_) => Ok(()),
     };
+    // On the timeline when it happened: the failover it starts is measured
+    // from it (it was recorded after the promotion and the heal, so the
+    // promotion seemed to come before the kill).
+    if cut.is_ok() && killed.is_ok() {
+        rec.fault(
+            scenario,
+            format!("killed the isolated primary {}", primary.name),
+        )
+        .await;
+    }
     // Healed only once a standby is promoted: the killed primary's kernel
     // still holds the WAL its walsenders had queued, and delivers it the
     // moment the cut is gone (a standby then replays what the primary wrote
@@ -52,11 +62,6 @@ pub async fn run<F: Faults>(
     cut?;
     killed?;
     healed?;
-    rec.fault(
-        scenario,
-        format!("killed the isolated primary {}", primary.name),
-    )
-    .await;
     let (new, timeline) = promoted.context("no promotion was waited for")??;
     rec.note(
         scenario,

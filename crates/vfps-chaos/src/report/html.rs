@@ -116,7 +116,7 @@ fn ui_section(s: &mut String, api: &Chart<'_>, ui: &UiTimeline) {
     };
     let _ = write!(s, "<h2>{}</h2>", super::ui_chart::TITLE);
     inline_svg(s, UiChart { api, rows }.svg(), "The web UI's timeline");
-    s.push_str("<p>Each second's create and lookup through the web UI (one each a second), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
+    s.push_str("<p>Each second's steps through the web UI (a create, and a step later its lookup, one step every 3 s), ok or failed, and whether the browser was sent back to the sign-in; below, how long each step took (<code>ui-timeline.csv</code>). The same time axis, scenario windows and faults as the API's above.</p>");
 }
 
 /// How an operation is headed: churn's steps are a side namespace's life.
@@ -231,9 +231,15 @@ pub fn page(p: &Page<'_>, ui: &UiTimeline) -> String {
     );
     let _ = write!(
         s,
-        "<h1>vfps chaos run: {}</h1>",
-        if passed { "PASS" } else { "FAIL" }
+        "<h1>vfps chaos run: {}{}</h1>",
+        if passed { "PASS" } else { "FAIL" },
+        if summary.caveats.is_empty() {
+            ""
+        } else {
+            ", with a caveat"
+        }
     );
+    super::sections::caveats(&mut s, summary);
     let title = title(summary);
     let api = chart(p, &title);
     inline_svg(&mut s, api.svg(), "The timeline");
@@ -285,7 +291,13 @@ pub fn page(p: &Page<'_>, ui: &UiTimeline) -> String {
             esc(r.scenario.as_str()), a.offered, a.ok, a.failed, a.shed, a.longest_outage_seconds, r.max_outage_seconds, a.unavailable_seconds, r.findings
         );
     }
-    s.push_str("</table><h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>");
+    s.push_str("</table>");
+    super::sections::margins(&mut s, summary);
+    super::sections::failovers(&mut s, summary);
+    super::sections::cpu(&mut s, summary);
+    s.push_str(
+        "<h2>Verdicts</h2><table><tr><th>property</th><th>verdict</th><th>summary</th></tr>",
+    );
     for v in verdicts {
         let c = match v.validity {
             Validity::Valid => "valid",
@@ -385,6 +397,23 @@ mod tests {
         let windows = vec![window("baseline", 0.0, 5.0)];
         let summary = Summary {
             passed: true,
+            margins: vec![crate::checker::margins::Margin {
+                figure: crate::checker::margins::Figure::LongestOutage,
+                scenario: Some(ScenarioName::new("db-double-failover")),
+                seconds: 39.0,
+                budget_seconds: 40.0,
+                gated: true,
+            }],
+            failovers: vec![crate::history::failover::Failover {
+                scenario: ScenarioName::new("db-primary-kill"),
+                fault: "killed primary db-a (timeline 1)".into(),
+                fault_seconds: 24.6,
+                leader_key_expired_seconds: Some(28.8),
+                promotion_started_seconds: Some(36.2),
+                promoted_seconds: Some(36.8),
+                first_write_seconds: None,
+                promoted: Some("db-c".into()),
+            }],
             ..Summary::default()
         };
         let buckets = vec![
@@ -407,6 +436,18 @@ mod tests {
         );
         assert!(html.contains("<svg") && html.contains("baseline") && html.contains("PASS"));
         assert!(!html.contains("<?xml"), "no XML prolog inside HTML");
+        assert!(html.contains("<h2>Margins</h2>"));
+        assert!(
+            html.contains("longest outage [db-double-failover]</td><td>39.0 s</td><td>40.0 s</td><td>1.0 s (2 %)</td><td class=\"invalid\">WARNING"),
+            "a thin margin is marked"
+        );
+        assert!(html.contains("<h2>Where each failover's seconds went</h2>"));
+        assert!(
+            html.contains(
+                "<td>+4.2 s</td><td>+11.6 s</td><td>+12.2 s</td><td>not seen</td><td>db-c</td>"
+            ),
+            "each step after the fault"
+        );
         assert!(html.contains("≤ 1.0 ms"), "per-scenario p50");
         assert!(html.contains("<th>create ok/offered</th>"));
         assert!(html.contains("p50, p99 and max of every call"));

@@ -6,6 +6,7 @@
 //!   the load generator's log.
 //! - [`latency`]: latency per operation, for the run and each scenario.
 //! - [`html`]: `report.html`, `timeline.png` and `ui-timeline.png`.
+//! - [`sections`]: parts of `report.html` read from the summary alone (margins).
 //! - [`chart`]: the timeline chart, and the SVG/PNG rendering every chart uses.
 //! - [`ui_chart`]: the web UI's timeline (the browser probe's), drawn under it.
 //! - [`sweep`]: the capacity sweep's chart.
@@ -16,8 +17,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::{
-    checker::{chaos::OneNodeCommit, Availability, Validity, Verdict},
-    history::{csv_header, CallsReport, OpCounts, Row},
+    checker::{chaos::OneNodeCommit, margins::Margin, Availability, Validity, Verdict},
+    history::{cpu::CpuCost, csv_header, failover::Failover, CallsReport, OpCounts, Row},
 };
 
 pub mod chart;
@@ -25,6 +26,7 @@ pub mod erasure;
 pub mod html;
 pub mod latency;
 pub mod markers;
+pub mod sections;
 pub mod sweep;
 pub mod ui_chart;
 
@@ -72,6 +74,21 @@ pub struct Summary {
     /// Commits PostgreSQL logged as left on one node (filled by `collect`).
     #[serde(default)]
     pub one_node_commits: Vec<OneNodeCommit>,
+    /// Every budgeted figure with its budget: the run's and the UI's (by the
+    /// load), each scenario's (by `collect`).
+    #[serde(default)]
+    pub margins: Vec<Margin>,
+    /// What the load window cost the machine, by part.
+    #[serde(default)]
+    pub cpu: Option<CpuCost>,
+    /// What qualifies the verdict without failing it: the harness took more
+    /// than its share of the machine.
+    #[serde(default)]
+    pub caveats: Vec<String>,
+    /// Each database failover's seconds, from the HA manager's and
+    /// PostgreSQL's logs (filled by `collect`).
+    #[serde(default)]
+    pub failovers: Vec<Failover>,
 }
 
 /// `summary.json`: the summary's fields, then `latency` — p50, p99 and max per
@@ -124,7 +141,10 @@ pub fn junit(verdicts: &[Verdict]) -> String {
     s
 }
 
-/// The verdicts on stderr, with a few pieces of evidence each, then PASS or FAIL.
+/// The verdicts on stderr, with a few pieces of evidence each; every
+/// budgeted figure with its margin; a WARNING line for each thin margin;
+/// where each failover's seconds went; the CPU by part and any CAVEAT; then
+/// the verdict.
 pub fn print_verdicts(summary: &Summary) {
     for v in &summary.verdicts {
         eprintln!(
@@ -137,7 +157,39 @@ pub fn print_verdicts(summary: &Summary) {
             eprintln!("    {e}");
         }
     }
-    eprintln!("{}", if summary.passed { "PASS" } else { "FAIL" });
+    if !summary.margins.is_empty() {
+        eprintln!("margins (budget minus measured):");
+        for m in &summary.margins {
+            eprintln!("  {}", m.line());
+        }
+    }
+    for w in crate::checker::margins::warnings(&summary.margins) {
+        eprintln!("WARNING: {w}");
+    }
+    for line in crate::history::failover::lines(&summary.failovers) {
+        eprintln!("{line}");
+    }
+    if let Some(cpu) = &summary.cpu {
+        for line in cpu.lines() {
+            eprintln!("{line}");
+        }
+    }
+    for c in &summary.caveats {
+        eprintln!("CAVEAT: {c}");
+    }
+    eprintln!("{}", verdict_line(summary));
+}
+
+/// The run's verdict in a word, and whether a caveat qualifies it.
+pub fn verdict_line(summary: &Summary) -> String {
+    let verdict = if summary.passed { "PASS" } else { "FAIL" };
+    match summary.caveats.len() {
+        0 => verdict.to_owned(),
+        n => format!(
+            "{verdict}, with {n} caveat{}: the harness's own cost (see CAVEAT above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// Writes a file of the run directory; a report that cannot be written is a
@@ -201,6 +253,59 @@ mod tests {
         ]);
         assert!(x.contains("tests=\"3\" failures=\"2\""));
         assert!(x.contains("&lt;x&gt;"));
+    }
+
+    /// A run whose harness took more than its share of the machine passes
+    /// (its properties held) with a caveat shown on its verdict and its
+    /// page, never with a failure.
+    #[test]
+    fn a_run_whose_harness_took_too_much_passes_with_a_caveat_on_its_verdict() {
+        use crate::history::cpu::{CpuCost, Part};
+        // The main job before the probe was cut: Chromium 0.57 of 2 cores.
+        let cpu = CpuCost {
+            window_seconds: 60.0,
+            cores: 2,
+            parts: [
+                (Part::LoadGenerator, 6.0),
+                (Part::BrowserProbe, 34.2),
+                (Part::Postgres, 12.0),
+            ]
+            .into_iter()
+            .collect(),
+            machine_busy_seconds: 62.0,
+        };
+        let summary = Summary {
+            passed: true,
+            caveats: crate::checker::cost::caveats(&cpu),
+            cpu: Some(cpu),
+            ..Summary::default()
+        };
+        assert_eq!(
+            verdict_line(&summary),
+            "PASS, with 2 caveats: the harness's own cost (see CAVEAT above)"
+        );
+        assert!(summary.caveats[0].contains("the harness took 33.5 % of the machine"));
+        let dir = vfps_testkit::scratch_dir("report-caveat");
+        write(&dir, &summary).unwrap();
+        assert!(
+            !dir.join("failures.txt").exists(),
+            "a caveat is not a failure"
+        );
+        let json = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+        assert!(
+            json.contains("\"caveats\"") && json.contains("browser-probe"),
+            "{json}"
+        );
+        let mut page = String::new();
+        sections::caveats(&mut page, &summary);
+        sections::cpu(&mut page, &summary);
+        assert!(page.contains("Caveat") && page.contains("28.5 %"), "{page}");
+
+        let within = Summary {
+            passed: true,
+            ..Summary::default()
+        };
+        assert_eq!(verdict_line(&within), "PASS");
     }
 
     #[test]

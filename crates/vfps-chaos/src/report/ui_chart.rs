@@ -1,8 +1,9 @@
 //! The web UI's timeline — the browser probe's `ui-timeline.csv` — as a chart
 //! drawn under the API's (in `report.html`, and as `ui-timeline.png`) on the
 //! same time axis, with the same scenario windows shaded and the same fault
-//! and heal markers: above, each second's create and lookup through the UI,
-//! ok or failed, and whether the browser was sent back to the sign-in; below,
+//! and heal markers: above, the creates and lookups through the UI begun in
+//! each second (one step every 3 s), ok or failed, and whether the browser
+//! was sent back to the sign-in; below,
 //! how long each step took (log scale).
 
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! The browser probe beside the load: a headless Chromium, driven by
 //! `tests/ui/probe.mjs` (Playwright), signs in once through the identity
-//! provider and then, every second, creates a pseudonym and looks it up
-//! through the UI's pages, behind the load balancer that stands in for the
-//! ingress. A step that fails is tried again with the same original (a user
+//! provider and then, one step every 3 s, creates a pseudonym and (a step
+//! later) looks it up through the UI's pages, behind the load balancer that
+//! stands in for the ingress. A step that fails is tried again with the same original (a user
 //! submitting the form again), so a result that went missing shows. Each
 //! step is a line of `ui-steps.jsonl` in the run directory; verification asks
 //! the API for every original the UI created.

@@ -50,6 +50,7 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
                 "pseudonymlength",
                 "pseudonymprefix",
                 "pseudonymsuffix",
+                "pseudonymdeletionallowed",
             ]
             .contains(&f.as_str())
             {
@@ -103,6 +104,21 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
         let (Some(name), Some(method), Some(length)) = (name, method, length) else {
             continue;
         };
+        let deletable = match fields
+            .get("pseudonymdeletionallowed")
+            .map(|v| v.to_ascii_lowercase())
+        {
+            None => false,
+            Some(v) if v == "true" => true,
+            Some(v) if v == "false" => false,
+            Some(v) => {
+                errors.push(format!(
+                    "{}={v:?} is not true or false",
+                    key("PseudonymDeletionAllowed")
+                ));
+                continue;
+            }
+        };
         let nonempty = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
         match NamespaceSettings::parse(
             method,
@@ -113,7 +129,7 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
             Ok(settings) => out.push(InitNamespace {
                 name: name.clone(),
                 description: fields.get("description").cloned().unwrap_or_default(),
-                settings,
+                settings: settings.with_deletion(deletable),
             }),
             Err(e) => errors.push(format!("Init__v1__Namespaces__{i}: {}", e.message)),
         }

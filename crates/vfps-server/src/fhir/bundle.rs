@@ -1,9 +1,16 @@
-//! `POST /v1/fhir` with a `batch` Bundle of MII operations: each entry runs on
-//! its own and gets its own answer (a `Parameters`, or an
-//! `OperationOutcome` with its status), in the order sent, in a
-//! `batch-response`. The entries run together, so their Creates and lookups
-//! are written and read in the service's batches rather than one round trip
-//! each. `transaction` Bundles (all or nothing) are refused as not supported.
+//! `POST /v1/fhir` with a Bundle of MII operations.
+//!
+//! - `batch`: each entry runs on its own and gets its own answer (a
+//!   `Parameters`, or an `OperationOutcome` with its status), in the order
+//!   sent, in a `batch-response`. The entries run together, so their Creates
+//!   and lookups are written and read in the service's batches rather than one
+//!   round trip each.
+//! - `transaction`: all or nothing. Its entries may be `$pseudonymize`,
+//!   `$get-pseudonym` and `$de-pseudonymize` (an erasure cannot be undone, so
+//!   none is part of one). Every entry is read, authorized and its lookups
+//!   answered first; then the new pseudonyms of every `$pseudonymize` are
+//!   stored together, in one statement. One failing entry fails the whole
+//!   Bundle with its `OperationOutcome` (naming the entry) and changes nothing.
 
 use std::time::Instant;
 
@@ -33,19 +40,20 @@ pub(super) async fn bundle(
     let d = state.deadline(None);
     let started = Instant::now();
     let result = async {
-        let who = state
-            .auth
-            .authenticate(crate::http::authorization(&headers), d)
-            .await?;
-        let body = crate::http::json::strict(&body)
-            .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
-        let entries = entries(&body)?;
-        let answers =
+        let (who, body) = super::caller_and_body(&state, &headers, &body, d).await?;
+        let (transaction, entries) = entries(&body)?;
+        let answers = if transaction {
+            match together(&state, &who, entries, d).await {
+                Ok(answers) => answers,
+                Err(failed) => return Ok(Err(failed)),
+            }
+        } else {
             futures::future::join_all(entries.iter().map(|entry| answer(&state, &who, entry, d)))
-                .await;
-        Ok(json!({
+                .await
+        };
+        Ok(Ok(json!({
             "resourceType": "Bundle",
-            "type": "batch-response",
+            "type": if transaction { "transaction-response" } else { "batch-response" },
             "entry": answers.into_iter().map(|(status, resource)| json!({
                 "resource": resource,
                 "response": {"status": format!(
@@ -54,37 +62,37 @@ pub(super) async fn bundle(
                     status.canonical_reason().unwrap_or_default()
                 )},
             })).collect::<Vec<_>>(),
-        }))
+        })))
     }
     .await;
     state
         .metrics
-        .observe_request("fhir", "batch", started.elapsed(), result.as_ref().err());
+        .observe_request("fhir", "bundle", started.elapsed(), result.as_ref().err());
     match result {
-        Ok(b) => fhir(StatusCode::OK, b),
+        Ok(Ok(b)) => fhir(StatusCode::OK, b),
+        Ok(Err((status, resource))) => fhir(status, resource),
         Err(e) => outcome(&e),
     }
 }
 
-/// The entries of a batch Bundle; anything but one is refused whole.
-fn entries(body: &Value) -> Result<&[Value], Error> {
+/// Whether a Bundle is a transaction, and its entries; anything but a batch
+/// or transaction Bundle is refused whole.
+fn entries(body: &Value) -> Result<(bool, &[Value]), Error> {
     if body.get("resourceType").and_then(Value::as_str) != Some("Bundle") {
         return Err(Error::invalid_argument(
-            "POST /v1/fhir takes a Bundle of type batch",
+            "POST /v1/fhir takes a Bundle of type batch or transaction",
         ));
     }
-    match body.get("type").and_then(Value::as_str) {
-        Some("batch") => {}
-        Some("transaction") => return Err(Error::failed_precondition(
-            "transaction Bundles are not supported: send a batch (each entry answered on its own)",
-        )),
+    let transaction = match body.get("type").and_then(Value::as_str) {
+        Some("batch") => false,
+        Some("transaction") => true,
         other => {
             return Err(Error::invalid_argument(format!(
-                "Bundle.type must be batch, got {}",
+                "Bundle.type must be batch or transaction, got {}",
                 other.map_or("nothing".to_owned(), |t| format!("{t:?}"))
             )))
         }
-    }
+    };
     let entries = match body.get("entry") {
         None => &[][..],
         Some(Value::Array(a)) => a.as_slice(),
@@ -96,7 +104,7 @@ fn entries(body: &Value) -> Result<&[Value], Error> {
             entries.len()
         )));
     }
-    Ok(entries)
+    Ok((transaction, entries))
 }
 
 /// One entry's answer.
@@ -106,31 +114,134 @@ async fn answer(
     entry: &Value,
     deadline: std::time::Instant,
 ) -> (StatusCode, Value) {
+    let (op, resource) = match operation_of(entry) {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    match mii::run(state, who, op, resource, deadline).await {
+        Ok(answer) => answer,
+        Err(e) => mii::refused(op, &e),
+    }
+}
+
+/// A failed transaction's answer: the failing entry's status and outcome,
+/// its diagnostics naming the entry.
+fn failed_entry(i: usize, (status, mut resource): (StatusCode, Value)) -> (StatusCode, Value) {
+    if let Some(issue) = resource["issue"].get_mut(0) {
+        let said = issue["diagnostics"].as_str().unwrap_or_default().to_owned();
+        issue["diagnostics"] = json!(format!(
+            "entry {i}: {said} (the transaction changed nothing)"
+        ));
+        issue["expression"] = json!([format!("Bundle.entry[{i}]")]);
+    }
+    (status, resource)
+}
+
+/// A transaction's entries answered, or the first failure.
+async fn together(
+    state: &AppState,
+    who: &crate::auth::Principal,
+    entries: &[Value],
+    deadline: std::time::Instant,
+) -> Result<Vec<(StatusCode, Value)>, (StatusCode, Value)> {
+    let mut answers: Vec<Option<(StatusCode, Value)>> = vec![None; entries.len()];
+    let mut creates = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let (op, resource) = operation_of(entry).map_err(|refusal| failed_entry(i, refusal))?;
+        match op {
+            mii::Op::Pseudonymize => {
+                let input = mii::checked(state, who, op, resource)
+                    .map_err(|e| failed_entry(i, mii::refused(op, &e)))?;
+                if input.allow_create == Some(false) {
+                    let e = Error::invalid_argument(
+                        "allowCreate false has no place in a transaction: use $get-pseudonym",
+                    );
+                    return Err(failed_entry(i, super::outcome_of(&e)));
+                }
+                creates.push((i, input));
+            }
+            mii::Op::GetPseudonym | mii::Op::DePseudonymize => {
+                // Reads change nothing: answered now, before anything is written.
+                let answer = mii::run(state, who, op, resource, deadline)
+                    .await
+                    .map_err(|e| failed_entry(i, mii::refused(op, &e)))?;
+                answers[i] = Some(answer);
+            }
+            other => {
+                let why = format!(
+                    "${} cannot be part of a transaction (an erasure cannot be undone): send it in a batch",
+                    other.code()
+                );
+                return Err(failed_entry(
+                    i,
+                    (StatusCode::BAD_REQUEST, issue("not-supported", &why, None)),
+                ));
+            }
+        }
+    }
+    let items: Vec<(String, String)> = creates
+        .iter()
+        .map(|(_, input)| {
+            let original = input.original.as_ref().map(|o| o.value().to_owned());
+            (
+                input.context.value().to_owned(),
+                original.unwrap_or_default(),
+            )
+        })
+        .collect();
+    if !items.is_empty() {
+        let made = state
+            .service
+            .create_together(&items, deadline)
+            .await
+            .map_err(|e| {
+                // "item k: …" is about the k-th $pseudonymize: name its entry.
+                let entry = e
+                    .message
+                    .strip_prefix("item ")
+                    .and_then(|rest| rest.split(':').next())
+                    .and_then(|k| k.parse::<usize>().ok())
+                    .and_then(|k| creates.get(k).map(|(i, _)| *i));
+                let answer = super::outcome_of(&e);
+                match entry {
+                    Some(i) => failed_entry(i, answer),
+                    None => answer,
+                }
+            })?;
+        for ((i, input), p) in creates.iter().zip(made) {
+            let answer = mii::pseudonymized(input, &p.pseudonym_value).ok_or_else(|| {
+                super::outcome_of(&Error::internal("a $pseudonymize without an original"))
+            })?;
+            answers[*i] = Some((StatusCode::OK, answer));
+        }
+    }
+    Ok(answers.into_iter().flatten().collect())
+}
+
+/// The operation an entry asks for, and its resource.
+fn operation_of(entry: &Value) -> Result<(mii::Op, &Value), (StatusCode, Value)> {
     let request = &entry["request"];
     let method = request["method"].as_str().unwrap_or_default();
     if method != "POST" {
-        return (
+        return Err((
             StatusCode::METHOD_NOT_ALLOWED,
             issue(
                 "not-supported",
                 &format!("entry.request.method must be POST (an operation), got {method:?}"),
                 Some("Bundle.entry.request.method"),
             ),
-        );
+        ));
     }
     let url = request["url"].as_str().unwrap_or_default();
-    let Some(op) = mii::Op::from_url(url) else {
-        return (
+    let op = mii::Op::from_url(url).ok_or_else(|| {
+        (
             StatusCode::NOT_FOUND,
             issue(
                 "not-supported",
                 &format!("entry.request.url {url:?} names no operation of this server"),
                 Some("Bundle.entry.request.url"),
             ),
-        );
-    };
-    match mii::run(state, who, op, &entry["resource"], deadline).await {
-        Ok(answer) => answer,
-        Err(e) => mii::refused(op, &e),
-    }
+        )
+    })?;
+    Ok((op, &entry["resource"]))
 }

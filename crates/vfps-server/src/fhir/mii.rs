@@ -140,6 +140,27 @@ pub async fn run(
     result
 }
 
+/// `$pseudonymize`'s answer: the input echoed, and the pseudonym in kind.
+pub fn pseudonymized(input: &Input, pseudonym: &str) -> Option<Value> {
+    let original = input.original.as_ref()?;
+    Some(json!({"resourceType": "Parameters", "parameter": [
+        input.context.echo(input.context_name),
+        original.echo("original"),
+        original.answer("pseudonym", pseudonym, &input.context),
+    ]}))
+}
+
+/// For a transaction: `op`'s input read from `body` and authorized for
+/// `who`, its namespace named by `context`.
+pub fn checked(state: &AppState, who: &Principal, op: Op, body: &Value) -> Result<Input, Error> {
+    let (required, optional) = op.params();
+    let input = read(body, required, optional)?;
+    state
+        .auth
+        .authorize(who, op.operation(), Some(input.context.value()))?;
+    Ok(input)
+}
+
 async fn execute(
     state: &AppState,
     op: Op,
@@ -149,13 +170,6 @@ async fn execute(
 ) -> Result<Answer, Error> {
     let service = &state.service;
     let context = &input.context;
-    let echo = |original: &super::parameters::Given, pseudonym: &str| {
-        json!({"resourceType": "Parameters", "parameter": [
-            context.echo(input.context_name),
-            original.echo("original"),
-            original.answer("pseudonym", pseudonym, context),
-        ]})
-    };
     match op {
         Op::Pseudonymize | Op::GetPseudonym => {
             let original = input.original.as_ref().ok_or_else(missing)?;
@@ -168,7 +182,8 @@ async fn execute(
                     .find_pseudonym(namespace, original.value(), deadline)
                     .await?
             };
-            Ok((StatusCode::OK, echo(original, &p.pseudonym_value)))
+            let answer = pseudonymized(input, &p.pseudonym_value).ok_or_else(missing)?;
+            Ok((StatusCode::OK, answer))
         }
         Op::DePseudonymize => {
             let pseudonym = input.pseudonym.as_ref().ok_or_else(missing)?;

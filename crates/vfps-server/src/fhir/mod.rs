@@ -118,6 +118,23 @@ pub(crate) fn outcome(e: &Error) -> Response {
     crate::http::challenge(e.kind, fhir(status, body))
 }
 
+/// Who is calling, then the body as JSON: authenticated first, so that an
+/// unauthenticated caller learns nothing from the body's errors.
+async fn caller_and_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    deadline: Instant,
+) -> Result<(std::sync::Arc<crate::auth::Principal>, Value), Error> {
+    let who = state
+        .auth
+        .authenticate(crate::http::authorization(headers), deadline)
+        .await?;
+    let body = crate::http::json::strict(body)
+        .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
+    Ok((who, body))
+}
+
 /// `POST /v1/fhir/$<operation>`: one MII operation.
 async fn operation(
     State(state): State<AppState>,
@@ -128,12 +145,7 @@ async fn operation(
     let d = state.deadline(None);
     let started = Instant::now();
     let result = async {
-        let who = state
-            .auth
-            .authenticate(crate::http::authorization(&headers), d)
-            .await?;
-        let body = crate::http::json::strict(&body)
-            .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
+        let (who, body) = caller_and_body(&state, &headers, &body, d).await?;
         mii::run(&state, &who, op, &body, d).await
     }
     .await;

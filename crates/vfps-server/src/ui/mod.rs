@@ -157,6 +157,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/namespaces/{name}/lookup", post(pseudonyms::lookup))
         .route("/ui/namespaces/{name}/reveal", post(pseudonyms::lookup))
+        .route("/ui/namespaces/{name}/erase", post(pseudonyms::erase))
         .route("/ui/csv-jobs", get(jobs::page))
         .route("/ui/csv-jobs/grid", get(jobs::grid))
         .route("/ui/csv-jobs/clear", post(jobs::clear))

@@ -92,6 +92,10 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                         input id="ns-suffix" name="suffix" maxlength="256" autocomplete="off";
                         label for="ns-description" { "Description" }
                         textarea id="ns-description" name="description" rows="2" maxlength="4096" {}
+                        label class="check" for="ns-deletable" {
+                            input id="ns-deletable" type="checkbox" name="deletable" value="true";
+                            " Entries may be deleted (an original's entry erased for good; off: only anonymized)"
+                        }
                         button type="submit" { "Create namespace" }
                     }
                 }
@@ -173,6 +177,9 @@ pub struct CreateForm {
     suffix: String,
     #[serde(default)]
     description: String,
+    /// `true` when "entries may be deleted" is ticked.
+    #[serde(default)]
+    deletable: Option<String>,
 }
 
 pub async fn create(
@@ -211,7 +218,7 @@ pub async fn create(
                     prefix: blank_none(&f.prefix),
                     suffix: blank_none(&f.suffix),
                     description: f.description.clone(),
-                    deletable: false,
+                    deletable: f.deletable.as_deref() == Some("true"),
                 },
                 d,
             )

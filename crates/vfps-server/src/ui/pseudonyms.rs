@@ -3,6 +3,9 @@
 //! of a million-row namespace costs what the first does). Originals are
 //! never listed: each row's "Reveal" is a reverse lookup (reverse-lookup
 //! rights, an audit event), answered in the page, never in an address.
+//! "Erase" removes one original's entry (erase rights, an audit event) after
+//! the namespace's name is typed: anonymized for good, or deleted where the
+//! namespace allows it.
 
 use axum::{
     extract::{Path, Query, State},
@@ -53,9 +56,10 @@ async fn render(
         Err(to_sign_in) => return to_sign_in,
     };
     let may = |op| state.auth.authorize(&principal, op, Some(name)).is_ok();
-    let (write, reveal) = (
+    let (write, reveal, erase) = (
         may(Operation::CreatePseudonym),
         may(Operation::GetPseudonym),
+        may(Operation::ErasePseudonym),
     );
     let listed = state.auth.audited(
         visit.credential(),
@@ -102,6 +106,34 @@ async fn render(
                     }
                     @if !reveal { p class="note" { "Reverse lookup needs reverse-lookup rights in this namespace." } }
                 }
+            }
+            section aria-labelledby="erase-heading" {
+                h2 id="erase-heading" { "Erase an original's entry" }
+                form method="post" action={ (base) "/erase" } class="grid" {
+                    (csrf_field(visit))
+                    input type="hidden" name="after" value=(after);
+                    fieldset disabled[!erase] {
+                        label for="erase-original" { "Original to erase" }
+                        input id="erase-original" name="original" required autocomplete="off" spellcheck="false";
+                        fieldset {
+                            legend { "How" }
+                            label class="check" for="erase-anonymize" {
+                                input id="erase-anonymize" type="radio" name="mode" value="anonymize" checked;
+                                " Anonymize: the link is gone for good, the pseudonym stays reserved"
+                            }
+                            label class="check" for="erase-delete" {
+                                input id="erase-delete" type="radio" name="mode" value="delete";
+                                " Delete the entry (where the namespace allows it; the original may get a new pseudonym)"
+                            }
+                        }
+                        // `confirm-<name>`: the page's script enables the
+                        // button once the name is typed (the server checks too).
+                        label for={ "confirm-" (name) } { "Type the namespace's name to confirm" }
+                        input id={ "confirm-" (name) } name="confirm" required autocomplete="off" spellcheck="false";
+                        button type="submit" { "Erase" }
+                    }
+                }
+                @if !erase { p class="note" { "Erasing needs erase rights in this namespace." } }
             }
             section aria-labelledby="list-heading" {
                 h2 id="list-heading" { "Pseudonyms" }
@@ -235,6 +267,69 @@ pub async fn lookup(
             p { "The original of " code { (p.pseudonym_value) } ": "
                 output id="result" { (p.original_value) } }
         }
+    });
+    render(&state, &visit, &name, &f.after, d, status, outcome).await
+}
+
+#[derive(Deserialize)]
+pub struct EraseForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    original: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    confirm: String,
+    #[serde(default)]
+    after: String,
+}
+
+/// `…/erase`: one original's entry erased, audited as the API's.
+pub async fn erase(
+    State(state): State<AppState>,
+    visit: Visit,
+    Path(name): Path<String>,
+    Form(f): Form<EraseForm>,
+) -> Response {
+    use crate::service::Erasure;
+    let d = super::page_deadline(&state);
+    let outcome = async {
+        visit.check_csrf(&state, &f.csrf)?;
+        let how = match f.mode.as_str() {
+            "anonymize" => Erasure::Anonymize,
+            "delete" => Erasure::Delete,
+            other => {
+                return Err(vfps_core::Error::invalid_argument(format!(
+                    "how to erase must be anonymize or delete, got {other:?}"
+                )))
+            }
+        };
+        if f.confirm.trim() != name {
+            return Err(vfps_core::Error::invalid_argument(format!(
+                "type the namespace's name ({name}) to confirm the erasure"
+            )));
+        }
+        let call = state.service.erase(&name, &f.original, how, d);
+        state
+            .auth
+            .audited(
+                visit.credential(),
+                Operation::ErasePseudonym,
+                &name,
+                d,
+                call,
+                |_| 1,
+            )
+            .await
+            .map(|()| how)
+    }
+    .await;
+    let (status, outcome) = shown(outcome, |how| {
+        html! { p { output id="result" { @match how {
+            crate::service::Erasure::Anonymize => "Anonymized: the entry resolves to no one any more.",
+            crate::service::Erasure::Delete => "Deleted: the entry is gone.",
+        } } } }
     });
     render(&state, &visit, &name, &f.after, d, status, outcome).await
 }

@@ -12,6 +12,7 @@ mod interleavings;
 mod jobs;
 mod limits;
 mod mii;
+mod mii_examples;
 mod observability;
 mod operations;
 mod reidentify;

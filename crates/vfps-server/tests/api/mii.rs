@@ -499,12 +499,12 @@ async fn a_batch_bundle_answers_each_entry_on_its_own(backend: Backend) {
         assert_eq!(back.pseudonym_value, p, "entry {i}");
     }
 
-    // Refused whole: a transaction, too many entries, not a Bundle.
+    // Refused whole: another type, too many entries, not a Bundle.
     for (body, status, code) in [
         (
-            json!({"resourceType": "Bundle", "type": "transaction", "entry": []}),
+            json!({"resourceType": "Bundle", "type": "history", "entry": []}),
             400,
-            "business-rule",
+            "invalid",
         ),
         (
             json!({"resourceType": "Bundle", "type": "batch",
@@ -517,6 +517,148 @@ async fn a_batch_bundle_answers_each_entry_on_its_own(backend: Backend) {
         let (got, outcome) = post(&app, None, "", &body).await;
         assert_eq!(got.as_u16(), status, "{outcome}");
         assert_eq!(issue_code(&outcome), code);
+    }
+}
+
+/// A transaction Bundle is all or nothing: every entry answered, or one
+/// failing entry named and nothing changed, whichever entry fails; its new
+/// pseudonyms are chosen anew where taken, even in a crowded namespace.
+async fn a_transaction_bundle_is_all_or_nothing(backend: Backend) {
+    let app = spawn_app(backend).await;
+    namespace(&app, "tx", HEX, 16, true).await;
+    namespace(&app, "crowded", HEX, 2, false).await;
+    let known = app.create("tx", "known").await.unwrap().pseudonym_value;
+    let entry = |url: &str, params: Value| json!({"request": {"method": "POST", "url": url}, "resource": params});
+    let ask = |ns: &str, name: &str, value: &str| {
+        parameters(&[
+            ("context", identifier(SYSTEM, ns)),
+            (name, identifier(SYSTEM, value)),
+        ])
+    };
+    let transaction = |entries: Vec<Value>| json!({"resourceType": "Bundle", "type": "transaction", "entry": entries});
+    let exists = |original: &'static str| {
+        let app = &app;
+        async move {
+            post(
+                app,
+                None,
+                "$get-pseudonym",
+                &ask("tx", "original", original),
+            )
+            .await
+            .0 == StatusCode::OK
+        }
+    };
+
+    let failing = [
+        (
+            ask("no-such-namespace", "original", "x"),
+            "$pseudonymize",
+            404,
+            "not-found",
+        ),
+        (
+            ask("tx", "pseudonym", "no-such-pseudonym"),
+            "$de-pseudonymize",
+            404,
+            "not-found",
+        ),
+        (
+            ask("tx", "original", "known"),
+            "$delete-pseudonym",
+            400,
+            "not-supported",
+        ),
+        (
+            parameters(&[("context", identifier(SYSTEM, "tx"))]),
+            "$pseudonymize",
+            400,
+            "invalid",
+        ),
+    ];
+    for (params, op, status, code) in failing {
+        let (got, outcome) = post(
+            &app,
+            None,
+            "",
+            &transaction(vec![
+                entry("$pseudonymize", ask("tx", "original", "new-1")),
+                entry("$pseudonymize", ask("tx", "original", "new-2")),
+                entry(op, params),
+            ]),
+        )
+        .await;
+        assert_eq!(got.as_u16(), status, "{op}: {outcome}");
+        assert_eq!(issue_code(&outcome), code, "{op}: {outcome}");
+        let said = outcome["issue"][0]["diagnostics"].as_str().unwrap();
+        assert!(said.starts_with("entry 2:"), "{said}");
+        assert_eq!(outcome["issue"][0]["expression"][0], "Bundle.entry[2]");
+        assert!(
+            !exists("new-1").await && !exists("new-2").await,
+            "{op}: a failed transaction stored an entry"
+        );
+    }
+
+    let (status, answer) = post(
+        &app,
+        None,
+        "",
+        &transaction(vec![
+            entry("$pseudonymize", ask("tx", "original", "new-1")),
+            entry("$pseudonymize", ask("tx", "original", "known")),
+            entry("$de-pseudonymize", ask("tx", "pseudonym", &known)),
+            entry("$pseudonymize", ask("tx", "original", "new-1")),
+            entry("/$get-pseudonym", ask("tx", "original", "known")),
+        ]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["type"], "transaction-response");
+    let entries = answer["entry"].as_array().unwrap();
+    assert!(
+        entries.iter().all(|e| e["response"]["status"] == "200 OK"),
+        "{answer}"
+    );
+    let pseudonym =
+        |i: usize| named(&entries[i]["resource"], "pseudonym")["valueIdentifier"]["value"].clone();
+    assert_eq!(pseudonym(1), json!(known));
+    assert_eq!(
+        pseudonym(0),
+        pseudonym(3),
+        "an original twice got two pseudonyms"
+    );
+    assert_eq!(pseudonym(4), json!(known));
+    assert_eq!(
+        named(&entries[2]["resource"], "original")["part"][1]["valueIdentifier"]["value"],
+        "known"
+    );
+    assert_eq!(
+        json!(app.create("tx", "new-1").await.unwrap().pseudonym_value),
+        pseudonym(0)
+    );
+
+    // 256 two-hex pseudonyms, 120 taken: 40 new originals still go in
+    // together (the taken ones among their first choices chosen anew).
+    for i in 0..120 {
+        app.create("crowded", &format!("filler-{i}")).await.unwrap();
+    }
+    let many: Vec<Value> = (0..40)
+        .map(|i| {
+            entry(
+                "$pseudonymize",
+                ask("crowded", "original", &format!("late-{i}")),
+            )
+        })
+        .collect();
+    let (status, answer) = post(&app, None, "", &transaction(many)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let mut seen = std::collections::HashSet::new();
+    for e in answer["entry"].as_array().unwrap() {
+        let p = named(&e["resource"], "pseudonym")["valueIdentifier"]["value"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(seen.insert(p), "a pseudonym twice");
     }
 }
 
@@ -668,7 +810,67 @@ async fn erasure_over_grpc_and_rest(backend: Backend) {
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
 
+/// `vfps pseudonyms erase` reads the original from standard input and
+/// erases through a running vfps; a failure exits non-zero naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_erases_an_original_read_from_standard_input() {
+    use std::io::Write;
+    let app = spawn_app(Backend::Sqlite).await;
+    namespace(&app, "cli", HEX, 16, false).await;
+    let p = app
+        .create("cli", "withdrawn by letter")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    let erase = |extra: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+            .args([
+                "pseudonyms",
+                "erase",
+                "--namespace",
+                "cli",
+                "--address",
+                &app.grpc,
+            ])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let refused = erase(&["--delete"], "withdrawn by letter\n");
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("does not allow deleting"), "{why}");
+    let done = erase(&[], "withdrawn by letter\n");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&done.stderr).contains("withdrawn"));
+    let gone = app
+        .pseudonyms
+        .clone()
+        .get(vfps_proto::v1::PseudonymServiceGetRequest {
+            namespace: "cli".into(),
+            pseudonym_value: p,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+}
+
 crate::on_both_backends!(
+    a_transaction_bundle_is_all_or_nothing,
     erasure_over_grpc_and_rest,
     the_igs_requests_are_answered_in_the_igs_shape,
     bad_input_is_an_operation_outcome_naming_the_parameter,

@@ -33,6 +33,19 @@ async fn call(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Namespace `research` (hex, length 16), made by `admin`.
+async fn create_research(app: &TestApp, admin: &str) {
+    let (status, body) = call(
+        app,
+        Method::POST,
+        "/v1/namespaces",
+        admin,
+        Some(json!({"name": "research", "pseudonymGenerationMethod": HEX, "pseudonymLength": 16})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 /// A pseudonym of `original` in `research`, made by `writer`.
 async fn pseudonym(app: &TestApp, writer: &str, original: &str) -> String {
     let (status, body) = call(
@@ -57,15 +70,7 @@ async fn an_admin_without_reverse_lookup_reaches_no_original_value(backend: Back
     let app = spawn_app_with(env).await;
     let admin = issuer.token("root", &["admin"]);
     let trustee = issuer.token("t", &["writer", "trustee"]);
-    let (status, body) = call(
-        &app,
-        Method::POST,
-        "/v1/namespaces",
-        &admin,
-        Some(json!({"name": "research", "pseudonymGenerationMethod": HEX, "pseudonymLength": 16})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    create_research(&app, &admin).await;
     let original = "patient-0042";
     let p = pseudonym(&app, &trustee, original).await;
     let mut seen = Vec::new();
@@ -165,6 +170,18 @@ async fn an_admin_without_reverse_lookup_reaches_no_original_value(backend: Back
         download_address_status(&app, Some(&admin), &id).await,
         StatusCode::FORBIDDEN
     );
+    let over_grpc = vfps_proto::v1::csv_job_service_client::CsvJobServiceClient::new(
+        tonic::transport::Channel::from_shared(app.grpc.clone())
+            .unwrap()
+            .connect_lazy(),
+    )
+    .get_download_address(authed(
+        vfps_proto::v1::CsvJobServiceGetDownloadAddressRequest { id: id.clone() },
+        Some(&admin),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(over_grpc.code(), Code::PermissionDenied, "{over_grpc:?}");
     let (_, address) = call(
         &app,
         Method::GET,
@@ -192,7 +209,7 @@ async fn an_admin_without_reverse_lookup_reaches_no_original_value(backend: Back
     for line in [
         "vfps_audit_events_total{operation=\"Tokens/Create\",outcome=\"denied\"} 3",
         "vfps_audit_events_total{operation=\"Tokens/Create\",outcome=\"allowed\"} 1",
-        "vfps_audit_events_total{operation=\"CsvJobService/Download\",outcome=\"denied\"} 2",
+        "vfps_audit_events_total{operation=\"CsvJobService/Download\",outcome=\"denied\"} 3",
     ] {
         assert!(metrics.contains(line), "{line} missing");
     }
@@ -206,15 +223,7 @@ async fn a_creator_who_lost_the_right_loses_the_output(backend: Backend) {
     with_jobs_dir(&mut env);
     let app = spawn_app_with(env).await;
     let admin = issuer.token("root", &["admin"]);
-    let (status, _) = call(
-        &app,
-        Method::POST,
-        "/v1/namespaces",
-        &admin,
-        Some(json!({"name": "research", "pseudonymGenerationMethod": HEX, "pseudonymLength": 16})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    create_research(&app, &admin).await;
     let before = issuer.token("t", &["writer", "trustee"]);
     let p = pseudonym(&app, &before, "patient-7").await;
     let id = submit(
@@ -255,15 +264,7 @@ async fn callers_are_typed_and_a_jwt_without_sub_is_refused(backend: Backend) {
     with_jobs_dir(&mut env);
     let app = spawn_app_with(env).await;
     let admin = issuer.token("root", &["admin", "writer"]);
-    let (status, _) = call(
-        &app,
-        Method::POST,
-        "/v1/namespaces",
-        &admin,
-        Some(json!({"name": "research", "pseudonymGenerationMethod": HEX, "pseudonymLength": 16})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    create_research(&app, &admin).await;
 
     let mut claims = issuer.claims("ignored", &["writer"]);
     claims.as_object_mut().unwrap().remove("sub");

@@ -39,6 +39,10 @@ fn secured_ui_env(backend: Backend) -> Vec<(String, String)> {
             "Authorization__NamespaceRules__0__ReverseLookupRoles__0",
             "vfps-trustee",
         ),
+        (
+            "Authorization__NamespaceRules__0__EraseRoles__0",
+            "vfps-trustee",
+        ),
     ] {
         env.push((k.into(), v.into()));
     }
@@ -412,8 +416,8 @@ async fn rights_are_the_apis_and_what_one_may_not_do_is_disabled() {
     let (_, _, page) = reader.get("/ui/namespaces/research/pseudonyms").await;
     assert_eq!(
         page.matches("<fieldset disabled>").count(),
-        2,
-        "create and look up: {page}"
+        3,
+        "create, look up and erase: {page}"
     );
     let csrf = reader.csrf.clone();
     let (status, _) = reader
@@ -485,14 +489,8 @@ async fn the_apis_scripts_use_the_session_only_with_its_csrf_header() {
     assert_eq!(r.status(), StatusCode::OK);
 }
 
-/// The access-tokens page refuses what the API refuses (a grant beyond the
-/// signed-in admin's own rights, naming it), and the lookup form reveals
-/// nothing to an admin without the namespace's reverse-lookup role.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
-    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
-    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
-    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+/// Namespace `research` (hex, length 8), made through the namespaces page.
+async fn create_research(admin: &mut Browser) {
     admin.get("/ui/namespaces").await;
     let csrf = admin.csrf.clone();
     let (status, page) = admin
@@ -508,6 +506,17 @@ async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{page}");
+}
+
+/// The access-tokens page refuses what the API refuses (a grant beyond the
+/// signed-in admin's own rights, naming it), and the lookup form reveals
+/// nothing to an admin without the namespace's reverse-lookup role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_grants_only_what_it_holds_and_reveals_nothing() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+    create_research(&mut admin).await;
     trustee.get("/ui/namespaces/research/pseudonyms").await;
     let csrf = trustee.csrf.clone();
     let original = "patient-0815";
@@ -668,4 +677,91 @@ async fn a_signed_out_session_is_refused_on_every_replica() {
         .get("/ui/namespaces")
         .await;
     assert_eq!(status, StatusCode::OK, "a sign-in after the end");
+}
+
+/// The erase form: erase rights, the namespace's name typed, anonymized for
+/// good or deleted where the namespace allows it; refused otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_erase_form_needs_its_right_and_the_namespaces_name() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee"]);
+    create_research(&mut admin).await;
+    let (_, _, page) = trustee.get("/ui/namespaces/research/pseudonyms").await;
+    assert!(page.contains("Erase an original"), "{page}");
+    let csrf = trustee.csrf.clone();
+    let (_, page) = trustee
+        .post(
+            "/ui/namespaces/research/pseudonyms",
+            &[("csrf", &csrf), ("original", "withdrawn")],
+            None,
+        )
+        .await;
+    let pseudonym = result_of(&page)
+        .trim_start_matches("<code>")
+        .trim_end_matches("</code>")
+        .to_owned();
+    let erase = |mode: &'static str, confirm: &'static str| {
+        [
+            ("csrf", csrf.clone()),
+            ("original", "withdrawn".to_owned()),
+            ("mode", mode.to_owned()),
+            ("confirm", confirm.to_owned()),
+        ]
+    };
+    let form = |f: &[(&'static str, String)]| -> Vec<(&'static str, String)> { f.to_vec() };
+    for (fields, status, says) in [
+        (
+            form(&erase("anonymize", "other")),
+            StatusCode::BAD_REQUEST,
+            "type the namespace",
+        ),
+        (
+            form(&erase("shred", "research")),
+            StatusCode::BAD_REQUEST,
+            "anonymize or delete",
+        ),
+        (
+            form(&erase("delete", "research")),
+            StatusCode::BAD_REQUEST,
+            "does not allow deleting",
+        ),
+        (
+            form(&erase("anonymize", "research")),
+            StatusCode::OK,
+            "Anonymized",
+        ),
+    ] {
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (got, page) = trustee
+            .post("/ui/namespaces/research/erase", &pairs, None)
+            .await;
+        assert_eq!(got, status, "{fields:?}: {page}");
+        assert!(page.contains(says), "{says}: {page}");
+    }
+    let (status, page) = trustee
+        .post(
+            "/ui/namespaces/research/reveal",
+            &[("csrf", &csrf), ("pseudonym", &pseudonym)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    // An admin without the erase right sees the form disabled, and is refused.
+    let (_, _, page) = admin.get("/ui/namespaces/research/pseudonyms").await;
+    assert!(page.contains("Erasing needs erase rights"), "{page}");
+    let csrf = admin.csrf.clone();
+    let (status, _) = admin
+        .post(
+            "/ui/namespaces/research/erase",
+            &[
+                ("csrf", &csrf),
+                ("original", "x"),
+                ("mode", "anonymize"),
+                ("confirm", "research"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

@@ -3,8 +3,14 @@
 use async_trait::async_trait;
 use vfps_core::{Error, NamespaceName, OriginalValue, Pseudonym};
 
-use super::{classify, monitor, pseudonym_from_row, PgStore, DURABLE, PSEUDONYM_COLUMNS};
-use crate::erasure::{tombstone, Erase, Erasure, UnsafeErasure};
+use super::{
+    classify, monitor, pseudonym_from_row, statements::INSERT_NEW, CandidateColumns, PgStore,
+    DURABLE, PSEUDONYM_COLUMNS,
+};
+use crate::{
+    erasure::{tombstone, Erase, Erasure, UnsafeErasure},
+    Candidate,
+};
 
 #[async_trait]
 impl Erase for PgStore {
@@ -31,6 +37,36 @@ impl Erase for PgStore {
         steps.run(tx.commit()).await?;
         lease.finish();
         row.as_ref().map(pseudonym_from_row).transpose()
+    }
+
+    async fn insert_together(&self, batch: &[Candidate]) -> Result<bool, Error> {
+        let columns = CandidateColumns::of(batch);
+        let (mut lease, steps) = self.lease().await?;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        // A taken key fails the statement (and so the transaction) whole; a
+        // row of a namespace gone is skipped, which the count shows: then
+        // nothing is committed either.
+        let inserted = steps
+            .run(async {
+                match tx.execute(INSERT_NEW, &columns.params()).await {
+                    Ok(n) => Ok(Some(n)),
+                    Err(e)
+                        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        let all = inserted == Some(batch.len() as u64);
+        if all {
+            steps.run(tx.commit()).await?;
+        } else {
+            steps.run(tx.rollback()).await?;
+        }
+        lease.finish();
+        Ok(all)
     }
 
     async fn erase(

@@ -6,7 +6,10 @@ use rusqlite::{params, OptionalExtension};
 use vfps_core::{now_micros, to_micros, Error, NamespaceName, OriginalValue, Pseudonym};
 
 use super::{pseudonym_from_row, sql_err, SqliteStore, PSEUDONYM_COLUMNS};
-use crate::erasure::{tombstone, Erase, Erasure};
+use crate::{
+    erasure::{tombstone, Erase, Erasure},
+    Candidate,
+};
 
 #[async_trait]
 impl Erase for SqliteStore {
@@ -27,6 +30,44 @@ impl Erase for SqliteStore {
             .optional()
             .map_err(sql_err)?
             .transpose()
+        })
+        .await
+    }
+
+    async fn insert_together(&self, batch: &[Candidate]) -> Result<bool, Error> {
+        let batch = batch.to_vec();
+        self.with_writer(move |c| {
+            let tx = c.transaction().map_err(sql_err)?;
+            for candidate in &batch {
+                let live: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?1 AND uid = ?2)",
+                        params![candidate.namespace.as_str(), candidate.namespace_uid.0],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_err)?;
+                let inserted = live
+                    && tx
+                        .execute(
+                            "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, \
+                             created_at, last_updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
+                             ON CONFLICT DO NOTHING",
+                            params![
+                                candidate.namespace.as_str(),
+                                candidate.original.as_str(),
+                                candidate.pseudonym,
+                                to_micros(candidate.created_at)
+                            ],
+                        )
+                        .map_err(sql_err)?
+                        == 1;
+                if !inserted {
+                    // Dropped unfinished: rolled back, nothing stored.
+                    return Ok(false);
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(true)
         })
         .await
     }

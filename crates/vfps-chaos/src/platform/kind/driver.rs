@@ -215,6 +215,9 @@ impl<R: Runner> Driver for KindDriver<R> {
                 .into_iter()
                 .filter(|(_, p)| p.exists())
                 .collect(),
+            // CloudNativePG has no leader key in what is collected: its
+            // instances' PostgreSQL lines tell the promotion.
+            ha_logs: Vec::new(),
         })
     }
 

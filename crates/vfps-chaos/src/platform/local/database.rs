@@ -103,6 +103,8 @@ postgresql:
     logging_collector: 'on'
     log_directory: '{dir}/log'
     log_filename: 'postgresql.log'
+    # The failover breakdown reads these times beside Patroni's (UTC too).
+    log_timezone: 'UTC'
   pg_hba:
     - local all all trust
     - host replication replicator 10.213.0.0/24 md5
@@ -319,6 +321,9 @@ impl Local {
             .args(AS_POSTGRES)
             .arg(patroni_tool("patroni"))
             .arg(dir.join("patroni.yml"))
+            // Python's logging writes local time without a zone: UTC, so the
+            // failover breakdown can read it beside PostgreSQL's.
+            .env("TZ", "UTC")
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

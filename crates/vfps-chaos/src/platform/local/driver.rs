@@ -207,10 +207,16 @@ impl Driver for LocalDriver {
             })
             .filter(|(_, path)| path.exists())
             .collect();
+        let ha_logs = super::ZONES
+            .iter()
+            .map(|z| (format!("db-{z}"), dir.join(format!("logs/patroni-{z}.log"))))
+            .filter(|(_, path)| path.exists())
+            .collect();
         Ok(Collected {
             erased_rows,
             load: artifacts::read_load_summary(&dir)?,
             postgres_logs,
+            ha_logs,
         })
     }
 

@@ -1,0 +1,160 @@
+//! Pseudonyms made together (a FHIR transaction Bundle's): every new one
+//! stored, or none (see `vfps_store::erasure::Erase::insert_together`).
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use vfps_core::{
+    generate::generate, now_micros, Error, ErrorKind, Namespace, NamespaceName, OriginalValue,
+    Pseudonym, PseudonymValue,
+};
+use vfps_store::{Candidate, Lookup};
+
+use super::{Service, MAX_COLLISIONS};
+
+/// `error`, saying which item it is about.
+fn at(i: usize, e: Error) -> Error {
+    Error::new(e.kind, format!("item {i}: {}", e.message))
+}
+
+impl Service {
+    /// The pseudonym of every `(namespace, original)`, made where there is
+    /// none; the new ones are stored together, all or none. An error about
+    /// one item names its position (`item i: …`); nothing is stored then.
+    pub async fn create_together(
+        &self,
+        items: &[(String, String)],
+        deadline: Instant,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        self.interactive.touch();
+        let parsed = items
+            .iter()
+            .enumerate()
+            .map(|(i, (n, o))| {
+                Ok((
+                    NamespaceName::parse(n).map_err(|e| at(i, e))?,
+                    OriginalValue::parse(o).map_err(|e| at(i, e))?,
+                ))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        // The pseudonym chosen for each new original, kept across attempts
+        // unless it turned out to be taken.
+        let mut chosen: HashMap<(&NamespaceName, &OriginalValue), String> = HashMap::new();
+        // Each attempt chooses anew only the pseudonyms found taken, so a
+        // crowded namespace needs more of them than one Create does.
+        for _ in 0..=4 * MAX_COLLISIONS {
+            let mut spaces: HashMap<&NamespaceName, Arc<Namespace>> = HashMap::new();
+            for (i, (name, _)) in parsed.iter().enumerate() {
+                if !spaces.contains_key(name) {
+                    let ns = self
+                        .read_namespace(name, deadline)
+                        .await
+                        .map_err(|e| at(i, e))?;
+                    spaces.insert(name, ns);
+                }
+            }
+            let mut answers: Vec<Option<Pseudonym>> = Vec::with_capacity(parsed.len());
+            for (name, original) in &parsed {
+                answers.push(
+                    self.retry("find_pseudonym", deadline, || {
+                        self.store.find_pseudonym(name, original)
+                    })
+                    .await?,
+                );
+            }
+            // One candidate per new original (an original twice gets one),
+            // no pseudonym twice among them.
+            let mut candidates: Vec<Candidate> = Vec::new();
+            let mut candidate_of: HashMap<(&NamespaceName, &OriginalValue), usize> = HashMap::new();
+            let mut taken: std::collections::HashSet<(&NamespaceName, String)> =
+                std::collections::HashSet::new();
+            for ((name, original), answer) in parsed.iter().zip(&answers) {
+                if answer.is_some() || candidate_of.contains_key(&(name, original)) {
+                    continue;
+                }
+                let ns = &spaces[name];
+                let mut pseudonym = chosen
+                    .remove(&(name, original))
+                    .unwrap_or_else(|| generate(&ns.settings, original));
+                for _ in 0..MAX_COLLISIONS {
+                    if !taken.contains(&(name, pseudonym.clone())) {
+                        break;
+                    }
+                    pseudonym = generate(&ns.settings, original);
+                }
+                taken.insert((name, pseudonym.clone()));
+                chosen.insert((name, original), pseudonym.clone());
+                candidate_of.insert((name, original), candidates.len());
+                candidates.push(Candidate {
+                    namespace: name.clone(),
+                    namespace_uid: ns.uid,
+                    original: original.clone(),
+                    pseudonym,
+                    created_at: now_micros(),
+                });
+            }
+            let stored = candidates.is_empty()
+                || self
+                    .retry("insert_together", deadline, || {
+                        self.store.insert_together(&candidates)
+                    })
+                    .await?;
+            if stored {
+                return Ok(parsed
+                    .iter()
+                    .zip(answers)
+                    .map(|((name, original), answer)| {
+                        answer.unwrap_or_else(|| {
+                            let c = &candidates[candidate_of[&(name, original)]];
+                            Pseudonym {
+                                namespace: name.clone(),
+                                original_value: original.as_str().to_owned(),
+                                pseudonym_value: c.pseudonym.clone(),
+                                created_at: c.created_at,
+                                last_updated_at: c.created_at,
+                            }
+                        })
+                    })
+                    .collect());
+            }
+            // A pseudonym taken, an original made meanwhile, or a namespace
+            // replaced: the taken pseudonyms are chosen anew, the rest kept,
+            // everything else read again.
+            self.metrics.pseudonym_collision();
+            let lookups: Vec<Lookup> = candidates
+                .iter()
+                .filter_map(|c| {
+                    Some(Lookup {
+                        namespace: c.namespace.clone(),
+                        pseudonym_value: PseudonymValue::parse(&c.pseudonym).ok()?,
+                    })
+                })
+                .collect();
+            let found = self
+                .retry("get_pseudonyms", deadline, || {
+                    self.store.get_pseudonyms(&lookups)
+                })
+                .await?;
+            let mut any_taken = false;
+            for (lookup, row) in lookups.iter().zip(found) {
+                if row.is_some() {
+                    any_taken = true;
+                    chosen.retain(|(name, _), p| {
+                        !(**name == lookup.namespace && p == lookup.pseudonym_value.as_str())
+                    });
+                }
+            }
+            if !any_taken {
+                // Taken by an entry no lookup shows (an anonymized one):
+                // every new original gets a new pseudonym.
+                chosen.clear();
+            }
+            for name in spaces.keys() {
+                self.forget_namespace(name);
+            }
+        }
+        Err(Error::new(
+            ErrorKind::ResourceExhausted,
+            "the new pseudonyms could not be stored together (pseudonyms taken again and again); try again",
+        ))
+    }
+}
