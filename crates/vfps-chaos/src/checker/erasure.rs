@@ -14,12 +14,14 @@
 //!   every replica after settling.
 //! - **bundles**: every batch entry answered as its model allows (a meant
 //!   failure 404, a well-formed entry 200 or 503), entries in order; its
-//!   pairs obey the properties above like single calls.
-//! - **guard-erasure-exercised**: an erasure was acknowledged, a Bundle
-//!   answered; an erasure refused for want of a right or a setting fails.
+//!   pairs obey the properties above like single calls. Transaction Bundles
+//!   all or nothing ([`super::transaction`]).
+//! - **guard-erasure-exercised**: an erasure was acknowledged, a batch and a
+//!   transaction Bundle answered; an erasure refused for want of a right or
+//!   a setting fails.
 //!
-//! Not exercised (the service has neither yet): multi-pseudonym namespaces
-//! (`$pseudonymize-multiple`) and transaction Bundles; the verdicts say so.
+//! Not exercised (the service has none yet): multi-pseudonym namespaces
+//! (`$pseudonymize-multiple`); the verdicts say so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -36,13 +38,13 @@ use crate::{
 };
 
 /// Said by every erasure verdict: what the service cannot be asked yet.
-pub const NOT_EXERCISED: &str =
-    "not exercised: the service has no multi-pseudonym namespaces / transactions";
+pub const NOT_EXERCISED: &str = "not exercised: the service has no multi-pseudonym namespaces";
 
 /// How long after an answer's call was sent an erasure may still have raced it.
 const RACE_MICROS: u64 = 10_000_000;
 
-fn short(p: &str) -> String {
+/// A pseudonym's first characters, enough to tell it in evidence.
+pub(super) fn short(p: &str) -> String {
     p.chars().take(8).collect()
 }
 
@@ -303,35 +305,33 @@ pub fn erasable_subjects(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict
 
 /// What the answers to the unsupported requests say: violations (one was
 /// accepted: the harness must judge it now) and a note for the summary.
+/// Older runs' probes of transaction Bundles, which the service refused
+/// then, are not judged: transactions are now.
 fn unsupported(h: &ErasureHistory) -> (Vec<String>, String) {
     let mut violations = Vec::new();
-    let (mut transactions, mut multiples) = (0, 0);
+    let mut multiples = 0;
     for p in &h.unsupported {
-        let (expected, what) = match p.what {
-            Unsupported::Transaction => (400, "a transaction Bundle"),
-            Unsupported::Multiple => (405, "$pseudonymize-multiple"),
-        };
+        if p.what != Unsupported::Multiple {
+            continue;
+        }
         match p.status {
-            Some(s) if s == expected => match p.what {
-                Unsupported::Transaction => transactions += 1,
-                Unsupported::Multiple => multiples += 1,
-            },
+            Some(405) => multiples += 1,
             Some(s) if (200..300).contains(&s) => violations.push(format!(
-                "t={}s {what} was answered {s}: the service offers it now, and the harness must judge it",
+                "t={}s $pseudonymize-multiple was answered {s}: the service offers it now, and the harness must judge it",
                 p.second
             )),
             _ => {}
         }
     }
-    let note = format!(
-        "{NOT_EXERCISED} (refusals seen: {transactions} transaction Bundles 400, {multiples} $pseudonymize-multiple 405)"
-    );
+    let note = format!("{NOT_EXERCISED} (refusals seen: {multiples} $pseudonymize-multiple 405)");
     (violations, note)
 }
 
-/// Every batch entry answered as its model allows.
-pub fn bundles(h: &ErasureHistory) -> Verdict {
+/// Every batch entry answered as its model allows; every transaction
+/// applied whole or not at all.
+pub fn bundles(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict {
     let (accepted, note) = unsupported(h);
+    let (in_transactions, undecided, transactions) = super::transaction::judge(h, seen);
     let violations: Vec<String> = h
         .bundles
         .iter()
@@ -341,6 +341,7 @@ pub fn bundles(h: &ErasureHistory) -> Verdict {
                 .map(move |w| format!("t={}s a Bundle of {}: {w}", b.second, b.entries))
         })
         .chain(accepted)
+        .chain(in_transactions)
         .collect();
     let answered = h
         .bundles
@@ -351,11 +352,11 @@ pub fn bundles(h: &ErasureHistory) -> Verdict {
     let mut v = Verdict::from_violations(
         Property::Bundles,
         violations,
-        0,
-        "batch entries answered against their model",
+        undecided,
+        "Bundles answered or applied against their model",
     );
     v.summary.push_str(&format!(
-        " ({} batch Bundles, {answered} answered, {entries} entries; {note})",
+        " ({} batch Bundles, {answered} answered, {entries} entries; {transactions}; {note})",
         h.bundles.len()
     ));
     v
@@ -374,6 +375,11 @@ pub fn exercised(h: &ErasureHistory) -> Verdict {
         .iter()
         .filter(|b| b.meaning == Meaning::Acknowledged)
         .count();
+    let transactions = h
+        .transactions
+        .iter()
+        .filter(|t| t.meaning == Meaning::Acknowledged)
+        .count();
     let mut problems = Vec::new();
     if acked == 0 {
         problems.push("no erasure was acknowledged".to_owned());
@@ -381,9 +387,12 @@ pub fn exercised(h: &ErasureHistory) -> Verdict {
     if bundles == 0 {
         problems.push("no batch Bundle was answered".to_owned());
     }
+    if transactions == 0 {
+        problems.push("no transaction Bundle was acknowledged".to_owned());
+    }
     problems.extend(h.cannot_erase.iter().cloned());
     let summary = if problems.is_empty() {
-        format!("{acked} erasures acknowledged, {bundles} batch Bundles answered; {NOT_EXERCISED}")
+        format!("{acked} erasures acknowledged, {bundles} batch and {transactions} transaction Bundles answered; {NOT_EXERCISED}")
     } else {
         format!("the run could not prove erasure: {}", problems.join("; "))
     };
@@ -404,7 +413,7 @@ pub fn check(h: &ErasureHistory, seen: Option<&Observed>) -> Vec<Verdict> {
     vec![
         erased_stays_erased(h, seen),
         erasable_subjects(h, seen),
-        bundles(h),
+        bundles(h, seen),
         exercised(h),
     ]
 }

@@ -49,6 +49,7 @@ pub mod margins;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
+pub mod transaction;
 pub mod ui;
 
 pub use availability::Availability;

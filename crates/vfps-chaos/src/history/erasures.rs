@@ -1,7 +1,7 @@
 //! What the MII interface's calls in the erasable namespace answered:
 //! subjects acknowledged, every (original → pseudonym) answer with when its
-//! call was sent, every erasure with what its answer means, and every batch
-//! Bundle. Saved as `erasures.json`; P8 and its companions read it
+//! call was sent, every erasure with what its answer means, every batch
+//! Bundle and every transaction Bundle with its new originals. Saved as `erasures.json`; P8 and its companions read it
 //! (`checker::erasure`).
 //!
 //! Times are microseconds of the wall clock: an answer is judged against an
@@ -62,6 +62,8 @@ pub enum Path {
     DePseudonymize,
     /// A `$pseudonymize` entry of a batch Bundle.
     BundleEntry,
+    /// A `$pseudonymize` entry of an acknowledged transaction Bundle.
+    TransactionEntry,
     /// A `$pseudonymize` sent together with an erasure of the same original.
     Race,
 }
@@ -118,12 +120,67 @@ pub struct Bundle {
     pub wrong: Vec<String>,
 }
 
+/// How the entry of a transaction meant to fail it is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failing {
+    /// A `$pseudonymize` in a namespace that does not exist: 404.
+    UnknownNamespace,
+    /// A `$pseudonymize` without its `original`: 400.
+    Malformed,
+}
+
+impl Failing {
+    /// The status the whole transaction must be refused with.
+    pub fn status(self) -> u16 {
+        match self {
+            Failing::UnknownNamespace => 404,
+            Failing::Malformed => 400,
+        }
+    }
+}
+
+/// The entry meant to fail a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingEntry {
+    pub index: usize,
+    pub how: Failing,
+}
+
+/// An original of a transaction no one had sent before, and the pseudonym
+/// the transaction answered for it (acknowledged transactions only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEntry {
+    pub original: String,
+    pub pseudonym: Option<String>,
+}
+
+/// One transaction Bundle of `$pseudonymize` entries: all applied or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transaction {
+    pub second: u64,
+    pub sent_micros: u64,
+    pub entries: usize,
+    /// The entry meant to fail the whole transaction, if any.
+    pub meant_to_fail: Option<FailingEntry>,
+    pub meaning: Meaning,
+    /// The HTTP status, or what ended the call without one.
+    pub answer: String,
+    /// Its fresh originals: only they tell whether it was applied (an
+    /// acknowledged subject's entry is there either way).
+    pub new: Vec<NewEntry>,
+    /// Answers otherwise than its model allows, for people.
+    pub wrong: Vec<String>,
+}
+
 /// What the service does not offer yet, asked now and then to see it still
 /// refuses it (so "not exercised" is a finding, not an assumption).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Unsupported {
-    /// A `transaction` Bundle: documented as refused with 400.
+    /// A `transaction` Bundle, refused with 400 until the service offered
+    /// them; kept to read older runs (transactions are judged now, as
+    /// [`Transaction`]s).
     Transaction,
     /// `$pseudonymize-multiple`: documented as refused with 405.
     Multiple,
@@ -150,6 +207,8 @@ pub struct ErasureHistory {
     pub cannot_erase: Vec<String>,
     #[serde(default)]
     pub unsupported: Vec<Probe>,
+    #[serde(default)]
+    pub transactions: Vec<Transaction>,
 }
 
 /// Most answers kept (a run at 50 calls/s for an hour stays well below).
@@ -195,6 +254,10 @@ impl ErasureLog {
 
     pub fn bundle(&self, b: Bundle) {
         self.with(|h| h.bundles.push(b));
+    }
+
+    pub fn transaction(&self, t: Transaction) {
+        self.with(|h| h.transactions.push(t));
     }
 
     pub fn unsupported(&self, p: Probe) {

@@ -1,4 +1,5 @@
-//! The MII side of a run in the report: erasures and batch Bundles counted
+//! The MII side of a run in the report: erasures, batch and transaction
+//! Bundles counted
 //! per second (`erasure-timeline.csv`) and per scenario (a section of
 //! `report.html`). Kept apart from the page's own code: the page calls
 //! [`with_section`] once.
@@ -25,6 +26,11 @@ pub struct Counts {
     pub bundles_answered: u64,
     pub entries: u64,
     pub entries_ok: u64,
+    pub transactions: u64,
+    pub transactions_acknowledged: u64,
+    /// Refused as they had to be: one entry was meant to fail them.
+    pub transactions_refused_meant: u64,
+    pub transactions_unknown: u64,
 }
 
 /// Counts by the second the calls were offered in.
@@ -50,6 +56,17 @@ pub fn per_second(h: &ErasureHistory) -> BTreeMap<u64, Counts> {
         c.entries += b.entries as u64;
         c.entries_ok += b.entries_ok as u64;
     }
+    for t in &h.transactions {
+        let c = out.entry(t.second).or_default();
+        c.transactions += 1;
+        match t.meaning {
+            Meaning::Acknowledged => c.transactions_acknowledged += 1,
+            Meaning::Refused => {
+                c.transactions_refused_meant += u64::from(t.meant_to_fail.is_some())
+            }
+            Meaning::Unknown => c.transactions_unknown += 1,
+        }
+    }
     out
 }
 
@@ -64,17 +81,21 @@ fn add(a: &mut Counts, b: &Counts) {
     a.bundles_answered += b.bundles_answered;
     a.entries += b.entries;
     a.entries_ok += b.entries_ok;
+    a.transactions += b.transactions;
+    a.transactions_acknowledged += b.transactions_acknowledged;
+    a.transactions_refused_meant += b.transactions_refused_meant;
+    a.transactions_unknown += b.transactions_unknown;
 }
 
 /// `erasure-timeline.csv`: a row per second with any erasure or Bundle.
 pub fn timeline_csv(h: &ErasureHistory) -> String {
     let mut s = String::from(
-        "second,erasures_acknowledged,erasures_refused,erasures_unknown,deletes,anonymizes,raced,bundles,bundles_answered,bundle_entries,bundle_entries_ok\n",
+        "second,erasures_acknowledged,erasures_refused,erasures_unknown,deletes,anonymizes,raced,bundles,bundles_answered,bundle_entries,bundle_entries_ok,transactions,transactions_acknowledged,transactions_refused_meant,transactions_unknown\n",
     );
     for (second, c) in per_second(h) {
         let _ = writeln!(
             s,
-            "{second},{},{},{},{},{},{},{},{},{},{}",
+            "{second},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             c.acknowledged,
             c.refused,
             c.unknown,
@@ -84,7 +105,11 @@ pub fn timeline_csv(h: &ErasureHistory) -> String {
             c.bundles,
             c.bundles_answered,
             c.entries,
-            c.entries_ok
+            c.entries_ok,
+            c.transactions,
+            c.transactions_acknowledged,
+            c.transactions_refused_meant,
+            c.transactions_unknown
         );
     }
     s
@@ -112,15 +137,15 @@ pub fn per_window(h: &ErasureHistory, windows: &[Window]) -> Vec<(String, Counts
     out
 }
 
-/// The section: erasures and Bundles per scenario.
+/// The section: erasures, batch and transaction Bundles per scenario.
 pub fn section(h: &ErasureHistory, windows: &[Window]) -> String {
     let mut s = String::from(
-        "<h2>Erasures and batch Bundles (P8)</h2><table><tr><th>window</th><th>erasures acknowledged</th><th>refused</th><th>unknown</th><th>delete / anonymize</th><th>raced by a Create</th><th>Bundles answered / sent</th><th>entries ok / sent</th></tr>",
+        "<h2>Erasures and Bundles (P8)</h2><table><tr><th>window</th><th>erasures acknowledged</th><th>refused</th><th>unknown</th><th>delete / anonymize</th><th>raced by a Create</th><th>Bundles answered / sent</th><th>entries ok / sent</th><th>transactions acknowledged / refused as meant / unknown / sent</th></tr>",
     );
     for (name, c) in per_window(h, windows) {
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{} / {} / {} / {}</td></tr>",
             name.replace('<', "&lt;"),
             c.acknowledged,
             c.refused,
@@ -131,7 +156,11 @@ pub fn section(h: &ErasureHistory, windows: &[Window]) -> String {
             c.bundles_answered,
             c.bundles,
             c.entries_ok,
-            c.entries
+            c.entries,
+            c.transactions_acknowledged,
+            c.transactions_refused_meant,
+            c.transactions_unknown,
+            c.transactions
         );
     }
     let _ = write!(
@@ -163,7 +192,7 @@ pub fn with_section(page: String, dir: &Path, windows: &[Window]) -> String {
 mod tests {
     use super::*;
     use crate::{
-        history::erasures::{Bundle, Erasure},
+        history::erasures::{Bundle, Erasure, Transaction},
         scenario::ScenarioName,
     };
 
@@ -194,11 +223,24 @@ mod tests {
                 entries_ok: 36,
                 wrong: Vec::new(),
             }],
+            transactions: vec![Transaction {
+                second: 12,
+                sent_micros: 0,
+                entries: 3,
+                meant_to_fail: None,
+                meaning: Meaning::Acknowledged,
+                answer: "200".into(),
+                new: Vec::new(),
+                wrong: Vec::new(),
+            }],
             ..ErasureHistory::default()
         };
         let csv = timeline_csv(&h);
-        assert!(csv.contains("\n1,1,0,1,1,1,2,0,0,0,0\n"), "{csv}");
-        assert!(csv.contains("\n12,1,0,0,1,0,0,1,1,40,36\n"), "{csv}");
+        assert!(csv.contains("\n1,1,0,1,1,1,2,0,0,0,0,0,0,0,0\n"), "{csv}");
+        assert!(
+            csv.contains("\n12,1,0,0,1,0,0,1,1,40,36,1,1,0,0\n"),
+            "{csv}"
+        );
         let windows = [Window {
             scenario: ScenarioName::new("drain"),
             start_seconds: 10.0,
@@ -207,6 +249,7 @@ mod tests {
         let rows = per_window(&h, &windows);
         assert_eq!(rows[0].1.acknowledged, 1);
         assert_eq!(rows[0].1.entries, 40);
+        assert_eq!(rows[0].1.transactions_acknowledged, 1);
         assert_eq!(rows[1].1.acknowledged, 2);
         let html = section(&h, &windows);
         assert!(html.contains("<td>drain</td>"));

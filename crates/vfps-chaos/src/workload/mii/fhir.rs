@@ -65,6 +65,15 @@ pub fn original_of(parameters: &Value) -> Option<&str> {
 
 /// A batch Bundle of `$pseudonymize` entries.
 pub fn batch(entries: &[Value]) -> Value {
+    bundle("batch", entries)
+}
+
+/// A transaction Bundle of `$pseudonymize` entries.
+pub fn transaction(entries: &[Value]) -> Value {
+    bundle("transaction", entries)
+}
+
+fn bundle(kind: &str, entries: &[Value]) -> Value {
     let entry: Vec<Value> = entries
         .iter()
         .map(|resource| {
@@ -74,7 +83,18 @@ pub fn batch(entries: &[Value]) -> Value {
             })
         })
         .collect();
-    json!({"resourceType": "Bundle", "type": "batch", "entry": entry})
+    json!({"resourceType": "Bundle", "type": kind, "entry": entry})
+}
+
+/// The entry a refused transaction's `OperationOutcome` names
+/// (`Bundle.entry[i]`).
+pub fn failing_entry(outcome: &Value) -> Option<usize> {
+    outcome["issue"][0]["expression"][0]
+        .as_str()?
+        .strip_prefix("Bundle.entry[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
 }
 
 /// Each entry of a `batch-response`: its status code and resource.
@@ -149,5 +169,10 @@ mod tests {
         let answers = batch_answers(&answer).unwrap();
         assert_eq!(answers[0].0, 200);
         assert_eq!(answers[1].0, 404);
+        let refused = json!({"resourceType": "OperationOutcome", "issue": [
+            {"code": "not-found", "expression": ["Bundle.entry[7]"]}]});
+        assert_eq!(failing_entry(&refused), Some(7));
+        assert_eq!(failing_entry(&json!({"issue": []})), None);
+        assert_eq!(transaction(&[asked])["type"], "transaction");
     }
 }

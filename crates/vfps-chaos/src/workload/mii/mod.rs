@@ -8,9 +8,11 @@
 //!   `$de-pseudonymize` of an acknowledged subject, `$pseudonymize` of an
 //!   acknowledged subject again, and a look at an erased subject (its old
 //!   pseudonym de-pseudonymized, or its original pseudonymized anew).
-//! - `bundle`: a batch Bundle of 1–100 `$pseudonymize` entries — fresh
-//!   originals, acknowledged ones, and about one in ten meant to fail (an
-//!   unknown context, which must be answered 404 on its own).
+//! - `bundle`: in turn a batch and a transaction Bundle of 1–100
+//!   `$pseudonymize` entries — fresh originals and acknowledged ones. In a
+//!   batch about one in ten is meant to fail (an unknown context, which must
+//!   be answered 404 on its own); every third transaction has one entry
+//!   meant to fail it whole ([`transaction`]).
 //! - `erase`: `$delete-pseudonym` and `$anonymize-original` in turn of an
 //!   acknowledged subject (each subject erased at most once); every third
 //!   one sent together with a `$pseudonymize` of the same original (an
@@ -43,6 +45,7 @@ use crate::{
 };
 
 pub mod fhir;
+mod transaction;
 pub mod verify;
 
 use fhir::Reply;
@@ -56,7 +59,8 @@ const ERASED: usize = 2_000;
 /// Attempts of one FHIR call at most, and the first pause after a 503.
 const ATTEMPTS: u32 = 5;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
-/// Every this many Bundles, what the service does not offer yet is asked for.
+/// Every this many Bundles, what the service does not offer yet is asked for
+/// (on a batch's turn).
 const UNSUPPORTED_EVERY: usize = 20;
 /// The largest batch Bundle sent.
 pub const MAX_BUNDLE: usize = 100;
@@ -449,13 +453,20 @@ impl Mii {
         served
     }
 
-    /// One batch Bundle of 1–[`MAX_BUNDLE`] entries.
+    /// One Bundle of 1–[`MAX_BUNDLE`] entries: batch and transaction in turn.
     pub async fn bundle(&self, second: u64, until: Until) -> Served {
-        let size = self
+        let turn = self
             .state
             .lock()
-            .map(|mut s| s.rng.random_range(1..=MAX_BUNDLE))
+            .map(|mut s| {
+                s.bundle_turn += 1;
+                s.bundle_turn
+            })
             .unwrap_or(1);
+        if turn.is_multiple_of(2) {
+            return self.transaction(turn / 2, second, until).await;
+        }
+        let size = self.bundle_size();
         // (original, meant to fail)
         let mut entries: Vec<(String, bool)> = Vec::with_capacity(size);
         for i in 0..size {
@@ -525,46 +536,29 @@ impl Mii {
             }
         }
         self.log.bundle(record);
-        let turn = self
-            .state
-            .lock()
-            .map(|mut s| {
-                s.bundle_turn += 1;
-                s.bundle_turn
-            })
-            .unwrap_or(1);
         if turn % UNSUPPORTED_EVERY == 1 {
             self.probe_unsupported(second, until).await;
         }
         served
     }
 
-    /// Asks for what the service does not offer yet — a transaction Bundle,
-    /// `$pseudonymize-multiple` — and records the answers (not judged as
-    /// calls: the checker reads them).
+    /// Asks for what the service does not offer yet — `$pseudonymize-multiple`
+    /// — and records the answer (not judged as a call: the checker reads it).
     async fn probe_unsupported(&self, second: u64, until: Until) {
-        let one = fhir::parameters(&[("context", &self.namespace), ("original", &self.fresh())]);
-        let mut transaction = fhir::batch(&[one]);
-        transaction["type"] = Value::from("transaction");
         let mut multiple =
             fhir::parameters(&[("context", &self.namespace), ("original", &self.fresh())]);
         if let Some(p) = multiple["parameter"].as_array_mut() {
             p.push(serde_json::json!({"name": "count", "valueInteger": 2}));
         }
-        for (what, path, body) in [
-            (Unsupported::Transaction, "", transaction),
-            (Unsupported::Multiple, "/$pseudonymize-multiple", multiple),
-        ] {
-            let status = match self.post(path, &body, until).await {
-                Reply::Status(s, _) => Some(s),
-                Reply::Lost(_) | Reply::NotSent(_) => None,
-            };
-            self.log.unsupported(Probe {
-                second,
-                what,
-                status,
-            });
-        }
+        let status = match self.post("/$pseudonymize-multiple", &multiple, until).await {
+            Reply::Status(s, _) => Some(s),
+            Reply::Lost(_) | Reply::NotSent(_) => None,
+        };
+        self.log.unsupported(Probe {
+            second,
+            what: Unsupported::Multiple,
+            status,
+        });
     }
 
     /// One erasure of an acknowledged subject, the kinds in turn; every

@@ -2,8 +2,11 @@
 //! every replica on every path that can answer a mapping: gRPC Get, REST
 //! `GET …/pseudonyms/{pseudonym}` and FHIR `$de-pseudonymize` by the
 //! pseudonym, then (once every lookup is done, since it writes) a gRPC
-//! Create of the original. What each answered goes to `erasures-verify.json`
-//! and `checker::erasure` judges it.
+//! Create of the original. Before any of that, the fresh originals of the
+//! transaction Bundles are looked up (`$get-pseudonym`, which writes
+//! nothing): whether each transaction was applied whole or not at all.
+//! What each answered goes to `erasures-verify.json` and `checker::erasure`
+//! judges it.
 
 use std::time::Duration;
 
@@ -13,7 +16,7 @@ use tonic::Code;
 use vfps_client::{Client, Outcome};
 
 use super::{fhir, fhir::Reply};
-use crate::history::erasures::ErasureHistory;
+use crate::history::erasures::{ErasureHistory, Meaning, Transaction};
 
 /// What one path of one replica answered for a pseudonym, or a Create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,10 +64,48 @@ pub struct Observed {
     pub erasures: Vec<SubjectSeen>,
     /// Live subjects (acknowledged, never erased), a sample.
     pub live: Vec<SubjectSeen>,
+    /// Transactions' fresh originals as found (older runs have none).
+    #[serde(default)]
+    pub transactions: Vec<TransactionSeen>,
+}
+
+/// What one transaction's fresh originals are found to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionSeen {
+    /// Its index in `ErasureHistory::transactions`.
+    pub index: usize,
+    /// `$get-pseudonym` of each, in the order of `Transaction::new`: the
+    /// pseudonym stored for it, or not found.
+    pub new: Vec<Seen>,
 }
 
 /// Live subjects asked of every replica at most.
 const LIVE_SAMPLE: usize = 500;
+/// Fresh originals of transactions looked up at most (the transactions not
+/// acknowledged first: they are the ones a half-applied write hides in).
+const TRANSACTION_ORIGINALS: usize = 10_000;
+
+/// The transactions to look at, within [`TRANSACTION_ORIGINALS`]: every one
+/// not acknowledged or meant to fail first, then acknowledged ones.
+pub fn transactions_to_verify(history: &ErasureHistory) -> Vec<usize> {
+    let doubtful =
+        |t: &Transaction| t.meaning != Meaning::Acknowledged || t.meant_to_fail.is_some();
+    let (first, then): (Vec<_>, Vec<_>) = history
+        .transactions
+        .iter()
+        .enumerate()
+        .partition(|(_, t)| doubtful(t));
+    let mut left = TRANSACTION_ORIGINALS;
+    let mut chosen = Vec::new();
+    for (i, t) in first.into_iter().chain(then) {
+        if t.new.len() > left {
+            continue;
+        }
+        left -= t.new.len();
+        chosen.push(i);
+    }
+    chosen
+}
 
 /// One replica's ways in.
 pub struct Replica {
@@ -167,6 +208,66 @@ impl Asker<'_> {
         (grpc, rest, fhir)
     }
 
+    /// `$get-pseudonym` of `original`: its stored pseudonym, or not found.
+    async fn stored(&self, r: &Replica, original: &str) -> Seen {
+        let body = fhir::parameters(&[("context", self.namespace), ("original", original)]);
+        from_reply(
+            http(
+                &self.http,
+                self.bearer,
+                &format!("{}/v1/fhir/$get-pseudonym", r.http),
+                Some(&body),
+            )
+            .await,
+            |b| fhir::value_of(b, "pseudonym").map(str::to_owned),
+        )
+    }
+
+    /// The chosen transactions' fresh originals, each transaction on one
+    /// replica in turn: all-or-nothing is about what the database holds,
+    /// which every replica reads alike (P8 asks each replica for its caches).
+    async fn transactions(
+        &self,
+        replicas: &[Replica],
+        history: &ErasureHistory,
+        concurrency: usize,
+    ) -> Vec<TransactionSeen> {
+        let chosen = transactions_to_verify(history);
+        let asks: Vec<(usize, usize, &str)> = chosen
+            .iter()
+            .enumerate()
+            .flat_map(|(turn, &index)| {
+                history.transactions[index]
+                    .new
+                    .iter()
+                    .map(move |n| (index, turn, n.original.as_str()))
+            })
+            .collect();
+        let seen: Vec<Seen> = futures::stream::iter(asks.iter())
+            .map(|(_, turn, original)| async move {
+                match replicas.get(turn % replicas.len().max(1)) {
+                    Some(r) => self.stored(r, original).await,
+                    None => Seen::Error("no replica".into()),
+                }
+            })
+            .buffered(concurrency.max(1))
+            .collect()
+            .await;
+        let mut out: Vec<TransactionSeen> = chosen
+            .iter()
+            .map(|&index| TransactionSeen {
+                index,
+                new: Vec::new(),
+            })
+            .collect();
+        for ((_, turn, _), s) in asks.iter().zip(seen) {
+            if let Some(t) = out.get_mut(*turn) {
+                t.new.push(s);
+            }
+        }
+        out
+    }
+
     async fn recreate(&self, r: &Replica, original: &str) -> Seen {
         from_outcome(
             r.grpc.create(self.namespace, original, self.deadline).await,
@@ -249,7 +350,13 @@ pub async fn observe(
         .map(|e| (e.original.clone(), e.pseudonym.clone()))
         .collect();
     let live = crate::checker::erasure::live_subjects(history, LIVE_SAMPLE);
+    // Before the Creates below, which would store an original.
+    let transactions = asker.transactions(replicas, history, concurrency).await;
     let erasures = asker.observe(replicas, &erased, concurrency).await;
     let live = asker.observe(replicas, &live, concurrency).await;
-    Ok(Observed { erasures, live })
+    Ok(Observed {
+        erasures,
+        live,
+        transactions,
+    })
 }
