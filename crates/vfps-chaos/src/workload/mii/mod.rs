@@ -36,14 +36,15 @@ use super::{Acked, Served};
 use crate::{
     history::{
         erasures::{
-            now_micros, Answered, Bundle, Erasure, ErasureKind, ErasureLog, Meaning, NotFound,
-            Path, Probe, Unsupported,
+            now_micros, Answered, Erasure, ErasureKind, ErasureLog, Meaning, NotFound, Path, Probe,
+            Unsupported,
         },
         Broken, Calls,
     },
     operation::Operation,
 };
 
+mod batch;
 pub mod fhir;
 mod transaction;
 pub mod verify;
@@ -466,76 +467,7 @@ impl Mii {
         if turn.is_multiple_of(2) {
             return self.transaction(turn / 2, second, until).await;
         }
-        let size = self.bundle_size();
-        // (original, meant to fail)
-        let mut entries: Vec<(String, bool)> = Vec::with_capacity(size);
-        for i in 0..size {
-            let meant_to_fail = i % 10 == 9;
-            let original = match (i % 4, self.subject()) {
-                (3, Some((o, _))) => o,
-                _ => self.fresh(),
-            };
-            entries.push((original, meant_to_fail));
-        }
-        let unknown_context = format!("{}-no-such-namespace", self.namespace);
-        let resources: Vec<Value> = entries
-            .iter()
-            .map(|(o, fail)| {
-                let context = if *fail {
-                    &unknown_context
-                } else {
-                    &self.namespace
-                };
-                fhir::parameters(&[("context", context), ("original", o)])
-            })
-            .collect();
-        let sent = now_micros();
-        let reply = self.post("", &fhir::batch(&resources), until).await;
-        let served = self.judge(Operation::Bundle, second, &reply, &[]);
-        let meant_to_fail = entries.iter().filter(|(_, f)| *f).count();
-        let mut record = Bundle {
-            second,
-            entries: size,
-            meant_to_fail,
-            meaning: meaning(&reply),
-            entries_ok: 0,
-            wrong: Vec::new(),
-        };
-        if let Reply::Status(200, answer) = &reply {
-            match fhir::batch_answers(answer) {
-                Some(answers) if answers.len() == entries.len() => {
-                    for (i, ((original, fail), (status, resource))) in
-                        entries.iter().zip(answers).enumerate()
-                    {
-                        match (fail, status) {
-                            (true, 404) => {}
-                            (false, 200) => match fhir::value_of(&resource, "pseudonym") {
-                                Some(p) => {
-                                    record.entries_ok += 1;
-                                    self.answered(second, sent, Path::BundleEntry, original, p);
-                                    self.remember(original.clone(), p.to_owned());
-                                }
-                                None => record
-                                    .wrong
-                                    .push(format!("entry {i} answered 200 without a pseudonym")),
-                            },
-                            // A database away answers an entry 503 on its own.
-                            (false, 503) => {}
-                            (true, s) => record
-                                .wrong
-                                .push(format!("entry {i} (unknown context) answered {s}, not 404")),
-                            (false, s) => record
-                                .wrong
-                                .push(format!("entry {i} (well-formed) answered {s}")),
-                        }
-                    }
-                }
-                _ => record
-                    .wrong
-                    .push("the batch-response does not answer every entry in order".into()),
-            }
-        }
-        self.log.bundle(record);
+        let served = self.batch(second, until).await;
         if turn % UNSUPPORTED_EVERY == 1 {
             self.probe_unsupported(second, until).await;
         }
