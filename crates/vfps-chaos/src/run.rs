@@ -613,13 +613,23 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
     let mut margins = checker::margins::of_run(history.availability, history.budgets);
     if let Some((steps, agreements)) = ui {
         let window_end = info.load_start_unix + rows.len() as f64;
+        let api_seen = checker::availability::longest_outage_seen_every(
+            rows,
+            checker::ui::PROBE_PERIOD_SECONDS,
+        );
         verdicts.extend(checker::ui::check(
             steps,
             agreements,
             info.budgets(),
+            api_seen,
             window_end,
         ));
-        margins.extend(checker::margins::of_ui(steps, info.budgets(), window_end));
+        margins.extend(checker::margins::of_ui(
+            steps,
+            info.budgets(),
+            api_seen,
+            window_end,
+        ));
     }
     if let Some((h, seen)) = erasures {
         verdicts.extend(checker::erasure::check(h, seen));

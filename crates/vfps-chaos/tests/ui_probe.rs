@@ -52,7 +52,7 @@ async fn judged(p: &UiProbe, seconds: u64, agree: bool) -> Vec<vfps_chaos::check
         })
         .collect();
     let window_end = steps.last().map_or(0.0, |s| s.t + 1.0);
-    ui::check(&steps, &agreements, BUDGETS, window_end)
+    ui::check(&steps, &agreements, BUDGETS, 0, window_end)
 }
 
 fn validity(v: &[vfps_chaos::checker::Verdict], p: Property) -> Validity {

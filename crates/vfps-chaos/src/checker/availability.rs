@@ -42,23 +42,58 @@ pub fn of(rows: &[Row], rate_per_second: u32) -> Availability {
         a.ok += r.ok;
         a.failed += r.failed;
         a.shed += r.shed;
-        // Invalid input is answered without the database: a second in which
-        // only those were served is still an outage.
-        let bad = r.ops[Operation::Bad.index()];
-        let (offered, ok) = (
-            r.offered - bad.offered.min(r.offered),
-            r.ok - bad.ok.min(r.ok),
-        );
-        if offered > 0 && ok == 0 {
-            run += 1;
-            longest = longest.max(run);
-        } else if offered > 0 {
-            run = 0;
+        match dead(r) {
+            Some(true) => {
+                run += 1;
+                longest = longest.max(run);
+            }
+            Some(false) => run = 0,
+            None => {}
         }
     }
     a.longest_outage_seconds = longest;
     a.unavailable_seconds = (a.failed + a.shed) as f64 / f64::from(rate_per_second.max(1));
     a
+}
+
+/// Whether a second was an outage: well-formed calls offered and none ok
+/// (`None`: none offered, the second says nothing). Invalid input is answered
+/// without the database: a second in which only those were served is still
+/// an outage.
+fn dead(r: &Row) -> Option<bool> {
+    let bad = r.ops[Operation::Bad.index()];
+    let (offered, ok) = (
+        r.offered - bad.offered.min(r.offered),
+        r.ok - bad.ok.min(r.ok),
+    );
+    (offered > 0).then_some(ok == 0)
+}
+
+/// The longest outage as a probe that looks once every `blind_seconds` may
+/// see it: outages joined across the service's up-stretches of at most that
+/// many seconds (counted in), since such a probe can miss them altogether.
+/// A double failover's second primary, up for a second between two
+/// outages, is one outage to a browser that takes a step every 3 s.
+pub fn longest_outage_seen_every(rows: &[Row], blind_seconds: u64) -> u64 {
+    // The current outage's seconds so far (0: none), and the up seconds since
+    // its last dead one; seconds with nothing offered count for neither.
+    let (mut longest, mut run, mut up) = (0u64, 0u64, 0u64);
+    for r in rows {
+        match dead(r) {
+            Some(true) => {
+                run = if run > 0 && up <= blind_seconds {
+                    run + up + 1
+                } else {
+                    1
+                };
+                up = 0;
+                longest = longest.max(run);
+            }
+            Some(false) => up += 1,
+            None => {}
+        }
+    }
+    longest
 }
 
 /// The whole run's longest outage against its budget.
@@ -204,6 +239,38 @@ mod tests {
             failed: 0,
         };
         assert_eq!(of(&[quiet], 10).longest_outage_seconds, 0);
+    }
+
+    #[test]
+    fn a_probe_that_looks_every_few_seconds_sees_outages_joined() {
+        // Two outages (3 s and 4 s) with the service up for 2 s between
+        // them, then 5 s up and a third outage of 2 s.
+        let mut rows = Vec::new();
+        for (i, ok) in [0, 0, 0, 10, 10, 0, 0, 0, 0, 10, 10, 10, 10, 10, 0, 0]
+            .into_iter()
+            .enumerate()
+        {
+            rows.push(row(i as u64, 10, ok));
+        }
+        assert_eq!(longest_outage_seen_every(&rows, 0), 4);
+        assert_eq!(
+            longest_outage_seen_every(&rows, 0),
+            of(&rows, 10).longest_outage_seconds,
+            "a probe that misses nothing sees what P1 counts"
+        );
+        assert_eq!(longest_outage_seen_every(&rows, 1), 4, "2 s up is seen");
+        assert_eq!(
+            longest_outage_seen_every(&rows, 2),
+            9,
+            "3 + 2 + 4: the 2 s between them may fall between two looks"
+        );
+        assert_eq!(longest_outage_seen_every(&rows, 5), 16);
+        rows.insert(4, row(99, 0, 0));
+        assert_eq!(
+            longest_outage_seen_every(&rows, 2),
+            9,
+            "a second with nothing offered neither extends nor breaks it"
+        );
     }
 
     #[test]

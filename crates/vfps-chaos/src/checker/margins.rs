@@ -149,7 +149,12 @@ pub fn of_run(a: Availability, budgets: Budgets) -> Vec<Margin> {
 }
 
 /// The web UI's budgeted figures, when the probe measured any.
-pub fn of_ui(steps: &[ui::StepRecord], budgets: Budgets, window_end_unix: f64) -> Vec<Margin> {
+pub fn of_ui(
+    steps: &[ui::StepRecord],
+    budgets: Budgets,
+    api_longest_seen: u64,
+    window_end_unix: f64,
+) -> Vec<Margin> {
     let Some((longest, total)) = ui::outage_seconds(steps, window_end_unix) else {
         return Vec::new();
     };
@@ -157,7 +162,7 @@ pub fn of_ui(steps: &[ui::StepRecord], budgets: Budgets, window_end_unix: f64) -
         whole_run(
             Figure::UiLongestOutage,
             longest,
-            ui::longest_budget_seconds(budgets),
+            ui::longest_budget_seconds(budgets, api_longest_seen),
         ),
         whole_run(
             Figure::UiUnavailableSeconds,

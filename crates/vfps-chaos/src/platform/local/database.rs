@@ -79,6 +79,13 @@ bootstrap:
         shared_buffers: 32MB
         max_connections: 200
         wal_log_hints: 'on'
+        # A killed primary replays the WAL since its last checkpoint (a
+        # standby's, its last restartpoint) before it can serve or be
+        # promoted. At the 5 min default that was 167 MB after a CSV job's
+        # writes, 39 s of single-user crash recovery that left a double
+        # failover's only candidate unable to take over in time; 30 s (the
+        # least PostgreSQL allows) bounds the redo to a few seconds here.
+        checkpoint_timeout: 30s
   initdb:
     - encoding: UTF8
     - locale: C
