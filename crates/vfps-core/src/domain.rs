@@ -159,12 +159,31 @@ pub struct NamespaceSettings {
     /// which a Create of it makes a new pseudonym. Off unless asked for at
     /// creation: a deletion splits a subject's data in two.
     pub deletable: bool,
+    /// Whether an original may have many pseudonyms (the MII interface's
+    /// multi-pseudonym domains, `$pseudonymize-multiple`). Such a namespace
+    /// answers no single-pseudonym Create: which of an original's pseudonyms
+    /// would it be? Off unless asked for at creation.
+    pub multi: bool,
 }
 
 impl NamespaceSettings {
     /// These settings, with entries deletable or not.
     pub fn with_deletion(self, deletable: bool) -> Self {
         Self { deletable, ..self }
+    }
+
+    /// These settings, single- or multi-pseudonym. A multi-pseudonym
+    /// namespace needs a random method: a method that derives the pseudonym
+    /// from the original (SHA-256) has only one to give (`INVALID_ARGUMENT`).
+    pub fn with_multi(self, multi: bool) -> Result<Self, Error> {
+        if multi && self.method.is_deterministic() {
+            return Err(Error::invalid_argument(format!(
+                "a multi-pseudonym namespace needs a random generation method: {} derives \
+                 the one pseudonym an original can have from it",
+                self.method.wire_name()
+            )));
+        }
+        Ok(Self { multi, ..self })
     }
 
     /// Checks the wire contract's rules: a zero length or a wrong length for a
@@ -208,6 +227,7 @@ impl NamespaceSettings {
             prefix,
             suffix,
             deletable: false,
+            multi: false,
         })
     }
 }
@@ -273,7 +293,10 @@ pub struct PseudonymPage {
 
 /// Keyset position: the last item of a page. The token carries the pseudonym (which
 /// the caller already sees), never the original value; the store looks the original
-/// up to continue the `(created_at desc, original_value desc)` order.
+/// up to continue the `(created_at desc, original_value desc)` order. A
+/// multi-pseudonym namespace is listed in `(created_at desc, pseudonym_value
+/// desc)` order (an original is no tie-breaker there), so its tokens are the
+/// position themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {
     pub created_at_micros: i64,
@@ -383,6 +406,20 @@ mod tests {
     fn original_value_debug_never_shows_the_value() {
         let v = OriginalValue::parse("secret-patient-id").unwrap();
         assert!(!format!("{v:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_multi_pseudonym_namespace_needs_a_random_method() {
+        let sha =
+            NamespaceSettings::parse(GenerationMethod::Sha256HexEncoded, 64, None, None).unwrap();
+        let e = sha.clone().with_multi(true).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::InvalidArgument);
+        assert!(e.message.contains("random generation method"), "{e}");
+        assert!(!sha.with_multi(false).unwrap().multi);
+        let hex = NamespaceSettings::parse(GenerationMethod::FullRandomHexEncoded, 8, None, None)
+            .unwrap();
+        assert!(!hex.multi, "off unless asked for");
+        assert!(hex.with_multi(true).unwrap().multi);
     }
 
     #[test]

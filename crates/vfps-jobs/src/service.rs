@@ -15,7 +15,7 @@ use vfps_store::jobs::{Claim, Deleted, JobRecord, JobState};
 use crate::{
     inspect::{inspect, InspectError, Limits},
     runner::{self, Context},
-    spec::{RawSpec, Spec},
+    spec::{Direction, RawSpec, Spec},
     storage::{input_key, job_prefix, output_key, ByteStream, StorageError, Transfer},
 };
 
@@ -89,12 +89,14 @@ impl Jobs {
     }
 
     /// Creates a job for `owner`, awaiting its upload; every namespace must
-    /// exist. Answers the job and where to upload the input.
+    /// exist (and, to pseudonymize, be single-pseudonym: see
+    /// [`single_pseudonym`]). Answers the job and where to upload the input.
     pub async fn create(&self, owner: &str, raw: RawSpec) -> Result<(JobRecord, Address), Error> {
         let spec = Spec::parse(raw)?;
         for name in spec.namespaces() {
-            if self.ctx.store.get_namespace(name).await?.is_none() {
-                return Err(Error::not_found(format!("namespace {name} not found")));
+            match self.ctx.store.get_namespace(name).await? {
+                Some(ns) => single_pseudonym(&spec, &ns)?,
+                None => return Err(Error::not_found(format!("namespace {name} not found"))),
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -191,7 +193,11 @@ impl Jobs {
         let mut uids = Vec::new();
         for name in spec.namespaces() {
             match self.ctx.store.get_namespace(name).await? {
-                Some(ns) => uids.push(ns.uid.0),
+                // Checked again: the namespace may have been made anew since.
+                Some(ns) => {
+                    single_pseudonym(&spec, &ns)?;
+                    uids.push(ns.uid.0);
+                }
                 None => return Err(Error::not_found(format!("namespace {name} not found"))),
             }
         }
@@ -353,4 +359,23 @@ impl Jobs {
             }
         }
     }
+}
+
+/// A pseudonymization job writes only into single-pseudonym namespaces
+/// (`FAILED_PRECONDITION` naming the namespace otherwise). In a
+/// multi-pseudonym namespace a row would need a new pseudonym each time it
+/// is processed, and a job re-processes the rows after its last checkpoint
+/// when another runner takes it over: its output would then differ from an
+/// uninterrupted run's and leave pseudonyms in the namespace that no output
+/// names. De-pseudonymizing works on both kinds.
+fn single_pseudonym(spec: &Spec, ns: &vfps_core::Namespace) -> Result<(), Error> {
+    if spec.direction == Direction::Pseudonymize && ns.settings.multi {
+        return Err(Error::failed_precondition(format!(
+            "namespace {} is a multi-pseudonym namespace: a CSV pseudonymization job cannot \
+             write into it (each row would get a new pseudonym, again when a job resumes); \
+             use $pseudonymize-multiple, or a single-pseudonym namespace",
+            ns.name
+        )));
+    }
+    Ok(())
 }

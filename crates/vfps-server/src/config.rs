@@ -934,6 +934,7 @@ mod tests {
             ),
             ("Init__v1__Namespaces__0__PseudonymPrefix", "d-"),
             ("Init__v1__Namespaces__0__PseudonymDeletionAllowed", "True"),
+            ("Init__v1__Namespaces__0__MultiPseudonym", "true"),
             ("Init__v1__Namespaces__1__Name", "other"),
         ])
         .unwrap();
@@ -958,6 +959,8 @@ mod tests {
         assert_eq!(s.init_namespaces[1].settings.length, 32);
         assert!(s.init_namespaces[0].settings.deletable);
         assert!(!s.init_namespaces[1].settings.deletable);
+        assert!(s.init_namespaces[0].settings.multi);
+        assert!(!s.init_namespaces[1].settings.multi);
     }
 
     #[test]
@@ -1055,6 +1058,13 @@ mod tests {
             ("Init__v1__Namespaces__1__PseudonymLength", "abc"),
             ("Init__v1__Namespaces__2__Name", "d"),
             ("Init__v1__Namespaces__2__PseudonymDeletionAllowed", "maybe"),
+            ("Init__v1__Namespaces__2__MultiPseudonym", "several"),
+            ("Init__v1__Namespaces__3__Name", "hashed"),
+            (
+                "Init__v1__Namespaces__3__PseudonymGenerationMethod",
+                "PSEUDONYM_GENERATION_METHOD_SHA256_HEX_ENCODED",
+            ),
+            ("Init__v1__Namespaces__3__MultiPseudonym", "true"),
         ])
         .unwrap_err();
         let all = e.0.join("\n");
@@ -1064,6 +1074,8 @@ mod tests {
             "Init__v1__Namespaces__1__PseudonymGenerationMethod=\"NOPE\"",
             "Init__v1__Namespaces__1__PseudonymLength=\"abc\"",
             "Init__v1__Namespaces__2__PseudonymDeletionAllowed=\"maybe\" is not true or false",
+            "Init__v1__Namespaces__2__MultiPseudonym=\"several\" is not true or false",
+            "Init__v1__Namespaces__3: a multi-pseudonym namespace needs a random generation method",
         ] {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }

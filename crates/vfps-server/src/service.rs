@@ -16,8 +16,10 @@ use vfps_core::{
 use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted};
 
 mod erasure;
+mod multi;
 mod together;
 pub use erasure::Erasure;
+pub use multi::MAX_NEW_PSEUDONYMS;
 
 use crate::{
     cache::TtlCache,
@@ -44,6 +46,9 @@ pub struct NewNamespace {
     pub description: String,
     /// Whether an original's entry may be deleted later.
     pub deletable: bool,
+    /// Whether an original may have many pseudonyms (a multi-pseudonym
+    /// namespace).
+    pub multi: bool,
 }
 
 /// The service. Cheap to clone.
@@ -345,7 +350,8 @@ impl Service {
             ))
         })?;
         let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?
-            .with_deletion(req.deletable);
+            .with_deletion(req.deletable)
+            .with_multi(req.multi)?;
         storable("description", &req.description)?;
         if req.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(Error::invalid_argument(format!(
@@ -465,6 +471,12 @@ impl Service {
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
         let mut ns = self.namespace_for_create(&name, deadline).await?;
+        if ns.settings.multi {
+            // A cached namespace may have been replaced by a single one.
+            self.forget_namespace(&name);
+            ns = self.read_namespace(&name, deadline).await?;
+            multi::single_only(&ns)?;
+        }
         if let Some(cache) = &self.pseudonyms {
             let hit = cache
                 .get(&(name.clone(), original.clone()))
@@ -501,6 +513,7 @@ impl Service {
                     // (perhaps while cached), or the pseudonym collided.
                     self.forget_namespace(&name);
                     let current = self.read_namespace(&name, deadline).await?;
+                    multi::single_only(&current)?;
                     if current.uid != ns.uid {
                         ns = current;
                         continue;
@@ -569,7 +582,19 @@ impl Service {
         } else {
             Some(PageCursor::decode(page_token)?)
         };
-        self.namespace_for_read(&name, deadline).await?;
+        let ns = self.namespace_for_read(&name, deadline).await?;
+        if ns.settings.multi {
+            return self
+                .retry("list_pseudonyms", deadline, || {
+                    self.store.list_multi_pseudonyms(
+                        &name,
+                        size,
+                        cursor.as_ref(),
+                        include_total_size,
+                    )
+                })
+                .await;
+        }
         self.retry("list_pseudonyms", deadline, || {
             self.store
                 .list_pseudonyms(&name, size, cursor.as_ref(), include_total_size)

@@ -11,6 +11,8 @@
 //! - [`coherence`]: when cached namespaces and pseudonyms may be served.
 //! - [`jobs`]: CSV jobs as rows, claimed under a fenced lease.
 //! - [`erasure`]: one original's entry deleted or anonymized, and found.
+//! - [`multi`]: multi-pseudonym namespaces, whose originals have many
+//!   pseudonyms (a table of their own).
 //! - [`sessions`]: ended admin UI sessions (sign-out on every replica).
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
@@ -36,6 +38,7 @@ pub mod erasure;
 pub mod health;
 pub mod jobs;
 pub mod migrate;
+pub mod multi;
 pub mod postgres;
 pub mod sessions;
 pub mod sqlite;
@@ -117,7 +120,9 @@ pub trait Upsert: Send + Sync + 'static {
 
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
-pub trait Store: Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase {
+pub trait Store:
+    Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase + multi::Multi
+{
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
@@ -148,7 +153,9 @@ pub trait Store: Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Eras
         }
         Ok(rows)
     }
-    /// Newest first; `after` continues from the last item of the previous page.
+    /// Newest first; `after` continues from the last item of the previous
+    /// page. A single-pseudonym namespace's entries; a multi-pseudonym one's
+    /// are listed by [`multi::Multi::list_multi_pseudonyms`].
     async fn list_pseudonyms(
         &self,
         namespace: &NamespaceName,

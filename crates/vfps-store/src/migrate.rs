@@ -51,6 +51,13 @@ pub const POSTGRES: &[Migration] = &[
         name: "pseudonym_deletion",
         sql: include_str!("../migrations/postgres/0006_pseudonym_deletion.sql"),
     },
+    // 7 is left to another change (PostgreSQL's `restore_holds`); versions
+    // are looked up one by one, so a gap is fine.
+    Migration {
+        version: 8,
+        name: "multi_pseudonym",
+        sql: include_str!("../migrations/postgres/0008_multi_pseudonym.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -83,6 +90,13 @@ pub const SQLITE: &[Migration] = &[
         version: 6,
         name: "pseudonym_deletion",
         sql: include_str!("../migrations/sqlite/0006_pseudonym_deletion.sql"),
+    },
+    // 7 is left to another change (PostgreSQL's `restore_holds`); versions
+    // are looked up one by one, so a gap is fine.
+    Migration {
+        version: 8,
+        name: "multi_pseudonym",
+        sql: include_str!("../migrations/sqlite/0008_multi_pseudonym.sql"),
     },
 ];
 

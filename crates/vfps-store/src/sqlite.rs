@@ -35,6 +35,7 @@ use crate::{
 
 mod erasure;
 mod jobs;
+mod multi;
 mod sessions;
 
 const READERS: usize = 4;
@@ -370,7 +371,7 @@ impl SqliteStore {
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed";
+     pseudonym_deletion_allowed, multi_pseudonym";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -385,6 +386,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let updated: i64 = r.get(7)?;
     let uid: i64 = r.get(8)?;
     let deletable: bool = r.get(9)?;
+    let multi: bool = r.get(10)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -395,7 +397,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             uid: NamespaceUid(uid),
             description,
             settings: NamespaceSettings::parse(method, length, prefix, suffix)?
-                .with_deletion(deletable),
+                .with_deletion(deletable)
+                .with_multi(multi)?,
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -455,7 +458,8 @@ impl Upsert for SqliteStore {
                 let mut insert = tx
                     .prepare_cached(&format!(
                         "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
-                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = ?1 AND uid = ?5)
+                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces
+                             WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0)
                          ON CONFLICT DO NOTHING"
                     ))
                     .map_err(sql_err)?;
@@ -501,7 +505,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -514,7 +518,8 @@ impl Store for SqliteStore {
                         to_micros(ns.created_at),
                         to_micros(ns.last_updated_at),
                         ns.uid.0,
-                        s.deletable
+                        s.deletable,
+                        s.multi
                     ],
                 )
                 .map_err(sql_err)?;
@@ -589,7 +594,13 @@ impl Store for SqliteStore {
         self.with_reader(move |c| {
             c.query_row(
                 &format!(
-                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND pseudonym_value = ?2"
+                    // A multi-pseudonym namespace's entries are in
+                    // multi_pseudonyms (see `crate::multi`); the first
+                    // branch with a row ends the lookup.
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 AND pseudonym_value = ?2
+                     UNION ALL
+                     SELECT {PSEUDONYM_COLUMNS} FROM multi_pseudonyms WHERE namespace = ?1 AND pseudonym_value = ?2
+                     LIMIT 1"
                 ),
                 [ns, pv],
                 pseudonym_from_row,
@@ -701,6 +712,8 @@ impl Store for SqliteStore {
             let mut st = c
                 .prepare_cached(
                     "SELECT n.name, n.uid, (SELECT count(*) FROM pseudonyms p
+                         WHERE p.namespace = n.name AND p.created_at > ?2 AND p.created_at <= ?3)
+                       + (SELECT count(*) FROM multi_pseudonyms p
                          WHERE p.namespace = n.name AND p.created_at > ?2 AND p.created_at <= ?3)
                      FROM namespaces n WHERE ?1 IS NULL OR n.name = ?1 ORDER BY n.name",
                 )

@@ -664,6 +664,8 @@ macro_rules! contract {
 
 #[path = "contract/jobs.rs"]
 mod jobs;
+#[path = "contract/multi.rs"]
+mod multi;
 
 contract!(
     namespaces_round_trip,
@@ -732,7 +734,7 @@ async fn postgres_migrations_are_idempotent_and_need_no_superuser() {
     );
     let third = store.migrate().await.unwrap();
     assert!(third.applied.is_empty());
-    assert_eq!(third.already_applied, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(third.already_applied, vec![1, 2, 3, 4, 5, 6, 8]);
 }
 
 #[tokio::test]

@@ -195,4 +195,32 @@ export async function scenarios(t) {
     expect(/Anonymized/.test(await resultText(page)), await outcome(page));
     expect((await t.api("GET", `/v1/namespaces/e2e/pseudonyms/${p}`)).status === 404, "the erased entry still resolves");
   }, [NAMESPACE]);
+
+  await t.run("a multi-pseudonym namespace: ticked on the form, listed as 'many', a new pseudonym per Create", async () => {
+    const page = t.page;
+    await page.goto(`${t.base}/ui/namespaces`);
+    await page.getByLabel("Name", { exact: true }).fill("secondary");
+    await page.getByLabel("Method").selectOption({ label: "UUID v4" });
+    await page.getByLabel(/Many pseudonyms per original/).check();
+    await Promise.all([page.waitForNavigation(), page.getByRole("button", { name: "Create namespace" }).click()]);
+    expect(!(await page.locator("[role=alert]").count()), await outcome(page));
+    expect((await row(page, "secondary").innerText()).includes("many"), "the namespace is not listed as multi-pseudonym");
+    const got = await t.api("GET", "/v1/namespaces/secondary");
+    expect(got.json?.namespace?.multiPseudonym === true, `the API has: ${got.text}`);
+    t.originals.add("subject-9");
+    const made = [];
+    for (let i = 0; i < 2; i++) {
+      await page.goto(`${t.base}/ui/namespaces/secondary/pseudonyms`);
+      await page.getByLabel("Original value").fill("subject-9");
+      await Promise.all([page.waitForNavigation(), page.getByRole("button", { name: "Create pseudonym" }).click()]);
+      made.push(await resultText(page));
+    }
+    expect(made[0] !== made[1], "a Create answered an earlier pseudonym");
+    for (const p of made) {
+      const api = await t.api("GET", `/v1/namespaces/secondary/pseudonyms/${p}`);
+      expect(api.json?.pseudonym?.originalValue === "subject-9", `the API resolves ${p} to: ${api.text}`);
+    }
+    const listed = await t.api("GET", "/v1/namespaces/secondary/pseudonyms?includeTotalSize=true");
+    expect(Number(listed.json?.totalSize) === 2, `the API lists: ${listed.text}`);
+  }, [SIGN_IN]);
 }

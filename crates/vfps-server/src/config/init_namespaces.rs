@@ -51,6 +51,7 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
                 "pseudonymprefix",
                 "pseudonymsuffix",
                 "pseudonymdeletionallowed",
+                "multipseudonym",
             ]
             .contains(&f.as_str())
             {
@@ -104,20 +105,22 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
         let (Some(name), Some(method), Some(length)) = (name, method, length) else {
             continue;
         };
-        let deletable = match fields
-            .get("pseudonymdeletionallowed")
-            .map(|v| v.to_ascii_lowercase())
-        {
-            None => false,
-            Some(v) if v == "true" => true,
-            Some(v) if v == "false" => false,
-            Some(v) => {
-                errors.push(format!(
-                    "{}={v:?} is not true or false",
-                    key("PseudonymDeletionAllowed")
-                ));
-                continue;
+        // A true/false field, false when absent; a bad value is named.
+        let mut flag = |field: &str, spelled: &str| -> Option<bool> {
+            match fields.get(field).map(|v| v.to_ascii_lowercase()) {
+                None => Some(false),
+                Some(v) if v == "true" => Some(true),
+                Some(v) if v == "false" => Some(false),
+                Some(v) => {
+                    errors.push(format!("{}={v:?} is not true or false", key(spelled)));
+                    None
+                }
             }
+        };
+        let deletable = flag("pseudonymdeletionallowed", "PseudonymDeletionAllowed");
+        let multi = flag("multipseudonym", "MultiPseudonym");
+        let (Some(deletable), Some(multi)) = (deletable, multi) else {
+            continue;
         };
         let nonempty = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
         match NamespaceSettings::parse(
@@ -125,11 +128,13 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
             length,
             nonempty("pseudonymprefix"),
             nonempty("pseudonymsuffix"),
-        ) {
+        )
+        .and_then(|s| s.with_deletion(deletable).with_multi(multi))
+        {
             Ok(settings) => out.push(InitNamespace {
                 name: name.clone(),
                 description: fields.get("description").cloned().unwrap_or_default(),
-                settings: settings.with_deletion(deletable),
+                settings,
             }),
             Err(e) => errors.push(format!("Init__v1__Namespaces__{i}: {}", e.message)),
         }

@@ -4,10 +4,10 @@
 //!
 //! | operation | needs | answers |
 //! |---|---|---|
-//! | `$pseudonymize` | write | `context`, `original`, `pseudonym` (made if missing, unless `allowCreate` is false) |
-//! | `$get-pseudonym` | write | the same, never made; 404 without one |
+//! | `$pseudonymize` | write | `context`, `original`, `pseudonym` (made if missing, unless `allowCreate` is false); single-pseudonym namespaces |
+//! | `$get-pseudonym` | write | the same, never made; 404 without one; single-pseudonym namespaces |
 //! | `$de-pseudonymize` | reverse-lookup (audited) | `original` with parts `context`, `value`, `pseudonym` |
-//! | `$pseudonymize-multiple` | write | refused: every namespace here is single-pseudonym |
+//! | `$pseudonymize-multiple` | write | one `pseudonym` (parts `context`, `original`, `value`) per pseudonym: `count` 0 all of the original's (404 without one), `count` n n new ones (201); multi-pseudonym namespaces |
 //! | `$delete-pseudonym` | erase (audited) | an `OperationOutcome`: deleted, where the namespace allows it |
 //! | `$anonymize-original` | erase (audited) | an `OperationOutcome`: the link gone for good, the pseudonym reserved |
 //!
@@ -30,7 +30,7 @@ pub const IG: &str =
     "https://www.medizininformatik-initiative.de/fhir/ext/mii-interface-module-pseudonymization";
 
 /// Most pseudonyms one `$pseudonymize-multiple` may ask for.
-pub const MAX_COUNT: i64 = 1000;
+pub const MAX_COUNT: i64 = crate::service::MAX_NEW_PSEUDONYMS as i64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -209,10 +209,27 @@ async fn execute(
                     "parameter count must be between 0 and {MAX_COUNT}, got {count}"
                 )));
             }
-            service.get_namespace(namespace, deadline).await?;
-            Err(Error::failed_precondition(format!(
-                "namespace {namespace} is a single-pseudonym namespace: use $pseudonymize"
-            )))
+            let original = input.original.as_ref().ok_or_else(missing)?;
+            let made = service
+                .pseudonymize_multiple(namespace, original.value(), count as u32, deadline)
+                .await?;
+            // The IG's batch example answers new pseudonyms 201 Created.
+            let status = if count == 0 {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((
+                status,
+                json!({"resourceType": "Parameters", "parameter": made.iter().map(|p| json!({
+                    "name": "pseudonym",
+                    "part": [
+                        context.echo("context"),
+                        original.echo("original"),
+                        original.answer("value", &p.pseudonym_value, context),
+                    ],
+                })).collect::<Vec<_>>()}),
+            ))
         }
         Op::DeletePseudonym | Op::AnonymizeOriginal => {
             let original = input.original.as_ref().ok_or_else(missing)?;
@@ -252,15 +269,12 @@ fn missing() -> Error {
 }
 
 /// An error as the IG answers it: what a namespace does not allow is `405`
-/// `not-supported` (the IG's batch example), the rest as every FHIR route
-/// answers errors.
+/// `not-supported` (the IG's batch example) — erasing where it is off,
+/// `$pseudonymize-multiple` in a single-pseudonym namespace, `$pseudonymize`
+/// and `$get-pseudonym` in a multi-pseudonym one — the rest as every FHIR
+/// route answers errors.
 pub fn refused(op: Op, e: &Error) -> Answer {
-    if e.kind == ErrorKind::FailedPrecondition
-        && matches!(
-            op,
-            Op::DeletePseudonym | Op::AnonymizeOriginal | Op::PseudonymizeMultiple
-        )
-    {
+    if e.kind == ErrorKind::FailedPrecondition && op != Op::DePseudonymize {
         return (
             StatusCode::METHOD_NOT_ALLOWED,
             super::issue(

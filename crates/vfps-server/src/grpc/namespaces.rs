@@ -22,6 +22,7 @@ pub(crate) fn to_proto(ns: &Namespace) -> pb::Namespace {
         pseudonym_prefix: Some(ns.settings.prefix.clone().unwrap_or_default()),
         pseudonym_suffix: Some(ns.settings.suffix.clone().unwrap_or_default()),
         pseudonym_deletion_allowed: ns.settings.deletable.then_some(true),
+        multi_pseudonym: ns.settings.multi.then_some(true),
     }
 }
 
@@ -34,6 +35,7 @@ pub(crate) fn new_namespace(r: pb::NamespaceServiceCreateRequest) -> NewNamespac
         suffix: r.pseudonym_suffix.filter(|s| !s.is_empty()),
         description: r.description,
         deletable: r.pseudonym_deletion_allowed.unwrap_or(false),
+        multi: r.multi_pseudonym.unwrap_or(false),
     }
 }
 

@@ -26,7 +26,8 @@ impl Service {
         self.interactive.touch();
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
-        self.read_namespace(&name, deadline).await?;
+        let ns = self.read_namespace(&name, deadline).await?;
+        super::multi::single_only(&ns)?;
         self.retry("find_pseudonym", deadline, || {
             self.store.find_pseudonym(&name, &original)
         })
@@ -38,7 +39,8 @@ impl Service {
         })
     }
 
-    /// Erases `original`'s entry in `namespace`. `FAILED_PRECONDITION` when
+    /// Erases `original`'s entry in `namespace` (in a multi-pseudonym
+    /// namespace, every pseudonym of it). `FAILED_PRECONDITION` when
     /// the namespace does not allow it (deletion off; anonymizing where the
     /// pseudonym is derived from the original, which anyone can recompute);
     /// `NOT_FOUND` when there is no such namespace or entry.

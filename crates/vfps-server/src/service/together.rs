@@ -49,6 +49,7 @@ impl Service {
                         .read_namespace(name, deadline)
                         .await
                         .map_err(|e| at(i, e))?;
+                    super::multi::single_only(&ns).map_err(|e| at(i, e))?;
                     spaces.insert(name, ns);
                 }
             }

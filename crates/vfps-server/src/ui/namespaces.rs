@@ -96,6 +96,10 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                             input id="ns-deletable" type="checkbox" name="deletable" value="true";
                             " Entries may be deleted (an original's entry erased for good; off: only anonymized)"
                         }
+                        label class="check" for="ns-multi" {
+                            input id="ns-multi" type="checkbox" name="multi" value="true";
+                            " Many pseudonyms per original (a multi-pseudonym namespace, for $pseudonymize-multiple; random pseudonyms only)"
+                        }
                         button type="submit" { "Create namespace" }
                     }
                 }
@@ -111,7 +115,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                             table {
                                 thead { tr {
                                     th scope="col" { "Name" } th scope="col" { "Method" } th scope="col" class="num" { "Length" }
-                                    th scope="col" { "Prefix" } th scope="col" { "Suffix" } th scope="col" { "Description" } th scope="col" { "Delete" }
+                                    th scope="col" { "Prefix" } th scope="col" { "Suffix" } th scope="col" { "Pseudonyms per original" } th scope="col" { "Description" } th scope="col" { "Delete" }
                                 } }
                                 tbody {
                                     @for ns in visible { (row(state, visit, &principal, admin, ns)) }
@@ -145,6 +149,7 @@ fn row(
             td class="num" { (s.length) }
             td { (s.prefix.as_deref().unwrap_or("")) }
             td { (s.suffix.as_deref().unwrap_or("")) }
+            td { @if s.multi { "many" } @else { "one" } }
             td { (ns.description) }
             td {
                 form method="post" action={ "/ui/namespaces/" (url_encode(name)) "/delete" } class="inline" {
@@ -180,6 +185,9 @@ pub struct CreateForm {
     /// `true` when "entries may be deleted" is ticked.
     #[serde(default)]
     deletable: Option<String>,
+    /// `true` when "many pseudonyms per original" is ticked.
+    #[serde(default)]
+    multi: Option<String>,
 }
 
 pub async fn create(
@@ -219,6 +227,7 @@ pub async fn create(
                     suffix: blank_none(&f.suffix),
                     description: f.description.clone(),
                     deletable: f.deletable.as_deref() == Some("true"),
+                    multi: f.multi.as_deref() == Some("true"),
                 },
                 d,
             )

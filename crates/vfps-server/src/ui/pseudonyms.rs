@@ -219,6 +219,18 @@ pub async fn create(
                 d,
             )
             .await?;
+        // In a multi-pseudonym namespace each Create makes one more.
+        let ns = state.service.get_namespace(&name, d).await?;
+        if ns.settings.multi {
+            let made = state
+                .service
+                .pseudonymize_multiple(&name, &f.original, 1, d)
+                .await?;
+            return made
+                .into_iter()
+                .next()
+                .ok_or_else(|| vfps_core::Error::internal("no pseudonym was made"));
+        }
         state.service.create_pseudonym(&name, &f.original, d).await
     }
     .await;

@@ -28,6 +28,7 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
         pseudonym_suffix: None,
         description: "a namespace".into(),
         pseudonym_deletion_allowed: None,
+        multi_pseudonym: None,
     };
     let created = ns
         .create(create("alpha", UUID4, 36))

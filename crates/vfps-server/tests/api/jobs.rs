@@ -23,7 +23,7 @@ const UUID4: i32 = 3;
 
 /// A backend's environment with job files in a folder every server of the
 /// test shares.
-fn jobs_env(backend: Backend) -> Vec<(String, String)> {
+pub(crate) fn jobs_env(backend: Backend) -> Vec<(String, String)> {
     let mut env = backend_env(backend).0;
     with_jobs_dir(&mut env);
     env

@@ -765,3 +765,104 @@ async fn the_erase_form_needs_its_right_and_the_namespaces_name() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+/// A multi-pseudonym namespace from the form: listed as such; its pseudonyms
+/// page makes one more pseudonym per Create, lists and reveals them all, and
+/// an erasure takes them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_pseudonym_namespace_makes_one_more_pseudonym_per_create() {
+    let app = spawn_app_with(secured_ui_env(Backend::Sqlite)).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin"]);
+    let mut trustee = Browser::signed_in(&app, KEY, "tom", &["vfps-trustee", "vfps-reader"]);
+    admin.get("/ui/namespaces").await;
+    let csrf = admin.csrf.clone();
+    let (status, page) = admin
+        .post(
+            "/ui/namespaces",
+            &[
+                ("csrf", &csrf),
+                ("name", "research"),
+                ("method", "5"),
+                ("length", "8"),
+                ("multi", "true"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("Pseudonyms per original"), "{page}");
+    assert!(page.contains("<td>many</td>"), "{page}");
+    // SHA-256 cannot be one, and the form says why.
+    let (status, page) = admin
+        .post(
+            "/ui/namespaces",
+            &[
+                ("csrf", &csrf),
+                ("name", "hashed"),
+                ("method", "2"),
+                ("length", "64"),
+                ("multi", "true"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(page.contains("random generation method"), "{page}");
+
+    trustee.get("/ui/namespaces/research/pseudonyms").await;
+    let csrf = trustee.csrf.clone();
+    let mut made = Vec::new();
+    for _ in 0..2 {
+        let (status, page) = trustee
+            .post(
+                "/ui/namespaces/research/pseudonyms",
+                &[("csrf", &csrf), ("original", "subject")],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        made.push(
+            result_of(&page)
+                .trim_start_matches("<code>")
+                .trim_end_matches("</code>")
+                .to_owned(),
+        );
+    }
+    assert_ne!(made[0], made[1], "a Create answered an earlier pseudonym");
+    let (_, _, page) = trustee.get("/ui/namespaces/research/pseudonyms").await;
+    for p in &made {
+        assert!(page.contains(p.as_str()), "{p} not listed: {page}");
+        let (status, page) = trustee
+            .post(
+                "/ui/namespaces/research/reveal",
+                &[("csrf", &csrf), ("pseudonym", p)],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert_eq!(result_of(&page), "subject");
+    }
+    let (status, page) = trustee
+        .post(
+            "/ui/namespaces/research/erase",
+            &[
+                ("csrf", &csrf),
+                ("original", "subject"),
+                ("mode", "anonymize"),
+                ("confirm", "research"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    for p in &made {
+        let (status, page) = trustee
+            .post(
+                "/ui/namespaces/research/reveal",
+                &[("csrf", &csrf), ("pseudonym", p)],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    }
+}

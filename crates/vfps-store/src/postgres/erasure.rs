@@ -110,9 +110,43 @@ impl Erase for PgStore {
                     .await?
             }
         };
-        let erased: Option<String> = row
+        let mut erased: Option<String> = row
             .map(|r| r.try_get(0).map_err(|e| classify(&e)))
             .transpose()?;
+        if erased.is_none() {
+            // A multi-pseudonym namespace's entries: every pseudonym of the
+            // original, each anonymized one with a marker of its own, so
+            // that its pseudonyms are not linked to each other either.
+            let rows = match how {
+                Erasure::Delete => {
+                    steps
+                        .run(tx.query(
+                            "DELETE FROM multi_pseudonyms \
+                             WHERE namespace = $1 AND original_value = $2 \
+                             RETURNING pseudonym_value",
+                            &[&namespace.as_str(), &original.as_str()],
+                        ))
+                        .await?
+                }
+                Erasure::Anonymize => {
+                    let marker = vfps_core::anonymized_original("");
+                    steps
+                        .run(tx.query(
+                            "UPDATE multi_pseudonyms \
+                             SET original_value = $3 || gen_random_uuid()::text, \
+                                 last_updated_at = now() \
+                             WHERE namespace = $1 AND original_value = $2 \
+                             RETURNING pseudonym_value",
+                            &[&namespace.as_str(), &original.as_str(), &marker],
+                        ))
+                        .await?
+                }
+            };
+            erased = rows
+                .first()
+                .map(|r| r.try_get(0).map_err(|e| classify(&e)))
+                .transpose()?;
+        }
         if erased.is_some() && !unannounced {
             // Delivered at commit to every replica's monitor: its caches of
             // the namespace go stale.

@@ -45,6 +45,7 @@ mod adopt;
 mod erasure;
 mod jobs;
 mod monitor;
+mod multi;
 pub mod npgsql;
 mod pool;
 mod sessions;
@@ -438,7 +439,8 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
         r.try_get(4).map_err(get_err)?,
         r.try_get(5).map_err(get_err)?,
     )?
-    .with_deletion(r.try_get(9).map_err(get_err)?);
+    .with_deletion(r.try_get(9).map_err(get_err)?)
+    .with_multi(r.try_get(10).map_err(get_err)?)?;
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -467,7 +469,7 @@ const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable rea
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed";
+     pseudonym_deletion_allowed, multi_pseudonym";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -592,7 +594,7 @@ impl Store for PgStore {
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -606,6 +608,7 @@ impl Store for PgStore {
                     &ns.last_updated_at,
                     &ns.uid.0,
                     &s.deletable,
+                    &s.multi,
                 ],
             ))
             .await?;
@@ -667,6 +670,12 @@ impl Store for PgStore {
             steps
                 .run(tx.execute(
                     "DELETE FROM pseudonyms WHERE namespace = $1",
+                    &[&name.as_str()],
+                ))
+                .await?;
+            steps
+                .run(tx.execute(
+                    "DELETE FROM multi_pseudonyms WHERE namespace = $1",
                     &[&name.as_str()],
                 ))
                 .await?;
@@ -834,6 +843,10 @@ impl Store for PgStore {
         let rows = steps
             .run(lease.client().query(
                 "SELECT n.name, n.uid, (SELECT count(*) FROM pseudonyms p
+                     WHERE p.namespace = n.name
+                     AND p.created_at > coalesce($2, '-infinity'::timestamptz)
+                     AND p.created_at <= coalesce($3, 'infinity'::timestamptz))
+                   + (SELECT count(*) FROM multi_pseudonyms p
                      WHERE p.namespace = n.name
                      AND p.created_at > coalesce($2, '-infinity'::timestamptz)
                      AND p.created_at <= coalesce($3, 'infinity'::timestamptz))
@@ -1041,7 +1054,12 @@ mod tests {
                      created_at, last_updated_at) VALUES ('n', 0, 8, now(), now()); \
                  INSERT INTO pseudonyms SELECT 'n', 'o' || g, 'p' || g, now(), now() \
                      FROM generate_series(1, 2000) g; \
-                 ANALYZE pseudonyms",
+                 INSERT INTO namespaces (name, pseudonym_generation_method, pseudonym_length, \
+                     created_at, last_updated_at, multi_pseudonym) \
+                     VALUES ('m', 0, 8, now(), now(), true); \
+                 INSERT INTO multi_pseudonyms SELECT 'm', 'q' || g, 'o' || (g / 10), now(), now() \
+                     FROM generate_series(1, 2000) g; \
+                 ANALYZE pseudonyms; ANALYZE multi_pseudonyms",
             )
             .unwrap();
         for (statement, arguments) in [
@@ -1060,10 +1078,63 @@ mod tests {
                 )
                 .unwrap();
             assert!(
-                plan.contains("Index") && !plan.contains("Seq Scan on pseudonyms"),
+                plan.contains("Index")
+                    && !plan.contains("Seq Scan on pseudonyms")
+                    && !plan.contains("Seq Scan on multi_pseudonyms"),
                 "{statement:?} scans the table:\n{plan}"
             );
         }
+    }
+
+    /// A reverse lookup that finds its row in `pseudonyms` (a single-pseudonym
+    /// namespace's) never probes `multi_pseudonyms`: the `LIMIT 1` over the
+    /// `UNION ALL` stops at the first branch's row, so single-pseudonym Gets
+    /// cost what they did before multi-pseudonym namespaces.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reverse_lookup_hit_never_probes_the_multi_pseudonym_table() {
+        let cluster = vfps_testkit::shared();
+        let db = cluster.create_database().unwrap();
+        let _store = migrated_store(&db).await;
+        cluster
+            .psql(
+                &db.name,
+                "INSERT INTO pseudonyms VALUES ('n', 'o1', 'p1', now(), now()); \
+                 INSERT INTO multi_pseudonyms VALUES ('m', 'q1', 'o1', now(), now())",
+            )
+            .unwrap();
+        for (statement, arguments) in [
+            (Prepared::GetPseudonym, "'n', 'p1'"),
+            (Prepared::GetPseudonyms, "'{n,n}', '{p1,p1}'"),
+        ] {
+            let plan = cluster
+                .psql(
+                    &db.name,
+                    &format!(
+                        "PREPARE s AS {}; EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE s({arguments})",
+                        statement.sql()
+                    ),
+                )
+                .unwrap();
+            let multi = plan
+                .lines()
+                .find(|l| l.contains("on multi_pseudonyms"))
+                .unwrap_or_else(|| panic!("{statement:?} has no multi_pseudonyms branch:\n{plan}"));
+            assert!(
+                multi.contains("never executed"),
+                "{statement:?} probed multi_pseudonyms on a hit:\n{plan}"
+            );
+        }
+        // And a multi-pseudonym namespace's row is found in the second branch.
+        let found = cluster
+            .psql(
+                &db.name,
+                &format!(
+                    "PREPARE s AS {}; EXECUTE s('m', 'q1')",
+                    Prepared::GetPseudonym.sql()
+                ),
+            )
+            .unwrap();
+        assert!(found.contains("o1"), "{found}");
     }
 
     /// Connections idle for longer than `Connection Idle Lifetime` are closed,

@@ -7,7 +7,8 @@
 macro_rules! insert {
     () => {
         "WITH live AS MATERIALIZED (
-        SELECT name, uid FROM namespaces WHERE name = ANY($1::text[]) FOR KEY SHARE)
+        SELECT name, uid FROM namespaces
+        WHERE name = ANY($1::text[]) AND NOT multi_pseudonym FOR KEY SHARE)
     INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
     SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
     FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
@@ -83,12 +84,34 @@ pub(super) const EXISTING: &str =
 /// scan of `pseudonyms` while the table is a few thousand rows, a plan kept
 /// until the next analyze of the table (a test checks the plan). A table of a
 /// page or two is scanned, as by [`Prepared::GetPseudonym`].
+///
+/// A multi-pseudonym namespace's entries are in `multi_pseudonyms`, probed
+/// by its key after `pseudonyms`: the `LIMIT 1` over the `UNION ALL` stops
+/// at the first branch with a row, so a single-pseudonym namespace's hit
+/// costs no second probe.
 const GET_PSEUDONYMS: &str =
     "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
     FROM unnest($1::text[], $2::text[]) AS i(namespace, pseudonym_value)
     CROSS JOIN LATERAL (
-        SELECT * FROM pseudonyms p
-        WHERE p.namespace = i.namespace AND p.pseudonym_value = i.pseudonym_value LIMIT 1) p";
+        (SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at,
+            p.last_updated_at
+        FROM pseudonyms p
+        WHERE p.namespace = i.namespace AND p.pseudonym_value = i.pseudonym_value LIMIT 1)
+        UNION ALL
+        (SELECT m.namespace, m.original_value, m.pseudonym_value, m.created_at,
+            m.last_updated_at
+        FROM multi_pseudonyms m
+        WHERE m.namespace = i.namespace AND m.pseudonym_value = i.pseudonym_value LIMIT 1)
+        LIMIT 1) p";
+
+/// One reverse lookup, in both tables (see [`GET_PSEUDONYMS`]).
+const GET_PSEUDONYM: &str =
+    "(SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+     FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2)
+    UNION ALL
+    (SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+     FROM multi_pseudonyms WHERE namespace = $1 AND pseudonym_value = $2)
+    LIMIT 1";
 
 /// Statements prepared per connection; the discriminant is the slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,14 +134,11 @@ impl Prepared {
             Self::InsertNew => INSERT_NEW,
             Self::Existing => EXISTING,
             Self::GetPseudonyms => GET_PSEUDONYMS,
-            Self::GetPseudonym => {
-                "SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
-                 FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2"
-            }
+            Self::GetPseudonym => GET_PSEUDONYM,
             Self::GetNamespace => {
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length,
                     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid,
-                    pseudonym_deletion_allowed
+                    pseudonym_deletion_allowed, multi_pseudonym
                  FROM namespaces WHERE name = $1"
             }
             Self::FindToken => {

@@ -41,7 +41,8 @@ impl Erase for SqliteStore {
             for candidate in &batch {
                 let live: bool = tx
                     .query_row(
-                        "SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?1 AND uid = ?2)",
+                        "SELECT EXISTS (SELECT 1 FROM namespaces \
+                         WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 0)",
                         params![candidate.namespace.as_str(), candidate.namespace_uid.0],
                         |r| r.get(0),
                     )
@@ -91,15 +92,24 @@ impl Erase for SqliteStore {
                          WHERE namespace = ?1 AND original_value = ?2 RETURNING pseudonym_value"
                     }
                 };
-                let mut statement = c.prepare(sql).map_err(sql_err)?;
-                let row = match how {
-                    Erasure::Delete => statement.query_row(params![ns, o], |r| r.get(0)),
-                    Erasure::Anonymize => statement
-                        .query_row(params![ns, o, tombstone(), to_micros(now_micros())], |r| {
-                            r.get(0)
-                        }),
+                let tx = c.transaction().map_err(sql_err)?;
+                let row: Option<String> = {
+                    let mut statement = tx.prepare(sql).map_err(sql_err)?;
+                    let row = match how {
+                        Erasure::Delete => statement.query_row(params![ns, o], |r| r.get(0)),
+                        Erasure::Anonymize => statement
+                            .query_row(params![ns, o, tombstone(), to_micros(now_micros())], |r| {
+                                r.get(0)
+                            }),
+                    };
+                    row.optional().map_err(sql_err)?
                 };
-                row.optional().map_err(sql_err)
+                let erased = match row {
+                    Some(p) => Some(p),
+                    None => erase_multi(&tx, &ns, &o, how)?,
+                };
+                tx.commit().map_err(sql_err)?;
+                Ok(erased)
             })
             .await?;
         if erased.is_some() {
@@ -107,4 +117,43 @@ impl Erase for SqliteStore {
         }
         Ok(erased)
     }
+}
+
+/// Erases every pseudonym of `original` in a multi-pseudonym namespace (see
+/// `crate::multi`), each anonymized one with a marker of its own so that its
+/// pseudonyms are not linked to each other either; answers one of them.
+fn erase_multi(
+    tx: &rusqlite::Transaction<'_>,
+    ns: &str,
+    original: &str,
+    how: Erasure,
+) -> Result<Option<String>, Error> {
+    let mut values: Vec<String> = {
+        let mut st = tx
+            .prepare(
+                "SELECT pseudonym_value FROM multi_pseudonyms \
+                 WHERE namespace = ?1 AND original_value = ?2",
+            )
+            .map_err(sql_err)?;
+        let rows = st
+            .query_map(params![ns, original], |r| r.get(0))
+            .map_err(sql_err)?;
+        rows.collect::<Result<_, _>>().map_err(sql_err)?
+    };
+    values.sort();
+    for p in &values {
+        match how {
+            Erasure::Delete => tx.execute(
+                "DELETE FROM multi_pseudonyms WHERE namespace = ?1 AND pseudonym_value = ?2",
+                params![ns, p],
+            ),
+            Erasure::Anonymize => tx.execute(
+                "UPDATE multi_pseudonyms SET original_value = ?3, last_updated_at = ?4 \
+                 WHERE namespace = ?1 AND pseudonym_value = ?2",
+                params![ns, p, tombstone(), to_micros(now_micros())],
+            ),
+        }
+        .map_err(sql_err)?;
+    }
+    Ok(values.into_iter().next())
 }

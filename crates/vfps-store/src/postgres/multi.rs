@@ -1,0 +1,150 @@
+//! Multi-pseudonym namespaces on PostgreSQL (see `crate::multi`).
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use vfps_core::{
+    Error, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+};
+
+use super::{pseudonym_from_row, PgStore, DURABLE};
+use crate::{
+    multi::{in_input_order, Multi},
+    page_from_rows,
+};
+
+/// The columns of a row as `pseudonym_from_row` reads them.
+const COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+
+#[async_trait]
+impl Multi for PgStore {
+    async fn add_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        original: &OriginalValue,
+        pseudonyms: &[String],
+        created_at: SystemTime,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        let (lease, steps) = self.lease().await?;
+        // The namespace row is locked FOR KEY SHARE, as by the upsert: a
+        // namespace delete waits for this commit and removes these rows too,
+        // or this finds the namespace gone. Sorted, so concurrent inserts
+        // lock index entries in one order.
+        let rows = steps
+            .run(lease.client().query(
+                &format!(
+                    "WITH live AS MATERIALIZED (
+                        SELECT name FROM namespaces
+                        WHERE name = $1 AND uid = $2 AND multi_pseudonym FOR KEY SHARE)
+                    INSERT INTO multi_pseudonyms
+                        (namespace, pseudonym_value, original_value, created_at, last_updated_at)
+                    SELECT live.name, p.value, $3, $5, $5
+                    FROM live, unnest($4::text[]) AS p(value)
+                    ORDER BY p.value
+                    ON CONFLICT DO NOTHING
+                    RETURNING {COLUMNS}"
+                ),
+                &[
+                    &namespace.as_str(),
+                    &uid.0,
+                    &original.as_str(),
+                    &pseudonyms,
+                    &created_at,
+                ],
+            ))
+            .await?;
+        lease.finish();
+        let rows = rows
+            .iter()
+            .map(pseudonym_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(in_input_order(pseudonyms, rows))
+    }
+
+    async fn pseudonyms_of(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        let (mut lease, steps) = self.lease().await?;
+        // Rows committed on the primary alone (their wait for the standby
+        // cancelled) must not be answered: the read ends in a commit that
+        // waits for the standby past them.
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        let rows = steps
+            .run(tx.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM multi_pseudonyms
+                     WHERE namespace = $1 AND original_value = $2
+                     ORDER BY created_at, pseudonym_value"
+                ),
+                &[&namespace.as_str(), &original.as_str()],
+            ))
+            .await?;
+        steps.run(tx.commit()).await?;
+        lease.finish();
+        rows.iter().map(pseudonym_from_row).collect()
+    }
+
+    async fn list_multi_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        page_size: u32,
+        after: Option<&PageCursor>,
+        include_total_size: bool,
+    ) -> Result<PseudonymPage, Error> {
+        let (lease, steps) = self.lease().await?;
+        let c = lease.client();
+        let limit = i64::from(page_size) + 1;
+        let rows = match after {
+            None => {
+                steps
+                    .run(c.query(
+                        &format!(
+                            "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = $1
+                             ORDER BY created_at DESC, pseudonym_value DESC LIMIT $2"
+                        ),
+                        &[&namespace.as_str(), &limit],
+                    ))
+                    .await?
+            }
+            Some(cursor) => {
+                let created = vfps_core::from_micros(cursor.created_at_micros);
+                steps
+                    .run(c.query(
+                        &format!(
+                            "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = $1
+                             AND (created_at, pseudonym_value) < ($2, $3)
+                             ORDER BY created_at DESC, pseudonym_value DESC LIMIT $4"
+                        ),
+                        &[
+                            &namespace.as_str(),
+                            &created,
+                            &cursor.pseudonym_value,
+                            &limit,
+                        ],
+                    ))
+                    .await?
+            }
+        };
+        let items = rows
+            .iter()
+            .map(pseudonym_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let total = if include_total_size {
+            let row = steps
+                .run(c.query_one(
+                    "SELECT count(*) FROM multi_pseudonyms WHERE namespace = $1",
+                    &[&namespace.as_str()],
+                ))
+                .await?;
+            Some(row.try_get::<_, i64>(0).map_err(|e| super::classify(&e))?)
+        } else {
+            None
+        };
+        lease.finish();
+        Ok(page_from_rows(items, page_size, total))
+    }
+}

@@ -1,0 +1,139 @@
+//! Multi-pseudonym namespaces on SQLite (see `crate::multi`).
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+use vfps_core::{
+    to_micros, Error, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
+    PseudonymPage,
+};
+
+use super::{pseudonym_from_row, sql_err, SqliteStore};
+use crate::{
+    multi::{in_input_order, Multi},
+    page_from_rows,
+};
+
+/// The columns of a row as `pseudonym_from_row` reads them.
+const COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+
+#[async_trait]
+impl Multi for SqliteStore {
+    async fn add_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        original: &OriginalValue,
+        pseudonyms: &[String],
+        created_at: SystemTime,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        let asked = pseudonyms.to_vec();
+        let created = to_micros(created_at);
+        let rows = self
+            .with_writer(move |c| {
+                let tx = c
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(sql_err)?;
+                let live: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM namespaces \
+                         WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 1)",
+                        params![ns, uid.0],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_err)?;
+                let mut stored = Vec::new();
+                if live {
+                    let mut insert = tx
+                        .prepare_cached(&format!(
+                            "INSERT INTO multi_pseudonyms \
+                             (namespace, pseudonym_value, original_value, created_at, last_updated_at) \
+                             VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+                        ))
+                        .map_err(sql_err)?;
+                    for p in &asked {
+                        if let Some(row) = insert
+                            .query_row(params![ns, p, o, created], pseudonym_from_row)
+                            .optional()
+                            .map_err(sql_err)?
+                        {
+                            stored.push(row?);
+                        }
+                    }
+                }
+                tx.commit().map_err(sql_err)?;
+                Ok(stored)
+            })
+            .await?;
+        Ok(in_input_order(pseudonyms, rows))
+    }
+
+    async fn pseudonyms_of(
+        &self,
+        namespace: &NamespaceName,
+        original: &OriginalValue,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        self.with_reader(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM multi_pseudonyms \
+                     WHERE namespace = ?1 AND original_value = ?2 \
+                     ORDER BY created_at, pseudonym_value"
+                ))
+                .map_err(sql_err)?;
+            let rows = st
+                .query_map(params![ns, o], pseudonym_from_row)
+                .map_err(sql_err)?;
+            rows.map(|r| r.map_err(sql_err)?).collect()
+        })
+        .await
+    }
+
+    async fn list_multi_pseudonyms(
+        &self,
+        namespace: &NamespaceName,
+        page_size: u32,
+        after: Option<&PageCursor>,
+        include_total_size: bool,
+    ) -> Result<PseudonymPage, Error> {
+        let ns = namespace.as_str().to_owned();
+        let after = after.cloned();
+        self.with_reader(move |c| {
+            let limit = i64::from(page_size) + 1;
+            // Without a token the position is not compared (?3 is NULL).
+            let (micros, pseudonym) = match &after {
+                Some(cur) => (cur.created_at_micros, Some(cur.pseudonym_value.clone())),
+                None => (i64::MAX, None),
+            };
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = ?1
+                     AND (?3 IS NULL OR (created_at, pseudonym_value) < (?2, ?3))
+                     ORDER BY created_at DESC, pseudonym_value DESC LIMIT ?4"
+                ))
+                .map_err(sql_err)?;
+            let items = st
+                .query_map(params![ns, micros, pseudonym, limit], pseudonym_from_row)
+                .map_err(sql_err)?
+                .map(|r| r.map_err(sql_err)?)
+                .collect::<Result<Vec<_>, Error>>()?;
+            let total = if include_total_size {
+                Some(
+                    c.query_row(
+                        "SELECT count(*) FROM multi_pseudonyms WHERE namespace = ?1",
+                        [&ns],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .map_err(sql_err)?,
+                )
+            } else {
+                None
+            };
+            Ok(page_from_rows(items, page_size, total))
+        })
+        .await
+    }
+}
