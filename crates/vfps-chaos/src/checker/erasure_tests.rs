@@ -96,6 +96,7 @@ fn observed(erased: Vec<ReplicaSeen>) -> Observed {
             replicas: vec![replica(Seen::Value("o2".into()), Seen::Value("p2".into())); 3],
         }],
         transactions: Vec::new(),
+        multi: None,
     }
 }
 

@@ -209,6 +209,9 @@ pub struct ErasureHistory {
     pub unsupported: Vec<Probe>,
     #[serde(default)]
     pub transactions: Vec<Transaction>,
+    /// The multi-pseudonym namespace's record (`None` in runs before it).
+    #[serde(default)]
+    pub multi: Option<super::multi::MultiHistory>,
 }
 
 /// Most answers kept (a run at 50 calls/s for an hour stays well below).
@@ -269,6 +272,15 @@ impl ErasureLog {
             if h.cannot_erase.len() < 10 {
                 h.cannot_erase.push(why);
             }
+        });
+    }
+
+    /// Records into the multi-pseudonym namespace's record, started as
+    /// `namespace` if there is none yet.
+    pub fn multi(&self, namespace: &str, f: impl FnOnce(&mut super::multi::MultiHistory)) {
+        self.with(|h| {
+            f(h.multi
+                .get_or_insert_with(|| super::multi::MultiHistory::new(namespace)))
         });
     }
 

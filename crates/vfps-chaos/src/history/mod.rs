@@ -13,6 +13,8 @@
 //! - [`erasures`]: what the run erased and what each replica and the
 //!   database answered of it afterwards.
 //! - [`leftovers`]: what the final verification checks besides the ledger.
+//! - [`multi`]: what `$pseudonymize-multiple` and the erasures in the
+//!   multi-pseudonym namespace answered.
 
 pub mod calls;
 pub mod cpu;
@@ -21,6 +23,7 @@ pub mod failover;
 pub mod latency;
 pub mod ledger;
 pub mod leftovers;
+pub mod multi;
 pub mod timeline;
 pub mod ui;
 

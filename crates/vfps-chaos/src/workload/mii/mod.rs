@@ -18,6 +18,10 @@
 //!   one sent together with a `$pseudonymize` of the same original (an
 //!   erasure racing a Create).
 //!
+//! One `mii` call in [`MULTI_EVERY`] and one erasure in
+//! [`MULTI_ERASE_EVERY`] go to the multi-pseudonym namespace instead
+//! (`$pseudonymize-multiple`, [`multi`]).
+//!
 //! Every answer is recorded in [`ErasureLog`] with what it means; the
 //! checkers judge them after the run (`checker::erasure`), and verification
 //! asks every replica about every erasure (`verify`).
@@ -46,6 +50,8 @@ use crate::{
 
 mod batch;
 pub mod fhir;
+pub mod multi;
+pub mod multi_verify;
 mod transaction;
 pub mod verify;
 
@@ -63,6 +69,11 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// Every this many Bundles, what the service does not offer yet is asked for
 /// (on a batch's turn).
 const UNSUPPORTED_EVERY: usize = 20;
+/// One `mii` call in this many is a `$pseudonymize-multiple` (half of the
+/// fresh `$pseudonymize` turns).
+const MULTI_EVERY: usize = 10;
+/// One erasure in this many erases a multi original, while there is one.
+const MULTI_ERASE_EVERY: usize = 5;
 /// The largest batch Bundle sent.
 pub const MAX_BUNDLE: usize = 100;
 
@@ -96,8 +107,10 @@ pub fn http_bases(client: &Client, list: Option<&str>) -> Vec<String> {
     }
 }
 
-/// Creates the erasable namespace (`ALREADY_EXISTS` is fine).
+/// Creates the erasable namespace and the multi-pseudonym one
+/// (`ALREADY_EXISTS` is fine).
 pub async fn create_namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    multi::create_namespace(client, namespace).await?;
     let created = client
         .ensure_namespace(
             NamespaceServiceCreateRequest {
@@ -144,6 +157,8 @@ pub struct Mii {
     state: Mutex<State>,
     /// Marks this run's originals apart from the main namespace's.
     run: u64,
+    /// `$pseudonymize-multiple` and erasures in the multi-pseudonym namespace.
+    multi: multi::Multi,
 }
 
 impl Mii {
@@ -162,7 +177,7 @@ impl Mii {
             bases: http_bases(client, http),
             bearer: client.bearer_header().map(str::to_owned),
             namespace: erasable_namespace(namespace),
-            log,
+            log: log.clone(),
             calls,
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed ^ 0x6d69_6900),
@@ -174,6 +189,7 @@ impl Mii {
                 next_base: 0,
             }),
             run: seed,
+            multi: multi::Multi::new(namespace, seed, &log),
         })
     }
 
@@ -383,6 +399,9 @@ impl Mii {
     /// One `mii` call, the kinds in turn.
     pub async fn call(&self, second: u64, until: Until) -> Served {
         let turn = self.turn(false);
+        if turn.is_multiple_of(MULTI_EVERY) {
+            return self.multi.call(self, second, until).await;
+        }
         let subject = self.subject();
         match (turn % 5, subject) {
             (1, Some(pair)) => self.get_pseudonym(pair, second, until).await,
@@ -497,6 +516,11 @@ impl Mii {
     /// third sent together with a `$pseudonymize` of the same original.
     pub async fn erase(&self, second: u64, until: Until) -> Served {
         let turn = self.turn(true);
+        if turn.is_multiple_of(MULTI_ERASE_EVERY) {
+            if let Some(served) = self.multi.erase(self, second, until).await {
+                return served;
+            }
+        }
         let Some((original, pseudonym)) = self.take_subject() else {
             // Nothing acknowledged yet: a fresh subject, so the slot still calls.
             return self.create_fresh(second, until).await;

@@ -67,6 +67,9 @@ pub struct Observed {
     /// Transactions' fresh originals as found (older runs have none).
     #[serde(default)]
     pub transactions: Vec<TransactionSeen>,
+    /// The multi-pseudonym namespace as found (runs before it have none).
+    #[serde(default)]
+    pub multi: Option<super::multi_verify::MultiSeen>,
 }
 
 /// What one transaction's fresh originals are found to be.
@@ -124,7 +127,7 @@ fn from_outcome<T>(o: Outcome<T>, value: impl FnOnce(T) -> String) -> Seen {
 
 /// An HTTP GET or POST tried a few times while it is not answered or
 /// answered 503 (the verification's own retries).
-async fn http(
+pub(super) async fn http(
     http: &reqwest::Client,
     bearer: Option<&str>,
     url: &str,
@@ -156,7 +159,10 @@ async fn http(
     last
 }
 
-fn from_reply(reply: Reply, value: impl FnOnce(&serde_json::Value) -> Option<String>) -> Seen {
+pub(super) fn from_reply(
+    reply: Reply,
+    value: impl FnOnce(&serde_json::Value) -> Option<String>,
+) -> Seen {
     match reply {
         Reply::Status(200, body) => match value(&body) {
             Some(v) => Seen::Value(v),
@@ -354,9 +360,16 @@ pub async fn observe(
     let transactions = asker.transactions(replicas, history, concurrency).await;
     let erasures = asker.observe(replicas, &erased, concurrency).await;
     let live = asker.observe(replicas, &live, concurrency).await;
+    let multi = match &history.multi {
+        Some(m) => {
+            Some(super::multi_verify::observe(replicas, &asker.http, bearer, m, concurrency).await)
+        }
+        None => None,
+    };
     Ok(Observed {
         erasures,
         live,
         transactions,
+        multi,
     })
 }
