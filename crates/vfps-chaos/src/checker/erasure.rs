@@ -416,6 +416,12 @@ pub fn check(h: &ErasureHistory, seen: Option<&Observed>) -> Vec<Verdict> {
         bundles(h, seen),
         exercised(h),
     ]
+    .into_iter()
+    .chain(super::multi::check(
+        h.multi.as_ref(),
+        seen.and_then(|s| s.multi.as_ref()),
+    ))
+    .collect()
 }
 
 /// The MII side's record of a run directory (`erasures.json`), if it has one.

@@ -26,6 +26,9 @@
 //! - [`cost`]: the harness's own CPU as a caveat on the verdict.
 //! - [`erasure`]: P8 (erased stays erased), P2–P4 until erasure, batch
 //!   Bundles, and the guards that the run erased at all and in every scenario.
+//! - [`multi`]: multi-pseudonym namespaces — pseudonyms resolve to their own
+//!   original, are not shared, `count` 0 answers them all, erased ones stay
+//!   erased — and the guard that the run made, read and erased them.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -46,6 +49,7 @@ pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
 pub mod margins;
+pub mod multi;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
@@ -122,6 +126,16 @@ pub enum Property {
     /// P8 in the database itself, asked directly after the run.
     #[serde(rename = "P8-erased-in-database")]
     ErasedInDatabase,
+    /// Multi-pseudonym namespaces: every acknowledged pseudonym resolves to
+    /// its own original, none is shared, `count` 0 answers every one.
+    #[serde(rename = "multi-pseudonyms")]
+    MultiPseudonyms,
+    /// P8 for multi originals: none of an erased original's pseudonyms answered.
+    #[serde(rename = "P8-multi-erased-stays-erased")]
+    MultiErasedStaysErased,
+    /// The run made, read and erased multi originals (no vacuous pass).
+    #[serde(rename = "guard-multi-exercised")]
+    MultiExercised,
 }
 
 impl Property {
@@ -156,6 +170,9 @@ impl Property {
             Property::ErasureExercised => "guard-erasure-exercised",
             Property::ErasureInEveryScenario => "guard-erasure-in-every-scenario",
             Property::ErasedInDatabase => "P8-erased-in-database",
+            Property::MultiPseudonyms => "multi-pseudonyms",
+            Property::MultiErasedStaysErased => "P8-multi-erased-stays-erased",
+            Property::MultiExercised => "guard-multi-exercised",
         }
     }
 }
@@ -526,6 +543,9 @@ mod tests {
             Property::ScenarioOutage,
             Property::OneSubjectOnePseudonym,
             Property::ChaosWithinWindow,
+            Property::MultiPseudonyms,
+            Property::MultiErasedStaysErased,
+            Property::MultiExercised,
         ] {
             assert_eq!(
                 serde_json::to_string(&p).unwrap(),
