@@ -2,7 +2,8 @@
 //! their pseudonym caches on): the MII side of the workload (transaction
 //! Bundles all or nothing among it) passes on the service as it is, fails P8 when erasures are not announced to the other
 //! replica's cache, and fails its guard when the namespace does not allow
-//! erasure.
+//! erasure. Its `$pseudonymize-multiple` creates in the multi-pseudonym
+//! namespace resolve to their originals on both replicas.
 
 #![allow(clippy::unwrap_used)]
 
@@ -109,13 +110,16 @@ async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
         Property::Bundles,
         Property::ErasureExercised,
         Property::NoInnocentFailure,
+        Property::MultiPseudonyms,
+        Property::MultiErasedStaysErased,
+        Property::MultiExercised,
     ] {
         let v = verdict(&summary, p);
         assert_eq!(v.validity, Validity::Valid, "{p}: {v:#?}");
     }
     assert!(summary.passed, "{:#?}", summary.verdicts);
     let p8 = verdict(&summary, Property::ErasedStaysErased);
-    assert!(p8.summary.contains("not exercised"), "{}", p8.summary);
+    assert!(p8.summary.contains("multi-pseudonyms"), "{}", p8.summary);
     // What the service does not offer yet was asked for, and refused.
     let b = verdict(&summary, Property::Bundles);
     assert!(
@@ -149,14 +153,47 @@ async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
         "{}",
         b.summary
     );
+    // Multi creates were acknowledged, and verification resolved each of
+    // their pseudonyms on both replicas to its own original.
+    let multi = h.multi.as_ref().unwrap();
+    assert_eq!(multi.namespace, "resilience-multi");
+    let acknowledged = multi.acknowledged();
+    assert!(!acknowledged.is_empty());
+    let seen: vfps_chaos::workload::mii::verify::Observed =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("erasures-verify.json")).unwrap())
+            .unwrap();
+    let resolved: usize = seen
+        .multi
+        .unwrap()
+        .originals
+        .iter()
+        .filter(|o| !multi.erasures.iter().any(|e| e.original == o.original))
+        .flat_map(|o| o.replicas.iter().map(move |r| (o, r)))
+        .map(|(o, r)| {
+            r.resolved
+                .iter()
+                .filter(|s| {
+                    **s == vfps_chaos::workload::mii::verify::Seen::Value(o.original.clone())
+                })
+                .count()
+        })
+        .sum();
+    assert!(
+        resolved > 0,
+        "{:#?}",
+        verdict(&summary, Property::MultiPseudonyms)
+    );
     // A saved run is re-checked from erasures.json, every replica asked again.
     assert!(dir.join("erasures.json").exists());
     assert!(dir.join("erasures-verify.json").exists());
     let again = run::check(&dir, None, None, 8, false).await.unwrap();
-    assert_eq!(
-        verdict(&again, Property::ErasedStaysErased).validity,
-        Validity::Valid
-    );
+    for p in [
+        Property::ErasedStaysErased,
+        Property::MultiPseudonyms,
+        Property::MultiErasedStaysErased,
+    ] {
+        assert_eq!(verdict(&again, p).validity, Validity::Valid, "{p}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

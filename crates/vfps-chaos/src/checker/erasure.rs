@@ -20,8 +20,9 @@
 //!   transaction Bundle answered; an erasure refused for want of a right or
 //!   a setting fails.
 //!
-//! Not exercised (the service has none yet): multi-pseudonym namespaces
-//! (`$pseudonymize-multiple`); the verdicts say so.
+//! Multi-pseudonym namespaces (`$pseudonymize-multiple`) are judged apart,
+//! in [`super::multi`]; here only that `$pseudonymize-multiple` in the
+//! (single-pseudonym) erasable namespace is still refused 405.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -37,8 +38,9 @@ use crate::{
     workload::mii::verify::{Observed, Seen, SubjectSeen},
 };
 
-/// Said by every erasure verdict: what the service cannot be asked yet.
-pub const NOT_EXERCISED: &str = "not exercised: the service has no multi-pseudonym namespaces";
+/// Said by every erasure verdict: where multi-pseudonym namespaces are judged.
+pub const MULTI_NOTE: &str =
+    "multi-pseudonym namespaces judged apart (multi-pseudonyms, P8-multi-erased-stays-erased)";
 
 /// How long after an answer's call was sent an erasure may still have raced it.
 const RACE_MICROS: u64 = 10_000_000;
@@ -138,7 +140,7 @@ pub fn erased_stays_erased(h: &ErasureHistory, seen: Option<&Observed>) -> Verdi
     );
     let count = |m: Meaning| h.erasures.iter().filter(|e| e.meaning == m).count();
     v.summary.push_str(&format!(
-        " ({} erasures: {} acknowledged, {} refused, {} unknown; {NOT_EXERCISED})",
+        " ({} erasures: {} acknowledged, {} refused, {} unknown; {MULTI_NOTE})",
         h.erasures.len(),
         count(Meaning::Acknowledged),
         count(Meaning::Refused),
@@ -303,8 +305,8 @@ pub fn erasable_subjects(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict
     v
 }
 
-/// What the answers to the unsupported requests say: violations (one was
-/// accepted: the harness must judge it now) and a note for the summary.
+/// What the answers to the requests a single-pseudonym namespace refuses
+/// say: violations (one was accepted) and a note for the summary.
 /// Older runs' probes of transaction Bundles, which the service refused
 /// then, are not judged: transactions are now.
 fn unsupported(h: &ErasureHistory) -> (Vec<String>, String) {
@@ -317,13 +319,13 @@ fn unsupported(h: &ErasureHistory) -> (Vec<String>, String) {
         match p.status {
             Some(405) => multiples += 1,
             Some(s) if (200..300).contains(&s) => violations.push(format!(
-                "t={}s $pseudonymize-multiple was answered {s}: the service offers it now, and the harness must judge it",
+                "t={}s $pseudonymize-multiple in the single-pseudonym erasable namespace was answered {s}, not 405",
                 p.second
             )),
             _ => {}
         }
     }
-    let note = format!("{NOT_EXERCISED} (refusals seen: {multiples} $pseudonymize-multiple 405)");
+    let note = format!("{MULTI_NOTE} (refusals seen: {multiples} $pseudonymize-multiple 405)");
     (violations, note)
 }
 
@@ -392,7 +394,7 @@ pub fn exercised(h: &ErasureHistory) -> Verdict {
     }
     problems.extend(h.cannot_erase.iter().cloned());
     let summary = if problems.is_empty() {
-        format!("{acked} erasures acknowledged, {bundles} batch and {transactions} transaction Bundles answered; {NOT_EXERCISED}")
+        format!("{acked} erasures acknowledged, {bundles} batch and {transactions} transaction Bundles answered; {MULTI_NOTE}")
     } else {
         format!("the run could not prove erasure: {}", problems.join("; "))
     };

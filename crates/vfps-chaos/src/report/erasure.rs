@@ -166,7 +166,7 @@ pub fn section(h: &ErasureHistory, windows: &[Window]) -> String {
     let _ = write!(
         s,
         "</table><p>Per second in <code>{FILE}</code>; every answer in <code>erasures.json</code>, what verification asked every replica in <code>erasures-verify.json</code>. A P8 violation names its scenario in the verdicts below. {}.</p>",
-        crate::checker::erasure::NOT_EXERCISED
+        crate::checker::erasure::MULTI_NOTE
     );
     s
 }
@@ -253,6 +253,6 @@ mod tests {
         assert_eq!(rows[1].1.acknowledged, 2);
         let html = section(&h, &windows);
         assert!(html.contains("<td>drain</td>"));
-        assert!(html.contains("not exercised"));
+        assert!(html.contains("multi-pseudonyms"));
     }
 }

@@ -493,8 +493,9 @@ impl Mii {
         served
     }
 
-    /// Asks for what the service does not offer yet — `$pseudonymize-multiple`
-    /// — and records the answer (not judged as a call: the checker reads it).
+    /// Asks for what a single-pseudonym namespace refuses —
+    /// `$pseudonymize-multiple` — and records the answer (not judged as a
+    /// call: the checker reads it).
     async fn probe_unsupported(&self, second: u64, until: Until) {
         let mut multiple =
             fhir::parameters(&[("context", &self.namespace), ("original", &self.fresh())]);
