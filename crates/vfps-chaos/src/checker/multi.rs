@@ -5,7 +5,9 @@
 //! - **multi-pseudonyms**: no pseudonym is acknowledged or answered for two
 //!   originals; a `count` 0 sent after a create's acknowledgement (and before
 //!   any erasure of the original was sent) answers every pseudonym that
-//!   create acknowledged; after settling, on every replica, each
+//!   create acknowledged; a `$de-pseudonymize` during the load answers the
+//!   pseudonym's own original (a 404 only once an erasure of it was sent);
+//!   after settling, on every replica, each
 //!   acknowledged pseudonym of a never-erased original resolves
 //!   (`$de-pseudonymize`) to its own original and `count` 0 answers all of
 //!   them.
@@ -26,7 +28,7 @@ use super::{erasure::short, Property, Validity, Verdict};
 use crate::{
     history::{
         erasures::Meaning,
-        multi::{Found, MultiErasure, MultiHistory},
+        multi::{Found, MultiErasure, MultiHistory, Resolved},
     },
     redact,
     workload::mii::{
@@ -140,6 +142,32 @@ pub fn pseudonyms(h: &MultiHistory, seen: Option<&MultiSeen>) -> Verdict {
             Found::NotFound | Found::NoAnswer(_) => {}
         }
     }
+    // Reverse lookups during the load: the pseudonym's own original.
+    for r in &h.resolves {
+        match &r.resolved {
+            Resolved::Original(o) if *o == r.original => {}
+            Resolved::Original(o) => violations.push(format!(
+                "t={}s {}… of {} was resolved to another original {}",
+                r.second,
+                short(&r.pseudonym),
+                redact(&r.original),
+                redact(o)
+            )),
+            Resolved::NotFound
+                if erased_at
+                    .get(r.original.as_str())
+                    .is_none_or(|&at| at > r.answered_micros) =>
+            {
+                violations.push(format!(
+                    "t={}s {}… of {} was not found, never erased (a lost write)",
+                    r.second,
+                    short(&r.pseudonym),
+                    redact(&r.original)
+                ))
+            }
+            Resolved::NotFound | Resolved::NoAnswer(_) => {}
+        }
+    }
     // After settling, the originals no erasure may have touched.
     match seen {
         None => undecided += 1,
@@ -163,11 +191,12 @@ pub fn pseudonyms(h: &MultiHistory, seen: Option<&MultiSeen>) -> Verdict {
         "multi-pseudonym answers against their originals",
     );
     v.summary.push_str(&format!(
-        " ({} originals with {} acknowledged pseudonyms; {} creates, {} count-0 reads; {} originals verified)",
+        " ({} originals with {} acknowledged pseudonyms; {} creates, {} count-0 reads, {} reverse lookups; {} originals verified)",
         acked.len(),
         acked.values().map(Vec::len).sum::<usize>(),
         h.creates.len(),
         h.reads.len(),
+        h.resolves.len(),
         seen.map_or(0, |s| s.originals.len())
     ));
     v
@@ -241,6 +270,14 @@ pub fn erased_stays_erased(h: &MultiHistory, seen: Option<&MultiSeen>) -> Verdic
                     .or_default()
                     .push((r.second, r.sent_micros, &r.original));
             }
+        }
+    }
+    for r in &h.resolves {
+        if let Resolved::Original(o) = &r.resolved {
+            answered_at
+                .entry(&r.pseudonym)
+                .or_default()
+                .push((r.second, r.sent_micros, o));
         }
     }
     let acked: Vec<&MultiErasure> = h

@@ -5,7 +5,7 @@ use super::*;
 use crate::{
     history::{
         erasures::ErasureKind,
-        multi::{MultiCreate, MultiRead},
+        multi::{MultiCreate, MultiRead, MultiResolve},
     },
     workload::mii::multi_verify::MultiReplicaSeen,
 };
@@ -36,6 +36,17 @@ fn read(at: u64, o: &str, found: Found) -> MultiRead {
     }
 }
 
+fn resolve(at: u64, o: &str, p: &str, resolved: Resolved) -> MultiResolve {
+    MultiResolve {
+        second: at / 1_000_000,
+        sent_micros: at,
+        answered_micros: at + 1_000,
+        original: o.into(),
+        pseudonym: p.into(),
+        resolved,
+    }
+}
+
 fn pseudonyms_found(ps: &[&str]) -> Found {
     Found::Pseudonyms(ps.iter().map(|p| (*p).to_owned()).collect())
 }
@@ -52,7 +63,8 @@ fn erasure(meaning: Meaning) -> MultiErasure {
     }
 }
 
-/// o1 → a1, a2 (then a3) erased at 10 s; o2 → b1, b2, b3 live and read.
+/// o1 → a1, a2 (then a3) erased at 10 s; o2 → b1, b2, b3 live, read and
+/// resolved.
 fn history(meaning: Meaning) -> MultiHistory {
     MultiHistory {
         namespace: "ns-multi".into(),
@@ -65,6 +77,10 @@ fn history(meaning: Meaning) -> MultiHistory {
         reads: vec![
             read(5_000_000, "o2", pseudonyms_found(&["b1", "b2", "b3"])),
             read(12_000_000, "o1", Found::NotFound),
+        ],
+        resolves: vec![
+            resolve(6_000_000, "o2", "b2", Resolved::Original("o2".into())),
+            resolve(13_000_000, "o1", "a2", Resolved::NotFound),
         ],
         erasures: vec![erasure(meaning)],
     }
@@ -318,4 +334,41 @@ fn a_run_that_made_read_or_erased_no_multi_original_fails_its_guard() {
         exercised(&empty, Some(&MultiSeen::default())).validity,
         Validity::Invalid
     );
+}
+
+#[test]
+fn a_reverse_lookup_during_the_load_answering_another_original_or_nothing_fails() {
+    let mut h = history(Meaning::Acknowledged);
+    h.resolves[0].resolved = Resolved::Original("o1".into());
+    let v = pseudonyms(&h, Some(&seen()));
+    assert_eq!(v.validity, Validity::Invalid);
+    assert!(
+        v.evidence[0].contains("resolved to another original"),
+        "{:?}",
+        v.evidence
+    );
+    // Not found, never erased: a lost write.
+    h.resolves[0].resolved = Resolved::NotFound;
+    let v = pseudonyms(&h, Some(&seen()));
+    assert_eq!(v.validity, Validity::Invalid);
+    assert!(v.evidence[0].contains("never erased"), "{:?}", v.evidence);
+    // Not found once an erasure of it was sent: fine.
+    let h = history(Meaning::Unknown);
+    assert!(pseudonyms(&h, Some(&seen())).passed());
+}
+
+#[test]
+fn a_reverse_lookup_answering_an_erased_pseudonym_after_the_acknowledgement_fails_p8() {
+    let mut h = history(Meaning::Acknowledged);
+    h.resolves[1].resolved = Resolved::Original("o1".into());
+    let v = erased_stays_erased(&h, Some(&seen()));
+    assert_eq!(v.validity, Validity::Invalid);
+    assert!(
+        v.evidence[0].contains("answered again for its original"),
+        "{:?}",
+        v.evidence
+    );
+    // Sent before the acknowledgement: it may rightly have seen it.
+    h.resolves[1].sent_micros = ACK - 100_000;
+    assert!(erased_stays_erased(&h, Some(&seen())).passed());
 }

@@ -1,7 +1,9 @@
 //! What `$pseudonymize-multiple` and the erasures in the multi-pseudonym
 //! namespace answered during the load (`<namespace>-multi`): every create
 //! (`count` n) with the pseudonyms it acknowledged, every read (`count` 0)
-//! with what it answered, every erasure with what its answer means. Kept in
+//! with what it answered, every `$de-pseudonymize` of an acknowledged
+//! pseudonym with what it answered, every erasure with what its answer
+//! means. Kept in
 //! `erasures.json` beside the erasable namespace's record
 //! ([`super::erasures::ErasureHistory::multi`]); `checker::multi` judges it.
 //!
@@ -49,6 +51,30 @@ pub struct MultiRead {
     pub found: Found,
 }
 
+/// What a `$de-pseudonymize` answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resolved {
+    /// 200: the original it resolves to.
+    Original(String),
+    /// 404: it resolves to nothing.
+    NotFound,
+    /// No decisive answer.
+    NoAnswer(String),
+}
+
+/// One `$de-pseudonymize` of an acknowledged pseudonym of `original`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiResolve {
+    pub second: u64,
+    pub sent_micros: u64,
+    pub answered_micros: u64,
+    /// The original the pseudonym was acknowledged for.
+    pub original: String,
+    pub pseudonym: String,
+    pub resolved: Resolved,
+}
+
 /// One erasure of a multi original (all of its pseudonyms).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MultiErasure {
@@ -68,6 +94,8 @@ pub struct MultiHistory {
     pub namespace: String,
     pub creates: Vec<MultiCreate>,
     pub reads: Vec<MultiRead>,
+    #[serde(default)]
+    pub resolves: Vec<MultiResolve>,
     pub erasures: Vec<MultiErasure>,
 }
 
@@ -92,6 +120,12 @@ impl MultiHistory {
     pub fn read(&mut self, r: MultiRead) {
         if self.reads.len() < MAX_RECORDS {
             self.reads.push(r);
+        }
+    }
+
+    pub fn resolved(&mut self, r: MultiResolve) {
+        if self.resolves.len() < MAX_RECORDS {
+            self.resolves.push(r);
         }
     }
 

@@ -6,7 +6,12 @@
 //! - `count` n (1–5) of a fresh original, and of an acknowledged one (its
 //!   pseudonyms grow);
 //! - `count` 0 of an acknowledged original (every one of its pseudonyms
-//!   must be answered), and of an erased one (none may be).
+//!   must be answered);
+//! - `$de-pseudonymize` of an acknowledged pseudonym (its own original must
+//!   be answered; it also fills the replicas' caches, where erasures go
+//!   stale);
+//! - in turn `count` 0 of an erased original and `$de-pseudonymize` of one
+//!   of its pseudonyms (none may be answered).
 //!
 //! and some erasures of acknowledged multi originals (all their pseudonyms
 //! at once) on the `erase` share, at most one original in [`ERASED_SHARE`]
@@ -24,7 +29,7 @@ use super::{fhir, fhir::Reply, meaning, Mii, Served};
 use crate::{
     history::{
         erasures::{now_micros, ErasureKind, ErasureLog, Meaning},
-        multi::{Found, MultiCreate, MultiErasure, MultiRead},
+        multi::{Found, MultiCreate, MultiErasure, MultiRead, MultiResolve, Resolved},
     },
     operation::Operation,
 };
@@ -72,14 +77,17 @@ pub async fn create_namespace(client: &Client, namespace: &str) -> anyhow::Resul
 
 struct State {
     rng: StdRng,
-    /// Acknowledged originals not taken for erasure (a uniform sample).
-    originals: Vec<String>,
+    /// Acknowledged originals not taken for erasure, each with one of its
+    /// acknowledged pseudonyms (a uniform sample).
+    originals: Vec<(String, String)>,
     /// Acknowledged originals ever, and taken for erasure: the erasure quota.
     acknowledged: usize,
     taken: usize,
-    /// Originals whose erasure was sent.
-    erased: Vec<String>,
+    /// Originals whose erasure was sent, with one of their pseudonyms.
+    erased: Vec<(String, String)>,
     turn: usize,
+    /// Turns of looking at an erased original.
+    erased_turn: usize,
     erase_turn: usize,
 }
 
@@ -152,6 +160,7 @@ impl Multi {
                 taken: 0,
                 erased: Vec::new(),
                 turn: 0,
+                erased_turn: 0,
                 erase_turn: 0,
             }),
         }
@@ -165,7 +174,7 @@ impl Multi {
         self.state.lock().ok().map(|mut s| f(&mut s))
     }
 
-    fn pick(items: &[String], rng: &mut StdRng) -> Option<String> {
+    fn pick(items: &[(String, String)], rng: &mut StdRng) -> Option<(String, String)> {
         (!items.is_empty()).then(|| items[rng.random_range(0..items.len())].clone())
     }
 
@@ -176,14 +185,19 @@ impl Multi {
             let count = s.rng.random_range(1..=MAX_COUNT);
             let live = Self::pick(&s.originals, &mut s.rng);
             let erased = Self::pick(&s.erased, &mut s.rng);
-            (s.turn, count, live, erased)
+            if s.turn.is_multiple_of(5) && erased.is_some() {
+                s.erased_turn += 1;
+            }
+            (s.turn, count, live, erased.map(|e| (e, s.erased_turn)))
         }) else {
             return Served::No;
         };
-        match (turn % 4, live, erased) {
-            (2, Some(original), _) => self.create(mii, original, count, second, until).await,
-            (3, Some(original), _) => self.read(mii, original, second, until).await,
-            (0, _, Some(original)) => self.read(mii, original, second, until).await,
+        match (turn % 5, live, erased) {
+            (2, Some((original, _)), _) => self.create(mii, original, count, second, until).await,
+            (3, Some((original, _)), _) => self.read(mii, original, second, until).await,
+            (4, Some(pair), _) => self.resolve(mii, pair, second, until).await,
+            (0, _, Some((pair, t))) if t % 2 == 0 => self.resolve(mii, pair, second, until).await,
+            (0, _, Some(((original, _), _))) => self.read(mii, original, second, until).await,
             _ => {
                 let original = format!("multi-{}", mii.fresh());
                 self.create(mii, original, count, second, until).await
@@ -214,15 +228,16 @@ impl Multi {
             Reply::Status(201 | 200, _) => Meaning::Unknown,
             other => meaning(other),
         };
-        if meaning == Meaning::Acknowledged {
+        if let (Meaning::Acknowledged, Some(first)) = (meaning, pseudonyms.first()) {
             self.with(|s| {
                 s.acknowledged += 1;
-                if !s.originals.contains(&original) {
+                if !s.originals.iter().any(|(o, _)| *o == original) {
+                    let pair = (original.clone(), first.clone());
                     if s.originals.len() < ORIGINALS {
-                        s.originals.push(original.clone());
+                        s.originals.push(pair);
                     } else {
                         let i = s.rng.random_range(0..s.originals.len());
-                        s.originals[i] = original.clone();
+                        s.originals[i] = pair;
                     }
                 }
             });
@@ -261,6 +276,41 @@ impl Multi {
         served
     }
 
+    /// `$de-pseudonymize` of an acknowledged pseudonym of `original`.
+    async fn resolve(
+        &self,
+        mii: &Mii,
+        (original, pseudonym): (String, String),
+        second: u64,
+        until: Until,
+    ) -> Served {
+        let sent = now_micros();
+        let body = fhir::parameters(&[("context", &self.namespace), ("pseudonym", &pseudonym)]);
+        let reply = mii.post("/$de-pseudonymize", &body, until).await;
+        let answered = now_micros();
+        // 404: an erased original, or a lost write (the checker tells which).
+        let served = mii.judge(Operation::Mii, second, &reply, &[404]);
+        let resolved = match &reply {
+            Reply::Status(200, body) => match fhir::original_of(body) {
+                Some(o) => Resolved::Original(o.to_owned()),
+                None => Resolved::NoAnswer("200 without an original".into()),
+            },
+            Reply::Status(404, _) => Resolved::NotFound,
+            other => Resolved::NoAnswer(answer_of(other)),
+        };
+        mii.log.multi(&self.namespace, |h| {
+            h.resolved(MultiResolve {
+                second,
+                sent_micros: sent,
+                answered_micros: answered,
+                original,
+                pseudonym,
+                resolved,
+            })
+        });
+        served
+    }
+
     /// One erasure of an acknowledged multi original, the kinds in turn, or
     /// `None` when there is none to erase within [`ERASED_SHARE`].
     pub async fn erase(&self, mii: &Mii, second: u64, until: Until) -> Option<Served> {
@@ -270,13 +320,14 @@ impl Multi {
             }
             s.erase_turn += 1;
             let i = s.rng.random_range(0..s.originals.len());
-            let original = s.originals.swap_remove(i);
+            let pair = s.originals.swap_remove(i);
             s.taken += 1;
+            let original = pair.0.clone();
             if s.erased.len() < ERASED {
-                s.erased.push(original.clone());
+                s.erased.push(pair);
             } else {
                 let j = s.rng.random_range(0..s.erased.len());
-                s.erased[j] = original.clone();
+                s.erased[j] = pair;
             }
             Some((s.erase_turn, original))
         })??;
