@@ -168,6 +168,9 @@ pub fn section(h: &ErasureHistory, windows: &[Window]) -> String {
         "</table><p>Per second in <code>{FILE}</code>; every answer in <code>erasures.json</code>, what verification asked every replica in <code>erasures-verify.json</code>. A P8 violation names its scenario in the verdicts below. {}.</p>",
         crate::checker::erasure::MULTI_NOTE
     );
+    if let Some(m) = &h.multi {
+        s.push_str(&super::multi::section(m, windows));
+    }
     s
 }
 
