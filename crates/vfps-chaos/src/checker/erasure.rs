@@ -474,6 +474,9 @@ pub fn in_database(h: Option<&ErasureHistory>, asked: Option<&[DatabaseRows]>) -
             }
         }
     }
+    if let Some(m) = &h.multi {
+        violations.extend(super::multi::held_in_database(m, asked));
+    }
     let mut v = Verdict::from_violations(
         Property::ErasedInDatabase,
         violations,

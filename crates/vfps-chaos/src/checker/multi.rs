@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::{erasure::short, Property, Validity, Verdict};
 use crate::{
     history::{
-        erasures::Meaning,
+        erasures::{DatabaseRows, Meaning},
         multi::{Found, MultiErasure, MultiHistory, Resolved},
     },
     redact,
@@ -79,6 +79,47 @@ fn acknowledged_before<'a>(h: &'a MultiHistory, original: &str, before: u64) -> 
         })
         .flat_map(|c| c.pseudonyms.iter().map(String::as_str))
         .collect()
+}
+
+/// The pseudonyms every erasure of a multi original (any answer) was to
+/// erase: (pseudonym, original, the erasure deciding it).
+pub fn erased_pseudonyms(h: &MultiHistory) -> Vec<(&str, &str, &MultiErasure)> {
+    let mut out: Vec<_> = erasures(h)
+        .into_values()
+        .flat_map(|e| {
+            acknowledged_before(h, &e.original, e.sent_micros)
+                .into_iter()
+                .map(move |p| (p, e.original.as_str(), e))
+        })
+        .collect();
+    out.sort_by_key(|(p, _, _)| *p);
+    out
+}
+
+/// P8 in the database for multi originals: every acknowledged erasure's
+/// pseudonym a database instance still holds with its original.
+pub fn held_in_database(h: &MultiHistory, asked: &[DatabaseRows]) -> Vec<String> {
+    let erased: HashMap<(&str, &str), &MultiErasure> = erased_pseudonyms(h)
+        .into_iter()
+        .filter(|(_, _, e)| e.meaning == Meaning::Acknowledged)
+        .map(|(p, o, e)| ((p, o), e))
+        .collect();
+    let mut found = Vec::new();
+    for instance in asked {
+        for (p, o) in &instance.rows {
+            if let Some(e) = erased.get(&(p.as_str(), o.as_str())) {
+                found.push(format!(
+                    "t={}s {} of the multi original {} acknowledged, yet {} still holds {}… with it",
+                    e.second,
+                    e.kind.operation(),
+                    redact(&e.original),
+                    instance.instance,
+                    short(p)
+                ));
+            }
+        }
+    }
+    found
 }
 
 /// Every acknowledged pseudonym resolves to its own original, none is

@@ -372,3 +372,33 @@ fn a_reverse_lookup_answering_an_erased_pseudonym_after_the_acknowledgement_fail
     h.resolves[1].sent_micros = ACK - 100_000;
     assert!(erased_stays_erased(&h, Some(&seen())).passed());
 }
+
+#[test]
+fn an_erased_multi_mapping_a_database_instance_still_holds_fails_p8_in_the_database() {
+    let h = history(Meaning::Acknowledged);
+    let rows = |rows: &[(&str, &str)]| DatabaseRows {
+        instance: "db-b".into(),
+        rows: rows
+            .iter()
+            .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
+            .collect(),
+        error: None,
+    };
+    // Anonymized: the rows are kept, with a marker instead of the original.
+    assert!(held_in_database(&h, &[rows(&[("a1", "anonymized-1"), ("b1", "o2")])]).is_empty());
+    let held = held_in_database(&h, &[rows(&[("a2", "o1")])]);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].contains("db-b still holds"), "{held:?}");
+    // Through the P8-in-database verdict of the whole record.
+    let record = crate::history::erasures::ErasureHistory {
+        multi: Some(h.clone()),
+        ..Default::default()
+    };
+    let v = super::super::erasure::in_database(Some(&record), Some(&[rows(&[("a3", "o1")])]));
+    assert_eq!(v.validity, Validity::Invalid);
+    let v = super::super::erasure::in_database(Some(&record), Some(&[rows(&[])]));
+    assert_eq!(v.validity, Validity::Valid);
+    // Only an unknown erasure: nothing it may hold is a violation here.
+    let unknown = history(Meaning::Unknown);
+    assert!(held_in_database(&unknown, &[rows(&[("a2", "o1")])]).is_empty());
+}

@@ -2,7 +2,8 @@
 //! both standbys, over their Unix sockets) is asked which rows of the
 //! erasable namespace hold an erased pseudonym, so an erasure undone below
 //! the service (a failover that lost it) shows even where no replica would
-//! answer it.
+//! answer it. Multi-pseudonym namespaces' rows (`multi_pseudonyms`) are
+//! asked alike, for the acknowledged pseudonyms of erased multi originals.
 
 use anyhow::{bail, Context};
 
@@ -18,27 +19,42 @@ fn plain(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// The query: erased pseudonyms' rows, pseudonym and original tab-separated.
-pub fn query(history: &ErasureHistory) -> Option<String> {
-    let pseudonyms: Vec<&str> = history
-        .erasures
-        .iter()
-        .map(|e| e.pseudonym.as_str())
-        .filter(|p| plain(p))
-        .collect();
-    if pseudonyms.is_empty() || !plain(&history.namespace) {
+/// One table's rows of `pseudonyms` in `namespace`, if any can be asked.
+fn select(table: &str, namespace: &str, pseudonyms: &[&str]) -> Option<String> {
+    let pseudonyms: Vec<&str> = pseudonyms.iter().copied().filter(|p| plain(p)).collect();
+    if pseudonyms.is_empty() || !plain(namespace) {
         return None;
     }
     Some(format!(
-        "SELECT pseudonym_value || E'\\t' || original_value FROM pseudonyms \
+        "SELECT pseudonym_value || E'\\t' || original_value FROM {table} \
          WHERE namespace = '{}' AND pseudonym_value IN ({})",
-        history.namespace,
+        namespace,
         pseudonyms
             .iter()
             .map(|p| format!("'{p}'"))
             .collect::<Vec<_>>()
             .join(",")
     ))
+}
+
+/// The query: erased pseudonyms' rows, pseudonym and original tab-separated
+/// (the erasable namespace's, then the multi-pseudonym namespace's).
+pub fn query(history: &ErasureHistory) -> Option<String> {
+    let single: Vec<&str> = history
+        .erasures
+        .iter()
+        .map(|e| e.pseudonym.as_str())
+        .collect();
+    let multi = history.multi.as_ref().and_then(|m| {
+        let erased = crate::checker::multi::erased_pseudonyms(m);
+        let pseudonyms: Vec<&str> = erased.iter().map(|(p, _, _)| *p).collect();
+        select("multi_pseudonyms", &m.namespace, &pseudonyms)
+    });
+    let parts: Vec<String> = select("pseudonyms", &history.namespace, &single)
+        .into_iter()
+        .chain(multi)
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" UNION ALL "))
 }
 
 impl Local {
@@ -128,5 +144,41 @@ mod tests {
         assert!(!q.contains("DROP"));
         h.namespace = "a'b".into();
         assert_eq!(query(&h), None);
+    }
+
+    #[test]
+    fn the_erased_multi_pseudonyms_are_asked_of_their_own_table() {
+        use crate::history::multi::{MultiCreate, MultiErasure, MultiHistory};
+        let mut m = MultiHistory::new("resilience-multi");
+        m.created(MultiCreate {
+            second: 0,
+            sent_micros: 0,
+            answered_micros: 1,
+            original: "o".into(),
+            count: 2,
+            meaning: Meaning::Acknowledged,
+            answer: "201".into(),
+            pseudonyms: vec!["m1".into(), "m'2".into()],
+        });
+        m.erased(MultiErasure {
+            second: 0,
+            kind: ErasureKind::Anonymize,
+            original: "o".into(),
+            sent_micros: 5,
+            answered_micros: 6,
+            meaning: Meaning::Unknown,
+            answer: "timeout".into(),
+        });
+        let h = ErasureHistory {
+            namespace: "resilience-erasable".into(),
+            multi: Some(m),
+            ..ErasureHistory::default()
+        };
+        let q = query(&h).unwrap();
+        assert!(
+            q.ends_with("FROM multi_pseudonyms WHERE namespace = 'resilience-multi' AND pseudonym_value IN ('m1')"),
+            "{q}"
+        );
+        assert!(!q.contains("UNION"), "{q}");
     }
 }
