@@ -8,7 +8,15 @@
 # `--self-test-jobs` kills a CSV job's runner on replicas that restart jobs
 # from row 0 and succeeds only if the harness reports it (P7), then runs the
 # restore drill with a restore that skips the WAL after the base backup and
-# succeeds only if the harness reports what that loses (P9).
+# succeeds only if the harness reports what that loses (P9);
+# `--self-test-erasure` erases on replicas that neither announce erasures to
+# the other replicas' pseudonym caches nor wait for the synchronous standby,
+# through a baseline and a primary isolation, and succeeds only if the harness
+# reports both (P8): erased mappings answered during the baseline (only the
+# caches can do that without a failover) and held by the database after the
+# failover (only the unwaited commit can do that). `--self-test-erasure-cache`
+# and `--self-test-erasure-standby` test each mode alone.
+# Every run's load speaks the MII interface too (mii, bundle, erase in the mix).
 # The full run and `--ci` end with the restore drill (db-restore-drill, P9):
 # the database archives its WAL to the object store's backup bucket
 # (VFPS_CHAOS_BACKUP, archive_timeout VFPS_CHAOS_ARCHIVE_TIMEOUT=5 s).
@@ -25,8 +33,10 @@ fi
 profile=${1:-full}
 ./scripts/install-deps.sh
 db_profile=safe
+# The MII interface beside gRPC: FHIR calls, batch Bundles and erasures (P8).
+export RESILIENCE_MIX=${RESILIENCE_MIX:-create=60,recreate=14,get=14,list=4,churn=6,bad=2,mii=4,bundle=1,erase=2}
 case "$profile" in
-  --ci | --self-test | --self-test-jobs)
+  --ci | --self-test | --self-test-jobs | --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
     cargo build --locked --bins -p vfps-server -p vfps-chaos
     bin=target/debug
     # Short windows for every scenario; the replicas inherit a 10 s readiness
@@ -53,6 +63,37 @@ case "$profile" in
       RESTORE_MAX_LOST_SECONDS=${RESTORE_MAX_LOST_SECONDS:-10} RESTORE_MAX_LOST_WRITES=${RESTORE_MAX_LOST_WRITES:-500} \
       LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-6} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5} \
       RESILIENCE_MAX_UNAVAILABLE_SECONDS=${RESILIENCE_MAX_UNAVAILABLE_SECONDS:-120}
+    if [ "$profile" = "--ci" ]; then
+      # Caches are where erasures go stale: the CI run has the pseudonym cache
+      # on (the namespace cache always is), big enough to hold the run.
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=${Pseudonymization__Caching__Pseudonyms__IsEnabled:-true}
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=${Pseudonymization__Caching__Pseudonyms__SizeLimit:-200000}
+    fi
+    if [ "$profile" = "--self-test-erasure" ]; then
+      # Both unsafe erasure modes in one run (CI's time): each leaves its own
+      # evidence, told apart by scenario and by the database.
+      export VFPS_UNSAFE_ERASURE_UNANNOUNCED=true VFPS_UNSAFE_ERASURE_BEFORE_STANDBY=true
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=true
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=200000
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation} DURATION_BASELINE=${DURATION_BASELINE_SELF_TEST:-15}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
+    fi
+    if [ "$profile" = "--self-test-erasure-cache" ]; then
+      # P8's self-test: erasures not announced, so the replica that cached a
+      # subject keeps answering its erased pseudonym; the run must fail on it.
+      export VFPS_UNSAFE_ERASURE_UNANNOUNCED=true
+      export Pseudonymization__Caching__Pseudonyms__IsEnabled=true
+      export Pseudonymization__Caching__Pseudonyms__SizeLimit=200000
+      export SCENARIOS=${SCENARIOS:-baseline} DURATION_BASELINE=${DURATION_BASELINE_SELF_TEST:-25}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
+    fi
+    if [ "$profile" = "--self-test-erasure-standby" ]; then
+      # P8's self-test: erasures acknowledged before the synchronous standby
+      # has them; the isolated primary's are undone by the failover.
+      export VFPS_UNSAFE_ERASURE_BEFORE_STANDBY=true
+      export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+      export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
+    fi
     if [ "$profile" = "--self-test" ]; then
       # The harness's self-test: asynchronous replication and an isolated
       # primary lose acknowledged writes; the run must fail on them.
@@ -79,7 +120,7 @@ case "$profile" in
     bin=target/release
     ;;
   *)
-    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs)" >&2
+    echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs, --self-test-erasure, --self-test-erasure-cache, --self-test-erasure-standby)" >&2
     exit 2
     ;;
 esac
@@ -125,6 +166,38 @@ v = {x["property"]: x for x in s["verdicts"]}
 p7 = v.get("P7-jobs", {})
 print(sum("resumed at row" in e for e in p7.get("evidence", [])) if p7.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
 }
+# ... and erased mappings answered (P8): `p8_found KIND` counts P8 findings
+# of the cache mode (answered during the baseline: no failover there) or of
+# the standby mode (held by the database after the failover).
+p8_found() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p8 = v.get("P8-erased-stays-erased", {})
+db = v.get("P8-erased-in-database", {})
+bad = lambda x: x.get("validity") == "invalid"
+if sys.argv[2] == "cache":
+    print(sum("[baseline]" in e for e in p8.get("evidence", [])) if bad(p8) else 0)
+else:
+    print(len(db.get("evidence", [])) if bad(db) else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" "$1" 2>/dev/null || echo 0
+}
+case "$profile" in
+  --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
+    cache=$(p8_found cache)
+    standby=$(p8_found standby)
+    case "$profile" in
+      --self-test-erasure) detected=$([ "${cache:-0}" -gt 0 ] && [ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
+      --self-test-erasure-cache) detected=$([ "${cache:-0}" -gt 0 ] && echo yes || echo no) ;;
+      *) detected=$([ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
+    esac
+    if [ "$status" -ne 0 ] && [ "$detected" = yes ]; then
+      echo "chaos-local: self-test passed ($profile): the harness reported erased mappings answered from caches ($cache during the baseline) and held by the database after a failover ($standby) (P8)"
+      exit 0
+    fi
+    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure (exit $status, P8 cache findings ${cache:-0}, database findings ${standby:-0})" >&2
+    exit 1
+    ;;
+esac
 case "$profile" in
   --self-test)
     # Expected: the run failed, and on lost writes (P3) with evidence.

@@ -19,17 +19,34 @@ pub enum Operation {
     Churn,
     /// Invalid input, answered with its documented code.
     Bad,
+    /// One call of the MII FHIR interface in the erasable namespace
+    /// (`$pseudonymize`, `$get-pseudonym`, `$de-pseudonymize`), in turn.
+    Mii,
+    /// A FHIR batch Bundle of 1–100 entries, some meant to fail.
+    Bundle,
+    /// An erasure (`$delete-pseudonym` or `$anonymize-original`) of an
+    /// acknowledged subject, some racing a `$pseudonymize` of the same original.
+    Erase,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 6] = [
+    /// How many operations there are (per-operation columns and arrays).
+    pub const COUNT: usize = 9;
+
+    pub const ALL: [Operation; Operation::COUNT] = [
         Operation::Create,
         Operation::Recreate,
         Operation::Get,
         Operation::List,
         Operation::Churn,
         Operation::Bad,
+        Operation::Mii,
+        Operation::Bundle,
+        Operation::Erase,
     ];
+
+    /// The operations of timelines saved before the MII interface's.
+    pub const BEFORE_MII: usize = 6;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +56,9 @@ impl Operation {
             Operation::List => "list",
             Operation::Churn => "churn",
             Operation::Bad => "bad",
+            Operation::Mii => "mii",
+            Operation::Bundle => "bundle",
+            Operation::Erase => "erase",
         }
     }
 

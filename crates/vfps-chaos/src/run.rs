@@ -183,6 +183,8 @@ pub struct Loaded {
     pub jobs: Option<(Jobs, Vec<Submitted>)>,
     /// The browser probe's steps, when it ran.
     pub ui: Option<Vec<checker::ui::StepRecord>>,
+    /// The MII interface's answers and erasures, when the mix had them.
+    pub erasures: Option<history::erasures::ErasureHistory>,
 }
 
 /// Dispatch lag beyond which the schedule was not kept and the summary says so.
@@ -227,6 +229,27 @@ pub async fn load(
         calls.clone(),
         cfg.credentials.refused()?,
     );
+    let erasure_log = match mii_in(&mix) {
+        false => None,
+        true => {
+            crate::workload::mii::create_namespace(&prepared.client, &cfg.service.namespace)
+                .await?;
+            Some(Arc::new(history::erasures::ErasureLog::new(
+                &crate::workload::mii::erasable_namespace(&cfg.service.namespace),
+            )))
+        }
+    };
+    let workload = match &erasure_log {
+        None => workload,
+        Some(log) => workload.with_mii(crate::workload::mii::Mii::new(
+            &prepared.client,
+            cfg.workload.http_address.as_deref(),
+            &cfg.service.namespace,
+            prepared.seed,
+            log.clone(),
+            calls.clone(),
+        )?),
+    };
     let load_start_unix = unix_now();
     markers::emit_load_start(load_start_unix);
     if let Some(tx) = on_start {
@@ -288,6 +311,11 @@ pub async fn load(
     let latency = timeline.latency_buckets();
     let calls = calls.report();
     let leftovers = workload.leftovers();
+    let erasures = erasure_log.map(|log| log.history());
+    if let Some(h) = &erasures {
+        report::write_file(dir, ERASURES_FILE, serde_json::to_string(h)?)?;
+        report::write_file(dir, report::erasure::FILE, report::erasure::timeline_csv(h))?;
+    }
 
     let mut warnings = prepared.warnings;
     let failed: u64 = rows.iter().map(|r| r.failed).sum();
@@ -353,7 +381,62 @@ pub async fn load(
         leftovers,
         jobs: jobs.map(|j| (j, submitted)),
         ui: ui_steps,
+        erasures,
     })
+}
+
+/// What the MII side of a run keeps: its answers and erasures, and what
+/// verification asked every replica about them.
+const ERASURES_FILE: &str = "erasures.json";
+const ERASURES_VERIFY_FILE: &str = "erasures-verify.json";
+
+/// Whether the mix has any of the MII interface's operations.
+fn mii_in(mix: &Mix) -> bool {
+    [Operation::Mii, Operation::Bundle, Operation::Erase]
+        .into_iter()
+        .any(|op| mix.weight(op) > 0)
+}
+
+/// Asks every replica about every erasure and live subject of the MII side.
+async fn verify_erasures(
+    dir: &Path,
+    endpoints: &Endpoints,
+    http: Option<&str>,
+    bearer: Option<&str>,
+    history: &history::erasures::ErasureHistory,
+    concurrency: usize,
+) -> anyhow::Result<crate::workload::mii::verify::Observed> {
+    use crate::workload::mii::{http_bases, verify};
+    let any = Client::new(endpoints.clone(), RetryPolicy::verification()).with_bearer(bearer)?;
+    let mut bases = http_bases(&any, http);
+    if bases.len() != any.endpoints().uris().len() {
+        // One address for all (kind's Service): each replica asked on its
+        // own host, as resolved now, so that every one is asked.
+        bases = http_bases(&any, None);
+    }
+    let mut replicas = Vec::new();
+    for (e, base) in endpoints.each()?.into_iter().zip(bases) {
+        replicas.push(verify::Replica {
+            grpc: Client::new(e, RetryPolicy::verification()).with_bearer(bearer)?,
+            http: base,
+        });
+    }
+    eprintln!(
+        "erasures: verifying {} erasures through {} replicas",
+        history.erasures.len(),
+        replicas.len()
+    );
+    let bearer_header = any.bearer_header().map(str::to_owned);
+    let seen = verify::observe(
+        &replicas,
+        bearer_header.as_deref(),
+        history,
+        concurrency,
+        VERIFY_DEADLINE,
+    )
+    .await?;
+    report::write_file(dir, ERASURES_VERIFY_FILE, serde_json::to_string(&seen)?)?;
+    Ok(seen)
 }
 
 /// The browser probe of a run that names the UI's address; refused at once
@@ -480,6 +563,10 @@ pub struct Evidence<'a> {
     pub jobs: Option<&'a [checker::jobs::JobObservation]>,
     /// The browser probe's steps and the API's word on what it created.
     pub ui: Option<(&'a [checker::ui::StepRecord], &'a [checker::ui::Agreement])>,
+    pub erasures: Option<(
+        &'a history::erasures::ErasureHistory,
+        Option<&'a crate::workload::mii::verify::Observed>,
+    )>,
 }
 
 /// Assert: every checker over the history, into the run's summary.
@@ -494,6 +581,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         ledger_read,
         jobs,
         ui,
+        erasures,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -542,6 +630,9 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
             api_seen,
             window_end,
         ));
+    }
+    if let Some((h, seen)) = erasures {
+        verdicts.extend(checker::erasure::check(h, seen));
     }
     let mut warnings = info.warnings.clone();
     warnings.extend(checker::margins::warnings(&margins));
@@ -633,6 +724,20 @@ pub async fn under_chaos(
         }
         None => None,
     };
+    let erasures_seen = match &loaded.erasures {
+        Some(h) => Some(
+            verify_erasures(
+                cfg.dir(),
+                &endpoints,
+                cfg.workload.http_address.as_deref(),
+                bearer.as_deref(),
+                h,
+                cfg.verification.verify_concurrency as usize,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     assert(Evidence {
         info: &loaded.info,
         rows: &loaded.rows,
@@ -643,6 +748,10 @@ pub async fn under_chaos(
         ledger_read: None,
         jobs: jobs.as_deref(),
         ui: loaded.ui.as_deref().zip(ui.as_deref()),
+        erasures: loaded
+            .erasures
+            .as_ref()
+            .map(|h| (h, erasures_seen.as_ref())),
     })
 }
 
@@ -767,6 +876,25 @@ pub async fn check(
         Some(steps) => Some(verify_ui(dir, &probe, &info.namespace, steps).await?),
         None => None,
     };
+    let erasures: Option<history::erasures::ErasureHistory> = match read(ERASURES_FILE) {
+        Ok(text) => Some(serde_json::from_str(&text).context(ERASURES_FILE)?),
+        Err(_) if !mii_in(&Mix::parse(&info.mix)?) => None,
+        Err(e) => return Err(e),
+    };
+    let erasures_seen = match &erasures {
+        Some(h) => Some(
+            verify_erasures(
+                dir,
+                &endpoints,
+                info.http_address.as_deref(),
+                bearer,
+                h,
+                concurrency,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let summary = assert(Evidence {
         info: &info,
         rows: &rows,
@@ -777,6 +905,7 @@ pub async fn check(
         ledger_read: Some((saved.ok_lines, ledger.len() as u64)),
         jobs: jobs.as_deref(),
         ui: ui_steps.as_deref().zip(agreements.as_deref()),
+        erasures: erasures.as_ref().map(|h| (h, erasures_seen.as_ref())),
     })?;
     report(dir, &summary)?;
     Ok(summary)

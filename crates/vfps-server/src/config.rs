@@ -16,6 +16,7 @@ mod init_namespaces;
 mod jobs;
 mod traces;
 mod ui;
+mod unsafe_erasure;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
 
@@ -58,6 +59,8 @@ pub struct Settings {
     pub tracing: Tracing,
     /// Namespaces to create at start-up if missing, so a deployment can ship them.
     pub init_namespaces: Vec<InitNamespace>,
+    /// `VFPS_UNSAFE_ERASURE_*`: the harness's self-test of P8 only.
+    pub unsafe_erasure: vfps_store::erasure::UnsafeErasure,
     /// `Authorization__*`: who may call what.
     pub authorization: Authorization,
     /// `VFPS_GRPC_REFLECTION`: whether gRPC server reflection is served.
@@ -398,6 +401,7 @@ impl Settings {
             telemetry: Telemetry::from_env(&env, &mut errors),
             tracing: Tracing::from_env(&env, &mut errors, &mut notes),
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
+            unsafe_erasure: unsafe_erasure::from_env(&env, &mut errors),
             authorization: Authorization::from_env(&env, &mut errors),
             grpc_reflection: authorization::reflection(&env, &mut errors),
             tls: Tls::from_env(&env, &mut errors),

@@ -141,7 +141,10 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
             Arc::new(store)
         }
         StoreConfig::Postgres(options) => {
-            let store = PgStore::new(options)?;
+            let store = PgStore::new(options)?.with_unsafe_erasure(settings.unsafe_erasure);
+            if settings.unsafe_erasure != Default::default() {
+                tracing::warn!(modes = ?settings.unsafe_erasure, "VFPS_UNSAFE_ERASURE_*: erasures are unsafe (for the harness's self-test only)");
+            }
             tracing::info!(hosts = ?options.hosts, database = ?options.database, "using the PostgreSQL store");
             if options.hosts.len() > 1 && options.target_session == TargetSession::Any {
                 tracing::warn!(

@@ -31,6 +31,19 @@ pub enum Erasure {
     Anonymize,
 }
 
+/// Ways to erase unsafely, for the harness's self-test only: each must make
+/// it fail P8 (erased stays erased). Both off in every deployment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnsafeErasure {
+    /// `VFPS_UNSAFE_ERASURE_UNANNOUNCED`: the erasure is not announced, so
+    /// other replicas' pseudonym caches keep answering the erased mapping.
+    pub unannounced: bool,
+    /// `VFPS_UNSAFE_ERASURE_BEFORE_STANDBY`: the erasure commits without
+    /// waiting for the synchronous standby, so a failover can undo an
+    /// acknowledged erasure.
+    pub before_standby: bool,
+}
+
 /// What an anonymized entry's original becomes: unique (128 random bits).
 pub(crate) fn tombstone() -> String {
     vfps_core::anonymized_original(&format!("{:032x}", rand::random::<u128>()))

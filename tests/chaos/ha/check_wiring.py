@@ -103,7 +103,19 @@ def check(chart, cnpg, job_docs, load_seconds, settle_seconds):
         problems.append(f"the load generator's RESILIENCE_JOB_ROWS {rows!r} is not a number of rows")
     elif JOB_FAULTS & set(PLAN_KINDS) and int(rows) == 0:
         problems.append(f"the plan faults CSV jobs ({sorted(JOB_FAULTS & set(PLAN_KINDS))}) but the load submits none (RESILIENCE_JOB_ROWS 0)")
+    # The MII side (P8) runs as on the local platform: every one of its
+    # operations weighed, its FHIR calls through the vfps Service's HTTP port.
+    mix = dict(p.split("=", 1) for p in (jenv.get("RESILIENCE_MIX") or "").split(",") if "=" in p)
+    unweighed = [op for op in MII_OPERATIONS if not mix.get(op, "0").isdigit() or int(mix.get(op, "0")) == 0]
+    if unweighed:
+        problems.append(f"the load generator's mix {jenv.get('RESILIENCE_MIX')!r} leaves out {unweighed}: no P8 on kind")
+    if not (jenv.get("RESILIENCE_HTTP_ADDRESS") or "").startswith("http://vfps.vfps.svc"):
+        problems.append(f"the load generator's RESILIENCE_HTTP_ADDRESS {jenv.get('RESILIENCE_HTTP_ADDRESS')!r} is not the vfps Service")
     return problems
+
+
+# The operations of the MII interface in the mix (erasure, Bundles: P8).
+MII_OPERATIONS = ["mii", "bundle", "erase"]
 
 
 # Scenarios that prove nothing without CSV jobs beside the load.
@@ -298,6 +310,8 @@ def self_test(args):
     cases["short Job deadline"] = lambda c, n, j: find(j, "Job")["spec"].__setitem__("activeDeadlineSeconds", LOADS[0])
     cases["another seed"] = lambda c, n, j: set_job_env(j, "RESILIENCE_SEED", str((PLAN_SEED or 0) + 1))
     cases["no job rows"] = lambda c, n, j: set_job_env(j, "RESILIENCE_JOB_ROWS", "")
+    cases["no erasures in the mix"] = lambda c, n, j: set_job_env(j, "RESILIENCE_MIX", "create=60,get=14,mii=4,bundle=1")
+    cases["FHIR calls to no address"] = lambda c, n, j: set_job_env(j, "RESILIENCE_HTTP_ADDRESS", "")
     if JOB_FAULTS & set(PLAN_KINDS):
         cases["no CSV jobs though the plan faults them"] = lambda c, n, j: set_job_env(j, "RESILIENCE_JOB_ROWS", "0")
     for name, mutate in cases.items():

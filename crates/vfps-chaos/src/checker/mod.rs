@@ -27,6 +27,11 @@
 //! - [`guards`]: the run served traffic, recorded every acknowledged Create, and
 //!   acknowledged every operation of its mix (no vacuous pass).
 //! - [`cost`]: the harness's own CPU as a caveat on the verdict.
+//! - [`erasure`]: P8 (erased stays erased), P2–P4 until erasure, batch
+//!   Bundles, and the guards that the run erased at all and in every scenario.
+//! - [`multi`]: multi-pseudonym namespaces — pseudonyms resolve to their own
+//!   original, are not shared, `count` 0 answers them all, erased ones stay
+//!   erased — and the guard that the run made, read and erased them.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -40,16 +45,19 @@ use crate::{
 pub mod availability;
 pub mod chaos;
 pub mod cost;
+pub mod erasure;
 pub mod guards;
 pub mod innocent;
 pub mod inputs;
 pub mod jobs;
 pub mod lifecycle;
 pub mod margins;
+pub mod multi;
 pub mod restore;
 pub mod reverse_lookup;
 pub mod stability;
 pub mod subjects;
+pub mod transaction;
 pub mod ui;
 
 pub use availability::Availability;
@@ -106,6 +114,34 @@ pub enum Property {
     ChaosWithinWindow,
     #[serde(rename = "one-node-commits")]
     OneNodeCommits,
+    /// P8: from an erasure's acknowledgement on, no replica answers the mapping.
+    #[serde(rename = "P8-erased-stays-erased")]
+    ErasedStaysErased,
+    /// P2–P4 in the erasable namespace, until erasure.
+    #[serde(rename = "erasable-subjects")]
+    ErasableSubjects,
+    /// Batch Bundles' entries answered as their model allows.
+    #[serde(rename = "bundles")]
+    Bundles,
+    /// The run erased and sent Bundles (no vacuous pass of P8).
+    #[serde(rename = "guard-erasure-exercised")]
+    ErasureExercised,
+    /// Every scenario's window erased and sent Bundles.
+    #[serde(rename = "guard-erasure-in-every-scenario")]
+    ErasureInEveryScenario,
+    /// P8 in the database itself, asked directly after the run.
+    #[serde(rename = "P8-erased-in-database")]
+    ErasedInDatabase,
+    /// Multi-pseudonym namespaces: every acknowledged pseudonym resolves to
+    /// its own original, none is shared, `count` 0 answers every one.
+    #[serde(rename = "multi-pseudonyms")]
+    MultiPseudonyms,
+    /// P8 for multi originals: none of an erased original's pseudonyms answered.
+    #[serde(rename = "P8-multi-erased-stays-erased")]
+    MultiErasedStaysErased,
+    /// The run made, read and erased multi originals (no vacuous pass).
+    #[serde(rename = "guard-multi-exercised")]
+    MultiExercised,
 }
 
 impl Property {
@@ -135,6 +171,15 @@ impl Property {
             Property::FaultWindowsVerified => "guard-fault-windows-verified",
             Property::ChaosWithinWindow => "chaos-completed-within-window",
             Property::OneNodeCommits => "one-node-commits",
+            Property::ErasedStaysErased => "P8-erased-stays-erased",
+            Property::ErasableSubjects => "erasable-subjects",
+            Property::Bundles => "bundles",
+            Property::ErasureExercised => "guard-erasure-exercised",
+            Property::ErasureInEveryScenario => "guard-erasure-in-every-scenario",
+            Property::ErasedInDatabase => "P8-erased-in-database",
+            Property::MultiPseudonyms => "multi-pseudonyms",
+            Property::MultiErasedStaysErased => "P8-multi-erased-stays-erased",
+            Property::MultiExercised => "guard-multi-exercised",
         }
     }
 }
@@ -505,6 +550,9 @@ mod tests {
             Property::ScenarioOutage,
             Property::OneSubjectOnePseudonym,
             Property::ChaosWithinWindow,
+            Property::MultiPseudonyms,
+            Property::MultiErasedStaysErased,
+            Property::MultiExercised,
         ] {
             assert_eq!(
                 serde_json::to_string(&p).unwrap(),

@@ -94,6 +94,20 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         &windows,
         plan.load_seconds(),
     ));
+    if crate::checker::erasure::in_mix(&summary.mix) {
+        summary
+            .verdicts
+            .push(crate::checker::erasure::per_scenario(&rows, &windows));
+        let history = crate::checker::erasure::read_history(dir)?;
+        let mut v = crate::checker::erasure::in_database(
+            history.as_ref(),
+            collected.erased_rows.as_deref(),
+        );
+        for e in &mut v.evidence {
+            *e = with_scenario(e, &windows);
+        }
+        summary.verdicts.push(v);
+    }
     summary.verdicts.push(chaos::fault_windows_verified(
         plan,
         &windows,
@@ -222,6 +236,7 @@ mod tests {
             load,
             postgres_logs: Vec::new(),
             ha_logs: Vec::new(),
+            erased_rows: None,
         };
         let passed = finish(&dir, &plan, collected).unwrap();
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();

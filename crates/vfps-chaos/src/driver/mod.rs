@@ -103,6 +103,10 @@ pub struct Collected {
     /// PostgreSQL logs in the run directory, with the instance each is of (a
     /// log of several instances names each on its lines).
     pub postgres_logs: Vec<(String, std::path::PathBuf)>,
+    /// What each database instance holds of the erased pseudonyms, asked
+    /// directly (`None`: not asked, or nothing erased; the kind platform
+    /// does not ask yet).
+    pub erased_rows: Option<Vec<crate::history::erasures::DatabaseRows>>,
     /// The HA manager's logs (Patroni's, locally), with the member each is
     /// of: where a failover's leader race is told.
     pub ha_logs: Vec<(String, std::path::PathBuf)>,

@@ -17,8 +17,14 @@ const HEADER_ALL_ONLY: &str = "second,buckets";
 /// `second,buckets,create_buckets,recreate_buckets,…`: every call, then each
 /// operation in [`Operation::ALL`] order.
 pub fn header() -> String {
+    header_of(Operation::COUNT)
+}
+
+/// The header with the first `ops` operations (runs saved before the MII
+/// interface's operations have six).
+fn header_of(ops: usize) -> String {
     let mut h = HEADER_ALL_ONLY.to_owned();
-    for op in Operation::ALL {
+    for op in &Operation::ALL[..ops] {
         h.push_str(&format!(",{}_buckets", op.name()));
     }
     h
@@ -33,7 +39,7 @@ pub type Buckets = Vec<(u16, u64)>;
 pub struct Second {
     pub all: Buckets,
     /// In [`Operation::ALL`] order; empty in runs saved before they were kept.
-    pub ops: [Buckets; 6],
+    pub ops: [Buckets; Operation::COUNT],
 }
 
 /// The bucket of a latency in microseconds.
@@ -86,6 +92,7 @@ pub fn parse(text: &str) -> Result<Vec<Second>, ParseError> {
     let header = header();
     let columns = match lines.next().map(str::trim) {
         Some(h) if h == header => 2 + Operation::ALL.len(),
+        Some(h) if h == header_of(Operation::BEFORE_MII) => 2 + Operation::BEFORE_MII,
         Some(HEADER_ALL_ONLY) => 2,
         _ => {
             return Err(ParseError(format!(

@@ -10,14 +10,20 @@
 //!   test's during the load window, from `/proc`.
 //! - [`failover`]: where each database failover's seconds went, from the
 //!   HA manager's and PostgreSQL's logs and the acknowledgement times.
+//! - [`erasures`]: what the run erased and what each replica and the
+//!   database answered of it afterwards.
 //! - [`leftovers`]: what the final verification checks besides the ledger.
+//! - [`multi`]: what `$pseudonymize-multiple` and the erasures in the
+//!   multi-pseudonym namespace answered.
 
 pub mod calls;
 pub mod cpu;
+pub mod erasures;
 pub mod failover;
 pub mod latency;
 pub mod ledger;
 pub mod leftovers;
+pub mod multi;
 pub mod timeline;
 pub mod ui;
 

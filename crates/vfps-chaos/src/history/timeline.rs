@@ -29,13 +29,13 @@ pub struct Second {
     pub ok: u64,
     pub failed: u64,
     pub shed: u64,
-    ops: [OpCounts; 6],
+    ops: [OpCounts; Operation::COUNT],
     /// Latency from intended send time, in microseconds.
     latency: Histogram<u64>,
     /// Each operation's latencies (µs), in [`Operation::ALL`] order: kept
     /// whole (a few calls per second each, 4 bytes a call) rather than as six
     /// more histograms of 190 kB a second.
-    op_micros: [Vec<u32>; 6],
+    op_micros: [Vec<u32>; Operation::COUNT],
 }
 
 impl Second {
@@ -45,7 +45,7 @@ impl Second {
             ok: 0,
             failed: 0,
             shed: 0,
-            ops: [OpCounts::default(); 6],
+            ops: [OpCounts::default(); Operation::COUNT],
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
                 .expect("valid histogram bounds"),
             op_micros: Default::default(),
@@ -66,17 +66,14 @@ pub struct Row {
     pub p99_ms: f64,
     pub max_ms: f64,
     /// Per operation, in [`Operation::ALL`] order.
-    pub ops: [OpCounts; 6],
+    pub ops: [OpCounts; Operation::COUNT],
     /// Each operation's p99 latency in this second, in [`Operation::ALL`]
     /// order; 0 without calls (and in timelines saved before it was kept).
     #[serde(default)]
-    pub op_p99_ms: [f64; 6],
+    pub op_p99_ms: [f64; Operation::COUNT],
 }
 
 const BASE_HEADER: &str = "second,offered,ok,failed,shed,mean_ms,p50_ms,p99_ms,max_ms";
-
-/// Columns before the per-operation p99s: the totals and the counts.
-const COUNT_COLUMNS: usize = 9 + 3 * 6;
 
 /// The header of `load-timeline.csv`: the totals, then offered/ok/failed per
 /// operation, then p99 per operation (last, so that readers of the earlier
@@ -110,8 +107,8 @@ impl Row {
             p50_ms: 0.0,
             p99_ms: 0.0,
             max_ms: 0.0,
-            ops: [OpCounts::default(); 6],
-            op_p99_ms: [0.0; 6],
+            ops: [OpCounts::default(); Operation::COUNT],
+            op_p99_ms: [0.0; Operation::COUNT],
         }
     }
 
@@ -152,8 +149,15 @@ impl Row {
         if f.len() < 9 {
             return None;
         }
-        let mut ops = [OpCounts::default(); 6];
-        for (i, op) in ops.iter_mut().enumerate() {
+        // How many operations the row has: every operation now, the six of a
+        // run saved before the MII interface's, each with or without p99s.
+        let n = [Operation::COUNT, Operation::BEFORE_MII]
+            .into_iter()
+            .find(|n| f.len() >= 9 + 3 * n)
+            .unwrap_or(Operation::BEFORE_MII);
+        let count_columns = 9 + 3 * n;
+        let mut ops = [OpCounts::default(); Operation::COUNT];
+        for (i, op) in ops.iter_mut().enumerate().take(n) {
             let at = 9 + 3 * i;
             if f.len() >= at + 3 {
                 *op = OpCounts {
@@ -163,13 +167,16 @@ impl Row {
                 };
             }
         }
-        let mut op_p99_ms = [0.0; 6];
+        let mut op_p99_ms = [0.0; Operation::COUNT];
         // Columns added after these (by a newer harness) are not read here.
-        if f.len() > COUNT_COLUMNS {
-            if f.len() < COUNT_COLUMNS + 6 {
+        if f.len() > count_columns {
+            if f.len() < count_columns + n {
                 return None;
             }
-            for (p99, cell) in op_p99_ms.iter_mut().zip(&f[COUNT_COLUMNS..]) {
+            for (p99, cell) in op_p99_ms
+                .iter_mut()
+                .zip(&f[count_columns..count_columns + n])
+            {
                 *p99 = cell.parse().ok()?;
             }
         }
@@ -470,12 +477,15 @@ mod tests {
         assert_eq!(p99_ms(&(1..=1000).collect::<Vec<_>>()), 0.99);
     }
 
+    /// Columns before the per-operation p99s: the totals and the counts.
+    const COUNT_COLUMNS: usize = 9 + 3 * Operation::COUNT;
+
     #[test]
     fn the_per_operation_p99s_come_after_every_earlier_column_and_round_trip() {
         let rows = slow_deletes().rows();
         let header = csv_header();
         let columns: Vec<&str> = header.split(',').collect();
-        assert_eq!(columns.len(), COUNT_COLUMNS + 6);
+        assert_eq!(columns.len(), COUNT_COLUMNS + Operation::COUNT);
         assert_eq!(&columns[..9], BASE_HEADER.split(',').collect::<Vec<_>>());
         assert_eq!(columns[9], "create_offered");
         assert_eq!(columns[COUNT_COLUMNS], "create_p99_ms");
@@ -495,17 +505,22 @@ mod tests {
     fn a_timeline_saved_before_the_per_operation_p99s_still_reads() {
         let old_header = csv_header()
             .split(',')
-            .take(COUNT_COLUMNS)
+            .take(9 + 3 * Operation::BEFORE_MII)
             .collect::<Vec<_>>()
             .join(",");
         let old_row = "4,10,9,1,0,2.000,1.500,5.000,6.000,6,6,0,2,1,1,2,2,0,0,0,0,0,0,0,0,0,0";
         let back = parse_timeline(&format!("{old_header}\n{old_row}\n")).unwrap();
         assert_eq!((back[0].second, back[0].ok, back[0].p99_ms), (4, 9, 5.0));
         assert_eq!(back[0].ops[Operation::Recreate.index()].failed, 1);
-        assert_eq!(back[0].op_p99_ms, [0.0; 6]);
+        assert_eq!(back[0].op_p99_ms, [0.0; Operation::COUNT]);
+        // Six operations with their p99s (before the MII interface's).
+        let six = format!("{old_row},1.000,2.000,3.000,4.000,5.000,6.000");
+        let back = parse_timeline(&format!("{old_header}\n{six}\n")).unwrap();
+        assert_eq!(back[0].op_p99_ms[Operation::Bad.index()], 6.0);
+        assert_eq!(back[0].op_p99_ms[Operation::Mii.index()], 0.0);
         // And the oldest: the totals alone.
         let back = parse_timeline(&format!("{BASE_HEADER}\n4,10,9,1,0,2,1.5,5,6")).unwrap();
-        assert_eq!(back[0].ops, [OpCounts::default(); 6]);
+        assert_eq!(back[0].ops, [OpCounts::default(); Operation::COUNT]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub const LOAD: RunToken = RunToken {
         "vfps-chaos load",
         "--admin",
         "--grant",
-        "*=read,write,reverse-lookup",
+        "*=read,write,reverse-lookup,erase",
     ],
 };
 

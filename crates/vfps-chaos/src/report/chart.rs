@@ -70,13 +70,16 @@ pub(super) const P50: RGBColor = RGBColor(21, 101, 192);
 pub(super) const P99: RGBColor = RGBColor(106, 27, 154);
 const MAX: RGBColor = RGBColor(160, 160, 200);
 /// Each operation's latency line, in [`Operation::ALL`] order.
-const OPERATION: [RGBColor; 6] = [
+const OPERATION: [RGBColor; Operation::COUNT] = [
     RGBColor(21, 101, 192),
     RGBColor(0, 131, 143),
     RGBColor(85, 139, 47),
     RGBColor(121, 85, 72),
     RGBColor(230, 81, 0),
     RGBColor(117, 117, 117),
+    RGBColor(194, 24, 91),
+    RGBColor(69, 39, 160),
+    RGBColor(0, 0, 0),
 ];
 pub(super) const FAULT: RGBColor = RGBColor(183, 28, 28);
 const HEAL: RGBColor = RGBColor(27, 94, 32);

@@ -28,12 +28,12 @@ fn esc(s: &str) -> String {
 struct WindowFigures {
     latency: Option<latency::Percentiles>,
     max_ms: f64,
-    ops: [OpCounts; 6],
+    ops: [OpCounts; Operation::COUNT],
 }
 
 fn window_figures(rows: &[Row], buckets: &[latency::Second], w: &Window) -> WindowFigures {
     let inside = |s: u64| (s as f64) >= w.start_seconds.floor() && (s as f64) < w.end_seconds;
-    let mut ops = [OpCounts::default(); 6];
+    let mut ops = [OpCounts::default(); Operation::COUNT];
     let mut max_ms = 0.0_f64;
     for r in rows.iter().filter(|r| inside(r.second)) {
         max_ms = max_ms.max(r.max_ms);
@@ -183,7 +183,11 @@ pub fn write(dir: &Path, p: &Page<'_>) -> anyhow::Result<()> {
     if let UiTimeline::Unreadable(e) = &ui {
         eprintln!("{} not shown: {e}", super::ui_chart::FILE);
     }
-    super::write_file(dir, "report.html", page(p, &ui))?;
+    super::write_file(
+        dir,
+        "report.html",
+        super::erasure::with_section(page(p, &ui), dir, p.windows),
+    )?;
     let title = title(p.summary);
     let api = chart(p, &title);
     let api_png = match api.png() {

@@ -6,6 +6,7 @@
 //!   the load generator's log.
 //! - [`latency`]: latency per operation, for the run and each scenario.
 //! - [`html`]: `report.html`, `timeline.png` and `ui-timeline.png`.
+//! - [`multi`]: the multi-pseudonym namespace's counts in `report.html`.
 //! - [`sections`]: parts of `report.html` read from the summary alone (margins).
 //! - [`chart`]: the timeline chart, and the SVG/PNG rendering every chart uses.
 //! - [`ui_chart`]: the web UI's timeline (the browser probe's), drawn under it.
@@ -22,9 +23,11 @@ use crate::{
 };
 
 pub mod chart;
+pub mod erasure;
 pub mod html;
 pub mod latency;
 pub mod markers;
+pub mod multi;
 pub mod sections;
 pub mod sweep;
 pub mod ui_chart;

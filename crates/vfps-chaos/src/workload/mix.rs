@@ -12,10 +12,31 @@ pub use crate::operation::Operation;
 
 /// Weights of the operations, in [`Operation::ALL`] order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mix(pub [u32; 6]);
+pub struct Mix(pub [u32; Operation::COUNT]);
 
 /// The default mix: at 50 calls/s every operation occurs at least once a second.
 pub const DEFAULT_MIX: &str = "create=60,recreate=14,get=14,list=4,churn=6,bad=2";
+
+/// The MII side the platforms' runs add to their mix (P8): the local
+/// platform's script and the kind Job alike.
+pub const PLATFORM_MII: &str = "mii=4,bundle=1,erase=2";
+
+/// `raw` with [`PLATFORM_MII`] added when it weighs none of the MII
+/// operations, so that every platform run proves erasure and Bundles; a mix
+/// that has any of them, or does not parse (its error is told where it is
+/// read), is left as it is.
+pub fn with_platform_mii(raw: &str) -> String {
+    match Mix::parse(raw) {
+        Ok(mix)
+            if [Operation::Mii, Operation::Bundle, Operation::Erase]
+                .into_iter()
+                .all(|op| mix.weight(op) == 0) =>
+        {
+            format!("{},{PLATFORM_MII}", raw.trim().trim_end_matches(','))
+        }
+        _ => raw.to_owned(),
+    }
+}
 
 /// A mix that cannot be used, naming the part at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,8 +52,8 @@ impl Mix {
             raw: raw.to_owned(),
             why,
         };
-        let mut weights = [0u32; 6];
-        let mut seen = [false; 6];
+        let mut weights = [0u32; Operation::COUNT];
+        let mut seen = [false; Operation::COUNT];
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, weight) = part
                 .split_once('=')
@@ -74,7 +95,7 @@ impl Mix {
     pub fn dealer(&self) -> Dealer {
         Dealer {
             weights: self.0,
-            current: [0; 6],
+            current: [0; Operation::COUNT],
         }
     }
 }
@@ -91,8 +112,8 @@ impl std::fmt::Display for Mix {
 
 /// Deals operations in proportion to their weights, evenly spread.
 pub struct Dealer {
-    weights: [u32; 6],
-    current: [i64; 6],
+    weights: [u32; Operation::COUNT],
+    current: [i64; Operation::COUNT],
 }
 
 impl Iterator for Dealer {
@@ -123,10 +144,24 @@ mod tests {
         let mut dealer = mix.dealer();
         for second in 0..10 {
             let ops: Vec<Operation> = dealer.by_ref().take(50).collect();
-            for op in Operation::ALL {
-                assert!(ops.contains(&op), "{op:?} missing in second {second}");
+            // The MII interface's operations need a namespace that allows
+            // erasure and the erase right: the platforms add them.
+            for op in &Operation::ALL[..Operation::BEFORE_MII] {
+                assert!(ops.contains(op), "{op:?} missing in second {second}");
             }
         }
+    }
+
+    #[test]
+    fn a_platform_mix_without_the_mii_side_gets_it_and_one_with_it_is_kept() {
+        let added = with_platform_mii(DEFAULT_MIX);
+        assert_eq!(added, format!("{DEFAULT_MIX},{PLATFORM_MII}"));
+        let mix = Mix::parse(&added).unwrap();
+        assert_eq!(mix.weight(Operation::Mii), 4);
+        assert_eq!(mix.weight(Operation::Bundle), 1);
+        assert_eq!(mix.weight(Operation::Erase), 2);
+        assert_eq!(with_platform_mii("create=1,bundle=3"), "create=1,bundle=3");
+        assert_eq!(with_platform_mii("create=abc"), "create=abc");
     }
 
     #[test]

@@ -24,6 +24,9 @@
 //! | list | yes | OK, items without originals; listed pseudonyms resolve | list pages, P5 |
 //! | churn | yes | OK; NOT_FOUND where the namespace's lifecycle says so; ALREADY_EXISTS for a re-sent create | P6, P5 |
 //! | bad | no | its documented code (see [`bad`]) | invalid input |
+//! | mii | yes | 200; 404 for a lookup of an erased subject | P8, erasable-subjects, P5 |
+//! | bundle | yes | 200, each entry 200 (503) or 404 where meant to fail | bundles, P8, P5 |
+//! | erase | yes | 200 (acknowledged); 4xx refused; 5xx or none unknown | P8, guard-erasure-exercised, P5 |
 
 use std::sync::{Arc, Mutex};
 
@@ -45,6 +48,7 @@ pub mod capacity;
 pub mod churn;
 pub mod generator;
 pub mod jobs;
+pub mod mii;
 pub mod mix;
 pub mod ui;
 
@@ -114,6 +118,15 @@ impl Acked {
         Some(self.pairs[rng.random_range(0..self.pairs.len())].clone())
     }
 
+    /// Takes one pair out of the sample, chosen at random.
+    pub(crate) fn take(&mut self, rng: &mut StdRng) -> Option<(String, String)> {
+        if self.pairs.is_empty() {
+            return None;
+        }
+        let i = rng.random_range(0..self.pairs.len());
+        Some(self.pairs.swap_remove(i))
+    }
+
     /// Keeps the pair with the probability that leaves the sample uniform.
     pub(crate) fn remember(&mut self, rng: &mut StdRng, original: String, pseudonym: String) {
         self.seen += 1;
@@ -153,6 +166,9 @@ pub struct Mixed {
     bad_kinds: Vec<bad::BadInput>,
     /// Credentials the service must refuse.
     refused: RefusedTokens,
+    /// The MII interface's operations (`mii`, `bundle`, `erase`), when the
+    /// mix has them.
+    mii: Option<Arc<mii::Mii>>,
 }
 
 /// A synthetic original: 32 hex digits from the seeded generator (no personal data).
@@ -185,7 +201,19 @@ impl Mixed {
                 bad_turn: 0,
             }),
             run: seed,
+            mii: None,
         })
+    }
+
+    /// The same workload with the MII interface's operations.
+    pub fn with_mii(self: Arc<Self>, mii: mii::Mii) -> Arc<Self> {
+        match Arc::try_unwrap(self) {
+            Ok(mut this) => {
+                this.mii = Some(Arc::new(mii));
+                Arc::new(this)
+            }
+            Err(shared) => shared,
+        }
     }
 
     pub fn leftovers(&self) -> Leftovers {
@@ -452,6 +480,20 @@ impl Workload for Mixed {
                 };
                 Box::pin(async move { this.bad(kind, unique, companions, second, until).await })
             }
+            Operation::Mii | Operation::Bundle | Operation::Erase => match self.mii.clone() {
+                Some(m) => Box::pin(async move {
+                    match op {
+                        Operation::Mii => m.call(second, until).await,
+                        Operation::Bundle => m.bundle(second, until).await,
+                        _ => m.erase(second, until).await,
+                    }
+                }),
+                // Not set up (checked before the load starts): a fresh Create.
+                None => {
+                    let original = self.next_original();
+                    Box::pin(async move { this.create(original, second, until).await })
+                }
+            },
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{
     DURABLE, PSEUDONYM_COLUMNS,
 };
 use crate::{
-    erasure::{tombstone, Erase, Erasure},
+    erasure::{tombstone, Erase, Erasure, UnsafeErasure},
     Candidate,
 };
 
@@ -79,6 +79,15 @@ impl Erase for PgStore {
         let tx = steps.run(lease.conn_mut().client.transaction()).await?;
         // "Nothing to erase" must not rest on a single-copy commit either.
         steps.run(tx.execute(DURABLE, &[])).await?;
+        let UnsafeErasure {
+            unannounced,
+            before_standby,
+        } = self.unsafe_erasure;
+        if before_standby {
+            steps
+                .run(tx.execute("SET LOCAL synchronous_commit = local", &[]))
+                .await?;
+        }
         let row = match how {
             Erasure::Delete => {
                 steps
@@ -138,7 +147,7 @@ impl Erase for PgStore {
                 .map(|r| r.try_get(0).map_err(|e| classify(&e)))
                 .transpose()?;
         }
-        if erased.is_some() {
+        if erased.is_some() && !unannounced {
             // Delivered at commit to every replica's monitor: its caches of
             // the namespace go stale.
             steps
@@ -150,7 +159,7 @@ impl Erase for PgStore {
         }
         steps.run(tx.commit()).await?;
         lease.finish();
-        if erased.is_some() {
+        if erased.is_some() && !unannounced {
             self.coherence.deleted(namespace.as_str());
         }
         Ok(erased)

@@ -83,6 +83,8 @@ pub struct PgStore {
     refused_commits: Arc<std::sync::atomic::AtomicU64>,
     /// What is wrong with the schema, as the monitor last found it.
     schema: Arc<monitor::SchemaState>,
+    /// Off but in the harness's self-test of P8.
+    unsafe_erasure: crate::erasure::UnsafeErasure,
 }
 
 /// Every `Connection Pruning Interval`, closes the pool's connections idle for
@@ -156,7 +158,14 @@ impl PgStore {
             alive: Arc::new(()),
             refused_commits: Arc::default(),
             schema: Arc::default(),
+            unsafe_erasure: Default::default(),
         })
+    }
+
+    /// Erasures made unsafe on purpose (the harness's self-test of P8 only).
+    pub fn with_unsafe_erasure(mut self, modes: crate::erasure::UnsafeErasure) -> Self {
+        self.unsafe_erasure = modes;
+        self
     }
 
     fn manager(options: &PgOptions) -> Result<Manager, Error> {

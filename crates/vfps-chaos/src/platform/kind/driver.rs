@@ -209,6 +209,7 @@ impl<R: Runner> Driver for KindDriver<R> {
             anyhow::bail!("no chaos.json: `scenarios` did not run for this run directory");
         }
         Ok(Collected {
+            erased_rows: None,
             load: summary,
             postgres_logs: vec![("cnpg".into(), dir.join("cnpg-instances.log"))]
                 .into_iter()

@@ -76,9 +76,14 @@ pub fn job_variables(
             "RESILIENCE_MAX_UNAVAILABLE_SECONDS",
             load.limits.max_unavailable_seconds.to_string(),
         ),
-        ("RESILIENCE_MIX", load.workload.mix.clone()),
+        // The local platform's mix: the MII side (P8) added when left out.
+        (
+            "RESILIENCE_MIX",
+            crate::workload::mix::with_platform_mii(&load.workload.mix),
+        ),
         // The jobs' files go to Garage through presigned URLs naming its
-        // Service (s3.serviceUrl), not through vfps: no HTTP address needed.
+        // Service (s3.serviceUrl), not through vfps; the Job's HTTP address
+        // (in the template) is for the FHIR calls.
         ("RESILIENCE_JOB_ROWS", job_rows(plan, load).to_string()),
         // The seed the plan's fault schedule was drawn from: one seed replays both.
         (

@@ -1450,6 +1450,18 @@ fn the_job_runs_the_plans_load_window_with_its_deadline() {
         job.contains(r#"{name: RESILIENCE_MIX, value: "create=60"#),
         "the Job runs the same mix: {job}"
     );
+    // The local platform's MII side (P8), which the default mix leaves out,
+    // and the FHIR calls through the Service (pod addresses change on a kill).
+    assert!(
+        job.contains(r#",mii=4,bundle=1,erase=2"}"#),
+        "the Job speaks the MII interface: {job}"
+    );
+    assert!(
+        job.contains(
+            r#"{name: RESILIENCE_HTTP_ADDRESS, value: "http://vfps.vfps.svc.cluster.local:8080"}"#
+        ),
+        "{job}"
+    );
     assert!(!job.contains("${"));
     let missing = job::render_job("x: ${NOT_A_VARIABLE}", &plan, &load_config(&dir), "v9");
     assert!(missing
@@ -1471,9 +1483,11 @@ fn the_job_submits_csv_jobs_when_the_plan_faults_their_store() {
     let rows = |n: u64| format!(r#"{{name: RESILIENCE_JOB_ROWS, value: "{n}"}}"#);
     let job = render("baseline,objects-node-kill", 0);
     assert!(job.contains(&rows(job::DEFAULT_JOB_ROWS)), "{job}");
+    // The files go to the object store through presigned URLs naming its
+    // Service; the HTTP address (the vfps Service's) is the FHIR calls'.
     assert!(
-        !job.contains("RESILIENCE_HTTP_ADDRESS"),
-        "the files go to the object store through presigned URLs, not through vfps"
+        job.contains(r#"value: "http://vfps.vfps.svc.cluster.local:8080"}"#),
+        "{job}"
     );
     assert!(render("baseline,vfps-pod-kill", 0).contains(&rows(0)));
     assert!(

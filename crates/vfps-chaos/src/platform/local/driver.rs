@@ -239,9 +239,13 @@ impl Driver for LocalDriver {
 
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
         let dir = load_config(load, plan, &self.options).dir().to_owned();
+        let mut erased_rows = None;
         if let Ok(local) = Local::attach(self.options.clone()) {
             local.snapshot_cluster(&dir, "after").await?;
             local.collect_logs(&dir)?;
+            if let Some(history) = crate::checker::erasure::read_history(&dir)? {
+                erased_rows = local.erased_rows(&history).await;
+            }
         }
         let postgres_logs = super::ZONES
             .iter()
@@ -259,6 +263,7 @@ impl Driver for LocalDriver {
             .filter(|(_, path)| path.exists())
             .collect();
         Ok(Collected {
+            erased_rows,
             load: artifacts::read_load_summary(&dir)?,
             postgres_logs,
             ha_logs,

@@ -34,6 +34,7 @@ pub mod cuts;
 pub mod database;
 pub mod drill;
 pub mod driver;
+pub mod erased_rows;
 pub mod evidence;
 pub mod faults;
 pub mod front;

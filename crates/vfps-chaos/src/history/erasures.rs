@@ -1,0 +1,300 @@
+//! What the MII interface's calls in the erasable namespace answered:
+//! subjects acknowledged, every (original → pseudonym) answer with when its
+//! call was sent, every erasure with what its answer means, every batch
+//! Bundle and every transaction Bundle with its new originals. Saved as `erasures.json`; P8 and its companions read it
+//! (`checker::erasure`).
+//!
+//! Times are microseconds of the wall clock: an answer is judged against an
+//! erasure's acknowledgement by when its call was *sent* (a call sent before
+//! the acknowledgement may rightly see the mapping).
+
+use std::{
+    sync::Mutex,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the Unix epoch, now.
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// How an entry is erased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErasureKind {
+    /// `$delete-pseudonym`: a later `$pseudonymize` makes a new pseudonym.
+    Delete,
+    /// `$anonymize-original`: the pseudonym is never answered again for anyone.
+    Anonymize,
+}
+
+impl ErasureKind {
+    pub fn operation(self) -> &'static str {
+        match self {
+            ErasureKind::Delete => "$delete-pseudonym",
+            ErasureKind::Anonymize => "$anonymize-original",
+        }
+    }
+}
+
+/// What an answer means for what the service did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Meaning {
+    /// Done, and promised.
+    Acknowledged,
+    /// Definitely not done (a 4xx, or never sent).
+    Refused,
+    /// May have been done: a deadline, a lost connection, a 5xx.
+    Unknown,
+}
+
+/// Through which path an answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Path {
+    Pseudonymize,
+    GetPseudonym,
+    DePseudonymize,
+    /// A `$pseudonymize` entry of a batch Bundle.
+    BundleEntry,
+    /// A `$pseudonymize` entry of an acknowledged transaction Bundle.
+    TransactionEntry,
+    /// A `$pseudonymize` sent together with an erasure of the same original.
+    Race,
+}
+
+/// One (original → pseudonym) answer in the erasable namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The second of the load the call was offered in.
+    pub second: u64,
+    pub sent_micros: u64,
+    pub path: Path,
+    pub original: String,
+    pub pseudonym: String,
+}
+
+/// A lookup answered "not found" (404) where it was expected to answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotFound {
+    pub second: u64,
+    pub sent_micros: u64,
+    pub path: Path,
+    pub original: String,
+    pub pseudonym: String,
+}
+
+/// One erasure of an acknowledged subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Erasure {
+    pub second: u64,
+    pub kind: ErasureKind,
+    pub original: String,
+    /// The pseudonym acknowledged for the original before it was erased.
+    pub pseudonym: String,
+    pub sent_micros: u64,
+    pub answered_micros: u64,
+    pub meaning: Meaning,
+    /// The HTTP status, or what ended the call without one.
+    pub answer: String,
+    /// Sent together with a `$pseudonymize` of the same original.
+    pub raced: bool,
+}
+
+/// One batch Bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bundle {
+    pub second: u64,
+    pub entries: usize,
+    /// Entries meant to fail (an unknown context): each must be answered 404.
+    pub meant_to_fail: usize,
+    pub meaning: Meaning,
+    /// Entries answered 200 with a pseudonym.
+    pub entries_ok: usize,
+    /// Entries answered otherwise than their model allows, for people.
+    pub wrong: Vec<String>,
+}
+
+/// How the entry of a transaction meant to fail it is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failing {
+    /// A `$pseudonymize` in a namespace that does not exist: 404.
+    UnknownNamespace,
+    /// A `$pseudonymize` without its `original`: 400.
+    Malformed,
+}
+
+impl Failing {
+    /// The status the whole transaction must be refused with.
+    pub fn status(self) -> u16 {
+        match self {
+            Failing::UnknownNamespace => 404,
+            Failing::Malformed => 400,
+        }
+    }
+}
+
+/// The entry meant to fail a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingEntry {
+    pub index: usize,
+    pub how: Failing,
+}
+
+/// An original of a transaction no one had sent before, and the pseudonym
+/// the transaction answered for it (acknowledged transactions only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEntry {
+    pub original: String,
+    pub pseudonym: Option<String>,
+}
+
+/// One transaction Bundle of `$pseudonymize` entries: all applied or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transaction {
+    pub second: u64,
+    pub sent_micros: u64,
+    pub entries: usize,
+    /// The entry meant to fail the whole transaction, if any.
+    pub meant_to_fail: Option<FailingEntry>,
+    pub meaning: Meaning,
+    /// The HTTP status, or what ended the call without one.
+    pub answer: String,
+    /// Its fresh originals: only they tell whether it was applied (an
+    /// acknowledged subject's entry is there either way).
+    pub new: Vec<NewEntry>,
+    /// Answers otherwise than its model allows, for people.
+    pub wrong: Vec<String>,
+}
+
+/// What the service does not offer yet, asked now and then to see it still
+/// refuses it (so "not exercised" is a finding, not an assumption).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unsupported {
+    /// A `transaction` Bundle, refused with 400 until the service offered
+    /// them; kept to read older runs (transactions are judged now, as
+    /// [`Transaction`]s).
+    Transaction,
+    /// `$pseudonymize-multiple`: documented as refused with 405.
+    Multiple,
+}
+
+/// One such question and its answer (`None`: no answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    pub second: u64,
+    pub what: Unsupported,
+    pub status: Option<u16>,
+}
+
+/// Everything `erasures.json` keeps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ErasureHistory {
+    pub namespace: String,
+    pub answers: Vec<Answered>,
+    pub not_found: Vec<NotFound>,
+    pub erasures: Vec<Erasure>,
+    pub bundles: Vec<Bundle>,
+    /// Erasures refused for want of the right (403) or the namespace's
+    /// setting (405): the run could not erase.
+    pub cannot_erase: Vec<String>,
+    #[serde(default)]
+    pub unsupported: Vec<Probe>,
+    #[serde(default)]
+    pub transactions: Vec<Transaction>,
+    /// The multi-pseudonym namespace's record (`None` in runs before it).
+    #[serde(default)]
+    pub multi: Option<super::multi::MultiHistory>,
+}
+
+/// Most answers kept (a run at 50 calls/s for an hour stays well below).
+const MAX_ANSWERS: usize = 500_000;
+
+/// Thread-safe accumulation during the load.
+#[derive(Default)]
+pub struct ErasureLog {
+    inner: Mutex<ErasureHistory>,
+}
+
+impl ErasureLog {
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            inner: Mutex::new(ErasureHistory {
+                namespace: namespace.to_owned(),
+                ..ErasureHistory::default()
+            }),
+        }
+    }
+
+    fn with(&self, f: impl FnOnce(&mut ErasureHistory)) {
+        if let Ok(mut h) = self.inner.lock() {
+            f(&mut h);
+        }
+    }
+
+    pub fn answered(&self, a: Answered) {
+        self.with(|h| {
+            if h.answers.len() < MAX_ANSWERS {
+                h.answers.push(a);
+            }
+        });
+    }
+
+    pub fn not_found(&self, n: NotFound) {
+        self.with(|h| h.not_found.push(n));
+    }
+
+    pub fn erased(&self, e: Erasure) {
+        self.with(|h| h.erasures.push(e));
+    }
+
+    pub fn bundle(&self, b: Bundle) {
+        self.with(|h| h.bundles.push(b));
+    }
+
+    pub fn transaction(&self, t: Transaction) {
+        self.with(|h| h.transactions.push(t));
+    }
+
+    pub fn unsupported(&self, p: Probe) {
+        self.with(|h| h.unsupported.push(p));
+    }
+
+    pub fn cannot_erase(&self, why: String) {
+        self.with(|h| {
+            if h.cannot_erase.len() < 10 {
+                h.cannot_erase.push(why);
+            }
+        });
+    }
+
+    /// Records into the multi-pseudonym namespace's record, started as
+    /// `namespace` if there is none yet.
+    pub fn multi(&self, namespace: &str, f: impl FnOnce(&mut super::multi::MultiHistory)) {
+        self.with(|h| {
+            f(h.multi
+                .get_or_insert_with(|| super::multi::MultiHistory::new(namespace)))
+        });
+    }
+
+    pub fn history(&self) -> ErasureHistory {
+        self.inner.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+/// What one database instance holds of the erased pseudonyms, asked directly
+/// after the run (the local platform): (pseudonym, original) rows, or why it
+/// could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseRows {
+    pub instance: String,
+    pub rows: Vec<(String, String)>,
+    pub error: Option<String>,
+}
