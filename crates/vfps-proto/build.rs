@@ -13,7 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         env::set_var("PROTOC", protoc);
     }
 
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // The manifest directory of this build, not of the one that compiled the
+    // script (`env!`): a target/ copied from another checkout would otherwise
+    // keep generating that checkout's protos.
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files: Vec<PathBuf> = ["meta", "namespaces", "pseudonyms", "jobs"]
         .iter()
         .map(|f| root.join(format!("vfps/api/v1/{f}.proto")))

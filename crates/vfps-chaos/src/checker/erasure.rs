@@ -7,6 +7,8 @@
 //!   FHIR `$de-pseudonymize`) resolves it, nor does a Create of the original
 //!   answer it; an erasure whose answer was lost is found either fully done
 //!   on every replica and path or not at all; a refused one not at all.
+//!   Erasures checked against every replica's cache during the load are
+//!   judged by [`super::cache_check`].
 //! - **P2–P4 until erasure** (`erasable-subjects`): an acknowledged subject's
 //!   pseudonym is answered for it until an erasure of it was sent; lookups
 //!   find it; no pseudonym is answered for two originals (so an anonymized
@@ -79,7 +81,9 @@ pub fn live_subjects(h: &ErasureHistory, n: usize) -> Vec<(String, String)> {
 
 /// P8 from the answers during the load and what verification saw.
 pub fn erased_stays_erased(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict {
-    let mut violations = Vec::new();
+    // Right after the acknowledgement, every replica (its cache filled
+    // before): first, so that the evidence kept shows them.
+    let (mut violations, cache_note) = super::cache_check::judge(h);
     let mut undecided = 0;
     let acked: Vec<_> = h
         .erasures
@@ -140,7 +144,7 @@ pub fn erased_stays_erased(h: &ErasureHistory, seen: Option<&Observed>) -> Verdi
     );
     let count = |m: Meaning| h.erasures.iter().filter(|e| e.meaning == m).count();
     v.summary.push_str(&format!(
-        " ({} erasures: {} acknowledged, {} refused, {} unknown; {MULTI_NOTE})",
+        " ({} erasures: {} acknowledged, {} refused, {} unknown; {cache_note}; {MULTI_NOTE})",
         h.erasures.len(),
         count(Meaning::Acknowledged),
         count(Meaning::Refused),

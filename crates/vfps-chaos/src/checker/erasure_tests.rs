@@ -181,6 +181,46 @@ fn a_call_sent_after_the_ack_that_answers_the_erased_pseudonym_fails_p8_online()
 }
 
 #[test]
+fn a_replica_answering_from_its_cache_after_the_ack_fails_p8_though_verification_sees_it_gone() {
+    use crate::history::erasures::{CacheCheck, Heard, ReplicaAnswer};
+    let ask = |replica, sent, heard| ReplicaAnswer {
+        replica,
+        path: Path::Pseudonymize,
+        sent_micros: sent,
+        answered_micros: sent + 1_000,
+        heard,
+    };
+    let mut h = history(ErasureKind::Delete, Meaning::Acknowledged);
+    h.cache_checks.push(CacheCheck {
+        second: 9,
+        kind: ErasureKind::Delete,
+        original: "o1".into(),
+        pseudonym: "p1".into(),
+        meaning: Meaning::Acknowledged,
+        answered_micros: ACK,
+        before: (0..3)
+            .map(|i| ask(i, ACK - 900_000, Heard::Value("p1".into())))
+            .collect(),
+        after: (0..3)
+            .map(|i| ask(i, ACK + 2_000, Heard::Value("p2".into())))
+            .collect(),
+    });
+    // After a failover every cache is dropped: verification sees it gone.
+    let seen = observed(vec![gone(), gone(), gone()]);
+    let v = erased_stays_erased(&h, Some(&seen));
+    assert_eq!(validity(&v), Validity::Valid, "{}", v.summary);
+    h.cache_checks[0].after[2].heard = Heard::Value("p1".into());
+    let v = erased_stays_erased(&h, Some(&seen));
+    assert_eq!(validity(&v), Validity::Invalid);
+    assert!(
+        v.evidence[0].starts_with("t=9s replica 2:")
+            && v.evidence[0].contains(crate::checker::cache_check::AFTER_ACK),
+        "{}",
+        v.evidence[0]
+    );
+}
+
+#[test]
 fn an_anonymized_pseudonym_reissued_to_another_original_fails() {
     let mut h = history(ErasureKind::Anonymize, Meaning::Acknowledged);
     h.answers

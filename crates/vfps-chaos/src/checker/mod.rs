@@ -43,6 +43,7 @@ use crate::{
 };
 
 pub mod availability;
+pub mod cache_check;
 pub mod chaos;
 pub mod cost;
 pub mod erasure;

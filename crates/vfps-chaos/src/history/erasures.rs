@@ -194,6 +194,50 @@ pub struct Probe {
     pub status: Option<u16>,
 }
 
+/// What one replica answered one question of a cache check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Heard {
+    /// The pseudonym (`$pseudonymize`) or original (`$de-pseudonymize`) answered.
+    Value(String),
+    NotFound,
+    /// No decisive answer (another status, none, not sent).
+    Failed(String),
+}
+
+/// One question of a cache check, asked of one replica on its own address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaAnswer {
+    /// The replica's index among the load's HTTP addresses.
+    pub replica: usize,
+    /// [`Path::Pseudonymize`] of the original or [`Path::DePseudonymize`]
+    /// of the erased pseudonym.
+    pub path: Path,
+    pub sent_micros: u64,
+    pub answered_micros: u64,
+    pub heard: Heard,
+}
+
+/// An erasure checked against every replica's pseudonym cache: each replica
+/// asked for the original's pseudonym before (which fills its cache), and
+/// after the acknowledgement asked again on every path that could answer the
+/// erased mapping. Only stale caches (or a lost erasure) answer it then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheCheck {
+    /// The second of the load the erasure was offered in.
+    pub second: u64,
+    pub kind: ErasureKind,
+    pub original: String,
+    /// The acknowledged pseudonym that was erased.
+    pub pseudonym: String,
+    pub meaning: Meaning,
+    /// When the erasure's answer came.
+    pub answered_micros: u64,
+    pub before: Vec<ReplicaAnswer>,
+    /// Asked only once the erasure was acknowledged.
+    pub after: Vec<ReplicaAnswer>,
+}
+
 /// Everything `erasures.json` keeps.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ErasureHistory {
@@ -212,6 +256,9 @@ pub struct ErasureHistory {
     /// The multi-pseudonym namespace's record (`None` in runs before it).
     #[serde(default)]
     pub multi: Option<super::multi::MultiHistory>,
+    /// Erasures checked against every replica's cache (older runs have none).
+    #[serde(default)]
+    pub cache_checks: Vec<CacheCheck>,
 }
 
 /// Most answers kept (a run at 50 calls/s for an hour stays well below).
@@ -261,6 +308,10 @@ impl ErasureLog {
 
     pub fn transaction(&self, t: Transaction) {
         self.with(|h| h.transactions.push(t));
+    }
+
+    pub fn cache_check(&self, c: CacheCheck) {
+        self.with(|h| h.cache_checks.push(c));
     }
 
     pub fn unsupported(&self, p: Probe) {

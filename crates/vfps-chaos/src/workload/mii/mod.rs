@@ -49,6 +49,7 @@ use crate::{
 };
 
 mod batch;
+mod cache_check;
 pub mod fhir;
 pub mod multi;
 pub mod multi_verify;
@@ -144,12 +145,16 @@ struct State {
     bundle_turn: usize,
     /// Round robin over the replicas' HTTP addresses.
     next_base: usize,
+    /// Erasures checked against every replica's cache so far.
+    cache_checks: usize,
 }
 
 /// The MII side of the mixed workload.
 pub struct Mii {
     http: reqwest::Client,
     bases: Vec<String>,
+    /// Each replica's own HTTP address, for the cache checks ([`cache_check`]).
+    replicas: Vec<String>,
     bearer: Option<String>,
     namespace: String,
     log: Arc<ErasureLog>,
@@ -170,11 +175,20 @@ impl Mii {
         log: Arc<ErasureLog>,
         calls: Arc<Calls>,
     ) -> anyhow::Result<Self> {
+        let bases = http_bases(client, http);
+        // One address for all (kind's Service): each replica on its own
+        // host, as resolved now, as verification does.
+        let replicas = if bases.len() == client.endpoints().uris().len() {
+            bases.clone()
+        } else {
+            http_bases(client, None)
+        };
         Ok(Self {
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(1))
                 .build()?,
-            bases: http_bases(client, http),
+            bases,
+            replicas,
             bearer: client.bearer_header().map(str::to_owned),
             namespace: erasable_namespace(namespace),
             log: log.clone(),
@@ -187,6 +201,7 @@ impl Mii {
                 erase_turn: 0,
                 bundle_turn: 0,
                 next_base: 0,
+                cache_checks: 0,
             }),
             run: seed,
             multi: multi::Multi::new(namespace, seed, &log),
@@ -513,8 +528,23 @@ impl Mii {
         });
     }
 
+    /// Whether an erasure of `turn` is checked against every replica's
+    /// cache (counted as one when it is).
+    fn cache_check_due(&self, turn: usize) -> bool {
+        self.state
+            .lock()
+            .map(|mut s| {
+                let due = cache_check::due(turn, s.cache_checks);
+                s.cache_checks += usize::from(due);
+                due
+            })
+            .unwrap_or(false)
+    }
+
     /// One erasure of an acknowledged subject, the kinds in turn; every
-    /// third sent together with a `$pseudonymize` of the same original.
+    /// third sent together with a `$pseudonymize` of the same original, one
+    /// in five checked against every replica's cache instead
+    /// ([`cache_check`]).
     pub async fn erase(&self, second: u64, until: Until) -> Served {
         let turn = self.turn(true);
         if turn.is_multiple_of(MULTI_ERASE_EVERY) {
@@ -531,7 +561,17 @@ impl Mii {
         } else {
             ErasureKind::Anonymize
         };
-        let raced = turn.is_multiple_of(3);
+        let checked = self.cache_check_due(turn);
+        // A checked erasure is not raced: what each replica answers after
+        // the acknowledgement must be its own doing.
+        let raced = turn.is_multiple_of(3) && !checked;
+        let before = match checked {
+            true => {
+                self.warm((original.as_str(), pseudonym.as_str()), until)
+                    .await
+            }
+            false => Vec::new(),
+        };
         let body = fhir::parameters(&[("context", &self.namespace), ("original", &original)]);
         let path = match kind {
             ErasureKind::Delete => "/$delete-pseudonym",
@@ -560,7 +600,7 @@ impl Mii {
                 }
             ));
         }
-        self.log.erased(Erasure {
+        let erasure = Erasure {
             second,
             kind,
             original,
@@ -578,7 +618,11 @@ impl Mii {
                 Reply::Lost(why) | Reply::NotSent(why) => why.clone(),
             },
             raced,
-        });
+        };
+        if checked {
+            self.recheck(&erasure, before).await;
+        }
+        self.log.erased(erasure);
         served
     }
 }
