@@ -38,3 +38,4 @@ pub mod telemetry;
 pub mod tls;
 pub mod tokens;
 pub mod ui;
+pub mod wire;

@@ -327,8 +327,8 @@ impl Verifier {
             // RFC 6749 2.3.1: each form-urlencoded before the Basic encoding.
             let pair = format!(
                 "{}:{}",
-                crate::ui::url_encode(id),
-                crate::ui::url_encode(secret)
+                crate::wire::url_encode(id),
+                crate::wire::url_encode(secret)
             );
             use base64::Engine;
             let basic = base64::engine::general_purpose::STANDARD.encode(pair);

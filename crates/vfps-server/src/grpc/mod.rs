@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use tonic::{Code, Status};
-use vfps_core::{Error, ErrorKind};
+use tonic::Status;
+use vfps_core::Error;
 use vfps_proto::v1 as pb;
 
 use crate::state::AppState;
@@ -18,20 +18,7 @@ pub use pseudonyms::PseudonymApi;
 
 /// Maps the service's error kinds to gRPC status codes.
 pub fn status(e: Error) -> Status {
-    let code = match e.kind {
-        ErrorKind::InvalidArgument => Code::InvalidArgument,
-        ErrorKind::OutOfRange => Code::OutOfRange,
-        ErrorKind::NotFound => Code::NotFound,
-        ErrorKind::AlreadyExists => Code::AlreadyExists,
-        ErrorKind::Unavailable => Code::Unavailable,
-        ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
-        ErrorKind::ResourceExhausted => Code::ResourceExhausted,
-        ErrorKind::Internal => Code::Internal,
-        ErrorKind::Unauthenticated => Code::Unauthenticated,
-        ErrorKind::PermissionDenied => Code::PermissionDenied,
-        ErrorKind::FailedPrecondition => Code::FailedPrecondition,
-    };
-    Status::new(code, e.message)
+    Status::new(crate::wire::grpc_code(e.kind), e.message)
 }
 
 /// Parses a `grpc-timeout` header value (`<digits><unit>`).

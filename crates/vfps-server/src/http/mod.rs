@@ -156,5 +156,5 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
 
 /// The numeric gRPC code of an error kind (the `code` of a JSON error body).
 pub fn grpc_code(kind: ErrorKind) -> i32 {
-    crate::grpc::status(Error::new(kind, "")).code() as i32
+    crate::wire::grpc_code(kind) as i32
 }

@@ -487,18 +487,7 @@ pub fn session_cookie(sealed: &str, secure: bool, max_age: Option<u64>) -> Strin
     c
 }
 
-/// Percent-encodes everything but unreserved characters.
-pub fn url_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use crate::wire::url_encode;
 
 /// A form's outcome as the page shows it above itself: `result` of what it
 /// did, or the refusal (its status, and its message, which never holds a
