@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Repeats one scenario on a fresh local topology N times (default: the paused
 # primary, 20 times) and prints the tally: per run the failovers, the longest
-# outage and the acknowledged writes lost (P2 changed, P3 not resolving), then
-# the totals. Exit 0 only when every run passed and nothing was lost.
+# outage, the acknowledged writes lost (P2 changed, P3 not resolving) and each
+# failover's seconds from the fault to the first acknowledged write through
+# vfps (the failover breakdown's), then the totals with that figure's median
+# and maximum. Exit 0 only when every run passed and nothing was lost.
 #   sudo ./scripts/repeat-scenario.sh [scenario] [runs]
 # Each run: baseline 5 s, the scenario's window (DURATION_<SCENARIO>, 40 s by
-# default), under the default load; the run directories are kept under
+# default), under the README main job's load (scripts/chaos-local.sh full); the run directories are kept under
 # runs/repeat-<scenario>-<time>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,21 +27,22 @@ export LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-5} RESILIENCE_SETTLE_SECONDS=$
 out=runs/repeat-$scenario-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 tally=$out/tally.txt
-printf '%-4s %-6s %-10s %-14s %-10s %-10s %s\n' run result failovers longest-outage P2-changed P3-lost seed | tee "$tally"
+printf '%-4s %-6s %-10s %-14s %-10s %-10s %-20s %s\n' run result failovers longest-outage P2-changed P3-lost seed fault-to-write-s | tee "$tally"
 failed=0
 for i in $(seq 1 "$runs"); do
   dir=$out/run-$i
   mkdir -p "$dir"
   status=0
-  RESILIENCE_OUTPUT_DIR=$dir target/release/vfps-chaos local all >"$dir/vfps-chaos.log" 2>&1 || status=$?
-  target/release/vfps-chaos local down >/dev/null 2>&1 || true
+  # The main job's own entry point: its load (the API mix with the MII side,
+  # CSV jobs, the browser probe, WAL archiving), only the scenarios differ.
+  RESILIENCE_OUTPUT_DIR=$dir ./scripts/chaos-local.sh full >"$dir/chaos-local.log" 2>&1 || status=$?
   line=$(python3 - "$dir" "$scenario" "$status" "$i" <<'PY'
 import json, sys
 d, scenario, status, i = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 try:
     s = json.load(open(f"{d}/summary.json"))
 except OSError:
-    print(f"{i:<4} {'ERROR':<6} {'-':<10} {'-':<14} {'-':<10} {'-':<10} -")
+    print(f"{i:<4} {'ERROR':<6} {'-':<10} {'-':<14} {'-':<10} {'-':<10} {'-':<20} -")
     sys.exit()
 v = {x["property"]: x for x in s["verdicts"]}
 count = lambda p: int(v[p]["summary"].split()[0]) if p in v else -1
@@ -47,7 +50,13 @@ chaos = json.load(open(f"{d}/chaos.json"))
 per = [x for x in json.load(open(f"{d}/scenarios.json")) if x["scenario"] == scenario]
 outage = per[0]["availability"]["longest_outage_seconds"] if per else -1
 result = "PASS" if status == 0 and s["passed"] else "FAIL"
-print(f"{i:<4} {result:<6} {chaos['failovers']:<10} {str(outage) + ' s':<14} {count('P2-pseudonym-stability'):<10} {count('P3-reverse-lookup'):<10} {s['seed']}")
+# A failover whose first write the breakdown did not see counts as "?".
+to_write = [
+    f"{f['first_write_seconds'] - f['fault_seconds']:.1f}" if f.get("first_write_seconds") else "?"
+    for f in s.get("failovers") or []
+    if f["scenario"] == scenario
+]
+print(f"{i:<4} {result:<6} {chaos['failovers']:<10} {str(outage) + 's':<14} {count('P2-pseudonym-stability'):<10} {count('P3-reverse-lookup'):<10} {s['seed']:<20} {','.join(to_write) or '-'}")
 PY
 )
   echo "$line" | tee -a "$tally"
@@ -61,6 +70,11 @@ lost = sum(int(r[5]) for r in rows if r[5].lstrip("-").isdigit() and int(r[5]) >
 changed = sum(int(r[4]) for r in rows if r[4].lstrip("-").isdigit() and int(r[4]) > 0)
 failovers = sum(int(r[2]) for r in rows if r[2].isdigit())
 print(f"tally: {len(ok)}/{sys.argv[2]} runs passed, {failovers} failovers, {lost} acknowledged writes lost (P3), {changed} pseudonyms changed (P2)")
+seen = [x for r in rows if len(r) > 7 for x in r[7].split(",") if x not in ("-", "")]
+times = sorted(float(x) for x in seen if x != "?")
+if seen:
+    median = (times[(len(times) - 1) // 2] + times[len(times) // 2]) / 2 if times else float("nan")
+    print(f"fault to first acknowledged write: median {median:.1f} s, max {max(times, default=float('nan')):.1f} s over {len(times)} failovers ({len(seen) - len(times)} without a write seen)")
 PY
 echo "repeat-scenario: run directories under $out"
 [ "$failed" -eq 0 ]

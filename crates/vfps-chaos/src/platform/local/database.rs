@@ -101,6 +101,10 @@ bootstrap:
   connect_address: {ip}:5432
   data_dir: {dir}/data
   bin_dir: {bindir}
+  # Patroni 3.0.4 asks `postgres --describe-config` once per parameter
+  # whenever it writes postgresql.conf: through this script, a copy.
+  bin_name:
+    postgres: {postgres}
   pgpass: {dir}/pgpass
   authentication:
     superuser: {{username: postgres, password: local-superuser}}
@@ -125,7 +129,64 @@ bootstrap:
 "#,
         dir = dir.display(),
         bindir = pg_bindir().display(),
+        postgres = postgres_for_patroni(base).display(),
     )
+}
+
+/// The `postgres` Patroni runs (`bin_name.postgres`): PostgreSQL itself,
+/// except that `--describe-config` is answered from the copy
+/// [`write_postgres_for_patroni`] made. Patroni 3.0.4 runs
+/// `postgres --describe-config` for every parameter each time it writes
+/// `postgresql.conf` (~31 times; Patroni 3.1 and later ask once), and a
+/// promotion writes it before it promotes: under load that was 3.6-6.5 s
+/// between the leader key's expiry and the promotion, most of a primary
+/// kill's outage (docs/chaos.md).
+pub(super) fn postgres_for_patroni(base: &Path) -> PathBuf {
+    base.join("postgres-for-patroni")
+}
+
+fn describe_config_copy(base: &Path) -> PathBuf {
+    base.join("postgres-describe-config")
+}
+
+/// The script of [`postgres_for_patroni`]: `--describe-config` alone is
+/// `copy`, anything else `postgres` with its arguments.
+fn postgres_script(postgres: &Path, copy: &Path) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # PostgreSQL for Patroni: the parameter list it asks for before every\n\
+         # parameter it writes is this binary's own, copied once.\n\
+         if [ \"$#\" -eq 1 ] && [ \"$1\" = --describe-config ]; then\n  exec cat '{}'\nfi\n\
+         exec '{}' \"$@\"\n",
+        copy.display(),
+        postgres.display()
+    )
+}
+
+/// Writes the parameter list of this machine's PostgreSQL and
+/// [`postgres_for_patroni`] (readable and executable by `postgres`).
+pub(super) fn write_postgres_for_patroni(base: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let postgres = pg_bindir().join("postgres");
+    let out = std::process::Command::new(&postgres)
+        .arg("--describe-config")
+        .output()
+        .with_context(|| format!("cannot run {} --describe-config", postgres.display()))?;
+    if !out.status.success() || out.stdout.is_empty() {
+        bail!(
+            "{} --describe-config failed ({}): {}",
+            postgres.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let copy = describe_config_copy(base);
+    std::fs::write(&copy, &out.stdout)?;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644))?;
+    let script = postgres_for_patroni(base);
+    std::fs::write(&script, postgres_script(&postgres, &copy))?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
 }
 
 /// A Patroni tool (`patroni`, `patronictl`) from the pinned installation
@@ -230,6 +291,7 @@ impl Local {
         let base = &self.opts.base;
         let dir = base.join(format!("db-{zone}"));
         std::fs::create_dir_all(dir.join("log"))?;
+        write_postgres_for_patroni(base)?;
         std::fs::write(
             dir.join("patroni.yml"),
             patroni_config(
@@ -697,4 +759,52 @@ pub(super) fn patroni_config_for_tests(
         &local.archive_parameters(zone).unwrap_or_default(),
         bootstrap_method,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list comes from the copy (a marked one here: PostgreSQL is not
+    /// run for it); every other call is PostgreSQL's own.
+    #[test]
+    fn the_script_answers_describe_config_from_the_copy_and_runs_postgres_otherwise() {
+        let dir = vfps_testkit::scratch_dir("postgres-for-patroni");
+        write_postgres_for_patroni(&dir).unwrap();
+        let script = postgres_for_patroni(&dir);
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new(&script)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let real = std::process::Command::new(pg_bindir().join("postgres"))
+            .arg("--describe-config")
+            .output()
+            .unwrap()
+            .stdout;
+        assert_eq!(run(&["--describe-config"]).as_bytes(), real.as_slice());
+        std::fs::write(describe_config_copy(&dir), "marked\tsighup\n").unwrap();
+        assert_eq!(run(&["--describe-config"]), "marked\tsighup\n");
+        assert!(run(&["--version"]).starts_with("postgres (PostgreSQL) "));
+    }
+
+    #[test]
+    fn patroni_starts_postgres_through_the_script() {
+        let base = Path::new("/tmp/vfps-chaos-test-base");
+        let yaml = patroni_config(base, "a", DatabaseProfile::Safe, "", "");
+        assert!(
+            yaml.contains(&format!(
+                "\n  bin_name:\n    postgres: {}\n",
+                postgres_for_patroni(base).display()
+            )),
+            "{yaml}"
+        );
+    }
 }
