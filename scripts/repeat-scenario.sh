@@ -6,7 +6,7 @@
 # vfps (the failover breakdown's), then the totals with that figure's median
 # and maximum. Exit 0 only when every run passed and nothing was lost.
 #   sudo ./scripts/repeat-scenario.sh [scenario] [runs]
-# Each run: baseline 5 s, the scenario's window (DURATION_<SCENARIO>, 40 s by
+# Each run: baseline 20 s, the scenario's window (DURATION_<SCENARIO>, 40 s by
 # default), under the README main job's load (scripts/chaos-local.sh full); the run directories are kept under
 # runs/repeat-<scenario>-<time>/.
 set -euo pipefail
@@ -21,7 +21,9 @@ case "$runs" in '' | *[!0-9]*) echo "repeat-scenario: runs must be a whole numbe
 ./scripts/install-deps.sh >/dev/null
 cargo build --locked --release --bins -p vfps-server -p vfps-chaos
 window_var="DURATION_$(echo "$scenario" | tr 'a-z-' 'A-Z_')"
-export SCENARIOS="baseline,$scenario" DURATION_BASELINE=${DURATION_BASELINE:-5}
+# A 20 s baseline: the main job's guards need load before the fault (an
+# erasure of a multi-pseudonym original needs three of them acknowledged).
+export SCENARIOS="baseline,$scenario" DURATION_BASELINE=${DURATION_BASELINE:-20}
 export "$window_var"="${!window_var:-40}"
 export LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-5} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5}
 out=runs/repeat-$scenario-$(date -u +%Y%m%dT%H%M%SZ)
