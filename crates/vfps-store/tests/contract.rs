@@ -830,6 +830,90 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
     assert_eq!(stored(&r[0]).pseudonym_value, "p-1");
 }
 
+/// Signals processes by id (`kill -s <signal>`); quiet about those gone.
+fn signal(signal: &str, pids: &[String]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-s", signal])
+        .args(pids)
+        .status();
+}
+
+/// Backends stopped by a test, continued (and ended) however it ends: the
+/// test kit's cluster is shared.
+struct Stopped(Vec<String>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal("CONT", &self.0);
+        signal("TERM", &self.0);
+    }
+}
+
+/// A paused primary (or one replaced by a failover) keeps the pool's idle
+/// connections open: its kernel still answers. Once the monitor's probe finds
+/// it silent, those connections are closed instead of handed out, and a call
+/// gets a fresh one — before, it got the stopped one and hung until its
+/// deadline.
+#[tokio::test]
+async fn connections_to_a_primary_that_stopped_answering_are_not_handed_out_again() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store.spawn_monitor().unwrap();
+    // A pooled connection, and the monitor's, both answering.
+    store
+        .upsert_pseudonyms(&[candidate("n", "o-1", "p-1")])
+        .await
+        .unwrap();
+    let backends = || {
+        cluster
+            .psql(
+                "postgres",
+                &format!(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = '{}' \
+                     AND pid <> pg_backend_pid()",
+                    db.name
+                ),
+            )
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while backends().len() < 2 {
+        assert!(std::time::Instant::now() < until, "no monitor connection");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The monitor's first probes (it probes every 250 ms once connected).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every session stopped; the server still accepts new ones.
+    let stopped = Stopped(backends());
+    signal("STOP", &stopped.0);
+    // The monitor's probe gives up after 2 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Within 5 s, where the stopped connection held it for the whole
+    // Command Timeout (30 s).
+    let call = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.upsert_pseudonyms(&[candidate("n", "o-2", "p-2")]),
+    )
+    .await;
+    assert!(
+        matches!(call, Ok(Ok(_))),
+        "a call after the monitor found the primary silent: {call:?}"
+    );
+    drop(stopped);
+}
+
 async fn deleting_a_namespace_during_creates_leaves_no_orphans(store: Arc<dyn Store>) {
     let ns = namespace("n", 16);
     store.create_namespace(&ns).await.unwrap();

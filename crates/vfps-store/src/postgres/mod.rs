@@ -79,6 +79,8 @@ pub struct PgStore {
     coherence: Arc<Coherence>,
     /// The monitor runs while this exists.
     alive: Arc<()>,
+    /// Shared by the pool's manager and the monitor (see `pool::Distrust`).
+    distrust: Arc<pool::Distrust>,
     /// Commits refused for a WARNING (see `pool::Steps`), since start.
     refused_commits: Arc<std::sync::atomic::AtomicU64>,
     /// What is wrong with the schema, as the monitor last found it.
@@ -143,7 +145,8 @@ impl PgStore {
         // (and warm backends, their caches and plans) serve the load, and the
         // rest of a burst's go idle and are pruned. Oldest first (deadpool's
         // default) wakes every backend in turn and keeps them all open.
-        let pool = Pool::builder(Self::manager(options)?)
+        let distrust = Arc::new(pool::Distrust::default());
+        let pool = Pool::builder(Self::manager(options)?.distrusting(distrust.clone()))
             .max_size(options.max_pool_size)
             .queue_mode(managed::QueueMode::Lifo)
             .timeouts(timeouts)
@@ -156,6 +159,7 @@ impl PgStore {
             reachability: Arc::default(),
             coherence: Arc::new(Coherence::leased(CACHE_LEASE)),
             alive: Arc::new(()),
+            distrust,
             refused_commits: Arc::default(),
             schema: Arc::default(),
             unsafe_erasure: Default::default(),
@@ -185,6 +189,7 @@ impl PgStore {
     pub fn spawn_monitor(&self) -> Result<(), Error> {
         let monitor = monitor::Monitor {
             manager: Self::manager(&self.options)?,
+            distrust: self.distrust.clone(),
             connect_budget: Self::connect_budget(&self.options),
             reachability: self.reachability.clone(),
             coherence: self.coherence.clone(),

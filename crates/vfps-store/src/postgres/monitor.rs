@@ -10,7 +10,9 @@
 //! - after each (re)connect, until it finds them, it checks that this binary's
 //!   migrations are applied ([`SchemaState`]): a replica started on a database
 //!   nobody migrated says so in its readiness and its log, instead of being
-//!   ready and failing every call.
+//!   ready and failing every call;
+//! - when the primary it found stops answering, it tells the pool to close
+//!   its connections opened until then ([`Distrust`]).
 //!
 //! It runs until its store is dropped.
 
@@ -19,7 +21,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{pool::Manager, with_sources};
+use super::{
+    pool::{Distrust, Manager},
+    with_sources,
+};
 use crate::{coherence::Coherence, health::Reachability};
 
 /// Whether the database's schema has this binary's migrations, as the monitor
@@ -88,6 +93,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(super) struct Monitor {
     pub manager: Manager,
+    /// The pool's: set whenever this monitor's connection fails.
+    pub distrust: Arc<Distrust>,
     /// How long one connection attempt (over every host) may take.
     pub connect_budget: Duration,
     pub reachability: Arc<Reachability>,
@@ -100,7 +107,16 @@ pub(super) struct Monitor {
 impl Monitor {
     pub async fn run(self) {
         while self.alive.strong_count() > 0 {
-            if let Err(why) = self.watch().await {
+            let mut answered = false;
+            if let Err(why) = self.watch(&mut answered).await {
+                // The primary that answered stopped answering (paused, cut
+                // off, killed, demoted): the pool's connections to it would
+                // each hold a call until its deadline. Not when it never
+                // answered (down from the start, or no LISTEN behind a
+                // pooler): that would close healthy connections for nothing.
+                if answered {
+                    self.distrust.until_now();
+                }
                 self.reachability.failed(&why);
                 self.coherence.revoke();
                 tracing::debug!(error = %why, "database monitor reconnects");
@@ -110,8 +126,8 @@ impl Monitor {
     }
 
     /// Connects, listens and probes until something fails (the reason) or the
-    /// store is gone (`Ok`).
-    async fn watch(&self) -> Result<(), String> {
+    /// store is gone (`Ok`); `answered` once a probe found the primary.
+    async fn watch(&self, answered: &mut bool) -> Result<(), String> {
         let coherence = self.coherence.clone();
         let connect = self.manager.connect(move |n| {
             if n.channel() == CHANNEL {
@@ -173,6 +189,7 @@ impl Monitor {
             match tokio::time::timeout(PROBE_TIMEOUT, conn.client.query_one(&probe, &[])).await {
                 Ok(Ok(row)) => match row.try_get::<_, bool>(0) {
                     Ok(false) => {
+                        *answered = true;
                         self.reachability.reached();
                         self.reachability.writable();
                         self.coherence.renew(started);

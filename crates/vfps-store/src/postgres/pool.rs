@@ -9,6 +9,11 @@
 //! transaction, hold locks or have a statement in flight. That is a property of
 //! the type, not a convention each operation has to remember.
 //!
+//! A connection older than the last time the database stopped answering the
+//! monitor ([`Distrust`]) is not handed out again: a paused or replaced
+//! primary keeps idle connections open (its kernel still answers), and each
+//! would hold a call until its deadline.
+//!
 //! [`Steps`] runs each statement of a lease: client-side timed (never
 //! `statement_timeout`, which would cancel commits waiting for the synchronous
 //! standby), classified, reported to [`Reachability`], and refused when the
@@ -162,7 +167,45 @@ impl Steps {
     }
 }
 
+/// Since when the pool's connections are distrusted: those opened before it
+/// are closed instead of handed out. Set by the monitor when the database
+/// stopped answering it or it had to reconnect (a paused, isolated or
+/// demoted primary, a failover): a new connection goes to whichever server
+/// is the primary now.
+#[derive(Debug)]
+pub struct Distrust {
+    origin: std::time::Instant,
+    /// Nanoseconds after `origin`; 0: nothing distrusted yet.
+    until: AtomicU64,
+}
+
+impl Default for Distrust {
+    fn default() -> Self {
+        Self {
+            origin: std::time::Instant::now(),
+            until: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Distrust {
+    /// Every connection opened until now.
+    pub fn until_now(&self) {
+        let now = self.origin.elapsed().as_nanos().max(1) as u64;
+        self.until.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// Whether a connection opened at `created` is distrusted.
+    pub fn distrusts(&self, created: std::time::Instant) -> bool {
+        let until = self.until.load(Ordering::SeqCst);
+        until != 0 && created.saturating_duration_since(self.origin).as_nanos() as u64 <= until
+    }
+}
+
 pub struct Manager {
+    /// What the monitor found (the pool's manager; the monitor's own
+    /// connection is not pooled).
+    distrust: Arc<Distrust>,
     config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
     /// The session settings every connection starts with.
@@ -220,10 +263,17 @@ impl Manager {
             None => session,
         };
         Ok(Self {
+            distrust: Arc::default(),
             config: c,
             tls: super::tls::connector(&o.ssl)?,
             session,
         })
+    }
+
+    /// A manager whose connections are distrusted by `distrust`.
+    pub fn distrusting(mut self, distrust: Arc<Distrust>) -> Self {
+        self.distrust = distrust;
+        self
     }
 
     /// Opens a connection outside the pool; `on_notification` sees every
@@ -281,10 +331,15 @@ impl managed::Manager for Manager {
     async fn recycle(
         &self,
         conn: &mut PgConnection,
-        _: &Metrics,
+        metrics: &Metrics,
     ) -> RecycleResult<tokio_postgres::Error> {
         if conn.closed.load(Ordering::SeqCst) || conn.client.is_closed() {
             return Err(RecycleError::message("connection closed"));
+        }
+        if self.distrust.distrusts(metrics.created) {
+            return Err(RecycleError::message(
+                "opened before the database stopped answering the monitor",
+            ));
         }
         Ok(())
     }
@@ -297,5 +352,27 @@ pub(super) fn lease(object: Object<Manager>) -> Lease {
     Lease {
         object: Some(object),
         finished: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Distrust;
+
+    #[test]
+    fn connections_opened_until_the_distrust_are_distrusted_later_ones_not() {
+        let d = Distrust::default();
+        let before = Instant::now();
+        assert!(!d.distrusts(before), "nothing distrusted yet");
+        std::thread::sleep(Duration::from_millis(2));
+        d.until_now();
+        assert!(d.distrusts(before));
+        std::thread::sleep(Duration::from_millis(2));
+        let after = Instant::now();
+        assert!(!d.distrusts(after));
+        d.until_now();
+        assert!(d.distrusts(after));
     }
 }
