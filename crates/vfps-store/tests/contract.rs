@@ -830,6 +830,62 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
     assert_eq!(stored(&r[0]).pseudonym_value, "p-1");
 }
 
+/// A host that accepts TCP connections and never answers them: a paused
+/// server, as its clients see it (its kernel completes the handshake).
+fn silent_host() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// Npgsql bounds one host's whole connection (start-up, authentication, the
+/// read-write check) by `Timeout`, then tries the next; a host that did not
+/// answer is tried last for `Host Recheck Seconds`. Before, a silent first
+/// host held every new connection until the pool's create budget and the
+/// listed primary behind it was never reached.
+#[tokio::test]
+async fn a_silent_first_host_costs_one_timeout_and_is_tried_last_afterwards() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    let (_silent, silent_port) = silent_host();
+    let listed = db.connection_string.replacen(
+        "Host=127.0.0.1;",
+        &format!("Host=127.0.0.1:{silent_port},127.0.0.1;Timeout=1;Target Session Attributes=read-write;"),
+        1,
+    );
+    assert_ne!(listed, db.connection_string, "the test kit's Host changed");
+    let opts = vfps_store::postgres::npgsql::parse(&listed, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    let started = std::time::Instant::now();
+    store.migrate().await.unwrap();
+    let first = started.elapsed();
+    assert!(
+        first >= Duration::from_millis(900) && first < Duration::from_secs(3),
+        "the silent host cost {first:?}, not one Timeout"
+    );
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    // New connections (more than one at once) go to the primary first now.
+    let started = std::time::Instant::now();
+    let calls = (0..4).map(|i| {
+        let store = &store;
+        async move {
+            store
+                .upsert_pseudonyms(&[candidate("n", &format!("o-{i}"), &format!("p-{i}"))])
+                .await
+        }
+    });
+    for r in futures::future::join_all(calls).await {
+        r.unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "new connections waited for the silent host again: {:?}",
+        started.elapsed()
+    );
+}
+
 /// Signals processes by id (`kill -s <signal>`); quiet about those gone.
 fn signal(signal: &str, pids: &[String]) {
     if pids.is_empty() {

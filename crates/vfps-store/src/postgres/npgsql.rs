@@ -20,8 +20,13 @@ pub struct PgOptions {
     pub database: Option<String>,
     pub username: Option<String>,
     pub password: Option<String>,
-    /// Per-host TCP connect timeout (Npgsql `Timeout`, seconds).
+    /// Npgsql `Timeout` (seconds): how long one host may take to complete a
+    /// connection (TCP, TLS, start-up, authentication, the read-write check)
+    /// before the next is tried.
     pub connect_timeout: Duration,
+    /// Npgsql `Host Recheck Seconds` (10): how long what a host did at its
+    /// last connection attempt decides the order hosts are tried in.
+    pub host_recheck: Duration,
     /// Client-side limit on one statement (Npgsql `Command Timeout`, seconds).
     /// Enforced by the client, never as `statement_timeout`: a server-side cancel
     /// of a commit waiting for its synchronous standby reports success.
@@ -75,6 +80,7 @@ impl std::fmt::Debug for PgOptions {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("connect_timeout", &self.connect_timeout)
+            .field("host_recheck", &self.host_recheck)
             .field("command_timeout", &self.command_timeout)
             .field("max_pool_size", &self.max_pool_size)
             .field("target_session", &self.target_session)
@@ -184,7 +190,6 @@ const NPGSQL_IGNORED: &[&str] = &[
     "cancellationtimeout",
     "internalcommandtimeout",
     "loadbalancehosts",
-    "hostrecheckseconds",
     "eftemplatedatabase",
     "efadmindatabase",
     "tcpkeepalive",
@@ -226,6 +231,7 @@ pub fn parse(
         username: None,
         password: None,
         connect_timeout: Duration::from_secs(15),
+        host_recheck: Duration::from_secs(10),
         command_timeout: Duration::from_secs(30),
         max_pool_size: 100,
         min_pool_size: 0,
@@ -326,6 +332,9 @@ pub fn parse(
                     o.search_path = Some(value.trim().to_owned())
                 }
                 "keepalive" | "tcpkeepalivetime" => o.tcp_keepalive = seconds("Keepalive", &value)?,
+                "hostrecheckseconds" => {
+                    o.host_recheck = seconds("Host Recheck Seconds", &value)?
+                }
                 known if NPGSQL_IGNORED.contains(&known) => ignored.push(key.clone()),
                 // Npgsql refuses what it does not know; a misspelt keyword
                 // (SSL Mod=VerifyFull) must not silently weaken a connection.
@@ -474,6 +483,16 @@ mod tests {
         let frac = parse("Host=a;Timeout=0.25", None, None).unwrap().options;
         assert_eq!(frac.connect_timeout, Duration::from_millis(250));
         assert!(parse("Host=a;Timeout=-1", None, None).is_err());
+        assert_eq!(p.host_recheck, Duration::from_secs(10), "Npgsql's default");
+        let recheck = parse("Host=a,b;Host Recheck Seconds=3", None, None).unwrap();
+        assert_eq!(recheck.options.host_recheck, Duration::from_secs(3));
+        assert!(
+            recheck.ignored_keywords.is_empty(),
+            "{:?}",
+            recheck.ignored_keywords
+        );
+        let e = parse("Host=a;Host Recheck Seconds=soon", None, None).unwrap_err();
+        assert!(e.0.contains("Host Recheck Seconds"), "{e:?}");
         assert_eq!(p.password.as_deref(), Some("x;y"));
         assert_eq!(p.username.as_deref(), Some("u"));
     }

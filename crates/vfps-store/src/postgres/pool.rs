@@ -9,6 +9,14 @@
 //! transaction, hold locks or have a statement in flight. That is a property of
 //! the type, not a convention each operation has to remember.
 //!
+//! A new connection tries the listed hosts one after another, each attempt
+//! (TCP, TLS, start-up, authentication, the read-write check) bounded by
+//! `Timeout` as Npgsql bounds it: a paused host accepts the TCP connection
+//! in its kernel and never answers the start-up, which would otherwise hold
+//! every new connection. What each host did is remembered for
+//! `Host Recheck Seconds` ([`HostStates`]): the primary found last is tried
+//! first, a host that did not answer last.
+//!
 //! A connection older than the last time the database stopped answering the
 //! monitor ([`Distrust`]) is not handed out again: a paused or replaced
 //! primary keeps idle connections open (its kernel still answers), and each
@@ -202,11 +210,118 @@ impl Distrust {
     }
 }
 
+/// What an attempt to connect to a host found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// A connection of the kind asked for (writable, if read-write was).
+    Usable,
+    /// It answered but refused writes when read-write was asked (a standby).
+    ReadOnly,
+    /// It did not answer within `Timeout`, or refused the connection.
+    Offline,
+}
+
+/// What each listed host did at its last attempt, and when; trusted for
+/// `Host Recheck Seconds` (Npgsql's), then the host is tried as if unknown.
+#[derive(Debug)]
+pub struct HostStates {
+    seen: std::sync::Mutex<Vec<Option<(Seen, std::time::Instant)>>>,
+    recheck: Duration,
+}
+
+impl HostStates {
+    pub fn new(hosts: usize, recheck: Duration) -> Self {
+        Self {
+            seen: std::sync::Mutex::new(vec![None; hosts]),
+            recheck,
+        }
+    }
+
+    /// The hosts in the order to try them: usable ones first, then unknown
+    /// (or not seen for `recheck`), then read-only, then offline ones (still
+    /// tried: a host that came back must be found); the listed order within
+    /// each.
+    pub fn order(&self, now: std::time::Instant) -> Vec<usize> {
+        let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let rank = |s: &Option<(Seen, std::time::Instant)>| match s {
+            Some((seen, at)) if now.saturating_duration_since(*at) < self.recheck => match seen {
+                Seen::Usable => 0,
+                Seen::ReadOnly => 2,
+                Seen::Offline => 3,
+            },
+            _ => 1,
+        };
+        let mut order: Vec<usize> = (0..seen.len()).collect();
+        order.sort_by_key(|&i| rank(&seen[i]));
+        order
+    }
+
+    pub fn record(&self, host: usize, seen: Seen, at: std::time::Instant) {
+        if let Ok(mut s) = self.seen.lock() {
+            if let Some(slot) = s.get_mut(host) {
+                *slot = Some((seen, at));
+            }
+        }
+    }
+}
+
+/// Why a new connection could not be made.
+#[derive(Debug)]
+pub enum ConnectError {
+    Postgres(tokio_postgres::Error),
+    /// A host did not finish the connection within `Timeout`.
+    TimedOut {
+        host: String,
+        after: Duration,
+    },
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Postgres(e) => e.fmt(f),
+            ConnectError::TimedOut { host, after } => {
+                write!(
+                    f,
+                    "{host} did not complete a connection within {after:?} (Timeout)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Postgres(e) => e.source(),
+            ConnectError::TimedOut { .. } => None,
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for ConnectError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ConnectError::Postgres(e)
+    }
+}
+
+/// Whether a connection attempt was turned away for not being writable
+/// (tokio-postgres's read-write check).
+fn refused_writes(e: &tokio_postgres::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
 pub struct Manager {
     /// What the monitor found (the pool's manager; the monitor's own
     /// connection is not pooled).
     distrust: Arc<Distrust>,
-    config: tokio_postgres::Config,
+    /// One configuration per listed host (`host:port`), in the listed order.
+    hosts: Vec<(String, tokio_postgres::Config)>,
+    states: HostStates,
+    /// Npgsql `Timeout`: one host's whole attempt.
+    connect_timeout: Duration,
     tls: MakeRustlsConnect,
     /// The session settings every connection starts with.
     session: String,
@@ -216,10 +331,6 @@ impl Manager {
     /// Fails only on TLS settings that cannot work (an unreadable root file).
     pub fn new(o: &PgOptions) -> Result<Self, String> {
         let mut c = tokio_postgres::Config::new();
-        for (host, port) in &o.hosts {
-            c.host(host);
-            c.port(*port);
-        }
         if let Some(db) = &o.database {
             c.dbname(db);
         }
@@ -262,9 +373,20 @@ impl Manager {
             ),
             None => session,
         };
+        let hosts = o
+            .hosts
+            .iter()
+            .map(|(host, port)| {
+                let mut one = c.clone();
+                one.host(host).port(*port);
+                (format!("{host}:{port}"), one)
+            })
+            .collect::<Vec<_>>();
         Ok(Self {
             distrust: Arc::default(),
-            config: c,
+            states: HostStates::new(hosts.len(), o.host_recheck),
+            hosts,
+            connect_timeout: o.connect_timeout,
             tls: super::tls::connector(&o.ssl)?,
             session,
         })
@@ -276,13 +398,63 @@ impl Manager {
         self
     }
 
+    /// The first host, in [`HostStates::order`], that completes a
+    /// connection of the kind asked for within `Timeout`; the last failure
+    /// otherwise.
+    async fn open(
+        &self,
+    ) -> Result<
+        (
+            Client,
+            tokio_postgres::Connection<
+                tokio_postgres::Socket,
+                <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<
+                    tokio_postgres::Socket,
+                >>::Stream,
+            >,
+        ),
+        ConnectError,
+    > {
+        let mut last = None;
+        for i in self.states.order(std::time::Instant::now()) {
+            let (name, config) = &self.hosts[i];
+            // Timeout=0 waits as long as it takes (Npgsql's meaning).
+            let attempt = if self.connect_timeout.is_zero() {
+                Ok(config.connect(self.tls.clone()).await)
+            } else {
+                tokio::time::timeout(self.connect_timeout, config.connect(self.tls.clone())).await
+            };
+            let (seen, result) = match attempt {
+                Ok(Ok(pair)) => (Seen::Usable, Ok(pair)),
+                Ok(Err(e)) if refused_writes(&e) => (Seen::ReadOnly, Err(e.into())),
+                Ok(Err(e)) => (Seen::Offline, Err(e.into())),
+                Err(_) => (
+                    Seen::Offline,
+                    Err(ConnectError::TimedOut {
+                        host: name.clone(),
+                        after: self.connect_timeout,
+                    }),
+                ),
+            };
+            self.states.record(i, seen, std::time::Instant::now());
+            match result {
+                Ok(pair) => return Ok(pair),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ConnectError::TimedOut {
+            host: "no host listed".into(),
+            after: Duration::ZERO,
+        }))
+    }
+
     /// Opens a connection outside the pool; `on_notification` sees every
     /// `NOTIFY` it receives, in order, before any later reply completes.
     pub async fn connect(
         &self,
         on_notification: impl Fn(&Notification) + Send + 'static,
-    ) -> Result<PgConnection, tokio_postgres::Error> {
-        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+    ) -> Result<PgConnection, ConnectError> {
+        let (client, mut connection) = self.open().await?;
         let closed = Arc::new(AtomicBool::new(false));
         let warnings = Arc::new(AtomicU64::new(0));
         let (c, w) = (closed.clone(), warnings.clone());
@@ -310,7 +482,10 @@ impl Manager {
             }
             c.store(true, Ordering::SeqCst);
         });
-        client.batch_execute(&self.session).await?;
+        client
+            .batch_execute(&self.session)
+            .await
+            .map_err(ConnectError::from)?;
         Ok(PgConnection {
             client,
             closed,
@@ -322,9 +497,9 @@ impl Manager {
 
 impl managed::Manager for Manager {
     type Type = PgConnection;
-    type Error = tokio_postgres::Error;
+    type Error = ConnectError;
 
-    async fn create(&self) -> Result<PgConnection, tokio_postgres::Error> {
+    async fn create(&self) -> Result<PgConnection, ConnectError> {
         self.connect(|_| {}).await
     }
 
@@ -332,7 +507,7 @@ impl managed::Manager for Manager {
         &self,
         conn: &mut PgConnection,
         metrics: &Metrics,
-    ) -> RecycleResult<tokio_postgres::Error> {
+    ) -> RecycleResult<ConnectError> {
         if conn.closed.load(Ordering::SeqCst) || conn.client.is_closed() {
             return Err(RecycleError::message("connection closed"));
         }
@@ -359,7 +534,28 @@ pub(super) fn lease(object: Object<Manager>) -> Lease {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::Distrust;
+    use super::{Distrust, HostStates, Seen};
+
+    #[test]
+    fn hosts_are_tried_usable_first_then_unknown_read_only_and_offline_in_listed_order() {
+        let states = HostStates::new(5, Duration::from_secs(10));
+        let now = Instant::now();
+        assert_eq!(
+            states.order(now),
+            vec![0, 1, 2, 3, 4],
+            "all unknown: as listed"
+        );
+        states.record(0, Seen::Offline, now);
+        states.record(1, Seen::ReadOnly, now);
+        states.record(3, Seen::Usable, now);
+        states.record(4, Seen::ReadOnly, now);
+        assert_eq!(states.order(now), vec![3, 2, 1, 4, 0]);
+        // What a host did is trusted for the recheck interval only.
+        let later = now + Duration::from_secs(10);
+        assert_eq!(states.order(later), vec![0, 1, 2, 3, 4]);
+        states.record(3, Seen::Offline, later);
+        assert_eq!(states.order(later), vec![0, 1, 2, 4, 3]);
+    }
 
     #[test]
     fn connections_opened_until_the_distrust_are_distrusted_later_ones_not() {

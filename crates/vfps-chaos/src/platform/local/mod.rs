@@ -78,13 +78,14 @@ pub fn grpc_endpoints() -> String {
         .join(",")
 }
 
-/// The `-rw` Service: every database host, read-write sessions only, and timeouts
-/// short enough that a blackholed host costs well under a second per attempt.
+/// The `-rw` Service: every database host, read-write sessions only; a host
+/// that does not complete a connection within 2 s (a paused or blackholed one)
+/// is tried last for the next 10 s (`Host Recheck Seconds`).
 pub fn connection_string() -> String {
     let hosts = ZONES.map(db_ip).join(",");
     format!(
         "Host={hosts};Port=5432;Database=vfps;Username=vfps;Password={APP_PASSWORD};\
-         Target Session Attributes=read-write;Timeout=0.5;Command Timeout=10;Keepalive=2;Maximum Pool Size=20"
+         Target Session Attributes=read-write;Timeout=2;Command Timeout=10;Keepalive=2;Maximum Pool Size=20"
     )
 }
 
