@@ -908,13 +908,10 @@ impl Drop for Stopped {
     }
 }
 
-/// A paused primary (or one replaced by a failover) keeps the pool's idle
-/// connections open: its kernel still answers. Once the monitor's probe finds
-/// it silent, those connections are closed instead of handed out, and a call
-/// gets a fresh one — before, it got the stopped one and hung until its
-/// deadline.
-#[tokio::test]
-async fn connections_to_a_primary_that_stopped_answering_are_not_handed_out_again() {
+/// A store on a fresh database of the test kit's cluster with its monitor
+/// running, a namespace `n` and one pseudonym made: a pooled connection and
+/// the monitor's, both answering.
+async fn monitored_store() -> (PgStore, vfps_testkit::TestDatabase) {
     let cluster = vfps_testkit::shared();
     let db = cluster.create_database().unwrap();
     let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
@@ -924,40 +921,52 @@ async fn connections_to_a_primary_that_stopped_answering_are_not_handed_out_agai
     store.migrate().await.unwrap();
     store.create_namespace(&namespace("n", 8)).await.unwrap();
     store.spawn_monitor().unwrap();
-    // A pooled connection, and the monitor's, both answering.
     store
         .upsert_pseudonyms(&[candidate("n", "o-1", "p-1")])
         .await
         .unwrap();
-    let backends = || {
-        cluster
-            .psql(
-                "postgres",
-                &format!(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = '{}' \
-                     AND pid <> pg_backend_pid()",
-                    db.name
-                ),
-            )
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
     let until = std::time::Instant::now() + Duration::from_secs(10);
-    while backends().len() < 2 {
+    while sessions_of(&db).len() < 2 {
         assert!(std::time::Instant::now() < until, "no monitor connection");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The monitor's first probes (it probes every 250 ms once connected).
     tokio::time::sleep(Duration::from_secs(1)).await;
+    (store, db)
+}
+
+/// The backends serving `db`'s sessions.
+fn sessions_of(db: &vfps_testkit::TestDatabase) -> Vec<String> {
+    vfps_testkit::shared()
+        .psql(
+            "postgres",
+            &format!(
+                "SELECT pid FROM pg_stat_activity WHERE datname = '{}' \
+                 AND pid <> pg_backend_pid()",
+                db.name
+            ),
+        )
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A paused primary (or one replaced by a failover) keeps the pool's idle
+/// connections open: its kernel still answers. Once the monitor's probe finds
+/// it silent, those connections are closed instead of handed out, and a call
+/// gets a fresh one — before, it got the stopped one and hung until its
+/// deadline.
+#[tokio::test]
+async fn connections_to_a_primary_that_stopped_answering_are_not_handed_out_again() {
+    let (store, db) = monitored_store().await;
     // Every session stopped; the server still accepts new ones.
-    let stopped = Stopped(backends());
+    let stopped = Stopped(sessions_of(&db));
     signal("STOP", &stopped.0);
     // The monitor's probe gives up after 2 s.
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Within 5 s, where the stopped connection held it for the whole
-    // Command Timeout (30 s).
+    // Command Timeout (10 s here).
     let call = tokio::time::timeout(
         Duration::from_secs(5),
         store.upsert_pseudonyms(&[candidate("n", "o-2", "p-2")]),
@@ -967,6 +976,40 @@ async fn connections_to_a_primary_that_stopped_answering_are_not_handed_out_agai
         matches!(call, Ok(Ok(_))),
         "a call after the monitor found the primary silent: {call:?}"
     );
+    drop(stopped);
+}
+
+/// A statement already sent to a primary that then stops answering ends as
+/// unavailable once the monitor finds it silent (its probe gives up after
+/// 2 s), not at the Command Timeout (10 s here), and the next call gets a
+/// fresh connection.
+#[tokio::test]
+async fn a_statement_in_flight_on_a_primary_that_stopped_answering_ends_when_the_monitor_finds_it()
+{
+    let (store, db) = monitored_store().await;
+    let stopped = Stopped(sessions_of(&db));
+    signal("STOP", &stopped.0);
+    let started = std::time::Instant::now();
+    let call = tokio::time::timeout(
+        Duration::from_secs(6),
+        store.upsert_pseudonyms(&[candidate("n", "o-2", "p-2")]),
+    )
+    .await;
+    let e = match call {
+        Ok(Err(e)) => e,
+        other => panic!(
+            "the statement on the stopped connection: {other:?} after {:?}",
+            started.elapsed()
+        ),
+    };
+    assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
+    assert!(e.message.contains("stopped answering"), "{e}");
+    let next = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.upsert_pseudonyms(&[candidate("n", "o-2", "p-2")]),
+    )
+    .await;
+    assert!(matches!(next, Ok(Ok(_))), "the next call: {next:?}");
     drop(stopped);
 }
 

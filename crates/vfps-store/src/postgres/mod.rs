@@ -209,7 +209,7 @@ impl PgStore {
     async fn lease(&self) -> Result<(Lease, Steps), Error> {
         match self.pool.get().await {
             Ok(object) => {
-                let lease = pool::lease(object);
+                let lease = pool::lease(object, self.distrust.clone());
                 let steps = Steps::new(
                     &lease,
                     self.options.command_timeout,

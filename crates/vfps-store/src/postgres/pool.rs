@@ -77,6 +77,11 @@ impl PgConnection {
 /// A connection checked out for one store operation; see the module docs.
 pub struct Lease {
     object: Option<Object<Manager>>,
+    /// When its connection was opened, and the pool's [`Distrust`]: a
+    /// statement in flight on a connection the monitor has come to distrust
+    /// ends at once instead of at its timeout.
+    created: std::time::Instant,
+    distrust: Arc<Distrust>,
     /// Set by [`Lease::finish`]: the operation ran to completion and left the
     /// session idle outside any transaction.
     finished: bool,
@@ -122,6 +127,8 @@ impl Drop for Lease {
 pub struct Steps {
     warnings: Arc<AtomicU64>,
     timeout: Duration,
+    created: std::time::Instant,
+    distrust: Arc<Distrust>,
     reachability: Arc<Reachability>,
     /// Counts the statements refused for a WARNING.
     refused: Arc<AtomicU64>,
@@ -137,6 +144,8 @@ impl Steps {
         Self {
             warnings: lease.conn().warnings.clone(),
             timeout,
+            created: lease.created,
+            distrust: lease.distrust.clone(),
             reachability,
             refused,
         }
@@ -147,7 +156,21 @@ impl Steps {
         step: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, Error> {
         let warnings = self.warnings.load(Ordering::SeqCst);
-        let result = tokio::time::timeout(self.timeout, step).await;
+        // A paused primary (or one a failover replaced) holds a statement
+        // until its timeout; once the monitor finds the primary silent, it
+        // ends here, its outcome unknown as at a timeout (the connection is
+        // then closed with the lease).
+        let result = tokio::select! {
+            r = tokio::time::timeout(self.timeout, step) => r,
+            () = self.distrust.covers(self.created) => {
+                let err = Error::unavailable(
+                    "the database stopped answering while the statement ran; its outcome is unknown",
+                )
+                .because(vfps_core::TransientCause::Timeout);
+                self.reachability.failed(&err.message);
+                return Err(err);
+            }
+        };
         let err = match result {
             Ok(Ok(v)) if self.warnings.load(Ordering::SeqCst) == warnings => {
                 self.reachability.reached();
@@ -183,15 +206,16 @@ impl Steps {
 #[derive(Debug)]
 pub struct Distrust {
     origin: std::time::Instant,
-    /// Nanoseconds after `origin`; 0: nothing distrusted yet.
-    until: AtomicU64,
+    /// Nanoseconds after `origin`; 0: nothing distrusted yet. Statements in
+    /// flight watch it ([`Distrust::covers`]).
+    until: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Distrust {
     fn default() -> Self {
         Self {
             origin: std::time::Instant::now(),
-            until: AtomicU64::new(0),
+            until: tokio::sync::watch::Sender::new(0),
         }
     }
 }
@@ -200,13 +224,33 @@ impl Distrust {
     /// Every connection opened until now.
     pub fn until_now(&self) {
         let now = self.origin.elapsed().as_nanos().max(1) as u64;
-        self.until.fetch_max(now, Ordering::SeqCst);
+        self.until.send_if_modified(|until| {
+            let later = now > *until;
+            if later {
+                *until = now;
+            }
+            later
+        });
+    }
+
+    fn nanos(&self, created: std::time::Instant) -> u64 {
+        created.saturating_duration_since(self.origin).as_nanos() as u64
     }
 
     /// Whether a connection opened at `created` is distrusted.
     pub fn distrusts(&self, created: std::time::Instant) -> bool {
-        let until = self.until.load(Ordering::SeqCst);
-        until != 0 && created.saturating_duration_since(self.origin).as_nanos() as u64 <= until
+        let until = *self.until.borrow();
+        until != 0 && self.nanos(created) <= until
+    }
+
+    /// Completes once a connection opened at `created` is distrusted.
+    pub async fn covers(&self, created: std::time::Instant) {
+        let created = self.nanos(created);
+        let mut until = self.until.subscribe();
+        // The sender lives as long as `self`: `changed` cannot fail here.
+        while until.wait_for(|u| *u != 0 && created <= *u).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -523,8 +567,10 @@ impl managed::Manager for Manager {
 pub type Pool = managed::Pool<Manager>;
 
 /// Checks a connection out of the pool as a lease.
-pub(super) fn lease(object: Object<Manager>) -> Lease {
+pub(super) fn lease(object: Object<Manager>, distrust: Arc<Distrust>) -> Lease {
     Lease {
+        created: Object::metrics(&object).created,
+        distrust,
         object: Some(object),
         finished: false,
     }
