@@ -528,7 +528,8 @@ fi
 load=$(env -u SCENARIOS "$chaos" kind render --settle-seconds 60 --out "$out/kind")
 SCENARIOS=baseline,vfps-pod-kill,cnpg-primary-kill DURATION_VFPS_POD_KILL=100 DURATION_CNPG_PRIMARY_KILL=160 \
   "$chaos" kind render --settle-seconds 60 --out "$out/kind-pr" >/dev/null
-k8s_validate "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml" "$out/kind/garage.yaml"
+k8s_validate "$out/kind/loadgen-job.yaml" "$out/kind-pr/loadgen-job.yaml" "$out/kind/garage.yaml" \
+  "$out/kind/drill-job.yaml" "$out/kind/restore-hold-job.yaml" "$out/kind/restore-confirm-job.yaml"
 # The kind run's object store is the Garage the tests and the local platform run.
 garage=$(sed -n 's/^version=//p' scripts/install-garage.sh)
 if [ -z "$garage" ] || ! grep -qx "GARAGE_IMAGE=dxflrs/garage:v$garage" tests/chaos/ha/versions.env; then
@@ -564,6 +565,47 @@ assert set(patch) == {"spec"} and "barmanObjectStore" in patch["spec"]["backup"]
 print(yaml.safe_dump(merge(cluster, patch)))
 PY
 $py tests/chaos/ha/check_crds.py "$crds" "$out/cnpg-cluster-backup.yaml"
+# The restore (docs/backup.md, `vfps-chaos kind restore` and the drill): the
+# recovery Cluster for every target against the pinned CRD, and the same Cluster
+# as cnpg-cluster.yaml with cnpg-backup.yaml merged in, except the recovery
+# itself (bootstrap, externalClusters) and the new history's server name; its
+# source is the bucket the old Cluster archived to. The base backup's Backup
+# (CRD not vendored) is checked by field name, as the ScheduledBackup below.
+$py tests/chaos/ha/check_crds.py "$crds" "$out/kind/cnpg-restore-latest.yaml" "$out/kind/cnpg-restore-time.yaml" \
+  "$out/kind/cnpg-restore-backup-only.yaml"
+$py - "$out/cnpg-cluster-backup.yaml" "$out/kind" <<'PY'
+import copy, sys, yaml
+merged = yaml.safe_load(open(sys.argv[1]))
+targets = {"latest": {"targetTLI": "latest"}, "time": {"targetTime": "2025-12-05T02:00:00Z"},
+           "backup-only": {"targetImmediate": True}}
+for name, target in targets.items():
+    r = yaml.safe_load(open(f"{sys.argv[2]}/cnpg-restore-{name}.yaml"))
+    spec = r["spec"]
+    rec = spec["bootstrap"]["recovery"]
+    assert list(spec["bootstrap"]) == ["recovery"], f"{name}: the restore bootstraps by recovery alone"
+    assert rec["recoveryTarget"] == target, f"{name}: recoveryTarget {rec['recoveryTarget']}"
+    assert (rec["database"], rec["owner"]) == (merged["spec"]["bootstrap"]["initdb"]["database"], merged["spec"]["bootstrap"]["initdb"]["owner"]), \
+        f"{name}: the recovered database and owner are not cnpg-cluster.yaml's"
+    [ext] = spec["externalClusters"]
+    assert rec["source"] == ext["name"], f"{name}: the recovery source names no external cluster"
+    old, new = merged["spec"]["backup"]["barmanObjectStore"], spec["backup"]["barmanObjectStore"]
+    src = ext["barmanObjectStore"]
+    for k in ["destinationPath", "endpointURL", "s3Credentials"]:
+        assert src[k] == old[k], f"{name}: the source's {k} is not the bucket the Cluster archives to"
+    assert src["serverName"] == merged["metadata"]["name"], f"{name}: the source is not the Cluster's history"
+    assert new["serverName"] != src["serverName"], f"{name}: the restored Cluster archives into its source's history"
+    mine = copy.deepcopy(r)
+    del mine["spec"]["bootstrap"], mine["spec"]["externalClusters"]
+    mine["spec"]["backup"]["barmanObjectStore"]["serverName"] = old.get("serverName")
+    theirs = copy.deepcopy(merged)
+    del theirs["spec"]["bootstrap"]
+    assert mine == theirs, f"{name}: cnpg-restore.yaml differs from cnpg-cluster.yaml + cnpg-backup.yaml beyond the recovery"
+b = yaml.safe_load(open(f"{sys.argv[2]}/cnpg-base-backup.yaml"))
+assert b["apiVersion"] == "postgresql.cnpg.io/v1" and b["kind"] == "Backup", "cnpg-base-backup.yaml is no Backup"
+assert b["spec"]["cluster"] == {"name": merged["metadata"]["name"]} and b["spec"]["method"] == "barmanObjectStore", b["spec"]
+assert set(b["spec"]) <= {"cluster", "method", "online", "onlineConfiguration", "pluginConfiguration", "target"}, b["spec"]
+print("the restore's Cluster agrees with the Cluster it replaces; the Backup names it")
+PY
 render --set backup.enabled=true --set backup.cluster=vfps-db --set backup.destinationPath=s3://vfps-backup/ \
   --set backup.endpointUrl=http://garage.vfps.svc:3900 --set backup.existingSecret=vfps-backup-s3 >"$out/backup.yaml"
 holds "$out/backup.yaml" '(lambda b: b["apiVersion"] == "postgresql.cnpg.io/v1" and b["spec"]["cluster"] == {"name": "vfps-db"}
@@ -587,7 +629,7 @@ def schema(name):
     return v["schema"]["openAPIV3Schema"]["properties"]
 cluster = schema("postgresql.cnpg.io_clusters")
 assert "instances" in cluster["spec"]["properties"], "Cluster.spec.instances is not in the CRD"
-for field in ["instances", "readyInstances", "currentPrimary", "targetPrimary", "timelineID", "phase"]:
+for field in ["instances", "readyInstances", "currentPrimary", "targetPrimary", "timelineID", "phase", "firstRecoverabilityPoint"]:
     assert field in cluster["status"]["properties"], f"Cluster.status.{field} is not in the CRD"
 for kind in ["networkchaos", "podchaos"]:
     conditions = schema(f"chaos-mesh.org_{kind}")["status"]["properties"]["conditions"]["items"]["properties"]

@@ -16,6 +16,9 @@
 //!   one `all`; the final verdicts and reports.
 //! - [`nemesis`]: the faults as nouns, shared by the platforms, one file per
 //!   fault family; the recorder of the chaos timeline.
+//! - [`drill`]: the restore drill's client side (its load, the read-back
+//!   under the restore hold, P9's verdict and outcome), shared by the
+//!   platforms, and `drill-client`, the client inside a Kubernetes cluster.
 //! - [`run`]: a load run's phases — init, load, settle, verify, assert, report —
 //!   and `check`.
 //! - [`config`]: a load run's settings, in sections.
@@ -32,6 +35,7 @@ pub mod backup;
 pub mod capacity;
 pub mod checker;
 pub mod config;
+pub mod drill;
 pub mod driver;
 pub mod history;
 pub mod nemesis;

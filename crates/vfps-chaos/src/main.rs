@@ -46,6 +46,17 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// The restore drill's client inside a Kubernetes cluster (the kind
+    /// driver's `db-restore-drill` Job): a Create load in a namespace of its
+    /// own, then — once the restored service refuses a new original — every
+    /// ledger entry read back, then new originals offered until the restore is
+    /// confirmed. Prints a report naming no original and no pseudonym. The
+    /// drill's settings come from the environment (`RESTORE_*`,
+    /// `DURATION_DB_RESTORE_DRILL`).
+    DrillClient {
+        #[command(flatten)]
+        config: LoadConfig,
+    },
     /// Ramp the offered rate against a running vfps in steps until p99
     /// exceeds its target or calls fail; report the knee (the highest rate
     /// that held).
@@ -152,6 +163,17 @@ enum LocalStep {
 enum KindStep {
     #[command(flatten)]
     Step(Step<KindArgs>),
+    /// Restore the kind cluster's database in place from its backup bucket
+    /// alone (docs/backup.md): vfps stopped, the CloudNativePG Cluster and its
+    /// volumes deleted, a new Cluster recovered to --to, `vfps restore hold`
+    /// run as a Job, vfps started again on the held database.
+    Restore {
+        #[command(flatten)]
+        platform: KindArgs,
+        /// `latest`, or a UTC time such as 2026-12-05T09:30:00Z.
+        #[arg(long)]
+        to: vfps_chaos::backup::RestoreTo,
+    },
     /// Write the manifests the driver applies, with this run's settings, to a
     /// directory (for validation without a cluster); prints the load window.
     Render {
@@ -215,6 +237,12 @@ fn kind_driver(args: &KindArgs) -> KindDriver<Shell> {
 async fn dispatch(command: Command) -> anyhow::Result<bool> {
     match command {
         Command::Load { config, quiet } => Ok(run::standalone(&config, !quiet).await?.passed),
+        Command::DrillClient { config } => {
+            let plan = vfps_chaos::scenario::drill::DrillPlan::from_env(&|k| std::env::var(k).ok())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            vfps_chaos::drill::in_cluster(&plan, &config).await?;
+            Ok(true)
+        }
         Command::Capacity { config, quiet } => Ok(capacity::sweep(&config, !quiet)
             .await?
             .knee_per_second
@@ -257,6 +285,24 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         } => {
             let d = kind_driver(step.platform());
             step.run(&d, Target::Kind).await
+        }
+        Command::Kind {
+            step: KindStep::Restore { platform, to },
+        } => {
+            let d = kind_driver(&platform);
+            let r = d
+                .kube
+                .restore(to, &platform.image_tag, &|what| {
+                    eprintln!("restore: {what}")
+                })
+                .await?;
+            println!(
+                "restored {:?} in {:.1} s; the new Cluster archives as {:?}. New originals are refused until `vfps restore confirm` (docs/backup.md).",
+                r.source,
+                r.took.as_secs_f64(),
+                r.new_server
+            );
+            Ok(true)
         }
         Command::Kind {
             step:

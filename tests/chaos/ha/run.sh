@@ -3,7 +3,7 @@
 # the load generator as a Job. The familiar entry point; the work is done by
 # `vfps-chaos kind`, whose scenarios, order, health gates and checkers
 # are the same code as the local platform's.
-#   run.sh all | up | scenarios | collect | down | render DIR
+#   run.sh all | up | scenarios | collect | down | render DIR | restore --to latest|TIME
 # Needs kind, kubectl, helm, docker (28 or later: images are saved per platform)
 # and the two images built locally:
 #   docker buildx build --load -t ghcr.io/miracum/vfps:ci .
@@ -62,5 +62,10 @@ case "${1:-}" in
     [ -n "${2:-}" ] || { echo "usage: $0 render DIR" >&2; exit 2; }
     bin=$(driver)
     exec "$bin" kind render --out "$2" ;;
-  *) echo "usage: $0 all|up|scenarios|collect|down|render DIR" >&2; exit 2 ;;
+  restore)
+    # The database restored in place from its backup bucket (docs/backup.md).
+    shift
+    bin=$(driver)
+    exec "$bin" kind restore "$@" ;;
+  *) echo "usage: $0 all|up|scenarios|collect|down|render DIR|restore --to latest|TIME" >&2; exit 2 ;;
 esac

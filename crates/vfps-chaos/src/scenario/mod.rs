@@ -6,8 +6,7 @@
 //!   window computed from them).
 //! - [`events`]: the chaos timeline — typed events on the load's clock, and the
 //!   scenario windows read from it.
-//! - [`drill`]: `db-restore-drill`, which runs after the load window (local
-//!   platform only).
+//! - [`drill`]: `db-restore-drill`, which runs after the load window.
 
 use std::time::Duration;
 
@@ -210,7 +209,7 @@ pub fn default_scenarios(target: Target) -> &'static str {
         Target::Kind => {
             "baseline,vfps-pod-kill,cnpg-primary-kill,db-network-partition,rollout,drain,\
              db-primary-isolation,db-sync-standby-kill,vfps-partition,db-network-delay,\
-             vfps-job-runner-kill,objects-node-kill,db-double-failover"
+             vfps-job-runner-kill,objects-node-kill,db-double-failover,db-restore-drill"
         }
     }
 }
@@ -328,12 +327,6 @@ impl ScenarioPlan {
                 if i + 1 != names.len() {
                     return Err(err(format!(
                         "scenario {name:?} must be the last one listed: it destroys every database instance"
-                    )));
-                }
-                if target != Target::Local {
-                    return Err(err(format!(
-                        "scenario {name:?} cannot run on {}: the drill is built for the local platform only",
-                        target.name()
                     )));
                 }
                 restore_drill = Some(drill::DrillPlan::from_env(&var)?);
@@ -504,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn the_restore_drill_is_planned_after_the_load_window_and_only_last_and_locally() {
+    fn the_restore_drill_is_planned_after_the_load_window_and_only_last() {
         let p = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Local, |k| {
             (k == "DURATION_BASELINE").then(|| "10".into())
         })
@@ -515,9 +508,9 @@ mod tests {
         let e = ScenarioPlan::from_env("db-restore-drill,baseline", Target::Local, |_| None)
             .unwrap_err();
         assert!(e.0.contains("must be the last"), "{e}");
-        let e = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Kind, |_| None)
-            .unwrap_err();
-        assert!(e.0.contains("local platform only"), "{e}");
+        let k =
+            ScenarioPlan::from_env("baseline,db-restore-drill", Target::Kind, |_| None).unwrap();
+        assert!(k.drill.is_some(), "kind runs the drill too");
         let e = ScenarioPlan::from_env("db-restore-drill", Target::Local, |_| None).unwrap_err();
         assert!(e.0.contains("besides the restore drill"), "{e}");
         let e = ScenarioPlan::from_env("baseline,db-restore-drill", Target::Local, |k| {

@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use super::{
     chaos::{partition_burst, pod_kill_schedule},
-    evidence, gray, install,
+    drill, evidence, gray, install,
     job::{
         self, job_finished, job_log, render_job, tail, unix_now, wait_load_start, with_progress,
         JOB_DEADLINE_MARGIN_SECONDS,
@@ -19,6 +19,7 @@ use super::{
     objects, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE,
 };
 use crate::{
+    backup::RestoreTo,
     config::LoadConfig,
     driver::{artifacts, Collected, DriveArgs, Driver},
     nemesis::{self, Knobs, Recorder},
@@ -169,7 +170,16 @@ impl<R: Runner> Driver for KindDriver<R> {
         .await;
         report::write_file(dir, "resilience.log", job_log(kube).await)?;
         result?;
-        Ok(passed)
+        // After the window and its verification: the drill destroys what
+        // they judged (scenario/drill.rs).
+        let drill_passed = match &plan.drill {
+            Some(d) => super::drill::run(kube, &self.args, d, load, dir)
+                .await?
+                .verdict
+                .passed(),
+            None => true,
+        };
+        Ok(passed && drill_passed)
     }
 
     /// The Job's log and what it reported (a missing timeline or summary fails
@@ -335,7 +345,71 @@ pub fn render(
         ),
         ("plan.json", serde_json::to_string_pretty(&plan)?),
     ];
-    for (name, text) in files {
+    // The restore's and the drill's objects (platform/kind/drill.rs), with the
+    // plan's drill or the default one; the names the driver picks at run time
+    // drawn as it draws them.
+    let drill_plan = match &plan.drill {
+        Some(d) => d.clone(),
+        None => crate::scenario::drill::DrillPlan::from_env(&|k| std::env::var(k).ok())?,
+    };
+    let restore = read("cnpg-restore.yaml")?;
+    let restore_job = read("restore-job.yaml")?;
+    let source = "vfps-db";
+    let restored = "vfps-db-r1764900000";
+    let drill_files = [
+        (
+            "drill-job.yaml",
+            drill::render_drill_job(
+                &read("drill-job.yaml")?,
+                &drill_plan,
+                load,
+                args.stress_test_tag(),
+            )?,
+        ),
+        (
+            "cnpg-base-backup.yaml",
+            gray::render_asset(
+                &read("cnpg-base-backup.yaml")?,
+                &[("BACKUP_NAME", "vfps-db-drill-1764900000".to_owned())],
+            )?,
+        ),
+        (
+            "cnpg-restore-latest.yaml",
+            drill::render_recovery_cluster(&restore, source, restored, RestoreTo::Latest)?,
+        ),
+        (
+            "cnpg-restore-time.yaml",
+            drill::render_recovery_cluster(
+                &restore,
+                source,
+                restored,
+                RestoreTo::Time(1_764_900_000),
+            )?,
+        ),
+        (
+            "cnpg-restore-backup-only.yaml",
+            drill::render_recovery_cluster(&restore, source, restored, RestoreTo::BackupOnly)?,
+        ),
+        (
+            "restore-hold-job.yaml",
+            drill::render_restore_job(
+                &restore_job,
+                "hold",
+                &["restore", "hold", "--to", "latest"],
+                &args.image_tag,
+            )?,
+        ),
+        (
+            "restore-confirm-job.yaml",
+            drill::render_restore_job(
+                &restore_job,
+                "confirm",
+                &["restore", "confirm"],
+                &args.image_tag,
+            )?,
+        ),
+    ];
+    for (name, text) in files.into_iter().chain(drill_files) {
         report::write_file(out, name, text)?;
     }
     println!("{}", plan.load_seconds());

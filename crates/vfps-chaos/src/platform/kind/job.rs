@@ -118,30 +118,45 @@ pub(crate) fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The Job's log, or an empty string when there is none (yet).
-pub(crate) async fn job_log<R: Runner>(kube: &Kube<R>) -> String {
-    kube.kubectl(&[
-        "logs",
-        &format!("job/{LOADGEN_JOB}"),
-        "-n",
-        LOADGEN_NAMESPACE,
-    ])
-    .await
-    .unwrap_or_default()
+/// A Job the driver starts and reads: the load generator, the restore
+/// drill's client, `vfps restore` (platform/kind/drill.rs). Its pods carry
+/// the label `app.kubernetes.io/name` = its name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobRef<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
 }
 
-/// Whether the Job finished: `Some(true)` succeeded, `Some(false)` failed.
+/// The load generator Job.
+pub(crate) const LOADGEN: JobRef<'static> = JobRef {
+    name: LOADGEN_JOB,
+    namespace: LOADGEN_NAMESPACE,
+};
+
+/// The load generator's log, or an empty string when there is none (yet).
+pub(crate) async fn job_log<R: Runner>(kube: &Kube<R>) -> String {
+    log_of(kube, LOADGEN).await
+}
+
+/// A Job's log, or an empty string when there is none (yet).
+pub(crate) async fn log_of<R: Runner>(kube: &Kube<R>, job: JobRef<'_>) -> String {
+    kube.kubectl(&["logs", &format!("job/{}", job.name), "-n", job.namespace])
+        .await
+        .unwrap_or_default()
+}
+
+/// Whether the load generator finished: `Some(true)` succeeded, `Some(false)` failed.
 pub(crate) async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Option<bool>> {
+    finished_of(kube, LOADGEN).await
+}
+
+/// Whether a Job finished: `Some(true)` succeeded, `Some(false)` failed.
+pub(crate) async fn finished_of<R: Runner>(
+    kube: &Kube<R>,
+    job: JobRef<'_>,
+) -> anyhow::Result<Option<bool>> {
     let out = kube
-        .kubectl(&[
-            "get",
-            "job",
-            LOADGEN_JOB,
-            "-n",
-            LOADGEN_NAMESPACE,
-            "-o",
-            "json",
-        ])
+        .kubectl(&["get", "job", job.name, "-n", job.namespace, "-o", "json"])
         .await?;
     let job: serde_json::Value = serde_json::from_str(&out).context("the Job is not JSON")?;
     let conditions = job["status"]["conditions"].as_array().cloned();
@@ -159,16 +174,16 @@ pub(crate) async fn job_finished<R: Runner>(kube: &Kube<R>) -> anyhow::Result<Op
     })
 }
 
-/// Why the Job's pod is not running, as Kubernetes says it (e.g. `ImagePullBackOff`).
-async fn job_pod_state<R: Runner>(kube: &Kube<R>) -> String {
+/// Why a Job's pod is not running, as Kubernetes says it (e.g. `ImagePullBackOff`).
+pub(crate) async fn pod_state_of<R: Runner>(kube: &Kube<R>, job: JobRef<'_>) -> String {
     let Ok(out) = kube
         .kubectl(&[
             "get",
             "pods",
             "-n",
-            LOADGEN_NAMESPACE,
+            job.namespace,
             "-l",
-            "app.kubernetes.io/name=vfps-loadgen",
+            &format!("app.kubernetes.io/name={}", job.name),
             "-o",
             "json",
         ])
@@ -202,27 +217,68 @@ async fn job_pod_state<R: Runner>(kube: &Kube<R>) -> String {
     }
 }
 
-/// Waits for the Job's load window to begin; returns its wall-clock start.
+/// Waits for the load generator's load window to begin; returns its wall-clock start.
 pub async fn wait_load_start<R: Runner>(kube: &Kube<R>, timeout: Duration) -> anyhow::Result<f64> {
+    wait_start_of(kube, LOADGEN, timeout).await
+}
+
+/// Waits for a Job's load window to begin (its start marker); returns its
+/// wall-clock start.
+pub(crate) async fn wait_start_of<R: Runner>(
+    kube: &Kube<R>,
+    job: JobRef<'_>,
+    timeout: Duration,
+) -> anyhow::Result<f64> {
     let until = tokio::time::Instant::now() + timeout;
     loop {
-        let log = job_log(kube).await;
+        let log = log_of(kube, job).await;
         if let Some(t) = markers::extract_load_start(&log) {
             return Ok(t);
         }
-        if job_finished(kube).await.ok().flatten().is_some() {
+        if finished_of(kube, job).await.ok().flatten().is_some() {
             anyhow::bail!(
-                "the load generator ended before its load window began:\n{}",
+                "{} ended before its load window began:\n{}",
+                job.name,
                 tail(&log, 20)
             );
         }
         if tokio::time::Instant::now() >= until {
             anyhow::bail!(
-                "the load generator did not start its load window within {timeout:?} (its pod: {})",
-                job_pod_state(kube).await
+                "{} did not start its load window within {timeout:?} (its pod: {})",
+                job.name,
+                pod_state_of(kube, job).await
             );
         }
         tokio::time::sleep(kube.poll).await;
+    }
+}
+
+/// Waits until a Job has finished; its log, or an error with the log's tail
+/// when it failed or did not finish within `timeout`.
+pub(crate) async fn wait_finished_of<R: Runner>(
+    kube: &Kube<R>,
+    job: JobRef<'_>,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        match finished_of(kube, job).await {
+            Ok(Some(true)) => return Ok(log_of(kube, job).await),
+            Ok(Some(false)) => anyhow::bail!(
+                "the Job {} failed:\n{}",
+                job.name,
+                tail(&log_of(kube, job).await, 20)
+            ),
+            Ok(None) | Err(_) if tokio::time::Instant::now() < until => {
+                tokio::time::sleep(kube.poll).await;
+            }
+            Ok(None) | Err(_) => anyhow::bail!(
+                "the Job {} did not finish within {timeout:?} (its pod: {}):\n{}",
+                job.name,
+                pod_state_of(kube, job).await,
+                tail(&log_of(kube, job).await, 20)
+            ),
+        }
     }
 }
 

@@ -18,6 +18,9 @@
 //!   object store, vfps) and `down`.
 //! - [`objects`]: the object store of CSV jobs (Garage, one node per zone):
 //!   its install and its node kill.
+//! - [`drill`]: the restore (`kind restore`) and the restore drill: a base
+//!   backup, the Cluster destroyed and recovered from the bucket, `vfps
+//!   restore` as Jobs, the drill's client Job.
 //! - [`job`]: the load generator as a Job: its manifest, its log, its clock.
 //! - [`jobs`]: the service's CSV jobs, read from the database primary.
 //! - [`evidence`]: the cluster's state and logs into the run directory.
@@ -34,6 +37,7 @@ use tokio::sync::Mutex;
 
 pub mod chaos;
 pub mod cluster;
+pub mod drill;
 pub mod driver;
 pub mod evidence;
 pub mod gray;

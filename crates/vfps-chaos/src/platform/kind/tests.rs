@@ -30,6 +30,7 @@ use crate::{
     target::Target,
 };
 
+mod drill;
 mod garage;
 mod jobs;
 mod objects;
