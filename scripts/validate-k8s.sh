@@ -577,7 +577,7 @@ $py - "$out/cnpg-cluster-backup.yaml" "$out/kind" <<'PY'
 import copy, sys, yaml
 merged = yaml.safe_load(open(sys.argv[1]))
 targets = {"latest": {"targetTLI": "latest"}, "time": {"targetTime": "2025-12-05T02:00:00Z"},
-           "backup-only": {"targetImmediate": True}}
+           "backup-only": {"targetImmediate": True, "backupID": "20251205T020000"}}
 for name, target in targets.items():
     r = yaml.safe_load(open(f"{sys.argv[2]}/cnpg-restore-{name}.yaml"))
     spec = r["spec"]

@@ -68,11 +68,14 @@ pub struct DrillClient {
 impl DrillClient {
     /// The drill's namespace made, its ledger opened in `own`.
     pub async fn new(plan: &DrillPlan, cfg: &LoadConfig, own: &Path) -> anyhow::Result<Self> {
-        // A namespace of its own: the run's ledger knows nothing of it, and
-        // the drill's originals cannot meet the run's.
+        // A namespace of its own, new for every drill: the run's ledger
+        // knows nothing of it, the drill's originals cannot meet the run's,
+        // nor an earlier drill's on the same database (its Creates would be
+        // re-Creates, which even a restore that lost them would answer).
+        let nonce = run::unix_now() as u64;
         let service = Service {
             address: cfg.service.address.clone(),
-            namespace: format!("{}-restore-drill", cfg.service.namespace),
+            namespace: format!("{}-restore-drill-{nonce:x}", cfg.service.namespace),
         };
         let (endpoints, client) = run::reach(
             &service,
@@ -153,12 +156,12 @@ impl DrillClient {
     /// The first write after the confirmation: a fresh original (not one of
     /// the load's, `rs-` and random), refused until then. Its status code
     /// (`Ok` when acknowledged).
-    pub async fn first_write(&self, n: u64) -> Code {
+    pub async fn first_write(&self, n: u64, deadline: Duration) -> Code {
         self.reader
             .create(
                 &self.namespace,
                 &format!("first-after-the-restore-{:x}-{n}", self.seed),
-                PROBE_DEADLINE,
+                deadline,
             )
             .await
             .code()
@@ -193,7 +196,7 @@ impl DrillClient {
     async fn wait_for_write(&self, timeout: Duration) -> anyhow::Result<f64> {
         let until = tokio::time::Instant::now() + timeout;
         for n in 0.. {
-            let first = self.first_write(n).await;
+            let first = self.first_write(n, PROBE_DEADLINE).await;
             if first == Code::Ok {
                 return Ok(run::unix_now());
             }

@@ -173,6 +173,11 @@ enum KindStep {
         /// `latest`, or a UTC time such as 2026-12-05T09:30:00Z.
         #[arg(long)]
         to: vfps_chaos::backup::RestoreTo,
+        /// A completed base backup's id (a Backup's status.backupId): needed
+        /// for `--to backup-only`, and lets a Cluster whose status does not
+        /// show its first recoverability point yet be restored.
+        #[arg(long)]
+        backup_id: Option<String>,
     },
     /// Write the manifests the driver applies, with this run's settings, to a
     /// directory (for validation without a cluster); prints the load window.
@@ -287,12 +292,17 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
             step.run(&d, Target::Kind).await
         }
         Command::Kind {
-            step: KindStep::Restore { platform, to },
+            step:
+                KindStep::Restore {
+                    platform,
+                    to,
+                    backup_id,
+                },
         } => {
             let d = kind_driver(&platform);
             let r = d
                 .kube
-                .restore(to, &platform.image_tag, &|what| {
+                .restore(to, backup_id.as_deref(), &platform.image_tag, &|what| {
                     eprintln!("restore: {what}")
                 })
                 .await?;

@@ -54,13 +54,20 @@ const BACKUP_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a `vfps restore` Job may take, its pod's start included.
 const RESTORE_JOB_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// `recoveryTarget` of `cnpg-restore.yaml` for a target.
-pub fn recovery_target(to: RestoreTo) -> String {
-    match to {
+/// `recoveryTarget` of `cnpg-restore.yaml` for a target. The base backup
+/// alone needs the backup's id: CloudNativePG refuses `targetImmediate`
+/// without `backupID`.
+pub fn recovery_target(to: RestoreTo, backup_id: Option<&str>) -> anyhow::Result<String> {
+    Ok(match to {
         RestoreTo::Latest => "{targetTLI: latest}".into(),
         RestoreTo::Time(t) => format!("{{targetTime: \"{}\"}}", crate::backup::plan::format_utc(t)),
-        RestoreTo::BackupOnly => "{targetImmediate: true}".into(),
-    }
+        RestoreTo::BackupOnly => match backup_id {
+            Some(id) => format!("{{targetImmediate: true, backupID: \"{id}\"}}"),
+            None => bail!(
+                "a restore to the base backup alone needs the backup's id (--backup-id): CloudNativePG refuses targetImmediate without backupID"
+            ),
+        },
+    })
 }
 
 /// `vfps restore hold --to` for a target, as the local platform writes it.
@@ -79,6 +86,7 @@ pub fn render_recovery_cluster(
     source: &str,
     new_server: &str,
     to: RestoreTo,
+    backup_id: Option<&str>,
 ) -> anyhow::Result<String> {
     if source == new_server {
         bail!("the restored Cluster must archive under a new server name, not {source:?}");
@@ -88,7 +96,7 @@ pub fn render_recovery_cluster(
         &[
             ("SOURCE_SERVER_NAME", source.to_owned()),
             ("RESTORED_SERVER_NAME", new_server.to_owned()),
-            ("RECOVERY_TARGET", recovery_target(to)),
+            ("RECOVERY_TARGET", recovery_target(to, backup_id)?),
         ],
     )
     .context("cnpg-restore.yaml")
@@ -167,9 +175,9 @@ pub struct KindRestored {
 
 impl<R: Runner> Kube<R> {
     /// The server name the Cluster archives under (its name when unset), and
-    /// whether its archive can restore anything: a completed base backup
-    /// (`status.firstRecoverabilityPoint`), else the refusal.
-    pub async fn archive(&self) -> anyhow::Result<(String, i64)> {
+    /// the first point its archive can restore (`status.firstRecoverabilityPoint`,
+    /// set once a base backup completed); `None` when there is none (yet).
+    pub async fn archive(&self) -> anyhow::Result<(String, Option<i64>)> {
         let c = self
             .get_json(&["cluster", CNPG_CLUSTER, "-n", NAMESPACE])
             .await
@@ -186,12 +194,7 @@ impl<R: Runner> Kube<R> {
             .to_owned();
         let first = c["status"]["firstRecoverabilityPoint"]
             .as_str()
-            .unwrap_or_default();
-        let Some(first) = crate::backup::plan::parse_utc(first) else {
-            bail!(
-                "Cluster {CNPG_CLUSTER} reports no completed base backup in its archive (status.firstRecoverabilityPoint {first:?}): a restore would have nothing to start from"
-            );
-        };
+            .and_then(crate::backup::plan::parse_utc);
         Ok((server, first))
     }
 
@@ -222,12 +225,16 @@ impl<R: Runner> Kube<R> {
         }
     }
 
-    /// Scales the vfps Deployment; the replicas it wanted before.
-    async fn scale_vfps(&self, replicas: u64) -> anyhow::Result<u64> {
+    /// The replicas the vfps Deployment wants.
+    async fn vfps_replicas(&self) -> anyhow::Result<u64> {
         let d = self
             .get_json(&["deployment", DEPLOYMENT, "-n", NAMESPACE])
             .await?;
-        let before = d["spec"]["replicas"].as_u64().unwrap_or(1);
+        Ok(d["spec"]["replicas"].as_u64().unwrap_or(1))
+    }
+
+    /// Scales the vfps Deployment.
+    async fn scale_vfps(&self, replicas: u64) -> anyhow::Result<()> {
         self.kubectl(&[
             "scale",
             &format!("deployment/{DEPLOYMENT}"),
@@ -236,7 +243,7 @@ impl<R: Runner> Kube<R> {
             &format!("--replicas={replicas}"),
         ])
         .await?;
-        Ok(before)
+        Ok(())
     }
 
     /// Waits until no pod matches `selector`.
@@ -281,19 +288,39 @@ impl<R: Runner> Kube<R> {
 
     /// Restores the Cluster in place from its bucket to `to` (the module's
     /// doc says how); vfps serves the held database when it returns.
+    /// `backup_id`: a base backup known to have completed (the drill's own,
+    /// or the operator's for `backup-only`); without it the Cluster must
+    /// report a first recoverability point.
     pub async fn restore(
         &self,
         to: RestoreTo,
+        backup_id: Option<&str>,
         image_tag: &str,
         progress: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<KindRestored> {
         let (source, first) = self.archive().await?;
+        match (first, backup_id) {
+            (None, None) => bail!(
+                "Cluster {CNPG_CLUSTER} reports no completed base backup in its archive (status.firstRecoverabilityPoint is empty): a restore would have nothing to start from"
+            ),
+            (Some(first), _) => {
+                if let RestoreTo::Time(t) = to {
+                    if t < first {
+                        bail!(
+                            "the target {} is older than the archive's first recoverability point {}",
+                            crate::backup::plan::format_utc(t),
+                            crate::backup::plan::format_utc(first)
+                        );
+                    }
+                }
+            }
+            (None, Some(_)) => {}
+        }
         if let RestoreTo::Time(t) = to {
-            if t < first {
+            if t as f64 > unix_now() {
                 bail!(
-                    "the target {} is older than the archive's first recoverability point {}",
-                    crate::backup::plan::format_utc(t),
-                    crate::backup::plan::format_utc(first)
+                    "the target {} is in the future: recovery would end before it and fail",
+                    crate::backup::plan::format_utc(t)
                 );
             }
         }
@@ -301,8 +328,14 @@ impl<R: Runner> Kube<R> {
         let started = std::time::Instant::now();
         let new_server = format!("{CNPG_CLUSTER}-r{}", unix_now() as u64);
         // Rendered before anything is deleted: a bad asset refuses here.
-        let recovery = render_recovery_cluster(&template, &source, &new_server, to)?;
-        let replicas = self.scale_vfps(0).await?;
+        let recovery = render_recovery_cluster(&template, &source, &new_server, to, backup_id)?;
+        let replicas = self.vfps_replicas().await?;
+        if replicas == 0 {
+            bail!(
+                "the vfps Deployment wants no replicas, so the restore would not know how many to start again on the held database (an earlier restore that did not finish?): scale it to its replicas first"
+            );
+        }
+        self.scale_vfps(0).await?;
         self.wait_pods_gone(VFPS_PODS, "every vfps replica stopped")
             .await?;
         progress("vfps stopped");
@@ -401,6 +434,22 @@ pub async fn run<R: Runner>(
     let result = drill_on(kube, args, plan, load, &own, &mut steps).await;
     // The client's log, whatever happened: what it saw is the evidence.
     report::write_file(&own, "drill-client.log", log_of(kube, DRILL_JOB).await)?;
+    if result.is_err() {
+        // It would probe for its hold or its confirmation until its deadline.
+        if let Err(e) = kube
+            .kubectl(&[
+                "delete",
+                "job",
+                DRILL_JOB.name,
+                "-n",
+                DRILL_JOB.namespace,
+                "--ignore-not-found",
+            ])
+            .await
+        {
+            eprintln!("the drill's client Job: {e:#}");
+        }
+    }
     drill::finish(dir, plan, result, steps.done)
 }
 
@@ -412,7 +461,6 @@ async fn drill_on<R: Runner>(
     own: &Path,
     steps: &mut Steps,
 ) -> anyhow::Result<(crate::checker::Verdict, Measured)> {
-    kube.archive().await?;
     let manifest = render_drill_job(
         &kube.asset("drill-job.yaml")?,
         plan,
@@ -445,7 +493,7 @@ async fn drill_on<R: Runner>(
     steps.step(at(unix_now()), &format!("base backup {id}"));
     tokio::time::sleep(Duration::from_secs(plan.writes_after_backup_seconds)).await;
     let restored = kube
-        .restore(plan.to.restore_to(), &args.image_tag, &|what| {
+        .restore(plan.to.restore_to(), Some(&id), &args.image_tag, &|what| {
             eprintln!("{}: {what}", plan.name);
         })
         .await
@@ -494,6 +542,12 @@ async fn drill_on<R: Runner>(
     let log = wait_finished_of(kube, DRILL_JOB, drill::CONFIRM_TIMEOUT).await?;
     let (times, reads) =
         drill::parse_report(&log).context("the drill's client printed no report")??;
+    if times.held_unix < restored.destroyed_unix {
+        bail!(
+            "the drill's client was refused a new original {:.1} s before the database was destroyed: a restore hold older than this drill (an earlier restore never confirmed?), not this restore's",
+            restored.destroyed_unix - times.held_unix
+        );
+    }
     if let Some(timeline) = report::markers::extract_timeline(&log) {
         report::write_file(own, "load-timeline.csv", timeline)?;
     }

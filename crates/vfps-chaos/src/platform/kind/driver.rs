@@ -375,7 +375,7 @@ pub fn render(
         ),
         (
             "cnpg-restore-latest.yaml",
-            drill::render_recovery_cluster(&restore, source, restored, RestoreTo::Latest)?,
+            drill::render_recovery_cluster(&restore, source, restored, RestoreTo::Latest, None)?,
         ),
         (
             "cnpg-restore-time.yaml",
@@ -384,11 +384,18 @@ pub fn render(
                 source,
                 restored,
                 RestoreTo::Time(1_764_900_000),
+                None,
             )?,
         ),
         (
             "cnpg-restore-backup-only.yaml",
-            drill::render_recovery_cluster(&restore, source, restored, RestoreTo::BackupOnly)?,
+            drill::render_recovery_cluster(
+                &restore,
+                source,
+                restored,
+                RestoreTo::BackupOnly,
+                Some("20251205T020000"),
+            )?,
         ),
         (
             "restore-hold-job.yaml",

@@ -128,7 +128,7 @@ async fn steps_of(
     steps.step(at(), &format!("{} ledger entries read back", reads.len()));
     crate::backup::cli::confirm(&local.opts.vfps_bin, &connection_string()).await?;
     steps.step(at(), "restore confirmed");
-    let first = client.first_write(0).await;
+    let first = client.first_write(0, crate::drill::READ_DEADLINE).await;
     if first != tonic::Code::Ok {
         anyhow::bail!("the first write after the confirmation failed: {first:?}");
     }

@@ -53,6 +53,8 @@ struct Model {
     read_back_said: bool,
     /// The hold Job fails (its database refuses).
     hold_fails: bool,
+    /// A hold older than the drill: the client is refused from the start.
+    stale_hold: bool,
     held: bool,
     restore_point_after_start: f64,
     commands: Vec<String>,
@@ -65,7 +67,8 @@ impl FakeCluster {
     fn new(reads: Vec<ReadBack>) -> Self {
         Self(Mutex::new(Model {
             cluster: Some(("vfps-db".into(), 0)),
-            first_recoverability: Some("2026-12-06T00:00:00Z".into()),
+            // `up` takes no base backup: the drill's own is the first.
+            first_recoverability: None,
             volumes: true,
             vfps_replicas: 3,
             client_reads: reads,
@@ -107,6 +110,11 @@ impl Model {
             if self.vfps_replicas > 0 {
                 self.violations
                     .push("the recovery Cluster applied while vfps serves".into());
+            }
+            let target = field(manifest, "recoveryTarget:").join(" ");
+            if target.contains("targetImmediate") && !target.contains("backupID") {
+                // CloudNativePG's webhook.
+                anyhow::bail!("admission webhook denied the request: BackupID is missing");
             }
             let servers = field(manifest, "serverName:");
             let [source, new] = servers[..] else {
@@ -161,7 +169,11 @@ impl Model {
                     }
                     let times = ClientTimes {
                         start_unix: self.client_start,
-                        held_unix: unix_now(),
+                        held_unix: if self.stale_hold {
+                            self.client_start + 1.0
+                        } else {
+                            unix_now()
+                        },
                         read_back_unix: unix_now(),
                         served_again_unix: unix_now(),
                     };
@@ -236,6 +248,10 @@ impl Runner for FakeCluster {
                 let left = m.backups.get_mut(&name).expect("an applied Backup");
                 *left = left.saturating_sub(1);
                 let phase = if *left == 0 { "completed" } else { "running" };
+                if *left == 0 {
+                    // CloudNativePG's backup maintenance, a moment later.
+                    m.first_recoverability = Some("2026-12-06T00:15:00Z".into());
+                }
                 Ok(json!({"status": {"phase": phase, "backupId": "20261206T001500"}}).to_string())
             }
             ["get", "deployment", ..] => {
@@ -475,24 +491,50 @@ async fn a_restore_without_a_completed_base_backup_is_refused_before_anything_is
     cluster.model().first_recoverability = None;
     let k = kube(cluster);
     let e = k
-        .restore(RestoreTo::Latest, "ci", &|_| {})
+        .restore(RestoreTo::Latest, None, "ci", &|_| {})
         .await
         .unwrap_err();
     assert!(
         format!("{e:#}").contains("no completed base backup"),
         "{e:#}"
     );
-    // A target older than the archive's first point: refused too.
+    // A target older than the archive's first point, the base backup alone
+    // without the backup's id (CloudNativePG would refuse the Cluster once
+    // the old one is gone), a target in the future: refused too.
     k.runner.model().first_recoverability = Some("2026-12-06T00:00:00Z".into());
     let e = k
         .restore(
             RestoreTo::Time(crate::backup::plan::parse_utc("2026-12-05T23:00:00Z").unwrap()),
+            None,
             "ci",
             &|_| {},
         )
         .await
         .unwrap_err();
     assert!(format!("{e:#}").contains("older than"), "{e:#}");
+    let e = k
+        .restore(RestoreTo::BackupOnly, None, "ci", &|_| {})
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("--backup-id"), "{e:#}");
+    let e = k
+        .restore(
+            RestoreTo::Time(unix_now() as i64 + 3600),
+            None,
+            "ci",
+            &|_| {},
+        )
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("in the future"), "{e:#}");
+    // vfps wanting no replicas: an earlier restore did not finish.
+    k.runner.model().vfps_replicas = 0;
+    let e = k
+        .restore(RestoreTo::Latest, None, "ci", &|_| {})
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("wants no replicas"), "{e:#}");
+    k.runner.model().vfps_replicas = 3;
     let m = k.runner.model();
     assert!(
         !m.commands
@@ -508,7 +550,8 @@ async fn a_restore_without_a_completed_base_backup_is_refused_before_anything_is
 fn the_recovery_cluster_restores_the_target_into_a_new_history() {
     let template = std::fs::read_to_string(assets().join("cnpg-restore.yaml")).unwrap();
     let latest =
-        render_recovery_cluster(&template, "vfps-db", "vfps-db-r1", RestoreTo::Latest).unwrap();
+        render_recovery_cluster(&template, "vfps-db", "vfps-db-r1", RestoreTo::Latest, None)
+            .unwrap();
     assert!(
         latest.contains("recoveryTarget: {targetTLI: latest}"),
         "{latest}"
@@ -517,17 +560,19 @@ fn the_recovery_cluster_restores_the_target_into_a_new_history() {
         latest.contains("serverName: vfps-db\n") && latest.contains("serverName: vfps-db-r1\n")
     );
     assert_eq!(
-        recovery_target(RestoreTo::Time(
-            crate::backup::plan::parse_utc("2026-12-05T09:30:00Z").unwrap()
-        )),
+        recovery_target(
+            RestoreTo::Time(crate::backup::plan::parse_utc("2026-12-05T09:30:00Z").unwrap()),
+            None
+        )
+        .unwrap(),
         "{targetTime: \"2026-12-05T09:30:00Z\"}"
     );
     assert_eq!(
-        recovery_target(RestoreTo::BackupOnly),
-        "{targetImmediate: true}"
+        recovery_target(RestoreTo::BackupOnly, Some("20261206T001500")).unwrap(),
+        "{targetImmediate: true, backupID: \"20261206T001500\"}"
     );
-    let e =
-        render_recovery_cluster(&template, "vfps-db", "vfps-db", RestoreTo::Latest).unwrap_err();
+    let e = render_recovery_cluster(&template, "vfps-db", "vfps-db", RestoreTo::Latest, None)
+        .unwrap_err();
     assert!(format!("{e:#}").contains("new server name"), "{e:#}");
 }
 
@@ -536,7 +581,8 @@ async fn the_simulated_cluster_catches_a_restore_out_of_order() {
     let k = kube(FakeCluster::new(Vec::new()));
     let template = std::fs::read_to_string(assets().join("cnpg-restore.yaml")).unwrap();
     let recovery =
-        render_recovery_cluster(&template, "vfps-db", "vfps-db-r1", RestoreTo::Latest).unwrap();
+        render_recovery_cluster(&template, "vfps-db", "vfps-db-r1", RestoreTo::Latest, None)
+            .unwrap();
     // Over the live Cluster and its volumes, while vfps serves; then vfps
     // started without the hold.
     k.apply(&recovery).await.unwrap();
@@ -545,4 +591,18 @@ async fn the_simulated_cluster_catches_a_restore_out_of_order() {
         .unwrap();
     let m = k.runner.model();
     assert_eq!(m.violations.len(), 3, "{:?}", m.violations);
+}
+
+#[tokio::test]
+async fn a_hold_older_than_the_drill_makes_it_invalid_not_a_pass() {
+    let dir = vfps_testkit::scratch_dir("kind-drill-stale-hold");
+    let cluster = FakeCluster::new(reads(Restored::Kept("p-b".into())));
+    cluster.model().stale_hold = true;
+    let (_k, outcome) = drill_on(cluster, &dir).await;
+    assert!(!outcome.verdict.passed());
+    assert!(
+        outcome.verdict.summary.contains("older than this drill"),
+        "{}",
+        outcome.verdict.summary
+    );
 }
