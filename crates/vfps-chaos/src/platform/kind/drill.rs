@@ -29,7 +29,6 @@ use super::{
     driver::KindArgs,
     gray::render_asset,
     job::{self, finished_of, log_of, tail, unix_now, wait_finished_of, wait_start_of, JobRef},
-    jobs::APP_DATABASE,
     Kube, Runner, CNPG_CLUSTER, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE, VFPS_PODS,
 };
 use crate::{
@@ -393,30 +392,23 @@ impl<R: Runner> Kube<R> {
 
     /// The restored database's newest write before `destroyed_unix`.
     async fn restore_point(&self, destroyed_unix: f64) -> anyhow::Result<f64> {
-        let primary = self
-            .primary_pod()
-            .await?
-            .context("no database primary after the restore")?;
-        let out = self
-            .kubectl(&[
-                "exec",
-                "-n",
-                NAMESPACE,
-                &primary.name,
-                "-c",
-                "postgres",
-                "--",
-                "psql",
-                "-U",
-                "postgres",
-                "-d",
-                APP_DATABASE,
-                "-At",
-                "-c",
-                &drill::restore_point_sql(destroyed_unix),
-            ])
-            .await?;
-        drill::parse_restore_point(&out)
+        let sql = drill::restore_point_sql(destroyed_unix);
+        drill::parse_restore_point(&self.psql_on_primary(&sql, "the restore point").await?)
+    }
+
+    /// Deletes the drill's client Job (`wait`: until it is gone).
+    async fn delete_drill_job(&self, wait: bool) -> anyhow::Result<()> {
+        self.kubectl(&[
+            "delete",
+            "job",
+            DRILL_JOB.name,
+            "-n",
+            DRILL_JOB.namespace,
+            "--ignore-not-found",
+            &format!("--wait={wait}"),
+        ])
+        .await
+        .map(|_| ())
     }
 }
 
@@ -436,17 +428,7 @@ pub async fn run<R: Runner>(
     report::write_file(&own, "drill-client.log", log_of(kube, DRILL_JOB).await)?;
     if result.is_err() {
         // It would probe for its hold or its confirmation until its deadline.
-        if let Err(e) = kube
-            .kubectl(&[
-                "delete",
-                "job",
-                DRILL_JOB.name,
-                "-n",
-                DRILL_JOB.namespace,
-                "--ignore-not-found",
-            ])
-            .await
-        {
+        if let Err(e) = kube.delete_drill_job(false).await {
             eprintln!("the drill's client Job: {e:#}");
         }
     }
@@ -468,16 +450,7 @@ async fn drill_on<R: Runner>(
         args.stress_test_tag(),
     )?;
     report::write_file(own, "drill-job.yaml", &manifest)?;
-    kube.kubectl(&[
-        "delete",
-        "job",
-        DRILL_JOB.name,
-        "-n",
-        DRILL_JOB.namespace,
-        "--ignore-not-found",
-        "--wait=true",
-    ])
-    .await?;
+    kube.delete_drill_job(true).await?;
     kube.apply(&manifest).await?;
     let start_unix = wait_start_of(kube, DRILL_JOB, Duration::from_secs(600)).await?;
     let at = |unix: f64| unix - start_unix;

@@ -57,29 +57,33 @@ impl<R: Runner> Kube<R> {
     /// The jobs as the primary holds them now (a standby may lag behind a
     /// takeover it has not replayed yet).
     pub async fn db_jobs(&self) -> anyhow::Result<Vec<RunningJob>> {
+        jobs_of(&self.psql_on_primary(JOBS_SQL, "the jobs").await?)
+    }
+
+    /// `sql` in vfps's database on the primary, as `psql -At` prints it
+    /// (`what` names the reading in the error when there is no primary).
+    pub(crate) async fn psql_on_primary(&self, sql: &str, what: &str) -> anyhow::Result<String> {
         let primary = self
             .primary_pod()
             .await?
-            .context("no database primary to read the jobs from")?;
-        let out = self
-            .kubectl(&[
-                "exec",
-                "-n",
-                NAMESPACE,
-                &primary.name,
-                "-c",
-                "postgres",
-                "--",
-                "psql",
-                "-U",
-                "postgres",
-                "-d",
-                APP_DATABASE,
-                "-At",
-                "-c",
-                JOBS_SQL,
-            ])
-            .await?;
-        jobs_of(&out)
+            .with_context(|| format!("no database primary to read {what} from"))?;
+        self.kubectl(&[
+            "exec",
+            "-n",
+            NAMESPACE,
+            &primary.name,
+            "-c",
+            "postgres",
+            "--",
+            "psql",
+            "-U",
+            "postgres",
+            "-d",
+            APP_DATABASE,
+            "-At",
+            "-c",
+            sql,
+        ])
+        .await
     }
 }
