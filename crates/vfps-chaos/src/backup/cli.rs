@@ -188,11 +188,7 @@ impl BackupCommand {
 
 /// `vfps restore hold --to …` against the restored database.
 pub async fn hold(vfps: &std::path::Path, to: RestoreTo, connection: &str) -> anyhow::Result<()> {
-    let to = match to {
-        RestoreTo::Latest => "latest".to_owned(),
-        RestoreTo::BackupOnly => "backup-only".to_owned(),
-        RestoreTo::Time(t) => super::plan::format_utc(t),
-    };
+    let to = to.to_string();
     let out = tokio::process::Command::new(vfps)
         .args(["restore", "hold", "--to", &to])
         .env("ConnectionStrings__PostgreSQL", connection)

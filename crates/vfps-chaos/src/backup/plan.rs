@@ -21,6 +21,17 @@ pub enum RestoreTo {
     BackupOnly,
 }
 
+/// As `--to` takes it (and `vfps restore hold --to` records it).
+impl std::fmt::Display for RestoreTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Latest => f.write_str("latest"),
+            Self::BackupOnly => f.write_str("backup-only"),
+            Self::Time(t) => f.write_str(&format_utc(*t)),
+        }
+    }
+}
+
 impl std::str::FromStr for RestoreTo {
     type Err = String;
 
@@ -456,6 +467,13 @@ mod tests {
         let e = "yesterday".parse::<RestoreTo>().unwrap_err();
         assert!(e.contains("\"yesterday\""), "{e}");
         assert_eq!("latest".parse::<RestoreTo>(), Ok(RestoreTo::Latest));
+        for s in ["latest", "backup-only", "2026-12-05T08:29:34Z"] {
+            assert_eq!(
+                s.parse::<RestoreTo>().unwrap().to_string(),
+                s,
+                "--to as written"
+            );
+        }
     }
 
     #[test]

@@ -69,15 +69,6 @@ pub fn recovery_target(to: RestoreTo, backup_id: Option<&str>) -> anyhow::Result
     })
 }
 
-/// `vfps restore hold --to` for a target, as the local platform writes it.
-fn hold_to(to: RestoreTo) -> String {
-    match to {
-        RestoreTo::Latest => "latest".into(),
-        RestoreTo::BackupOnly => "backup-only".into(),
-        RestoreTo::Time(t) => crate::backup::plan::format_utc(t),
-    }
-}
-
 /// The recovery Cluster: `source` the history restored, `new_server` the
 /// one it archives to.
 pub fn render_recovery_cluster(
@@ -374,7 +365,7 @@ impl<R: Runner> Kube<R> {
         let out = self
             .restore_job(
                 "hold",
-                &["restore", "hold", "--to", &hold_to(to)],
+                &["restore", "hold", "--to", &to.to_string()],
                 image_tag,
             )
             .await?;
