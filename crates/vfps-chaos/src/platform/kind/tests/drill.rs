@@ -55,6 +55,9 @@ struct Model {
     hold_fails: bool,
     /// A hold older than the drill: the client is refused from the start.
     stale_hold: bool,
+    /// Seconds after the confirmation the client's first new original is
+    /// acknowledged.
+    served_after: f64,
     held: bool,
     restore_point_after_start: f64,
     commands: Vec<String>,
@@ -175,7 +178,7 @@ impl Model {
                             unix_now()
                         },
                         read_back_unix: unix_now(),
-                        served_again_unix: unix_now(),
+                        served_again_unix: unix_now() + self.served_after,
                     };
                     let drill = self.jobs.get_mut("vfps-restore-drill").unwrap();
                     drill.log.push_str(&format!(
@@ -602,6 +605,21 @@ async fn a_hold_older_than_the_drill_makes_it_invalid_not_a_pass() {
     assert!(!outcome.verdict.passed());
     assert!(
         outcome.verdict.summary.contains("older than this drill"),
+        "{}",
+        outcome.verdict.summary
+    );
+}
+
+#[tokio::test]
+async fn a_restored_cluster_that_serves_too_late_fails_p9_on_its_rto() {
+    let dir = vfps_testkit::scratch_dir("kind-drill-slow");
+    let cluster = FakeCluster::new(reads(Restored::Kept("p-b".into())));
+    // The plan's RTO budget is 60 s.
+    cluster.model().served_after = 90.0;
+    let (_k, outcome) = drill_on(cluster, &dir).await;
+    assert!(!outcome.verdict.passed());
+    assert!(
+        outcome.verdict.summary.contains("RTO"),
         "{}",
         outcome.verdict.summary
     );
