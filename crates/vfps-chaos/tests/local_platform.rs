@@ -641,3 +641,177 @@ async fn gray(l: &Local) {
         l.wait_steady(Duration::from_secs(60)).await.unwrap();
     }
 }
+
+/// A standby that received WAL the other one did not: when the primary dies,
+/// the leader race must take it (both standbys are synchronous), so the other
+/// follows without a rewind and no commit of the new timeline is acknowledged
+/// by an instance still on the old one. With one named synchronous standby
+/// (Patroni's `FIRST 1`) the named one was promoted and the other, ahead of
+/// it on the old timeline, acknowledged the new primary's first commits
+/// without having them (docs/chaos.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, Patroni and etcd (creates network namespaces): scripts/test.sh runs it with --include-ignored"]
+async fn the_standby_that_received_most_is_promoted() {
+    let _one_at_a_time = TOPOLOGY.lock().await;
+    let base = std::env::temp_dir().join(format!("vfps-chaos-diverged-{}", std::process::id()));
+    let opts = Options {
+        base: base.clone(),
+        vfps_bin: vfps_bin(),
+        restart_backoff: Duration::from_secs(1),
+        grace_period: Duration::from_secs(10),
+        profile: local::DatabaseProfile::Safe,
+        ui: false,
+        ui_tests_dir: ui_tests_dir(),
+        backup: None,
+    };
+    let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
+    let outcome =
+        futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(ahead_standby(&l))).await;
+    let _ = local::cuts::remove_all().await;
+    if outcome.is_err() {
+        // The HA manager's own account of the failover.
+        for z in local::ZONES {
+            let log = std::fs::read_to_string(base.join(format!("db-{z}/patroni.log")))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect();
+            eprintln!("--- patroni db-{z}, last lines:");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+    l.shutdown().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn ahead_standby(l: &Local) {
+    l.wait_db_healthy(Duration::from_secs(60)).await.unwrap();
+    let zone = |name: &str| name.trim_start_matches("db-").to_owned();
+    let primary = zone(&l.leader().await.unwrap().unwrap().name);
+    // Behind: a synchronous standby (with one named, the one Patroni would
+    // promote); ahead: the other.
+    let behind = zone(&Faults::sync_standby(l).await.unwrap().unwrap().name);
+    let ahead = local::ZONES
+        .iter()
+        .map(|z| (*z).to_owned())
+        .find(|z| *z != primary && *z != behind)
+        .unwrap();
+    // Both standbys at the start of a WAL segment, with the table.
+    l.query_instance(&primary, "CREATE TABLE IF NOT EXISTS ahead (v text)")
+        .await
+        .unwrap();
+    l.query_instance(&primary, "SELECT pg_switch_wal()")
+        .await
+        .unwrap();
+    l.query_instance(&primary, "INSERT INTO ahead VALUES ('both')")
+        .await
+        .unwrap();
+    // One standby stops receiving (its packets from the primary dropped); the
+    // primary writes ~300 kB that only the other one receives (committed
+    // locally: nobody is told they are durable).
+    local::cuts::apply(
+        &format!("vfps-db-{behind}"),
+        local::cuts::ISOLATION,
+        &[db_ip(&primary)],
+    )
+    .await
+    .unwrap();
+    l.query_instance(
+        &primary,
+        "SET synchronous_commit TO local; \
+         INSERT INTO ahead SELECT repeat('x', 100) FROM generate_series(1, 2000)",
+    )
+    .await
+    .unwrap();
+    let sent: u64 = l
+        .written_lsn(&primary)
+        .await
+        .unwrap()
+        .expect("the primary's WAL position");
+    vfps_chaos::platform::net::wait_for("the ahead standby", Duration::from_secs(10), || async {
+        l.received_lsn(&ahead).await.ok().flatten() >= Some(sent)
+    })
+    .await
+    .unwrap();
+    let behind_at = l.received_lsn(&behind).await.unwrap().unwrap();
+    let behind_pid = postmaster_pid(l, &behind);
+    assert!(
+        behind_at < sent,
+        "{behind_at} < {sent}: the cut did not hold"
+    );
+    // The cut stays: the dead primary's kernel would still deliver what its
+    // sockets held (the other standby then follows the new primary).
+    l.kill_db(&primary).await.unwrap();
+    vfps_chaos::platform::net::wait_for("a promotion", Duration::from_secs(30), || async {
+        l.leader()
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.name != format!("db-{primary}"))
+    })
+    .await
+    .unwrap();
+    let promoted = zone(&l.leader().await.unwrap().unwrap().name);
+    assert_eq!(
+        promoted, ahead,
+        "db-{ahead} had received most ({sent} against {behind_at}), db-{promoted} was promoted"
+    );
+    // The other standby follows the new primary as it is: not stopped for a
+    // rewind, streaming the new timeline, and it has a commit acknowledged
+    // there.
+    vfps_chaos::platform::net::wait_for(
+        "the other standby streaming",
+        Duration::from_secs(30),
+        || async {
+            l.streaming_standbys(&promoted)
+                .await
+                .is_ok_and(|s| s.contains(&format!("db-{behind}")))
+        },
+    )
+    .await
+    .unwrap();
+    local::cuts::remove(&format!("vfps-db-{behind}"), local::cuts::ISOLATION)
+        .await
+        .unwrap();
+    l.query_instance(&promoted, "INSERT INTO ahead VALUES ('after')")
+        .await
+        .unwrap();
+    let timeline = l
+        .query_instance(
+            &promoted,
+            "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int",
+        )
+        .await
+        .unwrap();
+    let received = l
+        .query_instance(&behind, "SELECT received_tli FROM pg_stat_wal_receiver")
+        .await
+        .unwrap();
+    assert_eq!(
+        received, timeline,
+        "db-{behind} streams timeline {received}, the primary writes {timeline}"
+    );
+    assert_eq!(
+        l.query_instance(&behind, "SELECT count(*) FROM ahead WHERE v = 'after'")
+            .await
+            .unwrap(),
+        "1",
+        "db-{behind} does not have the acknowledged commit"
+    );
+    assert_eq!(
+        postmaster_pid(l, &behind),
+        behind_pid,
+        "db-{behind} was restarted (rewound) to follow db-{promoted}"
+    );
+    l.start_db(&primary).await.unwrap();
+    l.wait_db_healthy(Duration::from_secs(90)).await.unwrap();
+}
+
+/// The first line of an instance's `postmaster.pid`: its postmaster's pid.
+fn postmaster_pid(l: &Local, zone: &str) -> String {
+    let f = l.opts.base.join(format!("db-{zone}/data/postmaster.pid"));
+    let text = std::fs::read_to_string(&f).unwrap();
+    text.lines().next().unwrap().to_owned()
+}

@@ -73,7 +73,21 @@ bootstrap:
     maximum_lag_on_failover: 134217728
     synchronous_mode: {synchronous}
     synchronous_mode_strict: {synchronous}
-    synchronous_node_count: 1
+    # Both standbys synchronous (`FIRST 2`; one while the other is away), so
+    # either may be promoted and the leader race takes the one that received
+    # most. With one named standby (`FIRST 1`) the other could hold WAL the
+    # promoted one never received: it needed pg_rewind (6 s more of commits
+    # waiting) and, until then, its feedback reported a flush position from
+    # the old timeline that released commits of the new timeline it did not
+    # have (docs/chaos.md, "A diverged standby acknowledges commits").
+    synchronous_node_count: 2
+    # A standby joins the synchronous set only once within 16 MiB of the
+    # other: commits then wait for it a fraction of a second, not for a
+    # rejoining instance's whole catch-up.
+    maximum_lag_on_syncnode: 16777216
+    # Never promote an instance whose timeline is behind the cluster's: a
+    # diverged instance's feedback can get it named synchronous standby.
+    check_timeline: true
     postgresql:
       use_pg_rewind: true
       use_slots: false
@@ -567,9 +581,8 @@ impl Local {
             .find(|m| m.role == "leader" && m.state == "running"))
     }
 
-    /// Healthy: three members, one running leader, a streaming synchronous standby
-    /// (asynchronous profile: a second streaming replica instead), and the third
-    /// streaming too.
+    /// Healthy: three members, one running leader, both standbys streaming and
+    /// synchronous (asynchronous profile: streaming replicas).
     /// Every member must answer its own REST API: the cluster view in etcd keeps
     /// a dead member until its TTL expires.
     pub async fn db_healthy(&self) -> bool {
@@ -595,7 +608,12 @@ impl Local {
         let members_say = m.len() == 3
             && leaders.len() == 1
             && match self.opts.profile {
-                DatabaseProfile::Safe => m.iter().any(|x| x.role == "sync_standby" && running(x)),
+                // Both standbys in the synchronous set: a fault then meets a
+                // cluster where either standby may take over.
+                DatabaseProfile::Safe => m
+                    .iter()
+                    .filter(|x| x.role != "leader")
+                    .all(|x| x.role == "sync_standby"),
                 DatabaseProfile::UnsafeAsync => true,
             }
             && m.iter().all(running);
