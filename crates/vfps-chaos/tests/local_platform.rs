@@ -465,6 +465,20 @@ fn gray_knobs() -> nemesis::Knobs {
 
 /// Copies every log of a failed test's topology (Patroni, PostgreSQL, etcd,
 /// vfps) out of its directory, which `shutdown` removes, and says where.
+/// The safe database profile, three replicas, no front door or backups.
+fn without_front_door(base: &std::path::Path) -> Options {
+    Options {
+        base: base.to_path_buf(),
+        vfps_bin: vfps_bin(),
+        restart_backoff: Duration::from_secs(1),
+        grace_period: Duration::from_secs(10),
+        profile: local::DatabaseProfile::Safe,
+        ui: false,
+        ui_tests_dir: ui_tests_dir(),
+        backup: None,
+    }
+}
+
 fn keep_logs(base: &std::path::Path, test: &str) {
     let into = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("failed-{test}-{}", std::process::id()));
@@ -501,17 +515,9 @@ async fn the_gray_faults_prove_themselves_and_an_inert_one_fails() {
     assert!(bin.exists(), "{} must be built first", bin.display());
     // The replicas inherit the environment: a short readiness grace.
     std::env::set_var("VFPS_READINESS_DATABASE_GRACE", "3s");
-    let opts = Options {
-        base: base.clone(),
-        vfps_bin: bin,
-        restart_backoff: Duration::from_secs(1),
-        grace_period: Duration::from_secs(10),
-        profile: local::DatabaseProfile::Safe,
-        ui: false,
-        ui_tests_dir: ui_tests_dir(),
-        backup: None,
-    };
-    let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
+    let l = Local::up(without_front_door(&base), &|e| eprintln!("up: {e}"))
+        .await
+        .unwrap();
     let writer = wal_writer(&l);
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(gray(&l))).await;
     writer.abort();
@@ -654,31 +660,14 @@ async fn gray(l: &Local) {
 async fn the_standby_that_received_most_is_promoted() {
     let _one_at_a_time = TOPOLOGY.lock().await;
     let base = std::env::temp_dir().join(format!("vfps-chaos-diverged-{}", std::process::id()));
-    let opts = Options {
-        base: base.clone(),
-        vfps_bin: vfps_bin(),
-        restart_backoff: Duration::from_secs(1),
-        grace_period: Duration::from_secs(10),
-        profile: local::DatabaseProfile::Safe,
-        ui: false,
-        ui_tests_dir: ui_tests_dir(),
-        backup: None,
-    };
-    let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
+    let l = Local::up(without_front_door(&base), &|e| eprintln!("up: {e}"))
+        .await
+        .unwrap();
     let outcome =
         futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(ahead_standby(&l))).await;
     let _ = local::cuts::remove_all().await;
     if outcome.is_err() {
-        // The HA manager's own account of the failover.
-        for z in local::ZONES {
-            let log = std::fs::read_to_string(base.join(format!("db-{z}/patroni.log")))
-                .unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(80).collect();
-            eprintln!("--- patroni db-{z}, last lines:");
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
-        }
+        keep_logs(&base, "ahead-standby");
     }
     l.shutdown().await;
     if let Err(panic) = outcome {
