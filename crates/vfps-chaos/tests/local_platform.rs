@@ -463,8 +463,6 @@ fn gray_knobs() -> nemesis::Knobs {
     k
 }
 
-/// Copies every log of a failed test's topology (Patroni, PostgreSQL, etcd,
-/// vfps) out of its directory, which `shutdown` removes, and says where.
 /// The safe database profile, three replicas, no front door or backups.
 fn without_front_door(base: &std::path::Path) -> Options {
     Options {
@@ -479,6 +477,8 @@ fn without_front_door(base: &std::path::Path) -> Options {
     }
 }
 
+/// Copies every log of a failed test's topology (Patroni, PostgreSQL, etcd,
+/// vfps) out of its directory, which `shutdown` removes, and says where.
 fn keep_logs(base: &std::path::Path, test: &str) {
     let into = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("failed-{test}-{}", std::process::id()));
@@ -725,7 +725,9 @@ async fn ahead_standby(l: &Local) {
     .await
     .unwrap();
     let behind_at = l.received_lsn(&behind).await.unwrap().unwrap();
-    let behind_pid = postmaster_pid(l, &behind);
+    let behind_pid = l
+        .postmaster_pid(&behind)
+        .expect("the standby's postmaster.pid");
     assert!(
         behind_at < sent,
         "{behind_at} < {sent}: the cut did not hold"
@@ -790,17 +792,10 @@ async fn ahead_standby(l: &Local) {
         "db-{behind} does not have the acknowledged commit"
     );
     assert_eq!(
-        postmaster_pid(l, &behind),
-        behind_pid,
+        l.postmaster_pid(&behind),
+        Some(behind_pid),
         "db-{behind} was restarted (rewound) to follow db-{promoted}"
     );
     l.start_db(&primary).await.unwrap();
     l.wait_db_healthy(Duration::from_secs(90)).await.unwrap();
-}
-
-/// The first line of an instance's `postmaster.pid`: its postmaster's pid.
-fn postmaster_pid(l: &Local, zone: &str) -> String {
-    let f = l.opts.base.join(format!("db-{zone}/data/postmaster.pid"));
-    let text = std::fs::read_to_string(&f).unwrap();
-    text.lines().next().unwrap().to_owned()
 }

@@ -433,17 +433,22 @@ impl Local {
         Ok(())
     }
 
-    /// SIGKILLs a database pod: Patroni and the postmaster it does not parent.
-    /// Returns once both are gone.
-    pub async fn kill_db(&self, zone: &str) -> anyhow::Result<()> {
-        let patroni = read_pid(&pid_file(&format!("patroni-{zone}")));
-        let postmaster = read_pid(
+    /// The pid of the instance's postmaster (its `postmaster.pid`), if it has
+    /// one: a new one after every restart, a rewind's included.
+    pub fn postmaster_pid(&self, zone: &str) -> Option<u32> {
+        read_pid(
             &self
                 .opts
                 .base
                 .join(format!("db-{zone}/data/postmaster.pid")),
-        );
-        let pids: Vec<u32> = [patroni, postmaster]
+        )
+    }
+
+    /// SIGKILLs a database pod: Patroni and the postmaster it does not parent.
+    /// Returns once both are gone.
+    pub async fn kill_db(&self, zone: &str) -> anyhow::Result<()> {
+        let patroni = read_pid(&pid_file(&format!("patroni-{zone}")));
+        let pids: Vec<u32> = [patroni, self.postmaster_pid(zone)]
             .into_iter()
             .flatten()
             .filter(|p| alive(*p))
