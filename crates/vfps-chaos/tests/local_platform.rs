@@ -8,7 +8,7 @@ use std::time::Duration;
 use vfps_chaos::{
     nemesis::{self, Faults, Instance, Pod},
     platform::local::{self, db_ip, Local, Options},
-    scenario::{Draw, Planned, Scenario, ScenarioPlan},
+    scenario::{events::EventKind, Draw, Planned, Scenario, ScenarioPlan},
 };
 
 /// One topology at a time: its bridge, namespaces and addresses are fixed.
@@ -175,6 +175,63 @@ async fn faults(l: &Local) {
     );
     l.start_db(victim).await.unwrap();
     l.wait_db_healthy(Duration::from_secs(60)).await.unwrap();
+
+    paused_primary_timed_when_stopped(l).await;
+}
+
+/// The paused primary's fault is on the timeline when its processes stopped,
+/// not when the proof that it answers nothing ended (a probe's 800 ms
+/// timeout later): the failover breakdown counts the seconds from it.
+async fn paused_primary_timed_when_stopped(l: &Local) {
+    let zone = l.leader().await.unwrap().unwrap().name;
+    let netns = format!("vfps-{zone}");
+    let start = tokio::time::Instant::now();
+    // When every process of the pod was first seen stopped, on the
+    // recorder's clock.
+    let watcher = tokio::spawn(async move {
+        loop {
+            let pids = vfps_chaos::platform::net::cmd("ip", &["netns", "pids", &netns])
+                .await
+                .unwrap_or_default();
+            let pids: Vec<u32> = pids
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if !pids.is_empty() && pids.iter().all(|p| vfps_chaos::platform::net::stopped(*p)) {
+                return start.elapsed().as_secs_f64();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let rec = nemesis::Recorder::new(start);
+    nemesis::run(
+        l,
+        &gray_plan(&[(Scenario::DbPrimaryPause, 10)]),
+        &gray_knobs(),
+        &rec,
+    )
+    .await
+    .unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(1), watcher)
+        .await
+        .expect("the watcher saw the pod stopped")
+        .unwrap();
+    let events = rec.events().await;
+    let fault = events
+        .iter()
+        .find(|e| e.kind == EventKind::Fault)
+        .expect("the pause recorded its fault");
+    assert!(
+        (fault.at_seconds - stopped).abs() < 0.3,
+        "fault recorded at {:.2} s, the pod stopped at {stopped:.2} s",
+        fault.at_seconds
+    );
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].at_seconds <= w[1].at_seconds),
+        "the timeline is in time order: {events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,9 +398,9 @@ impl nemesis::Faults for Inert<'_> {
         }
         Faults::kill_standby(self.local, s).await
     }
-    async fn pause_instance(&self, i: &Instance) -> anyhow::Result<()> {
+    async fn pause_instance(&self, i: &Instance) -> anyhow::Result<tokio::time::Instant> {
         if self.is("pause_instance") {
-            return Ok(());
+            return Ok(tokio::time::Instant::now());
         }
         Faults::pause_instance(self.local, i).await
     }

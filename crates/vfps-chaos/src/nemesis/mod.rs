@@ -115,8 +115,20 @@ impl Recorder {
     }
 
     async fn record(&self, scenario: Option<&ScenarioName>, kind: EventKind, text: String) {
+        self.record_at(scenario, kind, Instant::now(), text).await;
+    }
+
+    /// Records an event that happened at `at` (before now): the timeline stays
+    /// in time order.
+    async fn record_at(
+        &self,
+        scenario: Option<&ScenarioName>,
+        kind: EventKind,
+        at: Instant,
+        text: String,
+    ) {
         let e = ChaosEvent {
-            at_seconds: self.start.elapsed().as_secs_f64(),
+            at_seconds: at.saturating_duration_since(self.start).as_secs_f64(),
             scenario: scenario.cloned(),
             kind,
             text,
@@ -127,7 +139,9 @@ impl Recorder {
             e.scenario.as_ref().map_or("harness", ScenarioName::as_str),
             e.text
         );
-        self.events.lock().await.push(e);
+        let mut events = self.events.lock().await;
+        let after = events.partition_point(|x| x.at_seconds <= e.at_seconds);
+        events.insert(after, e);
     }
 
     pub async fn start(&self, scenario: &ScenarioName) {
@@ -141,6 +155,13 @@ impl Recorder {
     /// A fault took effect.
     pub async fn fault(&self, scenario: &ScenarioName, text: impl Into<String>) {
         self.record(Some(scenario), EventKind::Fault, text.into())
+            .await;
+    }
+    /// A fault that took effect at `at`, recorded once proven (a pause is
+    /// proven by a probe that times out: its time is when the processes
+    /// stopped, not when the proof ended).
+    pub async fn fault_at(&self, scenario: &ScenarioName, at: Instant, text: impl Into<String>) {
+        self.record_at(Some(scenario), EventKind::Fault, at, text.into())
             .await;
     }
     /// A fault healed, as the topology shows.
@@ -288,8 +309,9 @@ pub trait Faults: Sync {
     /// (or by itself).
     async fn kill_standby(&self, standby: &Instance) -> anyhow::Result<()>;
     /// Stops every process of the instance (SIGSTOP); returns once it no
-    /// longer answers.
-    async fn pause_instance(&self, instance: &Instance) -> anyhow::Result<()>;
+    /// longer answers, with the instant every process was seen stopped (the
+    /// fault's time: proving it answers nothing takes a probe's timeout more).
+    async fn pause_instance(&self, instance: &Instance) -> anyhow::Result<Instant>;
     /// Resumes a paused instance (SIGCONT); returns once it answers.
     async fn resume_instance(&self, instance: &Instance) -> anyhow::Result<()>;
     /// Cuts the instance off from the other instances only, both ways, for at
@@ -476,4 +498,35 @@ pub async fn run<F: Faults>(
         rec.end(&s.name).await;
     }
     Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fault proven after later events were recorded takes its place by
+    /// its own time, and its time is when it took effect.
+    #[tokio::test]
+    async fn a_fault_recorded_late_is_placed_at_its_time() {
+        let start = Instant::now();
+        let rec = Recorder::new(start);
+        let s = ScenarioName::new("db-primary-pause");
+        rec.start(&s).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let stopped = Instant::now();
+        // The proof: a probe that times out.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rec.note(&s, "proof under way").await;
+        rec.fault_at(&s, stopped, "paused db-a").await;
+        let events = rec.events().await;
+        let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [EventKind::Start, EventKind::Fault, EventKind::Note],
+            "{events:?}"
+        );
+        let expected = (stopped - start).as_secs_f64();
+        assert!((events[1].at_seconds - expected).abs() < 1e-9, "{events:?}");
+        assert!(events[2].at_seconds >= expected + 0.1, "{events:?}");
+    }
 }

@@ -50,9 +50,10 @@ async fn once<F: Faults>(
         .await?
         .context("the primary reports no timeline")?;
     let resume_at = Instant::now() + knobs.db_pause;
-    f.pause_instance(&old).await?;
-    rec.fault(
+    let stopped = f.pause_instance(&old).await?;
+    rec.fault_at(
         scenario,
+        stopped,
         format!(
             "paused {} (timeline {before}) for {:?}",
             old.name, knobs.db_pause

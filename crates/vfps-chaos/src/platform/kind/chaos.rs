@@ -248,7 +248,7 @@ impl<R: Runner> Faults for Kube<R> {
             .await
     }
 
-    async fn pause_instance(&self, _: &Instance) -> anyhow::Result<()> {
+    async fn pause_instance(&self, _: &Instance) -> anyhow::Result<Instant> {
         bail!("Chaos Mesh cannot stop a process (SIGSTOP)")
     }
 

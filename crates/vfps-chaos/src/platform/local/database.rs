@@ -115,10 +115,6 @@ bootstrap:
   connect_address: {ip}:5432
   data_dir: {dir}/data
   bin_dir: {bindir}
-  # Patroni 3.0.4 asks `postgres --describe-config` once per parameter
-  # whenever it writes postgresql.conf: through this script, a copy.
-  bin_name:
-    postgres: {postgres}
   pgpass: {dir}/pgpass
   authentication:
     superuser: {{username: postgres, password: local-superuser}}
@@ -143,63 +139,54 @@ bootstrap:
 "#,
         dir = dir.display(),
         bindir = pg_bindir().display(),
-        postgres = postgres_for_patroni(base).display(),
     )
 }
 
-/// The `postgres` Patroni runs (`bin_name.postgres`): PostgreSQL itself,
-/// except that `--describe-config` is answered from the copy
-/// [`write_postgres_for_patroni`] made. Patroni 3.0.4 runs
-/// `postgres --describe-config` for every parameter each time it writes
-/// `postgresql.conf` (~31 times; Patroni 3.1 and later ask once), and a
-/// promotion writes it before it promotes: under load that was 3.6-6.5 s
-/// between the leader key's expiry and the promotion, most of a primary
-/// kill's outage (docs/chaos.md).
-pub(super) fn postgres_for_patroni(base: &Path) -> PathBuf {
-    base.join("postgres-for-patroni")
+/// The program each member runs: the pinned Patroni, started from
+/// [`LAUNCHER`] by the installation's Python.
+pub(super) fn patroni_launcher(base: &Path) -> PathBuf {
+    base.join("patroni-launcher.py")
 }
 
-fn describe_config_copy(base: &Path) -> PathBuf {
-    base.join("postgres-describe-config")
-}
+/// Patroni with PostgreSQL's parameter list read once per process. Patroni
+/// 3.0.4 reads it (`postgres --describe-config`, a process each time) for
+/// every parameter whenever it writes `postgresql.conf`, ~31 processes; the
+/// winner of a leader race writes it before it promotes and the other
+/// standby when it follows the new leader. Under load that was 1.2-2.0 s of
+/// an isolation's failover; Patroni 3.2.1 and later read it once, as this
+/// does (they also refuse a leader TTL under 20 s).
+const LAUNCHER: &str = r#"# Written by vfps-chaos: Patroni, with PostgreSQL's parameter list read
+# once per process (Patroni 3.0.4 runs `postgres --describe-config` for
+# every parameter each time it writes postgresql.conf).
+import sys
 
-/// The script of [`postgres_for_patroni`]: `--describe-config` alone is
-/// `copy`, anything else `postgres` with its arguments.
-fn postgres_script(postgres: &Path, copy: &Path) -> String {
-    format!(
-        "#!/bin/sh\n\
-         # PostgreSQL for Patroni: the parameter list it asks for before every\n\
-         # parameter it writes is this binary's own, copied once.\n\
-         if [ \"$#\" -eq 1 ] && [ \"$1\" = --describe-config ]; then\n  exec cat '{}'\nfi\n\
-         exec '{}' \"$@\"\n",
-        copy.display(),
-        postgres.display()
-    )
-}
+from patroni.postgresql import Postgresql
 
-/// Writes the parameter list of this machine's PostgreSQL and
-/// [`postgres_for_patroni`] (readable and executable by `postgres`).
-pub(super) fn write_postgres_for_patroni(base: &Path) -> anyhow::Result<()> {
+if not hasattr(Postgresql, "_get_gucs"):
+    sys.exit("patroni-launcher: this Patroni has no Postgresql._get_gucs to read once")
+
+
+def _available_gucs(self):
+    gucs = self.__dict__.get("_launcher_gucs")
+    if gucs is None:
+        gucs = self.__dict__["_launcher_gucs"] = self._get_gucs()
+    return gucs
+
+
+Postgresql.available_gucs = property(_available_gucs)
+
+if __name__ == "__main__":
+    from patroni.__main__ import main
+
+    sys.exit(main())
+"#;
+
+/// Writes [`patroni_launcher`] (readable by `postgres`).
+pub(super) fn write_patroni_launcher(base: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let postgres = pg_bindir().join("postgres");
-    let out = std::process::Command::new(&postgres)
-        .arg("--describe-config")
-        .output()
-        .with_context(|| format!("cannot run {} --describe-config", postgres.display()))?;
-    if !out.status.success() || out.stdout.is_empty() {
-        bail!(
-            "{} --describe-config failed ({}): {}",
-            postgres.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let copy = describe_config_copy(base);
-    std::fs::write(&copy, &out.stdout)?;
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644))?;
-    let script = postgres_for_patroni(base);
-    std::fs::write(&script, postgres_script(&postgres, &copy))?;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    let launcher = patroni_launcher(base);
+    std::fs::write(&launcher, LAUNCHER)?;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o644))?;
     Ok(())
 }
 
@@ -305,7 +292,7 @@ impl Local {
         let base = &self.opts.base;
         let dir = base.join(format!("db-{zone}"));
         std::fs::create_dir_all(dir.join("log"))?;
-        write_postgres_for_patroni(base)?;
+        write_patroni_launcher(base)?;
         std::fs::write(
             dir.join("patroni.yml"),
             patroni_config(
@@ -414,7 +401,8 @@ impl Local {
         let child = tokio::process::Command::new("ip")
             .args(["netns", "exec", &format!("vfps-db-{zone}")])
             .args(AS_POSTGRES)
-            .arg(patroni_tool("patroni"))
+            .arg(patroni_tool("python3"))
+            .arg(patroni_launcher(&self.opts.base))
             .arg(dir.join("patroni.yml"))
             // Python's logging writes local time without a zone: UTC, so the
             // failover breakdown can read it beside PostgreSQL's.
@@ -507,8 +495,10 @@ impl Local {
     }
 
     /// SIGSTOPs every process of a database pod, as a VM pause or a long stall
-    /// would; proven by its REST API no longer answering.
-    pub async fn pause_db(&self, zone: &str) -> anyhow::Result<usize> {
+    /// would; proven by its REST API no longer answering. Returns when every
+    /// thread was seen stopped: the fault's time (the proof after it waits a
+    /// probe's timeout).
+    pub async fn pause_db(&self, zone: &str) -> anyhow::Result<tokio::time::Instant> {
         let pids = self.db_pids(zone).await?;
         if pids.is_empty() {
             bail!("database pod {zone} has no process to pause");
@@ -517,6 +507,7 @@ impl Local {
         // a new connection) would go on serving: stop until none runs.
         // Every thread of every process stopped (Patroni's threads included),
         // not just signalled.
+        let mut stopped_at = tokio::time::Instant::now();
         for attempt in 0.. {
             let running: Vec<u32> = self
                 .db_pids(zone)
@@ -525,6 +516,7 @@ impl Local {
                 .filter(|p| !stopped(*p))
                 .collect();
             if running.is_empty() {
+                stopped_at = tokio::time::Instant::now();
                 break;
             }
             if attempt == 5 {
@@ -541,7 +533,7 @@ impl Local {
             || async { !self.patroni_answers(zone).await },
         )
         .await?;
-        Ok(pids.len())
+        Ok(stopped_at)
     }
 
     /// SIGCONTs every process of a database pod; proven by its REST API
@@ -788,46 +780,45 @@ pub(super) fn patroni_config_for_tests(
 mod tests {
     use super::*;
 
-    /// The list comes from the copy (a marked one here: PostgreSQL is not
-    /// run for it); every other call is PostgreSQL's own.
+    /// The list is read once per member process, however often Patroni
+    /// asks: the launcher run by the pinned Patroni's Python, its
+    /// `_get_gucs` counted.
     #[test]
-    fn the_script_answers_describe_config_from_the_copy_and_runs_postgres_otherwise() {
-        let dir = vfps_testkit::scratch_dir("postgres-for-patroni");
-        write_postgres_for_patroni(&dir).unwrap();
-        let script = postgres_for_patroni(&dir);
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new(&script)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
-        let real = std::process::Command::new(pg_bindir().join("postgres"))
-            .arg("--describe-config")
+    fn the_launcher_reads_the_parameter_list_once() {
+        let dir = vfps_testkit::scratch_dir("patroni-launcher");
+        write_patroni_launcher(&dir).unwrap();
+        let check = format!(
+            "import runpy, sys\n\
+             runpy.run_path({path:?})\n\
+             from patroni.postgresql import Postgresql\n\
+             pg = Postgresql.__new__(Postgresql)\n\
+             calls = []\n\
+             pg._get_gucs = lambda: calls.append(1) or {{'max_connections'}}\n\
+             seen = [pg.available_gucs for _ in range(31)]\n\
+             assert all(s == {{'max_connections'}} for s in seen), seen\n\
+             print(len(calls))\n",
+            path = patroni_launcher(&dir).display().to_string()
+        );
+        let out = std::process::Command::new(patroni_tool("python3"))
+            .args(["-c", &check])
             .output()
-            .unwrap()
-            .stdout;
-        assert_eq!(run(&["--describe-config"]).as_bytes(), real.as_slice());
-        std::fs::write(describe_config_copy(&dir), "marked\tsighup\n").unwrap();
-        assert_eq!(run(&["--describe-config"]), "marked\tsighup\n");
-        assert!(run(&["--version"]).starts_with("postgres (PostgreSQL) "));
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
     }
 
     #[test]
-    fn patroni_starts_postgres_through_the_script() {
+    fn patroni_runs_postgres_from_the_bin_dir() {
         let base = Path::new("/tmp/vfps-chaos-test-base");
         let yaml = patroni_config(base, "a", DatabaseProfile::Safe, "", "");
         assert!(
-            yaml.contains(&format!(
-                "\n  bin_name:\n    postgres: {}\n",
-                postgres_for_patroni(base).display()
-            )),
+            yaml.contains(&format!("\n  bin_dir: {}\n", pg_bindir().display())),
             "{yaml}"
         );
+        assert!(!yaml.contains("bin_name"), "{yaml}");
     }
 }

@@ -218,8 +218,8 @@ impl Faults for Local {
         self.kill_db(zone_of(&standby.name)?).await
     }
 
-    async fn pause_instance(&self, i: &Instance) -> anyhow::Result<()> {
-        self.pause_db(zone_of(&i.name)?).await.map(|_| ())
+    async fn pause_instance(&self, i: &Instance) -> anyhow::Result<tokio::time::Instant> {
+        self.pause_db(zone_of(&i.name)?).await
     }
 
     async fn resume_instance(&self, i: &Instance) -> anyhow::Result<()> {
