@@ -886,6 +886,91 @@ async fn a_silent_first_host_costs_one_timeout_and_is_tried_last_afterwards() {
     );
 }
 
+/// Sets whether new sessions of `db` default to read-only: a standby, as the
+/// read-write check sees it, or (off) the same server promoted.
+fn set_read_only(db: &vfps_testkit::TestDatabase, on: bool) {
+    let on = if on { "on" } else { "off" };
+    vfps_testkit::shared()
+        .psql(
+            "postgres",
+            &format!(
+                "ALTER DATABASE {} SET default_transaction_read_only = {on}",
+                db.name
+            ),
+        )
+        .unwrap();
+}
+
+/// A standby promoted while connections wait out a paused former primary:
+/// they go to the promoted host as soon as another connection finds it
+/// writable, not after `Timeout`. Before, each such connection held its pool
+/// slot on the paused host for the whole `Timeout` and then failed its call.
+#[tokio::test]
+async fn connections_waiting_on_a_paused_host_go_to_a_standby_promoted_meanwhile() {
+    let cluster = vfps_testkit::shared();
+    let db = cluster.create_database().unwrap();
+    {
+        let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+            .unwrap()
+            .options;
+        let store = PgStore::new(&opts).unwrap();
+        store.migrate().await.unwrap();
+        store.create_namespace(&namespace("n", 8)).await.unwrap();
+    }
+    let (_silent, silent_port) = silent_host();
+    let listed = db
+        .connection_string
+        .replacen(
+            "Host=127.0.0.1;",
+            &format!(
+                "Host=127.0.0.1,127.0.0.1:{silent_port};Target Session Attributes=read-write;"
+            ),
+            1,
+        )
+        .replacen("Timeout=2;", "Timeout=5;", 1);
+    assert!(
+        listed.contains(&format!(":{silent_port};")) && listed.contains("Timeout=5;"),
+        "the test kit's connection string changed: {listed}"
+    );
+    let opts = vfps_store::postgres::npgsql::parse(&listed, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    // The listed standby refuses writes, the paused former primary is found
+    // silent: this call fails after one Timeout, and the paused host is now
+    // known offline (tried last).
+    set_read_only(&db, true);
+    let e = store
+        .upsert_pseudonyms(&[candidate("n", "o-0", "p-0")])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
+    // A call whose connection is waiting on the paused host when the standby
+    // is promoted, and a call after the promotion.
+    let started = std::time::Instant::now();
+    let one = [candidate("n", "o-1", "p-1")];
+    let waiting = store.upsert_pseudonyms(&one);
+    let promoted_meanwhile = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        set_read_only(&db, false);
+        store
+            .upsert_pseudonyms(&[candidate("n", "o-2", "p-2")])
+            .await
+    };
+    let (waited, after) = tokio::join!(waiting, promoted_meanwhile);
+    let took = started.elapsed();
+    assert_eq!(stored(&after.unwrap()[0]).pseudonym_value, "p-2");
+    assert_eq!(
+        stored(&waited.unwrap()[0]).pseudonym_value,
+        "p-1",
+        "the call waiting on the paused host failed"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "the waiting call took {took:?}: it waited out the paused host's Timeout (5 s)"
+    );
+}
+
 /// Signals processes by id (`kill -s <signal>`); quiet about those gone.
 fn signal(signal: &str, pids: &[String]) {
     if pids.is_empty() {

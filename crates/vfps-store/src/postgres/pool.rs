@@ -15,7 +15,10 @@
 //! in its kernel and never answers the start-up, which would otherwise hold
 //! every new connection. What each host did is remembered for
 //! `Host Recheck Seconds` ([`HostStates`]): the primary found last is tried
-//! first, a host that did not answer last.
+//! first, a host that did not answer last. An attempt waiting on one host
+//! leaves the wait as soon as another attempt finds a different host newly
+//! usable: connections in flight when a standby is promoted go to it at
+//! once instead of each waiting out the paused former primary.
 //!
 //! A connection older than the last time the database stopped answering the
 //! monitor ([`Distrust`]) is not handed out again: a paused or replaced
@@ -270,6 +273,12 @@ pub enum Seen {
 #[derive(Debug)]
 pub struct HostStates {
     seen: std::sync::Mutex<Vec<Option<(Seen, std::time::Instant)>>>,
+    /// When each host last became usable (was not usable, as far as the
+    /// states knew, and then was): a promotion, or a primary back.
+    became_usable: std::sync::Mutex<Vec<Option<std::time::Instant>>>,
+    /// Bumped whenever a host becomes usable; attempts waiting on another
+    /// host watch it.
+    found: tokio::sync::watch::Sender<u64>,
     recheck: Duration,
 }
 
@@ -277,6 +286,8 @@ impl HostStates {
     pub fn new(hosts: usize, recheck: Duration) -> Self {
         Self {
             seen: std::sync::Mutex::new(vec![None; hosts]),
+            became_usable: std::sync::Mutex::new(vec![None; hosts]),
+            found: tokio::sync::watch::Sender::new(0),
             recheck,
         }
     }
@@ -301,9 +312,50 @@ impl HostStates {
     }
 
     pub fn record(&self, host: usize, seen: Seen, at: std::time::Instant) {
-        if let Ok(mut s) = self.seen.lock() {
-            if let Some(slot) = s.get_mut(host) {
-                *slot = Some((seen, at));
+        let became_usable = match self.seen.lock() {
+            Ok(mut s) => match s.get_mut(host) {
+                Some(slot) => {
+                    let was_usable = matches!(*slot, Some((Seen::Usable, before))
+                        if at.saturating_duration_since(before) < self.recheck);
+                    *slot = Some((seen, at));
+                    seen == Seen::Usable && !was_usable
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        if became_usable {
+            if let Ok(mut b) = self.became_usable.lock() {
+                b[host] = Some(at);
+            }
+            self.found.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Whether a host other than `host` became usable at or after `since`.
+    fn usable_elsewhere_since(&self, host: usize, since: std::time::Instant) -> bool {
+        self.became_usable.lock().is_ok_and(|b| {
+            b.iter()
+                .enumerate()
+                .any(|(i, at)| i != host && at.is_some_and(|at| at >= since))
+        })
+    }
+
+    /// Resolves once a host other than `host` has become usable at or after
+    /// `since` (found by another attempt); never otherwise.
+    async fn found_elsewhere(
+        &self,
+        found: &mut tokio::sync::watch::Receiver<u64>,
+        host: usize,
+        since: std::time::Instant,
+    ) {
+        loop {
+            found.borrow_and_update();
+            if self.usable_elsewhere_since(host, since) {
+                return;
+            }
+            if found.changed().await.is_err() {
+                return std::future::pending().await;
             }
         }
     }
@@ -444,7 +496,10 @@ impl Manager {
 
     /// The first host, in [`HostStates::order`], that completes a
     /// connection of the kind asked for within `Timeout`; the last failure
-    /// otherwise.
+    /// otherwise. While it waits on a host, another attempt may find a
+    /// different host that just became usable (a standby promoted while this
+    /// one waits out a paused former primary): then it leaves the wait and
+    /// starts over in the new order, a bounded number of times.
     async fn open(
         &self,
     ) -> Result<
@@ -460,36 +515,56 @@ impl Manager {
         ConnectError,
     > {
         let mut last = None;
-        for i in self.states.order(std::time::Instant::now()) {
-            let (name, config) = &self.hosts[i];
-            // Timeout=0 waits as long as it takes (Npgsql's meaning).
-            let attempt = if self.connect_timeout.is_zero() {
-                Ok(config.connect(self.tls.clone()).await)
-            } else {
-                tokio::time::timeout(self.connect_timeout, config.connect(self.tls.clone())).await
-            };
-            let (seen, result) = match attempt {
-                Ok(Ok(pair)) => (Seen::Usable, Ok(pair)),
-                Ok(Err(e)) if refused_writes(&e) => (Seen::ReadOnly, Err(e.into())),
-                Ok(Err(e)) => (Seen::Offline, Err(e.into())),
-                Err(_) => (
-                    Seen::Offline,
-                    Err(ConnectError::TimedOut {
-                        host: name.clone(),
-                        after: self.connect_timeout,
-                    }),
-                ),
-            };
-            self.states.record(i, seen, std::time::Instant::now());
-            match result {
-                Ok(pair) => return Ok(pair),
-                Err(e) => last = Some(e),
+        let mut found = self.states.found.subscribe();
+        // Each start-over needs a host newly found usable meanwhile; bounded
+        // all the same, the last round waits every host out.
+        let mut rounds = self.hosts.len() + 1;
+        'round: loop {
+            rounds -= 1;
+            let since = std::time::Instant::now();
+            for i in self.states.order(since) {
+                let (name, config) = &self.hosts[i];
+                // Timeout=0 waits as long as it takes (Npgsql's meaning).
+                let connect = async {
+                    if self.connect_timeout.is_zero() {
+                        Ok(config.connect(self.tls.clone()).await)
+                    } else {
+                        tokio::time::timeout(self.connect_timeout, config.connect(self.tls.clone()))
+                            .await
+                    }
+                };
+                let attempt = if rounds == 0 {
+                    connect.await
+                } else {
+                    tokio::select! {
+                        biased;
+                        attempt = connect => attempt,
+                        () = self.states.found_elsewhere(&mut found, i, since) => continue 'round,
+                    }
+                };
+                let (seen, result) = match attempt {
+                    Ok(Ok(pair)) => (Seen::Usable, Ok(pair)),
+                    Ok(Err(e)) if refused_writes(&e) => (Seen::ReadOnly, Err(e.into())),
+                    Ok(Err(e)) => (Seen::Offline, Err(e.into())),
+                    Err(_) => (
+                        Seen::Offline,
+                        Err(ConnectError::TimedOut {
+                            host: name.clone(),
+                            after: self.connect_timeout,
+                        }),
+                    ),
+                };
+                self.states.record(i, seen, std::time::Instant::now());
+                match result {
+                    Ok(pair) => return Ok(pair),
+                    Err(e) => last = Some(e),
+                }
             }
+            return Err(last.unwrap_or(ConnectError::TimedOut {
+                host: "no host listed".into(),
+                after: Duration::ZERO,
+            }));
         }
-        Err(last.unwrap_or(ConnectError::TimedOut {
-            host: "no host listed".into(),
-            after: Duration::ZERO,
-        }))
     }
 
     /// Opens a connection outside the pool; `on_notification` sees every
@@ -601,6 +676,46 @@ mod tests {
         assert_eq!(states.order(later), vec![0, 1, 2, 3, 4]);
         states.record(3, Seen::Offline, later);
         assert_eq!(states.order(later), vec![0, 1, 2, 4, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_host_becoming_usable_wakes_attempts_waiting_on_another_host() {
+        let states = HostStates::new(3, Duration::from_secs(10));
+        let start = Instant::now();
+        states.record(0, Seen::Usable, start);
+        states.record(1, Seen::ReadOnly, start);
+        let mut found = states.found.subscribe();
+        let since = Instant::now();
+        // Host 0 answering again is no news to an attempt waiting on host 0,
+        // nor is host 0 staying usable to one waiting on host 2.
+        states.record(0, Seen::Usable, since);
+        let quiet = tokio::time::timeout(
+            Duration::from_millis(50),
+            states.found_elsewhere(&mut found, 2, since),
+        )
+        .await;
+        assert!(quiet.is_err(), "woken by a host that was usable already");
+        states.record(0, Seen::Offline, since);
+        states.record(0, Seen::Usable, since);
+        let own = tokio::time::timeout(
+            Duration::from_millis(50),
+            states.found_elsewhere(&mut found, 0, since),
+        )
+        .await;
+        assert!(own.is_err(), "woken by the host it waits on");
+        // The standby promoted: host 1 becomes usable while waiting on 0.
+        let waiting = states.found_elsewhere(&mut found, 0, since);
+        let promote = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            states.record(1, Seen::Usable, Instant::now());
+        };
+        let (woken, ()) = tokio::join!(
+            tokio::time::timeout(Duration::from_secs(5), waiting),
+            promote
+        );
+        assert!(woken.is_ok(), "not woken by the promoted host");
+        // Only what became usable since the attempt started counts.
+        assert!(!states.usable_elsewhere_since(0, Instant::now()));
     }
 
     #[test]
