@@ -18,7 +18,10 @@
 //! first, a host that did not answer last. An attempt waiting on one host
 //! leaves the wait as soon as another attempt finds a different host newly
 //! usable: connections in flight when a standby is promoted go to it at
-//! once instead of each waiting out the paused former primary.
+//! once instead of each waiting out the paused former primary. While
+//! attempts wait on a host that did not answer last time, one of them at a
+//! time tries the other hosts again every quarter second, so the promoted
+//! standby is found even when every attempt is waiting.
 //!
 //! A connection older than the last time the database stopped answering the
 //! monitor ([`Distrust`]) is not handed out again: a paused or replaced
@@ -332,6 +335,14 @@ impl HostStates {
         }
     }
 
+    /// Whether `host` did not answer at its last attempt, within `recheck`.
+    fn offline(&self, host: usize, now: std::time::Instant) -> bool {
+        self.seen.lock().is_ok_and(|s| {
+            matches!(s.get(host), Some(Some((Seen::Offline, at)))
+                if now.saturating_duration_since(*at) < self.recheck)
+        })
+    }
+
     /// Whether a host other than `host` became usable at or after `since`.
     fn usable_elsewhere_since(&self, host: usize, since: std::time::Instant) -> bool {
         self.became_usable.lock().is_ok_and(|b| {
@@ -409,6 +420,39 @@ fn refused_writes(e: &tokio_postgres::Error) -> bool {
         .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
+/// How often an attempt waiting on a host that did not answer last time
+/// tries the other hosts again ([`Manager::scout`]).
+const SCOUT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A connection as `tokio_postgres` opens it: the client and the connection
+/// to drive.
+type Opened = (
+    Client,
+    tokio_postgres::Connection<
+        tokio_postgres::Socket,
+        <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+    >,
+);
+
+/// The right to scout ([`Manager::scout`]), held by one attempt of a manager
+/// at a time and given back when that attempt ends or is dropped.
+struct ScoutClaim<'a>(&'a AtomicBool);
+
+impl<'a> ScoutClaim<'a> {
+    fn take(scouting: &'a AtomicBool) -> Option<Self> {
+        scouting
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| Self(scouting))
+    }
+}
+
+impl Drop for ScoutClaim<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 pub struct Manager {
     /// What the monitor found (the pool's manager; the monitor's own
     /// connection is not pooled).
@@ -416,6 +460,8 @@ pub struct Manager {
     /// One configuration per listed host (`host:port`), in the listed order.
     hosts: Vec<(String, tokio_postgres::Config)>,
     states: HostStates,
+    /// Whether an attempt is scouting ([`ScoutClaim`]).
+    scouting: AtomicBool,
     /// Npgsql `Timeout`: one host's whole attempt.
     connect_timeout: Duration,
     tls: MakeRustlsConnect,
@@ -481,6 +527,7 @@ impl Manager {
         Ok(Self {
             distrust: Arc::default(),
             states: HostStates::new(hosts.len(), o.host_recheck),
+            scouting: AtomicBool::new(false),
             hosts,
             connect_timeout: o.connect_timeout,
             tls: super::tls::connector(&o.ssl)?,
@@ -499,21 +546,11 @@ impl Manager {
     /// otherwise. While it waits on a host, another attempt may find a
     /// different host that just became usable (a standby promoted while this
     /// one waits out a paused former primary): then it leaves the wait and
-    /// starts over in the new order, a bounded number of times.
-    async fn open(
-        &self,
-    ) -> Result<
-        (
-            Client,
-            tokio_postgres::Connection<
-                tokio_postgres::Socket,
-                <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<
-                    tokio_postgres::Socket,
-                >>::Stream,
-            >,
-        ),
-        ConnectError,
-    > {
+    /// starts over in the new order, a bounded number of times. While it
+    /// waits on a host that did not answer last time, one attempt of this
+    /// manager at a time tries the others again ([`Manager::scout`]), so
+    /// that such a host is found at all when every attempt is waiting.
+    async fn open(&self) -> Result<Opened, ConnectError> {
         let mut last = None;
         let mut found = self.states.found.subscribe();
         // Each start-over needs a host newly found usable meanwhile; bounded
@@ -523,40 +560,19 @@ impl Manager {
             rounds -= 1;
             let since = std::time::Instant::now();
             for i in self.states.order(since) {
-                let (name, config) = &self.hosts[i];
-                // Timeout=0 waits as long as it takes (Npgsql's meaning).
-                let connect = async {
-                    if self.connect_timeout.is_zero() {
-                        Ok(config.connect(self.tls.clone()).await)
-                    } else {
-                        tokio::time::timeout(self.connect_timeout, config.connect(self.tls.clone()))
-                            .await
-                    }
-                };
-                let attempt = if rounds == 0 {
-                    connect.await
+                let result = if rounds == 0 {
+                    self.attempt(i).await
                 } else {
+                    let scouting = self.states.offline(i, since);
                     tokio::select! {
                         biased;
-                        attempt = connect => attempt,
+                        result = self.attempt(i) => result,
                         () = self.states.found_elsewhere(&mut found, i, since) => continue 'round,
+                        opened = self.scout(i), if scouting => return Ok(opened),
                     }
                 };
-                let (seen, result) = match attempt {
-                    Ok(Ok(pair)) => (Seen::Usable, Ok(pair)),
-                    Ok(Err(e)) if refused_writes(&e) => (Seen::ReadOnly, Err(e.into())),
-                    Ok(Err(e)) => (Seen::Offline, Err(e.into())),
-                    Err(_) => (
-                        Seen::Offline,
-                        Err(ConnectError::TimedOut {
-                            host: name.clone(),
-                            after: self.connect_timeout,
-                        }),
-                    ),
-                };
-                self.states.record(i, seen, std::time::Instant::now());
                 match result {
-                    Ok(pair) => return Ok(pair),
+                    Ok(opened) => return Ok(opened),
                     Err(e) => last = Some(e),
                 }
             }
@@ -564,6 +580,58 @@ impl Manager {
                 host: "no host listed".into(),
                 after: Duration::ZERO,
             }));
+        }
+    }
+
+    /// One host's whole attempt, bounded by `Timeout` (`0`: as long as it
+    /// takes, Npgsql's meaning), and what it found recorded.
+    async fn attempt(&self, host: usize) -> Result<Opened, ConnectError> {
+        let (name, config) = &self.hosts[host];
+        let attempt = if self.connect_timeout.is_zero() {
+            Ok(config.connect(self.tls.clone()).await)
+        } else {
+            tokio::time::timeout(self.connect_timeout, config.connect(self.tls.clone())).await
+        };
+        let (seen, result) = match attempt {
+            Ok(Ok(opened)) => (Seen::Usable, Ok(opened)),
+            Ok(Err(e)) if refused_writes(&e) => (Seen::ReadOnly, Err(e.into())),
+            Ok(Err(e)) => (Seen::Offline, Err(e.into())),
+            Err(_) => (
+                Seen::Offline,
+                Err(ConnectError::TimedOut {
+                    host: name.clone(),
+                    after: self.connect_timeout,
+                }),
+            ),
+        };
+        self.states.record(host, seen, std::time::Instant::now());
+        result
+    }
+
+    /// Tries every host but `waiting_on` and those that did not answer,
+    /// every [`SCOUT_INTERVAL`], until one connects; only while it holds the
+    /// manager's one [`ScoutClaim`] (waiting for it otherwise). When every
+    /// attempt waits out a paused host, nobody else would try the standby
+    /// promoted meanwhile; what it finds wakes the others
+    /// ([`HostStates::found_elsewhere`]).
+    async fn scout(&self, waiting_on: usize) -> Opened {
+        let _claim = loop {
+            if let Some(claim) = ScoutClaim::take(&self.scouting) {
+                break claim;
+            }
+            tokio::time::sleep(SCOUT_INTERVAL).await;
+        };
+        loop {
+            tokio::time::sleep(SCOUT_INTERVAL).await;
+            let now = std::time::Instant::now();
+            for host in self.states.order(now) {
+                if host == waiting_on || self.states.offline(host, now) {
+                    continue;
+                }
+                if let Ok(opened) = self.attempt(host).await {
+                    return opened;
+                }
+            }
         }
     }
 
@@ -655,7 +723,7 @@ pub(super) fn lease(object: Object<Manager>, distrust: Arc<Distrust>) -> Lease {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Distrust, HostStates, Seen};
+    use super::{Distrust, HostStates, ScoutClaim, Seen};
 
     #[test]
     fn hosts_are_tried_usable_first_then_unknown_read_only_and_offline_in_listed_order() {
@@ -716,6 +784,15 @@ mod tests {
         assert!(woken.is_ok(), "not woken by the promoted host");
         // Only what became usable since the attempt started counts.
         assert!(!states.usable_elsewhere_since(0, Instant::now()));
+    }
+
+    #[test]
+    fn one_scout_at_a_time_and_the_claim_is_given_back_when_dropped() {
+        let scouting = std::sync::atomic::AtomicBool::new(false);
+        let first = ScoutClaim::take(&scouting).expect("nobody scouts yet");
+        assert!(ScoutClaim::take(&scouting).is_none(), "two scouts at once");
+        drop(first);
+        assert!(ScoutClaim::take(&scouting).is_some(), "the claim was kept");
     }
 
     #[test]
