@@ -780,22 +780,9 @@ async fn a_stopped_database_is_unavailable_and_recovers_after_restart() {
 async fn a_read_only_connection_is_unavailable_and_discarded() {
     let cluster = vfps_testkit::shared();
     let db = cluster.create_database().unwrap();
-    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
-        .unwrap()
-        .options;
-    let store = PgStore::new(&opts).unwrap();
-    store.migrate().await.unwrap();
-    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let store = store_with_namespace_n(&db).await;
     // Simulate a demoted primary: new sessions default to read-only.
-    cluster
-        .psql(
-            "postgres",
-            &format!(
-                "ALTER DATABASE {} SET default_transaction_read_only = on",
-                db.name
-            ),
-        )
-        .unwrap();
+    set_read_only(&db, true);
     cluster
         .psql(
             "postgres",
@@ -813,15 +800,7 @@ async fn a_read_only_connection_is_unavailable_and_discarded() {
             .unwrap_err();
         assert_eq!(e.kind, vfps_core::ErrorKind::Unavailable, "{e}");
     }
-    cluster
-        .psql(
-            "postgres",
-            &format!(
-                "ALTER DATABASE {} SET default_transaction_read_only = off",
-                db.name
-            ),
-        )
-        .unwrap();
+    set_read_only(&db, false);
     // A discarded read-only connection is not reused: the next call works.
     let r = store
         .upsert_pseudonyms(&[candidate("n", "o", "p-1")])
@@ -886,6 +865,18 @@ async fn a_silent_first_host_costs_one_timeout_and_is_tried_last_afterwards() {
     );
 }
 
+/// A store on `db` (its connection string as the test kit gives it),
+/// migrated, with the namespace `n`.
+async fn store_with_namespace_n(db: &vfps_testkit::TestDatabase) -> PgStore {
+    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
+        .unwrap()
+        .options;
+    let store = PgStore::new(&opts).unwrap();
+    store.migrate().await.unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    store
+}
+
 /// Sets whether new sessions of `db` default to read-only: a standby, as the
 /// read-write check sees it, or (off) the same server promoted.
 fn set_read_only(db: &vfps_testkit::TestDatabase, on: bool) {
@@ -908,16 +899,8 @@ fn set_read_only(db: &vfps_testkit::TestDatabase, on: bool) {
 /// slot on the paused host for the whole `Timeout` and then failed its call.
 #[tokio::test]
 async fn connections_waiting_on_a_paused_host_go_to_a_standby_promoted_meanwhile() {
-    let cluster = vfps_testkit::shared();
-    let db = cluster.create_database().unwrap();
-    {
-        let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options;
-        let store = PgStore::new(&opts).unwrap();
-        store.migrate().await.unwrap();
-        store.create_namespace(&namespace("n", 8)).await.unwrap();
-    }
+    let db = vfps_testkit::shared().create_database().unwrap();
+    drop(store_with_namespace_n(&db).await);
     let (_silent, silent_port) = silent_host();
     let listed = db
         .connection_string
@@ -999,14 +982,8 @@ impl Drop for Stopped {
 /// running, a namespace `n` and one pseudonym made: a pooled connection and
 /// the monitor's, both answering.
 async fn monitored_store() -> (PgStore, vfps_testkit::TestDatabase) {
-    let cluster = vfps_testkit::shared();
-    let db = cluster.create_database().unwrap();
-    let opts = vfps_store::postgres::npgsql::parse(&db.connection_string, None, None)
-        .unwrap()
-        .options;
-    let store = PgStore::new(&opts).unwrap();
-    store.migrate().await.unwrap();
-    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let store = store_with_namespace_n(&db).await;
     store.spawn_monitor().unwrap();
     store
         .upsert_pseudonyms(&[candidate("n", "o-1", "p-1")])
