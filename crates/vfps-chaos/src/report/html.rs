@@ -411,6 +411,7 @@ mod tests {
                 leader_key_expired_seconds: Some(28.8),
                 promotion_started_seconds: Some(36.2),
                 promoted_seconds: Some(36.8),
+                standby_attached_seconds: Some(37.0),
                 first_write_seconds: None,
                 promoted: Some("db-c".into()),
             }],
@@ -444,7 +445,7 @@ mod tests {
         assert!(html.contains("<h2>Where each failover's seconds went</h2>"));
         assert!(
             html.contains(
-                "<td>+4.2 s</td><td>+11.6 s</td><td>+12.2 s</td><td>not seen</td><td>db-c</td>"
+                "<td>+4.2 s</td><td>+11.6 s</td><td>+12.2 s</td><td>+12.4 s</td><td>not seen</td><td>db-c</td>"
             ),
             "each step after the fault"
         );

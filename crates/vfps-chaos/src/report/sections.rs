@@ -65,7 +65,11 @@ pub fn failovers(s: &mut String, summary: &Summary) {
     if summary.failovers.is_empty() {
         return;
     }
-    s.push_str("<h2>Where each failover's seconds went</h2><table><tr><th>scenario</th><th>fault at</th><th>fault</th><th>leader key expired</th><th>promotion started</th><th>promoted</th><th>first acknowledged write</th><th>promoted member</th></tr>");
+    s.push_str("<h2>Where each failover's seconds went</h2><table><tr><th>scenario</th><th>fault at</th><th>fault</th>");
+    for step in failover::STEPS {
+        let _ = write!(s, "<th>{step}</th>");
+    }
+    s.push_str("<th>promoted member</th></tr>");
     for f in &summary.failovers {
         let _ = write!(
             s,
@@ -83,7 +87,11 @@ pub fn failovers(s: &mut String, summary: &Summary) {
             esc(f.promoted.as_deref().unwrap_or("—"))
         );
     }
-    s.push_str("</table><table><tr><th>scenario</th><th>failovers</th><th>leader key expired</th><th>promotion started</th><th>promoted</th><th>first acknowledged write</th></tr>");
+    s.push_str("</table><table><tr><th>scenario</th><th>failovers</th>");
+    for step in failover::STEPS {
+        let _ = write!(s, "<th>{step}</th>");
+    }
+    s.push_str("</tr>");
     for d in failover::distributions(&summary.failovers) {
         let _ = write!(
             s,

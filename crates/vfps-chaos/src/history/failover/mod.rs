@@ -1,15 +1,18 @@
 //! Where a failover's seconds go: from the fault (a kill, a pause, the kill
 //! after an isolation) to the leader key expiring, the promotion starting,
-//! the promoted primary accepting connections, and the first write vfps
-//! acknowledged — read from the HA manager's and PostgreSQL's own logs and
-//! the ledger's acknowledgement times, all on the wall clock.
+//! the promoted primary accepting connections, a standby streaming to it as
+//! its synchronous standby (until then every commit waits), and the first
+//! write vfps acknowledged — read from the HA manager's and PostgreSQL's own
+//! logs and the ledger's acknowledgement times, all on the wall clock.
 //!
 //! Log lines are read by pure functions ([`patroni_line`], [`postgres_line`]),
 //! by the phrases Patroni 3.0–4.x and PostgreSQL 15 write (Patroni's
 //! `ha.py`: "promoted self to leader by acquiring session lock", "Got
 //! response from …", "Lock owner: None; …"; PostgreSQL's "received promote
 //! request", "selected new timeline ID", "database system is ready to accept
-//! connections"), and the first timestamp on the line (Patroni's
+//! connections", "standby … is now a synchronous standby with priority …"
+//! or, with quorum commit, "… is now a candidate for quorum synchronous
+//! standby"), and the first timestamp on the line (Patroni's
 //! `2026-12-05 08:01:26,123`, PostgreSQL's `2026-12-05 08:01:26.123 UTC`, a
 //! JSON log's `"ts":"2026-12-05T08:01:26.123Z"`; UTC, which the local
 //! platform sets for both).
@@ -38,6 +41,9 @@ pub enum LogEvent {
     NewTimeline,
     /// PostgreSQL accepts read-write connections.
     Ready,
+    /// A standby streams to this primary as a synchronous standby (or a
+    /// quorum candidate): commits waiting for one can complete.
+    SyncStandbyAttached,
 }
 
 /// One event of a member's log, on the wall clock.
@@ -82,12 +88,20 @@ const PATRONI: [(&str, LogEvent); 12] = [
 
 /// PostgreSQL's phrases. "ready to accept read-only connections" (a standby)
 /// does not contain the last one.
-const POSTGRES: [(&str, LogEvent); 3] = [
+const POSTGRES: [(&str, LogEvent); 5] = [
     ("received promote request", LogEvent::PromoteRequested),
     ("selected new timeline ID", LogEvent::NewTimeline),
     (
         "database system is ready to accept connections",
         LogEvent::Ready,
+    ),
+    (
+        "is now a synchronous standby with priority",
+        LogEvent::SyncStandbyAttached,
+    ),
+    (
+        "is now a candidate for quorum synchronous standby",
+        LogEvent::SyncStandbyAttached,
     ),
 ];
 
@@ -136,21 +150,36 @@ pub struct Failover {
     pub leader_key_expired_seconds: Option<f64>,
     pub promotion_started_seconds: Option<f64>,
     pub promoted_seconds: Option<f64>,
+    /// A standby attached to the promoted primary as its synchronous
+    /// standby (absent from summaries written before this step existed).
+    #[serde(default)]
+    pub standby_attached_seconds: Option<f64>,
     pub first_write_seconds: Option<f64>,
     /// The member promoted, when the logs name one.
     pub promoted: Option<String>,
 }
 
+/// The steps of a failover, in order, as reports name them.
+pub const STEPS: [&str; 5] = [
+    "leader key expired",
+    "promotion started",
+    "promoted",
+    "synchronous standby attached",
+    "first acknowledged write",
+];
+
 impl Failover {
-    /// Seconds from the fault to each step, in order; `None` where unknown.
-    pub fn steps(&self) -> [(&'static str, Option<f64>); 4] {
-        let since = |t: Option<f64>| t.map(|t| t - self.fault_seconds);
-        [
-            ("leader key expired", since(self.leader_key_expired_seconds)),
-            ("promotion started", since(self.promotion_started_seconds)),
-            ("promoted", since(self.promoted_seconds)),
-            ("first acknowledged write", since(self.first_write_seconds)),
-        ]
+    /// Seconds from the fault to each step ([`STEPS`]), in order; `None`
+    /// where unknown.
+    pub fn steps(&self) -> [(&'static str, Option<f64>); 5] {
+        let at = [
+            self.leader_key_expired_seconds,
+            self.promotion_started_seconds,
+            self.promoted_seconds,
+            self.standby_attached_seconds,
+            self.first_write_seconds,
+        ];
+        std::array::from_fn(|i| (STEPS[i], at[i].map(|t| t - self.fault_seconds)))
     }
 
     /// One line for people: `db-primary-kill at 196.6 s (killed primary db-a …):
@@ -227,6 +256,7 @@ pub fn breakdown(
                     leader_key_expired_seconds: None,
                     promotion_started_seconds: None,
                     promoted_seconds: None,
+                    standby_attached_seconds: None,
                     first_write_seconds: acks
                         .iter()
                         .copied()
@@ -265,6 +295,11 @@ pub fn breakdown(
                 requested
                     .and_then(|r| first_after(r.at_unix, LogEvent::NewTimeline, Some(&lock.member)))
             });
+        // Commits on the new primary wait until a standby streams to it.
+        let attached = requested.and_then(|r| {
+            first_after(r.at_unix, LogEvent::SyncStandbyAttached, Some(&lock.member))
+                .filter(|a| a.at_unix < until)
+        });
         // An answer already on its way when the fault struck is no write
         // through the new primary: the first one after it is promoted.
         let floor = ready.map_or(lock.at_unix, |r| r.at_unix).max(from);
@@ -276,6 +311,7 @@ pub fn breakdown(
             leader_key_expired_seconds: expired.map(|t| t - load_start_unix),
             promotion_started_seconds: Some(lock.at_unix - load_start_unix),
             promoted_seconds: ready.map(|r| r.at_unix - load_start_unix),
+            standby_attached_seconds: attached.map(|a| a.at_unix - load_start_unix),
             first_write_seconds: first_write.map(|t| t - load_start_unix),
             promoted: Some(lock.member.clone()),
         });
@@ -305,15 +341,14 @@ pub fn distributions(failovers: &[Failover]) -> Vec<Distribution> {
         .into_iter()
         .map(|s| {
             let mine: Vec<&Failover> = failovers.iter().filter(|f| f.scenario == *s).collect();
-            let steps = (0..4)
-                .map(|i| {
+            let steps = STEPS
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
                     let mut v: Vec<f64> = mine.iter().filter_map(|f| f.steps()[i].1).collect();
                     v.sort_by(f64::total_cmp);
-                    let name = mine
-                        .first()
-                        .map_or(String::new(), |f| f.steps()[i].0.to_owned());
                     let figures = (!v.is_empty()).then(|| (median(&v), v[v.len() - 1]));
-                    (name, figures)
+                    ((*name).to_owned(), figures)
                 })
                 .collect();
             Distribution {

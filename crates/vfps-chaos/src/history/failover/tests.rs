@@ -27,6 +27,8 @@ const POSTGRES_B: &str = "\
 2026-12-05 08:00:35.309 UTC [41235] LOG:  redo done at 0/5A1B2C8 system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
 2026-12-05 08:00:35.320 UTC [41235] LOG:  selected new timeline ID: 4
 2026-12-05 08:00:35.612 UTC [41233] LOG:  database system is ready to accept connections
+2026-12-05 08:00:36.100 UTC [41301] LOG:  standby \"db-c\" is now a synchronous standby with priority 1
+2026-12-05 08:00:36.100 UTC [41301] STATEMENT:  START_REPLICATION 0/5000000 TIMELINE 3
 ";
 
 fn all_lines() -> Vec<LogLine> {
@@ -122,13 +124,14 @@ fn a_primary_kill_breaks_down_from_the_kill_to_the_first_write() {
     assert_eq!(f.len(), 1, "{f:#?}");
     let f = &f[0];
     let steps: Vec<f64> = f.steps().iter().map(|(_, t)| t.unwrap()).collect();
-    for (got, want) in steps.iter().zip([5.104, 5.214, 5.612, 6.2]) {
+    assert_eq!(steps.len(), 5);
+    for (got, want) in steps.iter().zip([5.104, 5.214, 5.612, 6.1, 6.2]) {
         assert!((got - want).abs() < 1e-6, "{steps:?}");
     }
     assert_eq!(f.promoted.as_deref(), Some("db-b"));
     let line = f.line();
     assert!(
-        line.starts_with("db-primary-kill at 30.0 s (killed primary db-a (timeline 3)): leader key expired +5.1 s, promotion started +5.2 s, promoted +5.6 s, first acknowledged write +6.2 s; promoted db-b"),
+        line.starts_with("db-primary-kill at 30.0 s (killed primary db-a (timeline 3)): leader key expired +5.1 s, promotion started +5.2 s, promoted +5.6 s, synchronous standby attached +6.1 s, first acknowledged write +6.2 s; promoted db-b"),
         "{line}"
     );
 }
@@ -260,7 +263,76 @@ fn a_ci_runs_primary_kill_reads_as_one_failover_with_its_stall() {
     let steps: Vec<Option<i64>> = f[0].steps().iter().map(|(_, t)| ms(*t)).collect();
     assert_eq!(
         steps,
-        vec![Some(4_187), Some(11_639), Some(12_214), Some(13_316)],
+        vec![Some(4_187), Some(11_639), Some(12_214), None, Some(13_316)],
+        "{}",
+        f[0].line()
+    );
+}
+
+/// A paused primary of a repeated run (`scripts/repeat-scenario.sh`,
+/// 2026-12-06), its lines as Patroni 3.0.4 and PostgreSQL 15 wrote them:
+/// db-a won the race and was promoted 6.6 s after the pause; db-b, which
+/// lost, had begun another race before db-a took the lock and waited out
+/// the paused member's 2 s again, so it followed only at +8.4 s. Every
+/// commit waited for it: the standby attached and the first write are both
+/// at +8.4 s, and the report says why.
+#[test]
+fn a_pauses_first_write_waits_for_the_other_standby_to_follow() {
+    let start = 1_796_588_823.183;
+    let patroni_a = r#"2026-12-06 20:27:58,896 INFO: no action. I am (db-a), a secondary, and following a leader (db-c)
+2026-12-06 20:27:59,625 INFO: Got response from db-b http://10.213.0.12:8008/patroni: {"state": "running", "postmaster_start_time": "2026-12-06 20:26:53.072766+00:00", "role": "replica", "server_version": 150018, "xlog": {"received_location": 251756280, "replayed_location": 251756280, "replayed_timestamp": "2026-12-06 20:27:55.084574+00:00", "paused": false}, "sync_standby": true, "timeline": 2, "replication_state": "streaming", "cluster_unlocked": true, "dcs_last_seen": 1796588879, "database_system_identifier": "7716290183050405058", "patroni": {"version": "3.0.4", "scope": "vfps"}}
+2026-12-06 20:28:01,543 WARNING: Request failed to db-c: GET http://10.213.0.13:8008/patroni (HTTPConnectionPool(host='10.213.0.13', port=8008): Max retries exceeded with url: /patroni (Caused by ReadTimeoutError("HTTPConnectionPool(host='10.213.0.13', port=8008): Read timed out. (read timeout=2)")))
+2026-12-06 20:28:01,635 WARNING: Watchdog not supported because leader TTL 5 is less than 2x loop_wait 1
+2026-12-06 20:28:01,731 INFO: promoted self to leader by acquiring session lock
+2026-12-06 20:28:01,732 INFO: Lock owner: db-a; I am db-a
+2026-12-06 20:28:03,827 INFO: Assigning synchronous standby status to ['db-b']
+"#;
+    let patroni_b = r#"2026-12-06 20:27:58,895 INFO: no action. I am (db-b), a secondary, and following a leader (db-c)
+2026-12-06 20:28:01,472 WARNING: Request failed to db-c: GET http://10.213.0.13:8008/patroni (HTTPConnectionPool(host='10.213.0.13', port=8008): Max retries exceeded with url: /patroni (Caused by ReadTimeoutError("HTTPConnectionPool(host='10.213.0.13', port=8008): Read timed out. (read timeout=2)")))
+2026-12-06 20:28:01,473 INFO: Wal position of db-a is ahead of my wal position
+2026-12-06 20:28:01,533 INFO: following a different leader because i am not the healthiest node
+2026-12-06 20:28:01,541 INFO: Got response from db-a http://10.213.0.11:8008/patroni: {"state": "running", "postmaster_start_time": "2026-12-06 20:27:39.296482+00:00", "role": "replica", "server_version": 150018, "xlog": {"received_location": 251758320, "replayed_location": 251758320, "replayed_timestamp": "2026-12-06 20:27:55.164578+00:00", "paused": false}, "sync_standby": true, "timeline": 2, "replication_state": "streaming", "cluster_unlocked": true, "dcs_last_seen": 1796588881, "database_system_identifier": "7716290183050405058", "patroni": {"version": "3.0.4", "scope": "vfps"}}
+2026-12-06 20:28:03,538 WARNING: Request failed to db-c: GET http://10.213.0.13:8008/patroni (HTTPConnectionPool(host='10.213.0.13', port=8008): Max retries exceeded with url: /patroni (Caused by ReadTimeoutError("HTTPConnectionPool(host='10.213.0.13', port=8008): Read timed out. (read timeout=2)")))
+2026-12-06 20:28:03,658 INFO: following a different leader because i am not the healthiest node
+2026-12-06 20:28:03,660 INFO: Lock owner: db-a; I am db-b
+2026-12-06 20:28:03,710 INFO: no action. I am (db-b), a secondary, and following a leader (db-a)
+"#;
+    let postgres_a = r#"2026-12-06 20:28:01.690 UTC [805] LOG:  parameter "synchronous_standby_names" changed to "*"
+2026-12-06 20:28:01.740 UTC [810] LOG:  received promote request
+2026-12-06 20:28:01.752 UTC [810] LOG:  selected new timeline ID: 3
+2026-12-06 20:28:01.782 UTC [805] LOG:  database system is ready to accept connections
+2026-12-06 20:28:03.560 UTC [1603] LOG:  standby "db-b" is now a synchronous standby with priority 1
+2026-12-06 20:28:03.560 UTC [1603] STATEMENT:  START_REPLICATION 0/F000000 TIMELINE 2
+"#;
+    let mut lines = events(patroni_a, "db-a", patroni_line);
+    lines.extend(events(patroni_b, "db-b", patroni_line));
+    lines.extend(events(postgres_a, "db-a", postgres_line));
+    let faults = [fault(
+        52.024,
+        "db-primary-pause",
+        "paused db-c (timeline 2) for 15s",
+    )];
+    // The last write before the pause, and the first after it.
+    let acks = [start + 51.906, start + 60.458];
+    let f = breakdown(&faults, &lines, &acks, start);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let steps: Vec<Option<i64>> = f[0].steps().iter().map(|(_, t)| ms(*t)).collect();
+    assert_eq!(
+        steps,
+        vec![
+            Some(4_418),
+            Some(6_524),
+            Some(6_575),
+            Some(8_353),
+            Some(8_434)
+        ],
+        "{}",
+        f[0].line()
+    );
+    assert!(
+        f[0].line().contains(
+            "promoted +6.6 s, synchronous standby attached +8.4 s, first acknowledged write +8.4 s"
+        ),
         "{}",
         f[0].line()
     );
@@ -274,7 +346,10 @@ fn without_the_ha_managers_log_a_promotion_starts_with_postgres_promote_request(
 [pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.4Z\",\"msg\":\"record\",\"record\":{\"message\":\"selected new timeline ID: 3\"}}
 [pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.6Z\",\"msg\":\"record\",\"record\":{\"message\":\"database system is ready to accept connections\"}}
 ";
-    let lines = events(cnpg, "cnpg", postgres_line);
+    let mut lines = events(cnpg, "cnpg", postgres_line);
+    // Quorum commit (`ANY 1`) says so in its own words.
+    let quorum = "[pod/vfps-db-2/postgres] {\"level\":\"info\",\"ts\":\"2026-12-05T08:00:37.9Z\",\"msg\":\"record\",\"record\":{\"message\":\"standby \\\"vfps-db-3\\\" is now a candidate for quorum synchronous standby\"}}";
+    lines.extend(postgres_line(quorum, "cnpg"));
     let faults = [fault(30.0, "cnpg-primary-kill", "killed primary vfps-db-1")];
     let f = breakdown(&faults, &lines, &[START + 38.0], START);
     assert_eq!(f.len(), 1, "{f:#?}");
@@ -284,6 +359,7 @@ fn without_the_ha_managers_log_a_promotion_starts_with_postgres_promote_request(
     );
     assert_eq!(ms(f[0].promotion_started_seconds), Some(37_100));
     assert_eq!(ms(f[0].promoted_seconds), Some(37_600));
+    assert_eq!(ms(f[0].standby_attached_seconds), Some(37_900));
     assert_eq!(f[0].promoted.as_deref(), Some("vfps-db-2"));
 
     let text = lines_of(&f);
