@@ -130,32 +130,47 @@ async fn upstreams_metric_names_are_exported(backend: Backend) {
     ));
     let app = crate::helpers::spawn_app_with(env).await;
     app.namespace("m", 5, 16).await;
-    for original in ["one", "two", "one"] {
+    for original in ["one", "two"] {
         app.create("m", original).await.unwrap();
     }
-    let text = app.metrics_text().await;
+    // The repeated original is answered from the cache while the cache is
+    // trusted: always on SQLite, on PostgreSQL while the monitor's lease
+    // (1 s from each probe) holds — on a loaded machine a probe can come late
+    // and the cache, unsure, misses and upserts. Repeated until it hits.
+    let mut text = String::new();
+    for _ in 0..50 {
+        app.create("m", "one").await.unwrap();
+        text = app.metrics_text().await;
+        if sample(&text, "vfps_cache_hits_total") >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        sample(&text, "vfps_cache_hits_total"),
+        1.0,
+        "the repeated original: {text}"
+    );
+    // Every miss is one upsert attempt and one batch statement.
+    let misses = sample(&text, "vfps_cache_misses_total");
+    assert!(misses >= 2.0, "{text}");
     assert_eq!(
         sample(&text, "vfps_upsert_duration_seconds_count"),
-        2.0,
+        misses,
         "{text}"
     );
     assert!(sample(&text, "vfps_upsert_duration_seconds_sum") > 0.0);
     assert_eq!(
         sample(&text, "vfps_batch_upsert_duration_seconds_count"),
-        2.0
+        misses
     );
-    assert!(
+    assert_eq!(
         sample(
             &text,
             "vfps_batch_upsert_duration_seconds_bucket{le=\"+Inf\"}"
-        ) >= 2.0
+        ),
+        misses
     );
-    assert_eq!(
-        sample(&text, "vfps_cache_hits_total"),
-        1.0,
-        "the repeated original"
-    );
-    assert_eq!(sample(&text, "vfps_cache_misses_total"), 2.0);
     assert_eq!(
         sample(&text, "vfps_cache_entries"),
         3.0,
