@@ -795,6 +795,39 @@ mod tests {
         assert!(ScoutClaim::take(&scouting).is_some(), "the claim was kept");
     }
 
+    /// An attempt dropped while it scouts (a call's deadline, a hang-up)
+    /// gives the claim back: the next waiting attempt can scout.
+    #[tokio::test]
+    async fn an_attempt_dropped_while_scouting_gives_the_claim_back() {
+        // The first host accepts and never answers (known silent); the second
+        // refuses at once.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ports = [&silent, &refusing].map(|l| l.local_addr().unwrap().port());
+        drop(refusing);
+        let listed = format!(
+            "Host=127.0.0.1:{},127.0.0.1:{};Database=d;Username=u;Password=p;Timeout=5",
+            ports[0], ports[1]
+        );
+        let options = crate::postgres::npgsql::parse(&listed, None, None)
+            .unwrap()
+            .options;
+        let manager = super::Manager::new(&options).unwrap();
+        manager.states.record(0, Seen::Offline, Instant::now());
+        let scouting = || manager.scouting.load(std::sync::atomic::Ordering::SeqCst);
+        let mut open = Box::pin(manager.open());
+        tokio::select! {
+            opened = &mut open => panic!("a silent host answered: {:?}", opened.err()),
+            () = tokio::time::sleep(Duration::from_millis(400)) => {}
+        }
+        assert!(
+            scouting(),
+            "no attempt scouted while waiting on the silent host"
+        );
+        drop(open);
+        assert!(!scouting(), "the dropped attempt kept the claim");
+    }
+
     #[test]
     fn connections_opened_until_the_distrust_are_distrusted_later_ones_not() {
         let d = Distrust::default();
