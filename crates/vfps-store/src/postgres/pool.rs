@@ -818,7 +818,7 @@ mod tests {
         let mut open = Box::pin(manager.open());
         tokio::select! {
             opened = &mut open => panic!("a silent host answered: {:?}", opened.err()),
-            () = tokio::time::sleep(Duration::from_millis(400)) => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         assert!(
             scouting(),
