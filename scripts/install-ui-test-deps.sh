@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the browser tests, the UI benchmark and the chaos harness's
-# browser probe need: Debian's Chromium and ChromeDriver, and tests/ui's npm
-# packages at the versions package-lock.json pins (playwright-core: no browser
-# download, Debian's Chromium is used; oidc-provider; axe-core).
+# browser probe need: Debian's Chromium, its headless shell (the probe's
+# browser) and ChromeDriver, and tests/ui's npm packages at the versions
+# package-lock.json pins (playwright-core: no browser download, Debian's
+# Chromium is used; oidc-provider; axe-core).
 #
 # Idempotent: apt runs only for a package missing, `npm ci` only when the lock
 # file changed since the last install (or node_modules is incomplete). Needs
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 missing=()
-for p in chromium chromium-driver; do
+for p in chromium chromium-headless-shell chromium-driver; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # node and npm may come from elsewhere than Debian (the machine's own Node.js).
@@ -41,4 +42,4 @@ if ! $complete || ! cmp -s tests/ui/package-lock.json "$stamp" 2>/dev/null; then
   cp tests/ui/package-lock.json "$stamp"
 fi
 # Debian's wrapper script prints a harmless complaint on stderr on some machines.
-echo "install-ui-test-deps: $(/usr/bin/chromium --version 2>/dev/null), $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2), node $(node --version)"
+echo "install-ui-test-deps: $(/usr/bin/chromium --version 2>/dev/null), headless shell $(/usr/bin/chromium-headless-shell --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -1), $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2), node $(node --version)"

@@ -6,7 +6,7 @@
 // the probe has signed in. Printed as cores (CPU seconds per second) and as
 // a share of the machine; vfps's and the provider's beside it.
 //
-//   node probe-cost.mjs --vfps target/release/vfps [--seconds 60] [--warmup 10]
+//   node probe-cost.mjs --vfps target/release/vfps [--seconds 60] [--warmup 10] [--browser PATH]
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, existsSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
@@ -21,6 +21,7 @@ const { values: args } = parseArgs({
     vfps: { type: "string", default: "target/release/vfps" },
     seconds: { type: "string", default: "60" },
     warmup: { type: "string", default: "10" },
+    browser: { type: "string", default: "/usr/bin/chromium-headless-shell" },
   },
 });
 const here = dirname(fileURLToPath(import.meta.url));
@@ -84,7 +85,7 @@ function used(before, after, root) {
 
 const steps = join(work, "ui-steps.jsonl");
 const probe = spawn(process.execPath, [join(here, "probe.mjs"), "--base", base, "--namespace", "resilience",
-  "--seconds", String(seconds + warmup + 5), "--seed", "c057", "--out", steps], { stdio: ["ignore", "inherit", "inherit"] });
+  "--seconds", String(seconds + warmup + 5), "--seed", "c057", "--out", steps, "--browser", args.browser], { stdio: ["ignore", "inherit", "inherit"] });
 await until("the probe's sign-in", () => existsSync(steps) && readFileSync(steps, "utf8").includes("sign-in"), 60_000);
 await new Promise((r) => setTimeout(r, warmup * 1000));
 const before = snapshot();
@@ -97,7 +98,7 @@ const inWindow = lines.filter((l) => l.t * 1000 >= Date.now() - window * 1000);
 const cores = availableParallelism();
 const line = (what, cpu) =>
   console.log(`${what.padEnd(34)} ${cpu.toFixed(1).padStart(6)} CPU s  ${(cpu / window).toFixed(3)} cores  ${(100 * cpu / window / cores).toFixed(1).padStart(5)} % of ${cores} cores`);
-console.log(`probe-cost: ${window.toFixed(1)} s window, ${inWindow.length} steps in it (${inWindow.filter((l) => !l.ok).length} failed), median step ${median(inWindow.map((l) => l.ms)).toFixed(0)} ms`);
+console.log(`probe-cost: ${args.browser}, ${window.toFixed(1)} s window, ${inWindow.length} steps in it (${inWindow.filter((l) => !l.ok).length} failed), median step ${median(inWindow.map((l) => l.ms)).toFixed(0)} ms`);
 line("browser probe (node + Chromium)", used(before, after, probe.pid));
 for (const pid of tree(after, probe.pid)) {
   const cpu = (after.get(pid)[1] - (before.get(pid)?.[1] ?? 0)) / ticks;

@@ -13,8 +13,13 @@
 // availability counts its reads, the UI's does too (a database that refuses
 // writes can still answer a lookup).
 //
-//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE [--period-ms 3000]
-import { appendFileSync, writeFileSync } from "node:fs";
+// The browser is Chromium's headless shell (Debian's chromium-headless-shell):
+// the same engine as the desktop chromium without its browser layer, about
+// 30 % less CPU per step (docs/performance.md).
+//
+//   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE
+//                  [--period-ms 3000] [--browser /usr/bin/chromium-headless-shell]
+import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
 
@@ -26,6 +31,7 @@ const { values: args } = parseArgs({
     seconds: { type: "string" },
     seed: { type: "string", default: "0" },
     "period-ms": { type: "string", default: "3000" },
+    browser: { type: "string", default: "/usr/bin/chromium-headless-shell" },
     out: { type: "string" },
   },
 });
@@ -41,11 +47,15 @@ if (!Number.isFinite(seconds) || seconds < 1) {
   console.error(`probe: --seconds must be a positive number, got ${args.seconds}`);
   process.exit(2);
 }
+if (!existsSync(args.browser)) {
+  console.error(`probe: no browser at --browser ${args.browser} (apt-get install chromium-headless-shell)`);
+  process.exit(2);
+}
 /** One step (one form submitted: one full navigation) per period. Each costs
- * Chromium about 0.2 CPU seconds on the 2-core machine the harness runs on
- * (0.25 under a chaos run's load); a create and a lookup every second took
- * 18 % of that machine, one step every 3 s stays near 4 %
- * (docs/performance.md). */
+ * the headless shell about 0.17 CPU seconds on the 2-core machine the harness
+ * runs on (the desktop chromium 0.24; more under a chaos run's load); a
+ * create and a lookup every second took 18 % of that machine, one step every
+ * 3 s about 3 % (docs/performance.md). */
 const period = Number(args["period-ms"]);
 if (!Number.isFinite(period) || period < 100) {
   console.error(`probe: --period-ms must be at least 100, got ${args["period-ms"]}`);
@@ -60,7 +70,7 @@ writeFileSync(args.out, "");
 const record = (r) => appendFileSync(args.out, `${JSON.stringify(r)}\n`);
 
 const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  executablePath: args.browser,
   headless: true,
   args: [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
