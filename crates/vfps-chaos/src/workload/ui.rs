@@ -44,6 +44,10 @@ pub struct UiProbe {
 impl UiProbe {
     /// Refuses a probe that cannot run: no script, no packages, no browser.
     pub fn check_installed(&self) -> anyhow::Result<()> {
+        self.check_installed_with(&browser())
+    }
+
+    fn check_installed_with(&self, browser: &str) -> anyhow::Result<()> {
         let script = self.tests_dir.join("probe.mjs");
         let packages = self.tests_dir.join("node_modules/playwright-core");
         if !script.exists() || !packages.exists() {
@@ -53,8 +57,7 @@ impl UiProbe {
                 packages.display()
             );
         }
-        let browser = browser();
-        if !Path::new(&browser).exists() {
+        if !Path::new(browser).exists() {
             bail!(
                 "the browser probe needs Chromium's headless shell at {browser} \
                  (apt-get install chromium-headless-shell, or set {BROWSER_ENV})"
@@ -187,6 +190,30 @@ pub fn timeline(steps: &[StepRecord], load_start_unix: f64, seconds: u64) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_browser_is_named_with_how_to_install_it() {
+        // A tests folder with the script and its packages, so only the browser is missing.
+        let tests_dir =
+            std::env::temp_dir().join(format!("vfps-ui-probe-check-{}", std::process::id()));
+        std::fs::create_dir_all(tests_dir.join("node_modules/playwright-core")).unwrap();
+        std::fs::write(tests_dir.join("probe.mjs"), "").unwrap();
+        let probe = UiProbe {
+            address: "http://127.0.0.1:1".into(),
+            namespace: "n".into(),
+            user: "admin".into(),
+            tests_dir: tests_dir.clone(),
+            seed: 1,
+        };
+        let missing = "/nonexistent/chromium-headless-shell";
+        let e = probe.check_installed_with(missing).unwrap_err().to_string();
+        assert!(e.contains(missing), "{e}");
+        assert!(e.contains("apt-get install chromium-headless-shell"), "{e}");
+        assert!(e.contains(BROWSER_ENV), "{e}");
+        // The same folder with a browser that exists passes.
+        probe.check_installed_with("/bin/sh").unwrap();
+        std::fs::remove_dir_all(tests_dir).unwrap();
+    }
 
     #[test]
     fn steps_are_read_in_time_order_and_a_bad_line_is_named() {
