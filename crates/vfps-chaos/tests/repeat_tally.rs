@@ -50,6 +50,13 @@ fn tally(name: &str, runs: &[Vec<String>], result: &str) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// Fails naming the first of `parts` the tally's output lacks.
+fn assert_has(out: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(out.contains(part), "no {part:?} in:\n{out}");
+    }
+}
+
 /// A run's kill and pause, the fault to the first write as given.
 fn run(kill: f64, pause: Option<f64>) -> Vec<String> {
     vec![
@@ -70,27 +77,22 @@ fn a_series_within_its_targets_passes_with_each_steps_distribution() {
         "PASS",
     );
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("tally: 3/3 runs passed, 6 failovers"), "{out}");
-    assert!(
-        out.contains("fault to leader key expired            median   4.9 s, max   4.9 s over 3"),
-        "{out}"
-    );
-    assert!(
-        out.contains("fault to first acknowledged write      median   5.8 s, max   6.4 s over 3"),
-        "{out}"
-    );
-    assert!(
-        out.contains("fault to synchronous standby attached  not seen"),
-        "{out}"
+    assert_has(
+        &out,
+        &[
+            "tally: 3/3 runs passed, 6 failovers",
+            "fault to leader key expired            median   4.9 s, max   4.9 s over 3",
+            "fault to first acknowledged write      median   5.8 s, max   6.4 s over 3",
+            "fault to synchronous standby attached  not seen",
+        ],
     );
     // A kill: TTL 5 s + 2 / + 4; a pause: Patroni's 2 s member check more.
-    assert!(
-        out.contains("target (TTL 5 s): median <= 7 s, max <= 9 s: met"),
-        "{out}"
-    );
-    assert!(
-        out.contains("target (TTL 5 s): median <= 9 s, max <= 11 s: met"),
-        "{out}"
+    assert_has(
+        &out,
+        &[
+            "target (TTL 5 s): median <= 7 s, max <= 9 s: met",
+            "target (TTL 5 s): median <= 9 s, max <= 11 s: met",
+        ],
     );
 }
 
@@ -106,8 +108,13 @@ fn a_kill_past_its_median_target_fails_the_tally() {
         "PASS",
     );
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("median <= 7 s, max <= 9 s: NOT MET"), "{out}");
-    assert!(out.contains("targets missed: db-primary-kill"), "{out}");
+    assert_has(
+        &out,
+        &[
+            "median <= 7 s, max <= 9 s: NOT MET",
+            "targets missed: db-primary-kill",
+        ],
+    );
 }
 
 #[test]
@@ -118,8 +125,13 @@ fn one_pause_past_its_max_fails_the_tally() {
         "PASS",
     );
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("median <= 9 s, max <= 11 s: NOT MET"), "{out}");
-    assert!(out.contains("targets missed: db-primary-pause"), "{out}");
+    assert_has(
+        &out,
+        &[
+            "median <= 9 s, max <= 11 s: NOT MET",
+            "targets missed: db-primary-pause",
+        ],
+    );
 }
 
 #[test]
@@ -130,16 +142,23 @@ fn a_failover_without_a_first_write_fails_the_tally() {
         "PASS",
     );
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("over 1 (1 not seen)"), "{out}");
-    assert!(out.contains("(1 failover without a write seen)"), "{out}");
+    assert_has(
+        &out,
+        &["over 1 (1 not seen)", "(1 failover without a write seen)"],
+    );
 }
 
 #[test]
 fn a_failed_run_fails_the_tally_even_within_targets() {
     let (code, out) = tally("tally-failed-run", &[run(5.6, Some(8.4))], "FAIL");
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("tally: 0/1 runs passed"), "{out}");
-    assert!(out.contains("1 run failed; targets missed: none"), "{out}");
+    assert_has(
+        &out,
+        &[
+            "tally: 0/1 runs passed",
+            "1 run failed; targets missed: none",
+        ],
+    );
 }
 
 #[test]

@@ -275,24 +275,35 @@ pub enum Seen {
 /// `Host Recheck Seconds` (Npgsql's), then the host is tried as if unknown.
 #[derive(Debug)]
 pub struct HostStates {
-    seen: std::sync::Mutex<Vec<Option<(Seen, std::time::Instant)>>>,
-    /// When each host last became usable (was not usable, as far as the
-    /// states knew, and then was): a promotion, or a primary back.
-    became_usable: std::sync::Mutex<Vec<Option<std::time::Instant>>>,
+    hosts: std::sync::Mutex<Vec<HostState>>,
     /// Bumped whenever a host becomes usable; attempts waiting on another
     /// host watch it.
     found: tokio::sync::watch::Sender<u64>,
     recheck: Duration,
 }
 
+/// One host's entry in [`HostStates`].
+#[derive(Debug, Clone, Copy, Default)]
+struct HostState {
+    /// What its last attempt found, and when.
+    seen: Option<(Seen, std::time::Instant)>,
+    /// When it last became usable (was not usable, as far as the states
+    /// knew, and then was): a promotion, or a primary back.
+    became_usable: Option<std::time::Instant>,
+}
+
 impl HostStates {
     pub fn new(hosts: usize, recheck: Duration) -> Self {
         Self {
-            seen: std::sync::Mutex::new(vec![None; hosts]),
-            became_usable: std::sync::Mutex::new(vec![None; hosts]),
+            hosts: std::sync::Mutex::new(vec![HostState::default(); hosts]),
             found: tokio::sync::watch::Sender::new(0),
             recheck,
         }
+    }
+
+    /// A copy of every host's state (no lock is held past the copy).
+    fn snapshot(&self) -> Vec<HostState> {
+        self.hosts.lock().map(|h| h.clone()).unwrap_or_default()
     }
 
     /// The hosts in the order to try them: usable ones first, then unknown
@@ -300,56 +311,54 @@ impl HostStates {
     /// tried: a host that came back must be found); the listed order within
     /// each.
     pub fn order(&self, now: std::time::Instant) -> Vec<usize> {
-        let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
-        let rank = |s: &Option<(Seen, std::time::Instant)>| match s {
-            Some((seen, at)) if now.saturating_duration_since(*at) < self.recheck => match seen {
+        let hosts = self.snapshot();
+        let rank = |h: &HostState| match h.seen {
+            Some((seen, at)) if now.saturating_duration_since(at) < self.recheck => match seen {
                 Seen::Usable => 0,
                 Seen::ReadOnly => 2,
                 Seen::Offline => 3,
             },
             _ => 1,
         };
-        let mut order: Vec<usize> = (0..seen.len()).collect();
-        order.sort_by_key(|&i| rank(&seen[i]));
+        let mut order: Vec<usize> = (0..hosts.len()).collect();
+        order.sort_by_key(|&i| rank(&hosts[i]));
         order
     }
 
     pub fn record(&self, host: usize, seen: Seen, at: std::time::Instant) {
-        let became_usable = match self.seen.lock() {
-            Ok(mut s) => match s.get_mut(host) {
-                Some(slot) => {
-                    let was_usable = matches!(*slot, Some((Seen::Usable, before))
+        let became_usable = match self.hosts.lock() {
+            Ok(mut hosts) => match hosts.get_mut(host) {
+                Some(h) => {
+                    let was_usable = matches!(h.seen, Some((Seen::Usable, before))
                         if at.saturating_duration_since(before) < self.recheck);
-                    *slot = Some((seen, at));
-                    seen == Seen::Usable && !was_usable
+                    h.seen = Some((seen, at));
+                    let became = seen == Seen::Usable && !was_usable;
+                    if became {
+                        h.became_usable = Some(at);
+                    }
+                    became
                 }
                 None => false,
             },
             Err(_) => false,
         };
         if became_usable {
-            if let Ok(mut b) = self.became_usable.lock() {
-                b[host] = Some(at);
-            }
             self.found.send_modify(|n| *n += 1);
         }
     }
 
     /// Whether `host` did not answer at its last attempt, within `recheck`.
     fn offline(&self, host: usize, now: std::time::Instant) -> bool {
-        self.seen.lock().is_ok_and(|s| {
-            matches!(s.get(host), Some(Some((Seen::Offline, at)))
-                if now.saturating_duration_since(*at) < self.recheck)
-        })
+        matches!(self.snapshot().get(host), Some(HostState { seen: Some((Seen::Offline, at)), .. })
+            if now.saturating_duration_since(*at) < self.recheck)
     }
 
     /// Whether a host other than `host` became usable at or after `since`.
     fn usable_elsewhere_since(&self, host: usize, since: std::time::Instant) -> bool {
-        self.became_usable.lock().is_ok_and(|b| {
-            b.iter()
-                .enumerate()
-                .any(|(i, at)| i != host && at.is_some_and(|at| at >= since))
-        })
+        self.snapshot()
+            .iter()
+            .enumerate()
+            .any(|(i, h)| i != host && h.became_usable.is_some_and(|at| at >= since))
     }
 
     /// Resolves once a host other than `host` has become usable at or after
