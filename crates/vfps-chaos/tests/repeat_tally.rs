@@ -2,6 +2,8 @@
 //! step's distribution and the targets, fed series that meet them and series
 //! that miss them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::{path::Path, process::Command};
 
 const HEADER: &str = "run  result scenario               failovers  longest-outage P2-changed P3-lost    seed                 fault-to-write-s";

@@ -61,7 +61,7 @@ pub fn extract_summary(log: &str) -> Option<Result<Summary, String>> {
         .map(|j| serde_json::from_str(j.trim()).map_err(|e| format!("summary in the log: {e}")))
 }
 
-const LOAD_START_PREFIX: &str = "----LOAD WINDOW START unix=";
+pub const LOAD_START_PREFIX: &str = "----LOAD WINDOW START unix=";
 
 /// Prints the wall-clock instant the load window begins: the clock a remote
 /// chaos driver puts its events on (kind nodes share the host's clock).
