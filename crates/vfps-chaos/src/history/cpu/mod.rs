@@ -107,8 +107,15 @@ impl Part {
             "postgres" | "postmaster" => Some(Part::Postgres),
             "etcd" => Some(Part::Etcd),
             "garage" => Some(Part::Garage),
-            // Patroni's own script, not `patronictl` (the harness asking it).
-            _ if comm == "patroni" || cmdline.contains("bin/patroni ") => Some(Part::Patroni),
+            // Patroni's own script, or the local platform's launcher of it
+            // (run by Python, so named `python3`); not `patronictl` (the
+            // harness asking it).
+            _ if comm == "patroni"
+                || cmdline.contains("bin/patroni ")
+                || cmdline.contains(crate::platform::local::database::LAUNCHER_FILE) =>
+            {
+                Some(Part::Patroni)
+            }
             _ => None,
         }
     }
@@ -249,4 +256,30 @@ pub fn cores() -> u32 {
         })
         .filter(|n| *n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::Part;
+    use crate::platform::local::database::patroni_launcher;
+
+    const PYTHON: &str = "/opt/vfps-chaos/patroni/bin/python3";
+
+    /// The local platform starts each member as its Python running the
+    /// launcher: that process is Patroni, though its name is `python3`.
+    #[test]
+    fn a_member_started_by_the_launcher_counts_as_patroni() {
+        let launcher = patroni_launcher(Path::new("/tmp/b"));
+        let cmdline = format!("{PYTHON} {} /tmp/b/db-a/patroni.yml", launcher.display());
+        assert_eq!(Part::of("python3", &cmdline, 30, 10), Some(Part::Patroni));
+        // Patroni's own script, as a site starts it.
+        let script =
+            format!("{PYTHON} /opt/vfps-chaos/patroni/bin/patroni /tmp/b/db-a/patroni.yml");
+        assert_eq!(Part::of("patroni", &script, 30, 10), Some(Part::Patroni));
+        // The harness asking Patroni is the harness's, not Patroni's.
+        let ctl = format!("{PYTHON} /opt/vfps-chaos/patroni/bin/patronictl -c x list");
+        assert_eq!(Part::of("python3", &ctl, 40, 10), None);
+    }
 }

@@ -144,9 +144,13 @@ bootstrap:
 
 /// The program each member runs: the pinned Patroni, started from
 /// [`LAUNCHER`] by the installation's Python.
-pub(super) fn patroni_launcher(base: &Path) -> PathBuf {
-    base.join("patroni-launcher.py")
+pub(crate) fn patroni_launcher(base: &Path) -> PathBuf {
+    base.join(LAUNCHER_FILE)
 }
+
+/// The launcher's file name: a process running it is Patroni (the harness's
+/// CPU accounting knows it by this name).
+pub const LAUNCHER_FILE: &str = "patroni-launcher.py";
 
 /// Patroni with PostgreSQL's parameter list read once per process. Patroni
 /// 3.0.4 reads it (`postgres --describe-config`, a process each time) for
