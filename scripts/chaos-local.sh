@@ -38,7 +38,7 @@ export RESILIENCE_MIX=${RESILIENCE_MIX:-create=60,recreate=14,get=14,list=4,chur
 case "$profile" in
   --ci | --self-test | --self-test-jobs | --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
     cargo build --locked --bins -p vfps-server -p vfps-chaos
-    bin=target/debug
+    bin=${CARGO_TARGET_DIR:-target}/debug
     # Short windows for every scenario; the replicas inherit a 10 s readiness
     # grace so that vfps-partition shows a replica leaving rotation quickly.
     # db-double-failover heals in 39-55 s here (two Patroni failovers, then both
@@ -117,7 +117,7 @@ case "$profile" in
     ;;
   full)
     cargo build --locked --release --bins -p vfps-server -p vfps-chaos
-    bin=target/release
+    bin=${CARGO_TARGET_DIR:-target}/release
     ;;
   *)
     echo "chaos-local: unknown profile $profile (full, --ci, --self-test, --self-test-jobs, --self-test-erasure, --self-test-erasure-cache, --self-test-erasure-standby)" >&2
