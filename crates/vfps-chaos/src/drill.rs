@@ -349,6 +349,8 @@ pub struct Timing {
     /// The restored database's newest write before the destruction.
     pub restore_point: f64,
     pub served_again_at: f64,
+    /// The drill clock's second 0 in Unix seconds.
+    pub origin_unix: f64,
 }
 
 /// The restored database's newest write before `destroyed_unix`, in Unix
@@ -377,6 +379,7 @@ pub fn judge(
     let drill = Drill {
         restore_point: timing.restore_point,
         destroyed_at: timing.destroyed_at,
+        origin_unix: timing.origin_unix,
         served_again_at: Some(timing.served_again_at),
         budgets: plan.budgets,
     };

@@ -135,7 +135,15 @@ async fn write(
             original,
             pseudonym: Some(pseudonym),
             code: None,
-            acked_unix_ms: None,
+            acked_unix_ms: Some(
+                u64::try_from(
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis(),
+                )
+                .unwrap(),
+            ),
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -244,6 +252,7 @@ async fn restore_and_judge(to: RestoreTo, lost: &Lost<'_>) -> (Validity, String)
     let drill = Drill {
         restore_point: clock.of_wall(newest) + 0.001,
         destroyed_at,
+        origin_unix: clock.1,
         served_again_at: Some(served_again_at),
         budgets: RestoreBudgets {
             max_lost_writes: 20,

@@ -15,9 +15,14 @@
 //!   RTO (destruction to the first write acknowledged again) within the
 //!   scenario's budgets.
 //!
-//! Times are seconds of the run's one clock (the ledger's `second`). A write
-//! acknowledged in second `s` happened somewhere in `[s, s + 1)`: one in the
-//! restore point's own second may be on either side and is held to neither.
+//! Times are seconds of the run's one clock (the ledger's `second`, the
+//! second a write was offered in). A write is placed against the restore
+//! point by when its answer came (`acked_unix_ms`), not by when it was
+//! offered: a slow answer can come seconds later. The restore point is the
+//! restored database's newest `created_at`, stamped before that row's commit,
+//! so a write answered at or before it was committed before a row the restore
+//! kept, earlier in the same WAL: it must be there. A forgotten write whose
+//! ledger entry has no answer time cannot be placed and is undecided.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +54,9 @@ pub struct Drill {
     pub restore_point: f64,
     /// When the last database instance was destroyed.
     pub destroyed_at: f64,
+    /// The run clock's second 0 in Unix seconds: places the ledger's
+    /// `acked_unix_ms` on the run's clock.
+    pub origin_unix: f64,
     /// The first write acknowledged by the restored cluster; `None` if none
     /// was.
     pub served_again_at: Option<f64>,
@@ -76,12 +84,15 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
     let mut violations = Vec::new();
     let mut undecided = 0usize;
     let mut lost_writes = 0u64;
-    // The end of the latest second in which a lost write was acknowledged.
+    // When the latest lost write was acknowledged.
     let mut last_lost_ack: Option<f64> = None;
     // Every (original, pseudonym) the ledger acknowledged or a read showed.
     let mut issued: BTreeSet<(&str, &str)> = BTreeSet::new();
     for (e, r) in ledger.iter().zip(restored) {
-        let (start, end) = (e.second as f64, e.second as f64 + 1.0);
+        let offered = e.second as f64;
+        let answered = e
+            .acked_unix_ms
+            .map(|ms| ms as f64 / 1000.0 - drill.origin_unix);
         let acked = match (&e.status, e.pseudonym.as_deref()) {
             (Status::Ok, Some(p)) => {
                 issued.insert((e.original.as_str(), p));
@@ -95,11 +106,10 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
         let Some(acked) = acked else {
             continue;
         };
-        if start >= drill.destroyed_at {
+        if offered >= drill.destroyed_at {
             // Written to the restored cluster: judged by the uniqueness rule.
             continue;
         }
-        let before = end <= drill.restore_point;
         match r {
             Restored::Kept(p) if p == acked => {}
             Restored::Kept(p) => violations.push(format!(
@@ -109,18 +119,20 @@ pub fn check(ledger: &[Entry], restored: &[Restored], drill: &Drill) -> (Verdict
                 short(acked),
                 short(p)
             )),
-            Restored::Forgotten if before => violations.push(format!(
-                "{}: acknowledged at second {}, before the restore point ({:.1} s), missing after the restore",
-                pair(&e.original, acked),
-                e.second,
-                drill.restore_point
-            )),
-            // Lost with the WAL that was not archived (or in the restore
-            // point's own second): the RPO, held to its budget.
-            Restored::Forgotten => {
-                lost_writes += 1;
-                last_lost_ack = Some(last_lost_ack.map_or(end, |l: f64| l.max(end)));
-            }
+            Restored::Forgotten => match answered {
+                Some(at) if at <= drill.restore_point => violations.push(format!(
+                    "{}: acknowledged at {at:.2} s, before the restore point ({:.2} s), missing after the restore",
+                    pair(&e.original, acked),
+                    drill.restore_point
+                )),
+                // Lost with the WAL that was not archived: the RPO, held to
+                // its budget.
+                Some(at) => {
+                    lost_writes += 1;
+                    last_lost_ack = Some(last_lost_ack.map_or(at, |l: f64| l.max(at)));
+                }
+                None => undecided += 1,
+            },
             Restored::Error(_) => undecided += 1,
         }
     }
@@ -203,7 +215,16 @@ fn issued_twice(issued: &BTreeSet<(&str, &str)>) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// The run clock's second 0, in Unix seconds.
+    const ORIGIN: f64 = 1_800_000_000.0;
+
+    /// Offered in `second`, answered half a second later.
     fn ok(second: u64, original: &str, pseudonym: &str) -> Entry {
+        answered(second, second as f64 + 0.5, original, pseudonym)
+    }
+
+    /// Offered in `second`, answered at `at` on the run's clock.
+    fn answered(second: u64, at: f64, original: &str, pseudonym: &str) -> Entry {
         Entry {
             slot: second,
             second,
@@ -211,7 +232,7 @@ mod tests {
             original: original.into(),
             pseudonym: Some(pseudonym.into()),
             code: None,
-            acked_unix_ms: None,
+            acked_unix_ms: Some(((ORIGIN + at) * 1000.0).round() as u64),
         }
     }
 
@@ -229,6 +250,7 @@ mod tests {
         Drill {
             restore_point: 20.0,
             destroyed_at: 30.0,
+            origin_unix: ORIGIN,
             served_again_at: Some(90.0),
             budgets: BUDGETS,
         }
@@ -254,10 +276,10 @@ mod tests {
         let (v, m) = check(&ledger, &restored, &drill());
         assert_eq!(v.validity, Validity::Valid, "{v:?}");
         assert_eq!(m.lost_writes, 1);
-        assert_eq!(m.lost_seconds, 6.0);
+        assert_eq!(m.lost_seconds, 5.5);
         assert_eq!(m.rto_seconds, Some(60.0));
         assert!(
-            v.summary.contains("RPO 1 writes / 6.0 s, RTO 60.0 s"),
+            v.summary.contains("RPO 1 writes / 5.5 s, RTO 60.0 s"),
             "{}",
             v.summary
         );
@@ -362,14 +384,33 @@ mod tests {
     }
 
     #[test]
-    fn a_write_in_the_restore_points_own_second_is_held_to_neither_side() {
-        let ledger = vec![ok(20, "o", "p"), ok(21, "q", "r")];
+    fn a_write_is_placed_by_when_it_was_answered_not_when_it_was_offered() {
         let d = Drill {
             restore_point: 20.5,
             ..drill()
         };
-        let (v, m) = check(&ledger, &[Restored::Forgotten, Restored::Forgotten], &d);
+        // Offered two seconds before the restore point, answered after it
+        // (a slow answer: the case `.ci/run` once failed on): the archive
+        // may lack it; lost, within the budget.
+        let slow = [answered(18, 21.2, "o", "p")];
+        let (v, m) = check(&slow, &[Restored::Forgotten], &d);
         assert_eq!(v.validity, Validity::Valid, "{v:?}");
-        assert_eq!(m.lost_writes, 2);
+        assert_eq!(m.lost_writes, 1);
+        assert!((m.lost_seconds - 0.7).abs() < 1e-6, "{m:?}");
+        // Offered in the restore point's own second and answered before it:
+        // committed before a row the restore kept, so it must be there.
+        let quick = [answered(20, 20.3, "q", "r")];
+        let (v, _) = check(&quick, &[Restored::Forgotten], &d);
+        assert_eq!(v.validity, Validity::Invalid, "{v:?}");
+        assert!(
+            v.evidence[0].contains("acknowledged at 20.30 s, before the restore point (20.50 s)"),
+            "{v:?}"
+        );
+        // Without its answer time a forgotten write cannot be placed.
+        let mut unplaced = ok(10, "s", "t");
+        unplaced.acked_unix_ms = None;
+        let (v, m) = check(&[unplaced], &[Restored::Forgotten], &d);
+        assert_eq!(v.validity, Validity::Unknown, "{v:?}");
+        assert_eq!(m.lost_writes, 0);
     }
 }

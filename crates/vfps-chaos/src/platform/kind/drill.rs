@@ -549,6 +549,7 @@ pub fn judge_report(
             destroyed_at: destroyed_unix - times.start_unix,
             restore_point: restore_point_unix - times.start_unix,
             served_again_at: times.served_again_unix - times.start_unix,
+            origin_unix: times.start_unix,
         },
     )
 }

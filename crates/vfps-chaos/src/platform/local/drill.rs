@@ -52,11 +52,13 @@ async fn drill(
     let client = DrillClient::new(plan, cfg, own).await?;
     let start = Instant::now();
     let start_unix = run::unix_now();
-    let (_totals, sequence) =
-        tokio::join!(client.load(), steps_of(local, plan, &client, start, steps));
+    let (_totals, sequence) = tokio::join!(
+        client.load(),
+        steps_of(local, plan, &client, (start, start_unix), steps)
+    );
     client.ledger.flush();
     report::write_timeline(own, &client.timeline.rows())?;
-    let (mut timing, reads) = sequence?;
+    let (timing, reads) = sequence?;
     let entries = client.ledger.entries();
     let restored: Vec<Restored> = entries
         .iter()
@@ -67,18 +69,17 @@ async fn drill(
             })
         })
         .collect();
-    // The last instant the restored database holds, on the drill's clock.
-    timing.restore_point -= start_unix;
     Ok(judge(plan, &entries, &restored, &timing))
 }
 
-/// The drill's steps beside its load; the read-back by original (a
-/// reservoir ledger reuses its slots). The restore point is in Unix seconds.
+/// The drill's steps beside its load, on the clock that began at `start`
+/// (`start_unix` in Unix seconds); the read-back by original (a reservoir
+/// ledger reuses its slots).
 async fn steps_of(
     local: &Local,
     plan: &DrillPlan,
     client: &DrillClient,
-    start: Instant,
+    (start, start_unix): (Instant, f64),
     steps: &mut Steps,
 ) -> anyhow::Result<(Timing, HashMap<String, Restored>)> {
     let at = || start.elapsed().as_secs_f64();
@@ -88,7 +89,7 @@ async fn steps_of(
     let backup_seconds = backup_started.elapsed().as_secs_f64();
     steps.step(at(), &format!("base backup {id}"));
     tokio::time::sleep(Duration::from_secs(plan.writes_after_backup_seconds)).await;
-    steps.step(at(), "every database instance and its storage destroyed");
+    steps.step(at(), "destroying every database instance and its storage");
     let restored = local
         .restore(plan.to.restore_to())
         .await
@@ -97,6 +98,10 @@ async fn steps_of(
         .destroyed
         .duration_since(start.into_std())
         .as_secs_f64();
+    steps.step(
+        destroyed_at,
+        "every database instance and its storage destroyed",
+    );
     steps.step(
         at(),
         &format!(
@@ -139,8 +144,10 @@ async fn steps_of(
             backup_seconds,
             restore_seconds: restored.took.as_secs_f64(),
             destroyed_at,
-            restore_point: restore_point_unix,
+            // The last instant the restored database holds.
+            restore_point: restore_point_unix - start_unix,
             served_again_at,
+            origin_unix: start_unix,
         },
         reads,
     ))
