@@ -34,10 +34,7 @@ pub async fn access_control(State(state): State<AppState>, visit: Visit) -> Resp
         Err(to_sign_in) => return to_sign_in,
     };
     let config = &state.ui.authorization;
-    let namespaces = state
-        .service
-        .list_namespaces(super::page_deadline(&state))
-        .await;
+    let namespaces = state.service.list_namespaces(visit.deadline).await;
     let may = |op, ns: &str| state.auth.authorize(&principal, op, Some(ns)).is_ok();
     visit.page(
         "Access control",
@@ -116,7 +113,7 @@ async fn render_tokens(
     if let Err(to_sign_in) = visit.require(state).await {
         return to_sign_in;
     }
-    let d = super::page_deadline(state);
+    let d = visit.deadline;
     let allowed = crate::http::tokens::admin(state, visit.credential(), d).await;
     let listed = match &allowed {
         Ok(_) => Some(state.service.store().list_tokens().await),
@@ -218,8 +215,7 @@ pub async fn create_token(
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
         let minter =
-            crate::http::tokens::manager(&state, visit.credential(), super::page_deadline(&state))
-                .await?;
+            crate::http::tokens::manager(&state, visit.credential(), visit.deadline).await?;
         let grants: Vec<String> = f
             .grants
             .lines()
@@ -272,8 +268,7 @@ pub async fn revoke_token(
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
         let revoker =
-            crate::http::tokens::manager(&state, visit.credential(), super::page_deadline(&state))
-                .await?;
+            crate::http::tokens::manager(&state, visit.credential(), visit.deadline).await?;
         if !tokens::revoke_as(&state.auth, state.service.store().as_ref(), &revoker, &id).await? {
             return Err(Error::not_found(format!("no access token has id {id:?}")));
         }

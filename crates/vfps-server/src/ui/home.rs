@@ -14,7 +14,7 @@ pub async fn page(State(state): State<AppState>, visit: Visit) -> Response {
         Ok(p) => p,
         Err(to_sign_in) => return to_sign_in,
     };
-    let d = super::page_deadline(&state);
+    let d = visit.deadline;
     let namespaces = state.service.list_namespaces(d).await;
     let counts = state.metrics.pseudonym_counts();
     let jobs = state.jobs.list(visit.credential(), d).await;

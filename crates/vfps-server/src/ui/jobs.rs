@@ -47,7 +47,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
         Ok(p) => p,
         Err(to_sign_in) => return to_sign_in,
     };
-    let d = super::page_deadline(state);
+    let d = visit.deadline;
     let namespaces = state.service.list_namespaces(d).await.unwrap_or_default();
     let writable: Vec<&str> = namespaces
         .iter()
@@ -127,10 +127,7 @@ pub async fn grid(State(state): State<AppState>, visit: Visit) -> Response {
 }
 
 async fn grid_markup(state: &AppState, visit: &Visit) -> Markup {
-    let listed = state
-        .jobs
-        .list(visit.credential(), super::page_deadline(state))
-        .await;
+    let listed = state.jobs.list(visit.credential(), visit.deadline).await;
     html! {
         @match listed {
             Err(e) => p role="alert" { (e.message) },
@@ -208,7 +205,7 @@ pub async fn download(
     }
     match state
         .jobs
-        .download_address(visit.credential(), &id, super::page_deadline(&state))
+        .download_address(visit.credential(), &id, visit.deadline)
         .await
     {
         Ok(address) => Redirect::to(&address.url).into_response(),
@@ -226,7 +223,7 @@ pub async fn cancel(
         visit.check_csrf(&state, &f.csrf)?;
         state
             .jobs
-            .cancel(visit.credential(), &id, super::page_deadline(&state))
+            .cancel(visit.credential(), &id, visit.deadline)
             .await
     }
     .await;
@@ -245,7 +242,7 @@ pub async fn clear(
         visit.check_csrf(&state, &f.csrf)?;
         state
             .jobs
-            .clear_finished(visit.credential(), super::page_deadline(&state))
+            .clear_finished(visit.credential(), visit.deadline)
             .await
     }
     .await;

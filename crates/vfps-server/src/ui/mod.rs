@@ -83,7 +83,7 @@ fn origin_of(url: &str) -> Option<String> {
 pub const PAGE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The instant a page's calls must be answered by.
-pub fn page_deadline(state: &AppState) -> std::time::Instant {
+fn page_deadline(state: &AppState) -> std::time::Instant {
     state.deadline(Some(PAGE_DEADLINE))
 }
 
@@ -281,6 +281,11 @@ pub struct Visit {
     own_origin: String,
     /// The request's path and query, to come back to after signing in.
     pub here: String,
+    /// When every call the request makes must be answered by: one page
+    /// deadline from its arrival for all of them (the session's check, the
+    /// form's call, the page's own reads), so a page whose database does not
+    /// answer says "try again" after [`PAGE_DEADLINE`], not a multiple of it.
+    pub deadline: std::time::Instant,
 }
 
 impl FromRequestParts<AppState> for Visit {
@@ -313,6 +318,7 @@ impl FromRequestParts<AppState> for Visit {
         let own_origin = own_origin(state, &parts.headers, forwarded_https);
         let secure = own_origin.starts_with("https://");
         Ok(Self {
+            deadline: page_deadline(state),
             csrf: key.csrf_token(&session.nonce),
             credential: format!("Session {sealed}"),
             session,
@@ -374,8 +380,11 @@ impl Visit {
         if self.auth_enabled && !self.session.signed_in() {
             return Ok(None);
         }
-        let deadline = page_deadline(state);
-        match state.auth.authenticate(self.credential(), deadline).await {
+        match state
+            .auth
+            .authenticate(self.credential(), self.deadline)
+            .await
+        {
             Ok(p) => Ok(Some(p)),
             Err(e) if e.kind == vfps_core::ErrorKind::Unauthenticated => Ok(None),
             Err(e) => Err(e),

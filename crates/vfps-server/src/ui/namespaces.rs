@@ -59,10 +59,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
         Err(to_sign_in) => return to_sign_in,
     };
     let admin = state.auth.is_admin(&principal);
-    let listed = state
-        .service
-        .list_namespaces(super::page_deadline(state))
-        .await;
+    let listed = state.service.list_namespaces(visit.deadline).await;
     visit.page_status(
         status,
         "Namespaces",
@@ -197,7 +194,7 @@ pub async fn create(
 ) -> Response {
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
-        let d = super::page_deadline(&state);
+        let d = visit.deadline;
         state
             .auth
             .check(visit.credential(), Operation::CreateNamespace, None, d)
@@ -261,7 +258,7 @@ pub async fn delete(
                 "type the namespace's name ({name}) to confirm its deletion"
             )));
         }
-        let d = super::page_deadline(&state);
+        let d = visit.deadline;
         let call = state.service.delete_namespace(&name, d);
         state
             .auth

@@ -454,7 +454,7 @@ pub async fn logout(
     // Ended everywhere before the browser forgets it: a copy of the cookie
     // must not sign anyone in afterwards, on any replica.
     let ended = tokio::time::timeout_at(
-        super::page_deadline(&state).into(),
+        visit.deadline.into(),
         state.auth.end_session(&visit.session),
     )
     .await

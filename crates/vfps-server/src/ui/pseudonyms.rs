@@ -36,7 +36,7 @@ pub async fn page(
     Path(name): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let d = super::page_deadline(&state);
+    let d = visit.deadline;
     render(&state, &visit, &name, &q.after, d, StatusCode::OK, html! {}).await
 }
 
@@ -207,7 +207,7 @@ pub async fn create(
     Path(name): Path<String>,
     Form(f): Form<CreateForm>,
 ) -> Response {
-    let d = super::page_deadline(&state);
+    let d = visit.deadline;
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
         state
@@ -257,7 +257,7 @@ pub async fn lookup(
     Path(name): Path<String>,
     Form(f): Form<LookupForm>,
 ) -> Response {
-    let d = super::page_deadline(&state);
+    let d = visit.deadline;
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
         let call = state.service.get_pseudonym(&name, f.pseudonym.trim(), d);
@@ -305,7 +305,7 @@ pub async fn erase(
     Form(f): Form<EraseForm>,
 ) -> Response {
     use crate::service::Erasure;
-    let d = super::page_deadline(&state);
+    let d = visit.deadline;
     let outcome = async {
         visit.check_csrf(&state, &f.csrf)?;
         let how = match f.mode.as_str() {

@@ -866,3 +866,139 @@ async fn a_multi_pseudonym_namespace_makes_one_more_pseudonym_per_create() {
         assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
     }
 }
+
+/// A TCP proxy before PostgreSQL that, once stalled, forwards nothing more in
+/// either direction and holds every connection open (new ones too): a
+/// replica cut off from its database by the network, not refused.
+struct StallProxy {
+    port: u16,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallProxy {
+    async fn start(upstream_port: u16) -> Self {
+        use std::sync::{atomic::AtomicBool, Arc};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let s = stalled.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    Self::hold_while(&s).await;
+                    let Ok(server) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await
+                    else {
+                        return;
+                    };
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::join!(Self::pump(cr, sw, &s), Self::pump(sr, cw, &s));
+                });
+            }
+        });
+        Self { port, stalled }
+    }
+
+    async fn hold_while(stalled: &std::sync::atomic::AtomicBool) {
+        while stalled.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn pump(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        stalled: &std::sync::atomic::AtomicBool,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = from.read(&mut buf).await {
+            Self::hold_while(stalled).await;
+            if n == 0 || to.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    fn stall(&self, on: bool) {
+        self.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A page answers within its one deadline when the database does not answer
+/// (a replica cut off from it): a lookup's form took the deadline twice,
+/// once for the lookup and again for the page's own check of the session,
+/// past a browser's patience (the browser probe's steps timed out at 8 s on
+/// a cut-off replica behind the load balancer). Now the whole request shares
+/// one deadline and answers "try again" by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_answers_try_again_within_its_one_deadline_when_the_database_is_cut_off() {
+    // Three hosts, read-write sessions only, as the platform's `-rw`
+    // service: each unanswered host costs its connect timeout (2 s).
+    let port = vfps_testkit::shared().port();
+    let mut proxies = Vec::new();
+    for _ in 0..3 {
+        proxies.push(StallProxy::start(port).await);
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.port))
+        .collect();
+    let env: Vec<_> = secured_ui_env(Backend::Postgres)
+        .into_iter()
+        .map(|(k, v)| {
+            let v = if k == "ConnectionStrings__PostgreSQL" {
+                v.replace(
+                    &format!("Host=127.0.0.1;Port={port};"),
+                    &format!(
+                        "Host={};Target Session Attributes=read-write;",
+                        hosts.join(",")
+                    ),
+                )
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect();
+    let app = spawn_app_with(env).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin", "vfps-trustee"]);
+    create_research(&mut admin).await;
+    let (status, _, _) = admin.get("/ui/namespaces/research/pseudonyms").await;
+    assert_eq!(status, StatusCode::OK);
+    let csrf = admin.csrf.clone();
+
+    for p in &proxies {
+        p.stall(true);
+    }
+    // The caches' lease runs out: every read goes to the database.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for path in ["lookup", "pseudonyms"] {
+        let field = if path == "lookup" {
+            "pseudonym"
+        } else {
+            "original"
+        };
+        let started = std::time::Instant::now();
+        let (status, page) = admin
+            .post(
+                &format!("/ui/namespaces/research/{path}"),
+                &[("csrf", &csrf), (field, "0123abcd")],
+                None,
+            )
+            .await;
+        let took = started.elapsed();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {page}");
+        assert!(page.contains("Try again"), "{path}: {page}");
+        assert!(
+            took < vfps_server::ui::PAGE_DEADLINE + Duration::from_millis(1500),
+            "{path}: the page took {took:?}, its deadline is {:?}",
+            vfps_server::ui::PAGE_DEADLINE
+        );
+    }
+    for p in &proxies {
+        p.stall(false);
+    }
+}
