@@ -11,14 +11,17 @@
 // shows up as a wrong or absent one, not as a new subject. Right after a
 // failed create the last pseudonym created is looked up: as the API's
 // availability counts its reads, the UI's does too (a database that refuses
-// writes can still answer a lookup).
+// writes can still answer a lookup). While steps fail they come every
+// --recovery-ms (half the period), one a tick (creates and lookups by
+// turns once lookups fail too): a recovery is seen twice as soon, at about
+// the cost per second of the steady state.
 //
 // The browser is Chromium's headless shell (Debian's chromium-headless-shell):
 // the same engine as the desktop chromium without its browser layer, about
 // 30 % less CPU per step (docs/performance.md).
 //
 //   node probe.mjs --base URL --namespace NS --user NAME --seconds N --seed HEX --out FILE
-//                  [--period-ms 3000] [--browser /usr/bin/chromium-headless-shell]
+//                  [--period-ms 3000] [--recovery-ms 1500] [--browser /usr/bin/chromium-headless-shell]
 import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
@@ -31,6 +34,7 @@ const { values: args } = parseArgs({
     seconds: { type: "string" },
     seed: { type: "string", default: "0" },
     "period-ms": { type: "string", default: "3000" },
+    "recovery-ms": { type: "string" },
     browser: { type: "string", default: "/usr/bin/chromium-headless-shell" },
     out: { type: "string" },
   },
@@ -59,6 +63,12 @@ if (!existsSync(args.browser)) {
 const period = Number(args["period-ms"]);
 if (!Number.isFinite(period) || period < 100) {
   console.error(`probe: --period-ms must be at least 100, got ${args["period-ms"]}`);
+  process.exit(2);
+}
+/** The period while steps fail: how soon a recovery is seen. */
+const recovery = Number(args["recovery-ms"] ?? period / 2);
+if (!Number.isFinite(recovery) || recovery < 100 || recovery > period) {
+  console.error(`probe: --recovery-ms must be from 100 to --period-ms, got ${args["recovery-ms"]}`);
   process.exit(2);
 }
 const page_url = `${base}/ui/namespaces/${encodeURIComponent(args.namespace)}/pseudonyms`;
@@ -171,29 +181,40 @@ const lookup = (original, pseudonym) => step("lookup", async () => {
   const r = await submit("pseudonym", pseudonym, "Look up");
   return { ...r, fields: { original, pseudonym, answered: r.text || "" } };
 });
+/** Whether the last step failed: the next comes a recovery period later. */
+let failing = false;
+/** Whether the last lookup worked: a failed create is then followed by a
+ * lookup at once (reads may still work), else by one a step later. */
+let readsOk = true;
+const lookupLast = async () => {
+  readsOk = (await lookup(last.original, last.pseudonym)).ok;
+  failing = !readsOk;
+};
 while (Date.now() < end) {
   const tick = Date.now();
   if (lookupNext && last) {
     lookupNext = false;
-    await lookup(last.original, last.pseudonym);
+    await lookupLast();
   } else {
     const original = pending ?? `ui-${args.seed}-${k++}`;
     const created = await step("create", async () => {
       const r = await submit("original", original, "Create pseudonym");
       return { ...r, fields: { original, pseudonym: r.text || "" } };
     });
+    failing = !created.ok;
     if (created.ok) {
       pending = null;
       last = { original, pseudonym: created.text };
       lookupNext = true;
     } else {
       // Reads count while writes fail, as the API's do: the last pseudonym
-      // is looked up at once, not a period later.
+      // is looked up at once while lookups work, else at the next step.
       pending = original;
-      if (last) await lookup(last.original, last.pseudonym);
+      if (last && readsOk) await lookupLast();
+      else lookupNext = true;
     }
   }
-  const wait = period - (Date.now() - tick);
+  const wait = (failing ? recovery : period) - (Date.now() - tick);
   if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 }
 await browser.close();

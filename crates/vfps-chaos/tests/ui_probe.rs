@@ -214,3 +214,38 @@ async fn the_probe_fails_on_a_broken_page() {
     assert_eq!(validity(&v, Property::UiOutage), Validity::Valid, "{v:?}");
     assert_eq!(validity(&v, Property::UiResults), Validity::Valid, "{v:?}");
 }
+
+/// While steps fail, the probe looks again every half period (one step a
+/// tick): a recovery is seen within 1.5 s of it, not 3 s, at about the
+/// steady state's steps per second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs node, tests/ui's packages and Chromium: scripts/test.sh runs it with --include-ignored"]
+async fn while_steps_fail_the_probe_looks_again_every_half_period() {
+    let down = serve(failing(true).await).await;
+    let p = probe(down);
+    p.check_installed().unwrap();
+    let dir = vfps_testkit::scratch_dir("ui-probe");
+    let end = tokio::time::Instant::now() + Duration::from_secs(22);
+    let steps: Vec<_> = p
+        .during(&dir, end)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.step != ui::Step::SignIn)
+        .collect();
+    let first_failed = steps.iter().position(|s| !s.ok).unwrap();
+    let failing = &steps[first_failed..];
+    assert!(failing.iter().all(|s| !s.ok), "{steps:#?}");
+    assert!(failing.len() >= 5, "{steps:#?}");
+    let gaps: Vec<f64> = failing.windows(2).map(|w| w[1].t - w[0].t).collect();
+    // A create fails, the lookup right after it fails too; from then on
+    // one step every 1.5 s, creates and lookups by turns.
+    for g in &gaps[1..] {
+        assert!((1.3..2.0).contains(g), "gaps {gaps:?}");
+    }
+    let kinds: Vec<_> = failing[1..].iter().map(|s| s.step).collect();
+    assert!(
+        kinds.windows(2).all(|w| w[0] != w[1]),
+        "creates and lookups by turns: {kinds:?}"
+    );
+}

@@ -2,7 +2,7 @@
 //! browser behind the load balancer creates a pseudonym and, a step later,
 //! looks it up through the UI's pages, one step every 3 s (when a create
 //! fails, it looks up the last one created at once: the UI's reads count
-//! for its availability, as the API's do).
+//! for its availability, as the API's do; while steps fail, one every 1.5 s).
 //!
 //! - P1 applies to the UI as to the API: from the start of a step that failed
 //!   to the start of the next step that succeeded, the user could not use the
@@ -24,9 +24,9 @@ use super::{Budgets, Property, Validity, Verdict};
 
 /// How late the probe can see a recovery: a step takes at most its timeout
 /// (`STEP_TIMEOUT_MS` in tests/ui/probe.mjs, 8 s: just over the pages' own
-/// 5 s deadline), and the next one begins at the next tick, one period
-/// (`--period-ms`, 3 s: what keeps the probe's Chromium near 4 % of a
-/// 2-core machine under a chaos run's load) later.
+/// 5 s deadline), and the next one begins at the next tick, at most one
+/// period (`--period-ms`, 3 s: what keeps the probe's Chromium near 3 % of a
+/// 2-core machine under a chaos run's load; 1.5 s after a failed step) later.
 pub const PROBE_RESOLUTION_SECONDS: f64 = 11.0;
 
 /// What the probe does in a step.
