@@ -26,13 +26,10 @@ use vfps_chaos::{
     report::markers::LOAD_START_PREFIX,
     scenario::drill::DrillPlan,
 };
-use vfps_server::{
-    config::Flags,
-    restore_cli::{run, RestoreAction},
-    startup,
-};
-use vfps_store::postgres::{npgsql, PgStore};
+use vfps_server::restore_cli::{run, RestoreAction};
 use vfps_testkit::{scratch_dir, PgCluster};
+
+mod common;
 
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
@@ -89,24 +86,8 @@ async fn printed(stdout: &Mutex<String>, marker: &str, output: &dyn Fn() -> Stri
 async fn drill(name: &str, lose: usize) -> Drilled {
     let pg = PgCluster::start().unwrap();
     let db = pg.create_database().unwrap();
-    let running = startup::spawn(
-        vec![
-            (
-                "ConnectionStrings__PostgreSQL".into(),
-                db.connection_string.clone(),
-            ),
-            ("ForceRunDatabaseMigrations".into(), "true".into()),
-        ],
-        Flags::default(),
-    )
-    .await
-    .unwrap();
-    let store = PgStore::new(
-        &npgsql::parse(&db.connection_string, None, None)
-            .unwrap()
-            .options,
-    )
-    .unwrap();
+    let running = common::vfps_on(&db.connection_string).await;
+    let store = common::store_of(&db.connection_string);
     let out_dir = scratch_dir(name);
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vfps-chaos"))
         .arg("drill-client")

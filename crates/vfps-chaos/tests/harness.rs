@@ -18,6 +18,9 @@ use vfps_chaos::{
 };
 use vfps_client::{Client, Endpoints, RetryPolicy};
 use vfps_server::{config::Flags, startup};
+
+mod common;
+use common::vfps_on_postgres;
 use vfps_testkit::fake_vfps::{self as fake, Behaviour};
 
 fn out_dir(name: &str) -> PathBuf {
@@ -57,21 +60,6 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             ledger_capacity: 0,
         },
     }
-}
-
-/// A vfps on PostgreSQL; returns the running server and the database name.
-async fn vfps_on_postgres() -> (startup::Running, String) {
-    let db = vfps_testkit::shared().create_database().unwrap();
-    let running = startup::spawn(
-        vec![
-            ("ConnectionStrings__PostgreSQL".into(), db.connection_string),
-            ("ForceRunDatabaseMigrations".into(), "true".into()),
-        ],
-        Flags::default(),
-    )
-    .await
-    .unwrap();
-    (running, db.name)
 }
 
 fn verdict(summary: &vfps_chaos::report::Summary, property: Property) -> Validity {

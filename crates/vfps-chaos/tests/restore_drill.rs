@@ -30,12 +30,12 @@ use vfps_proto::v1::{
     PseudonymServiceCreateRequest,
 };
 use vfps_server::{
-    config::Flags,
     restore_cli::{run, RestoreAction},
     startup,
 };
-use vfps_store::postgres::{npgsql, PgStore};
 use vfps_testkit::{free_port, garage::Garage, scratch_dir, PgCluster};
+
+mod common;
 
 const NAMESPACE: &str = "drill";
 
@@ -84,15 +84,7 @@ impl Clock {
 }
 
 async fn vfps(connection_string: String) -> (startup::Running, PseudonymServiceClient<Channel>) {
-    let running = startup::spawn(
-        vec![
-            ("ConnectionStrings__PostgreSQL".into(), connection_string),
-            ("ForceRunDatabaseMigrations".into(), "true".into()),
-        ],
-        Flags::default(),
-    )
-    .await
-    .unwrap();
+    let running = common::vfps_on(&connection_string).await;
     let channel = Channel::from_shared(format!("http://{}", running.grpc_addr))
         .unwrap()
         .connect_lazy();
@@ -204,7 +196,7 @@ async fn restore_and_judge(to: RestoreTo, lost: &Lost<'_>) -> (Validity, String)
         "Host=127.0.0.1;Port={};Database={database};Username={database};Password=pw;Timeout=2;Command Timeout=10",
         instance.port
     );
-    let store = PgStore::new(&npgsql::parse(&conn, None, None).unwrap().options).unwrap();
+    let store = common::store_of(&conn);
     run(
         &store,
         RestoreAction::Hold {

@@ -18,6 +18,9 @@ use vfps_chaos::{
 };
 use vfps_server::{config::Flags, startup};
 
+mod common;
+use common::vfps_on_postgres;
+
 fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConfig {
     LoadConfig {
         service: Service {
@@ -51,21 +54,6 @@ fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConf
             ledger_capacity: 0,
         },
     }
-}
-
-/// A vfps on PostgreSQL; the server and its database's name.
-async fn vfps_on_postgres() -> (startup::Running, String) {
-    let db = vfps_testkit::shared().create_database().unwrap();
-    let running = startup::spawn(
-        vec![
-            ("ConnectionStrings__PostgreSQL".into(), db.connection_string),
-            ("ForceRunDatabaseMigrations".into(), "true".into()),
-        ],
-        Flags::default(),
-    )
-    .await
-    .unwrap();
-    (running, db.name)
 }
 
 fn verdict(summary: &Summary, property: Property) -> Validity {
