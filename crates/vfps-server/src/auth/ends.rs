@@ -62,8 +62,8 @@ impl EndedSessions {
     /// Whether `session` was ended: by its own sign-out (whenever: no
     /// replica's clock is asked), or by an end of its user's sessions after
     /// it began (by the clocks of the replica that began it and the one that
-    /// ended them).
-    pub async fn ended(&self, session: &Session) -> Result<bool, Error> {
+    /// ended them). A read the database failed is retried until `deadline`.
+    pub async fn ended(&self, session: &Session, deadline: Instant) -> Result<bool, Error> {
         let own = session_key(session);
         let mut keys = vec![own];
         if let Some(subject) = &session.subject {
@@ -83,7 +83,10 @@ impl EndedSessions {
         }
         if !unknown.is_empty() {
             let read_at = Instant::now();
-            let found = self.store.sessions_ended(&unknown).await?;
+            let found = super::retry_transient(deadline, "session ends", || {
+                self.store.sessions_ended(&unknown)
+            })
+            .await?;
             for key in unknown {
                 let end = found.iter().find(|(k, _)| *k == key).map(|(_, at)| *at);
                 self.known.insert(key, end, read_at);

@@ -16,7 +16,10 @@
 //! cached for `VFPS_TOKEN_CACHE_DURATION`, which is thereby the bound on how
 //! long a revoked database token keeps working on a replica.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use vfps_core::{access::Permission, Error};
 use vfps_store::Store;
@@ -287,7 +290,7 @@ impl Auth {
             // Opened here, not cached: it costs microseconds.
             let session = self.sessions.open_session(sealed).ok_or_else(ended)?;
             let principal = session.principal().ok_or_else(ended)?;
-            let signed_out = tokio::time::timeout_at(deadline.into(), enabled.ends.ended(&session))
+            let signed_out = tokio::time::timeout_at(deadline.into(), enabled.ends.ended(&session, deadline))
                 .await
                 .unwrap_or_else(|_| {
                     Err(Error::unavailable(
@@ -299,13 +302,16 @@ impl Auth {
             }
             return Ok(Arc::new(principal));
         }
-        tokio::time::timeout_at(deadline.into(), enabled.authenticate(authorization))
-            .await
-            .unwrap_or_else(|_| {
-                Err(Error::unavailable(
-                    "the credentials could not be verified within the call's deadline",
-                ))
-            })
+        tokio::time::timeout_at(
+            deadline.into(),
+            enabled.authenticate(authorization, deadline),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::unavailable(
+                "the credentials could not be verified within the call's deadline",
+            ))
+        })
     }
 
     /// `PERMISSION_DENIED` unless `principal` may do `operation` in `namespace`.
@@ -442,8 +448,38 @@ impl Auth {
     }
 }
 
+/// `op` again while it fails transiently (the database away, a failover),
+/// with capped exponential backoff, until `deadline`: the checks a call
+/// makes of the database are held through a failover as its own store calls
+/// are, rather than failing it at once.
+async fn retry_transient<T, F, Fut>(
+    deadline: Instant,
+    what: &'static str,
+    mut op: F,
+) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut backoff = Duration::from_millis(25);
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() && Instant::now() + backoff < deadline => {
+                tracing::debug!(what, error = %e, "transient database error, retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Enabled {
-    async fn authenticate(&self, authorization: AuthHeader<'_>) -> Result<Arc<Principal>, Error> {
+    async fn authenticate(
+        &self,
+        authorization: AuthHeader<'_>,
+        deadline: Instant,
+    ) -> Result<Arc<Principal>, Error> {
         let credential = bearer(authorization)?;
         let key: [u8; 32] = vfps_core::access::TokenHash::of(credential).0;
         let now = std::time::SystemTime::now();
@@ -454,7 +490,7 @@ impl Enabled {
         }
         let read_at = Instant::now();
         let principal = if let Some(kind) = vfps_core::access::database_token_kind(credential) {
-            self.tokens.verify(credential, kind).await?
+            self.tokens.verify(credential, kind, deadline).await?
         } else if let Some(oidc) = &self.oidc {
             oidc.verify(credential).await?
         } else {

@@ -2,7 +2,10 @@
 //! credential. Unknown, revoked and expired tokens are refused alike, so the
 //! answer says nothing about which tokens exist.
 
-use std::{sync::Arc, time::SystemTime};
+use std::{
+    sync::Arc,
+    time::{Instant, SystemTime},
+};
 
 use vfps_core::{
     access::{TokenHash, TokenKind},
@@ -21,8 +24,18 @@ impl Verifier {
         Self { store }
     }
 
-    pub async fn verify(&self, credential: &str, kind: TokenKind) -> Result<Principal, Error> {
-        let found = self.store.find_token(&TokenHash::of(credential)).await?;
+    /// The token's principal; the database's transient failures retried
+    /// until `deadline`.
+    pub async fn verify(
+        &self,
+        credential: &str,
+        kind: TokenKind,
+        deadline: Instant,
+    ) -> Result<Principal, Error> {
+        let hash = TokenHash::of(credential);
+        let found =
+            super::retry_transient(deadline, "access token", || self.store.find_token(&hash))
+                .await?;
         let now = SystemTime::now();
         match found {
             Some(t) if t.kind == kind && t.usable(now) => Ok(Principal {

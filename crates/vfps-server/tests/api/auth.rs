@@ -726,3 +726,69 @@ crate::on_both_backends!(
     a_failing_identity_provider_is_not_hammered,
     reflection_can_be_switched_off,
 );
+
+/// An access token of the database used for the first time while the
+/// database restarts is held inside the call's deadline, as the call's own
+/// store operations are: its lookup is retried, not answered `UNAVAILABLE`
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_token_checked_while_the_database_restarts_is_held_inside_the_deadline() {
+    let issuer = OidcIssuer::start().await;
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env: Vec<_> = secured_env(Backend::Sqlite, &issuer)
+        .into_iter()
+        .filter(|(k, _)| k != "VFPS_SQLITE_PATH")
+        .chain([
+            (
+                "ConnectionStrings__PostgreSQL".to_owned(),
+                db.connection_string.clone(),
+            ),
+            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ])
+        .collect();
+    let app = spawn_app_with(env).await;
+    let admin = issuer.token("root", &["admin", "writer"]);
+    assert_eq!(
+        grpc_create_namespace(&app, Some(&admin), "research").await,
+        Code::Ok
+    );
+    let (status, created) = rest(
+        &app,
+        reqwest::Method::POST,
+        "/v1/tokens",
+        Some(&admin),
+        Some(json!({"kind": "service-account", "name": "loader", "grants": ["research=write"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+
+    cluster.stop_server().unwrap();
+    let call = {
+        let app_pseudonyms = app.pseudonyms.clone();
+        tokio::spawn(async move {
+            app_pseudonyms
+                .clone()
+                .create(authed(
+                    PseudonymServiceCreateRequest {
+                        namespace: "research".into(),
+                        original_value: "held".into(),
+                    },
+                    Some(&secret),
+                ))
+                .await
+                .map(|_| ())
+                .map_err(|s| (s.code(), s.message().to_owned()))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !call.is_finished(),
+        "the token's check must wait for the database, not fail the call: {:?}",
+        call.await
+    );
+    cluster.start_server().unwrap();
+    let result = call.await.unwrap();
+    assert!(result.is_ok(), "{result:?}");
+}

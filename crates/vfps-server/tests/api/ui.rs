@@ -1002,3 +1002,56 @@ async fn a_page_answers_try_again_within_its_one_deadline_when_the_database_is_c
         p.stall(false);
     }
 }
+
+/// A page is held inside its deadline while the database restarts, as an
+/// API call is: the session's check is retried like the page's other calls.
+/// It answered "try again" at once ("connection refused") while the
+/// database was away, so every failover cost the UI its whole length even
+/// where the API's calls rode it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_held_inside_the_pages_deadline_while_the_database_restarts() {
+    let cluster = vfps_testkit::PgCluster::start().unwrap();
+    let db = cluster.create_database().unwrap();
+    let env: Vec<_> = secured_ui_env(Backend::Sqlite)
+        .into_iter()
+        .filter(|(k, _)| k != "VFPS_SQLITE_PATH")
+        .chain([
+            (
+                "ConnectionStrings__PostgreSQL".to_owned(),
+                db.connection_string.clone(),
+            ),
+            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ])
+        .collect();
+    let app = spawn_app_with(env).await;
+    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin", "vfps-trustee"]);
+    create_research(&mut admin).await;
+    let (status, _, _) = admin.get("/ui/namespaces/research/pseudonyms").await;
+    assert_eq!(status, StatusCode::OK);
+    let csrf = admin.csrf.clone();
+
+    cluster.stop_server().unwrap();
+    // The caches' lease runs out: the session's check goes to the database.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut browser = Browser::new(&app);
+    browser.session = admin.session.clone();
+    let submitted = tokio::spawn(async move {
+        browser
+            .post(
+                "/ui/namespaces/research/pseudonyms",
+                &[("csrf", &csrf), ("original", "held")],
+                None,
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !submitted.is_finished(),
+        "the page must wait for the database, not answer at once: {:?}",
+        submitted.await
+    );
+    cluster.start_server().unwrap();
+    let (status, page) = submitted.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(!result_of(&page).is_empty(), "{page}");
+}
