@@ -11,7 +11,9 @@
 //! `patronictl`, a PostgreSQL backend, a Chromium renderer), with the part of
 //! the parent that reaped them ([`tracker`]). A process seen and then killed
 //! keeps its own part: a Patroni the harness killed and reaped is Patroni's
-//! time, not the harness's. Approximate by design (the last second of a
+//! time, not the harness's; a seen child reaped by a parent that ended before
+//! the next sample is taken out of its grandparent's reaped time as well
+//! (the parent's final total carried it up). Approximate by design (the last second of a
 //! process that died goes to its reaper), and the end sample is taken before
 //! the browser probe exits.
 //!
