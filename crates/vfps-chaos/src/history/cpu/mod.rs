@@ -13,9 +13,9 @@
 //! keeps its own part: a Patroni the harness killed and reaped is Patroni's
 //! time, not the harness's; a seen child reaped by a parent that ended before
 //! the next sample is taken out of its grandparent's reaped time as well
-//! (the parent's final total carried it up). Approximate by design (the last second of a
-//! process that died goes to its reaper), and the end sample is taken before
-//! the browser probe exits.
+//! (the parent's final total carried it up). Approximate by design (the last
+//! second of a process that died goes to its reaper), and the end sample is
+//! taken before the browser probe exits.
 //!
 //! # Layout
 //! - this file: [`Part`], [`CpuCost`], [`over_window`].
