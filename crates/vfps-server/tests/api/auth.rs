@@ -736,17 +736,8 @@ async fn a_database_token_checked_while_the_database_restarts_is_held_inside_the
     let issuer = OidcIssuer::start().await;
     let cluster = vfps_testkit::PgCluster::start().unwrap();
     let db = cluster.create_database().unwrap();
-    let env: Vec<_> = secured_env(Backend::Sqlite, &issuer)
-        .into_iter()
-        .filter(|(k, _)| k != "VFPS_SQLITE_PATH")
-        .chain([
-            (
-                "ConnectionStrings__PostgreSQL".to_owned(),
-                db.connection_string.clone(),
-            ),
-            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
-        ])
-        .collect();
+    let env =
+        crate::helpers::on_postgres(secured_env(Backend::Sqlite, &issuer), &db.connection_string);
     let app = spawn_app_with(env).await;
     let admin = issuer.token("root", &["admin", "writer"]);
     assert_eq!(

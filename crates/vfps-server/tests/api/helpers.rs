@@ -62,6 +62,20 @@ pub fn backend_env(backend: Backend) -> (Vec<(String, String)>, Option<String>) 
     (env, database)
 }
 
+/// `env` (made for SQLite) on the PostgreSQL database at `connection_string`.
+pub fn on_postgres(env: Vec<(String, String)>, connection_string: &str) -> Vec<(String, String)> {
+    env.into_iter()
+        .filter(|(k, _)| k != "VFPS_SQLITE_PATH")
+        .chain([
+            (
+                "ConnectionStrings__PostgreSQL".to_owned(),
+                connection_string.to_owned(),
+            ),
+            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ])
+        .collect()
+}
+
 pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend_env(backend).0).await
 }

@@ -508,6 +508,17 @@ async fn create_research(admin: &mut Browser) {
     assert_eq!(status, StatusCode::OK, "{page}");
 }
 
+/// A signed-in admin and trustee of `research` (made through the UI), on
+/// its pseudonyms page; its CSRF token.
+async fn trustee_on_research(app: &TestApp) -> (Browser, String) {
+    let mut admin = Browser::signed_in(app, KEY, "ada", &["vfps-admin", "vfps-trustee"]);
+    create_research(&mut admin).await;
+    let (status, _, _) = admin.get("/ui/namespaces/research/pseudonyms").await;
+    assert_eq!(status, StatusCode::OK);
+    let csrf = admin.csrf.clone();
+    (admin, csrf)
+}
+
 /// The access-tokens page refuses what the API refuses (a grant beyond the
 /// signed-in admin's own rights, naming it), and the lookup form reveals
 /// nothing to an admin without the namespace's reverse-lookup role.
@@ -964,11 +975,7 @@ async fn a_page_answers_try_again_within_its_one_deadline_when_the_database_is_c
         })
         .collect();
     let app = spawn_app_with(env).await;
-    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin", "vfps-trustee"]);
-    create_research(&mut admin).await;
-    let (status, _, _) = admin.get("/ui/namespaces/research/pseudonyms").await;
-    assert_eq!(status, StatusCode::OK);
-    let csrf = admin.csrf.clone();
+    let (mut admin, csrf) = trustee_on_research(&app).await;
 
     for p in &proxies {
         p.stall(true);
@@ -1012,23 +1019,9 @@ async fn a_page_answers_try_again_within_its_one_deadline_when_the_database_is_c
 async fn a_form_is_held_inside_the_pages_deadline_while_the_database_restarts() {
     let cluster = vfps_testkit::PgCluster::start().unwrap();
     let db = cluster.create_database().unwrap();
-    let env: Vec<_> = secured_ui_env(Backend::Sqlite)
-        .into_iter()
-        .filter(|(k, _)| k != "VFPS_SQLITE_PATH")
-        .chain([
-            (
-                "ConnectionStrings__PostgreSQL".to_owned(),
-                db.connection_string.clone(),
-            ),
-            ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
-        ])
-        .collect();
+    let env = crate::helpers::on_postgres(secured_ui_env(Backend::Sqlite), &db.connection_string);
     let app = spawn_app_with(env).await;
-    let mut admin = Browser::signed_in(&app, KEY, "ada", &["vfps-admin", "vfps-trustee"]);
-    create_research(&mut admin).await;
-    let (status, _, _) = admin.get("/ui/namespaces/research/pseudonyms").await;
-    assert_eq!(status, StatusCode::OK);
-    let csrf = admin.csrf.clone();
+    let (admin, csrf) = trustee_on_research(&app).await;
 
     cluster.stop_server().unwrap();
     // The caches' lease runs out: the session's check goes to the database.
