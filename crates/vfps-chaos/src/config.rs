@@ -138,7 +138,7 @@ pub struct Workload {
     #[arg(long, env = "RESILIENCE_UI_USER", default_value = "admin")]
     pub ui_user: String,
     /// The folder of the browser probe's script and packages.
-    #[arg(long, env = "RESILIENCE_UI_TESTS_DIR", default_value = "tests/ui")]
+    #[arg(long, env = "RESILIENCE_UI_TESTS_DIR", default_value_os_t = crate::checkout::default(crate::checkout::UI_TESTS))]
     pub ui_tests_dir: std::path::PathBuf,
 }
 
@@ -224,11 +224,18 @@ pub struct Verification {
     pub verify_concurrency: u32,
 }
 
+/// The run directory unless one is named: `vfps-chaos-run` in the system's
+/// temporary folder, the same for every step of a run.
+pub fn default_output_dir() -> PathBuf {
+    std::env::temp_dir().join("vfps-chaos-run")
+}
+
 /// Where the run's evidence goes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Output {
-    /// Where the run directory is written.
-    #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value = "resilience-run")]
+    /// Where the run directory is written (by default outside the current
+    /// directory, which is written only when asked).
+    #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value_os_t = default_output_dir())]
     pub output_dir: PathBuf,
     /// 0 keeps every pair in the ledger; N keeps a uniform reservoir of N.
     #[arg(long, env = "RESILIENCE_LEDGER_CAPACITY", default_value_t = 0)]

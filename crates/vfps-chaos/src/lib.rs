@@ -30,10 +30,13 @@
 //! - [`history`]: the ledger and the per-second timeline.
 //! - [`operation`], [`target`]: the kinds of call, and which platform a run
 //!   targets.
+//! - [`checkout`]: the checkout's folders the harness reads (`tests/ui`, the
+//!   Kubernetes assets, the chart), found wherever it is run from.
 
 pub mod backup;
 pub mod capacity;
 pub mod checker;
+pub mod checkout;
 pub mod config;
 pub mod drill;
 pub mod driver;

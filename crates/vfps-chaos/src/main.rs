@@ -113,7 +113,7 @@ enum Step<P: Args> {
         #[command(flatten)]
         platform: P,
         /// Where the topology's state is written if `up` fails.
-        #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value = "resilience-run")]
+        #[arg(long, env = "RESILIENCE_OUTPUT_DIR", default_value_os_t = vfps_chaos::config::default_output_dir())]
         output_dir: PathBuf,
     },
     /// Run the scenarios under one continuous load window, then verify.

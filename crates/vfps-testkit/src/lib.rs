@@ -68,11 +68,15 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// A command that runs as the server's owner.
+/// A command that runs as the server's owner, in a working directory it can
+/// enter: the caller's may be one `postgres` cannot (a checkout under
+/// `/root`), and PostgreSQL's tools then fail naming no path.
 fn as_owner(program: &Path) -> Command {
     if is_root() {
         let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
+        c.args(["-u", "postgres", "--"])
+            .arg(program)
+            .current_dir("/");
         c
     } else {
         Command::new(program)
@@ -259,6 +263,8 @@ impl PgCluster {
         );
         Command::new("sh")
             .args(["-c", &script])
+            // Its `runuser` child inherits it (see `as_owner`).
+            .current_dir("/")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -150,9 +150,9 @@ impl Instance {
         let bin = self.bindir.join(tool).display().to_string();
         match &self.run_as {
             Some(user) => {
-                let mut all = vec!["-u", user.as_str(), "--", bin.as_str()];
-                all.extend_from_slice(args);
-                run("runuser", &all).await
+                let mut c = crate::platform::run_as::command(user, Path::new("/"), &bin);
+                c.args(args);
+                run_command(c, &format!("{tool} {}", args.join(" "))).await
             }
             None => run(&bin, args).await,
         }
@@ -179,17 +179,23 @@ impl Instance {
 }
 
 async fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = tokio::process::Command::new(program)
-        .args(args)
+    let mut c = tokio::process::Command::new(program);
+    c.args(args);
+    run_command(c, &format!("{program} {}", args.join(" "))).await
+}
+
+/// Runs `c` to its end (killed if the future is dropped); its stdout, or a
+/// failure naming `what` with everything it printed.
+async fn run_command(mut c: tokio::process::Command, what: &str) -> anyhow::Result<String> {
+    let out = c
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
-        .with_context(|| format!("cannot run {program}"))?;
+        .with_context(|| format!("cannot run {what}"))?;
     if !out.status.success() {
         bail!(
-            "{program} {} failed ({}): {}{}",
-            args.join(" "),
+            "{what} failed ({}): {}{}",
             out.status,
             String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()

@@ -7,6 +7,8 @@
 //! - [`kind`]: Kubernetes — kind, CloudNativePG, Chaos Mesh, the Helm chart; driven
 //!   through `kubectl`, `kind` and `helm`.
 //! - [`access`]: the run's access tokens (authorization is on everywhere).
+//! - [`run_as`]: processes run as another user, in a working directory of
+//!   their own, and the paths they need checked first.
 //! - [`net`]: commands, signals, a minimal HTTP GET and waiting, without blocking
 //!   the generator that shares the runtime.
 
@@ -14,3 +16,4 @@ pub mod access;
 pub mod kind;
 pub mod local;
 pub mod net;
+pub mod run_as;

@@ -43,10 +43,10 @@ pub struct KindArgs {
     #[arg(long, env = "STRESS_TEST_TAG")]
     pub stress_test_tag: Option<String>,
     /// The Kubernetes chaos assets (kind-config, cnpg-cluster, values, Job, chaos/).
-    #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value = "tests/chaos/ha")]
+    #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value_os_t = crate::checkout::default(crate::checkout::KIND_ASSETS))]
     pub assets: PathBuf,
     /// The Helm chart of vfps.
-    #[arg(long, env = "VFPS_CHART", default_value = "charts/vfps")]
+    #[arg(long, env = "VFPS_CHART", default_value_os_t = crate::checkout::default(crate::checkout::CHART))]
     pub chart: PathBuf,
 }
 

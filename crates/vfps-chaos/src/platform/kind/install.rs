@@ -53,6 +53,8 @@ pub async fn up<R: Runner>(
     if let Some(problem) = limits.and_then(|(i, w)| inotify_problem(i, w)) {
         bail!(problem);
     }
+    crate::checkout::require(&args.assets, crate::checkout::KIND_ASSETS)?;
+    crate::checkout::require(&args.chart, crate::checkout::CHART)?;
     let started = std::time::Instant::now();
     let step = |what: &str| eprintln!("up: {what} ({:.0} s)", started.elapsed().as_secs_f64());
     let versions = Versions::parse(&kube.asset("versions.env")?)?;

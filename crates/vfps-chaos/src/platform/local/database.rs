@@ -14,7 +14,7 @@ use super::{
     connection_string, db_ip,
     faults::zone_of,
     network::{pid_file, read_pid, write_pid},
-    DatabaseProfile, Local, APP_PASSWORD, AS_POSTGRES, ETCD, ZONES,
+    DatabaseProfile, Local, APP_PASSWORD, ETCD, POSTGRES, ZONES,
 };
 use crate::platform::net::{alive, cmd, http_get, signal, stop_process, stopped, wait_for};
 
@@ -374,24 +374,23 @@ impl Local {
     }
 
     async fn psql(&self, socket: &str, sql: &str) -> anyhow::Result<String> {
-        let bin = pg_bindir().join("psql").display().to_string();
-        let mut args = AS_POSTGRES[1..].to_vec();
-        args.extend([
-            bin.as_str(),
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-h",
-            socket,
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-c",
-            sql,
-        ]);
-        cmd(AS_POSTGRES[0], &args).await
+        let out = self
+            .as_postgres(pg_bindir().join("psql"))
+            .args([
+                "-X", "-q", "-A", "-t", "-h", socket, "-U", "postgres", "-d", "postgres", "-c", sql,
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .context("cannot run psql")?;
+        if !out.status.success() {
+            bail!(
+                "psql failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Starts a database pod's Patroni (which starts PostgreSQL).
@@ -402,20 +401,22 @@ impl Local {
             .append(true)
             .open(dir.join("patroni.log"))?;
         // `ip netns exec` and `setpriv` exec, so the PID is Patroni's own.
-        let child = tokio::process::Command::new("ip")
-            .args(["netns", "exec", &format!("vfps-db-{zone}")])
-            .args(AS_POSTGRES)
-            .arg(patroni_tool("python3"))
-            .arg(patroni_launcher(&self.opts.base))
-            .arg(dir.join("patroni.yml"))
-            // Python's logging writes local time without a zone: UTC, so the
-            // failover breakdown can read it beside PostgreSQL's.
-            .env("TZ", "UTC")
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("cannot start patroni (run scripts/install-deps.sh)")?;
+        let child = super::super::run_as::command_in_netns(
+            &format!("vfps-db-{zone}"),
+            POSTGRES,
+            &dir,
+            patroni_tool("python3"),
+        )
+        .arg(patroni_launcher(&self.opts.base))
+        .arg(dir.join("patroni.yml"))
+        // Python's logging writes local time without a zone: UTC, so the
+        // failover breakdown can read it beside PostgreSQL's.
+        .env("TZ", "UTC")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start patroni (run scripts/install-deps.sh)")?;
         write_pid(&format!("patroni-{zone}"), child.id().unwrap_or_default())?;
         // The child is reaped by a task; it is stopped by PID.
         tokio::spawn(async move {

@@ -19,11 +19,14 @@ use crate::{
 /// and the run's jobs do not fill the database.
 const DEFAULT_JOB_ROWS: u64 = 50_000;
 
+/// Where the topology's state lives unless `--base` says otherwise.
+pub const DEFAULT_BASE: &str = "/tmp/vfps-chaos-local";
+
 /// Settings of a local run beyond the load's.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LocalArgs {
     /// Where the topology's state lives (recreated by `up`, removed by `down`).
-    #[arg(long, env = "VFPS_CHAOS_BASE", default_value = "/tmp/vfps-chaos-local")]
+    #[arg(long, env = "VFPS_CHAOS_BASE", default_value = DEFAULT_BASE)]
     pub base: PathBuf,
     /// The vfps binary (default: next to this one).
     #[arg(long, env = "VFPS_BIN")]
@@ -43,7 +46,7 @@ pub struct LocalArgs {
     pub ui: bool,
     /// The browser tests' folder (the provider's and the probe's scripts,
     /// their installed packages); the load's probe runs from it too.
-    #[arg(long, env = "VFPS_CHAOS_UI_DIR", default_value = "tests/ui")]
+    #[arg(long, env = "VFPS_CHAOS_UI_DIR", default_value_os_t = crate::checkout::default(crate::checkout::UI_TESTS))]
     pub ui_dir: PathBuf,
     /// Archive the database's WAL to the object store's backup bucket and
     /// take a base backup at `up` (docs/backup.md).
@@ -174,6 +177,7 @@ impl Driver for LocalDriver {
         .await?;
         let steady = started.elapsed().as_secs_f64();
         eprintln!("steady state after {steady:.1} s");
+        print!("{}", super::summary::summary(&self.options));
         let file = self.steady_state_file();
         std::fs::write(&file, format!("{steady:.1}\n"))
             .with_context(|| format!("cannot write {}", file.display()))

@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context};
 
-use super::{database::pg_bindir, Local, AS_POSTGRES, ZONES};
+use super::{database::pg_bindir, Local, ZONES};
 use crate::history::erasures::{DatabaseRows, ErasureHistory};
 
 /// Whether `s` can stand in an SQL literal as it is (pseudonyms are base64url
@@ -88,9 +88,9 @@ impl Local {
     /// Rows from the application's database on one instance, bounded in time.
     async fn query_vfps(&self, zone: &str, sql: &str) -> anyhow::Result<String> {
         let socket = self.opts.base.join(format!("db-{zone}"));
-        let out = tokio::process::Command::new(AS_POSTGRES[0])
-            .args(&AS_POSTGRES[1..])
-            .args(["timeout", "20"])
+        let out = self
+            .as_postgres("timeout")
+            .arg("20")
             .arg(pg_bindir().join("psql"))
             .args(["-X", "-q", "-A", "-t", "-h"])
             .arg(socket)

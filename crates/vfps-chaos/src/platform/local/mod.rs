@@ -22,6 +22,7 @@
 //! - [`probe`]: behavioural proofs — TCP connects from inside a pod, WAL positions.
 //! - [`evidence`]: the HA manager's view and every log, into the run directory.
 //! - [`driver`]: `vfps-chaos local …`, the driver steps.
+//! - [`summary`]: what `up` made and how to reach it, on stdout.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -42,6 +43,7 @@ pub mod network;
 pub mod objects;
 pub mod probe;
 pub mod replicas;
+pub mod summary;
 
 pub use network::down;
 
@@ -50,16 +52,8 @@ pub(crate) const BRIDGE: &str = "vfpsbr0";
 pub(crate) const CONTROL_PLANE: &str = "10.213.0.1";
 pub(crate) const ETCD: &str = "10.213.0.1:2379";
 pub(crate) const APP_PASSWORD: &str = "vfps-local-password";
-/// Runs the rest of a command line as `postgres` (PostgreSQL refuses root); it
-/// execs, so the process keeps its PID.
-pub(crate) const AS_POSTGRES: [&str; 6] = [
-    "setpriv",
-    "--reuid",
-    "postgres",
-    "--regid",
-    "postgres",
-    "--init-groups",
-];
+/// The user PostgreSQL and Patroni run as (PostgreSQL refuses root).
+pub(crate) const POSTGRES: &str = "postgres";
 
 pub fn db_ip(zone: &str) -> String {
     format!("10.213.0.1{}", zone_index(zone) + 1)
@@ -160,7 +154,57 @@ pub fn require_root() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Every path the `postgres` user must use, checked as `postgres` before
+/// anything is made: the base directory (handed to it by `up`), Patroni's
+/// installation and PostgreSQL's binaries.
+async fn postgres_can_reach(opts: &Options) -> anyhow::Result<()> {
+    use super::run_as::{check, Access, Need};
+    let patroni = database::patroni_tool("python3");
+    let venv = patroni
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(|d| d.join("pyvenv.cfg"))
+        .unwrap_or_default();
+    check(
+        POSTGRES,
+        &[
+            Need {
+                path: opts.base.clone(),
+                access: Access::Reach,
+                elsewhere: "set --base (VFPS_CHAOS_BASE) to a folder postgres can reach",
+            },
+            Need {
+                path: patroni,
+                access: Access::Execute,
+                elsewhere: "install Patroni where postgres can reach it \
+                            (VFPS_PATRONI_DIR=<folder> scripts/install-deps.sh)",
+            },
+            Need {
+                path: venv,
+                access: Access::Read,
+                elsewhere: "install Patroni where postgres can reach it \
+                            (VFPS_PATRONI_DIR=<folder> scripts/install-deps.sh)",
+            },
+            Need {
+                path: database::pg_bindir().join("postgres"),
+                access: Access::Execute,
+                elsewhere: "reinstall PostgreSQL (apt-get install --reinstall postgresql-15)",
+            },
+        ],
+    )
+    .await
+}
+
 impl Local {
+    /// `program` as `postgres`, in the base directory (which `up` hands to
+    /// `postgres`), never in the caller's: [`super::run_as`].
+    pub(crate) fn as_postgres(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+    ) -> tokio::process::Command {
+        super::run_as::command(POSTGRES, &self.opts.base, program)
+    }
+
     /// Builds the topology to steady state: 3 database members (a leader, a
     /// synchronous standby, a replica, all running), 3 object store nodes
     /// and 3 ready replicas. A
@@ -168,6 +212,10 @@ impl Local {
     /// for the evidence and for `down`.
     pub async fn up(opts: Options, events: &dyn Fn(&str)) -> anyhow::Result<Local> {
         require_root()?;
+        if opts.ui {
+            crate::checkout::require(&opts.ui_tests_dir, crate::checkout::UI_TESTS)?;
+        }
+        postgres_can_reach(&opts).await?;
         down(&opts.base).await;
         let base = &opts.base;
         std::fs::create_dir_all(base)?;

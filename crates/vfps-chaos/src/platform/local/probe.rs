@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 
-use super::{database::pg_bindir, Local, AS_POSTGRES};
+use super::{database::pg_bindir, Local};
 pub use crate::nemesis::Connect;
 
 /// How long one connect may take before it counts as timed out.
@@ -55,9 +55,9 @@ impl Local {
     ) -> anyhow::Result<String> {
         let socket = self.opts.base.join(format!("db-{zone}"));
         let psql = pg_bindir().join("psql");
-        let out = tokio::process::Command::new(AS_POSTGRES[0])
-            .args(&AS_POSTGRES[1..])
-            .args(["timeout", "3"])
+        let out = self
+            .as_postgres("timeout")
+            .arg("3")
             .arg(psql)
             .args(["-X", "-q", "-A", "-t", "-h"])
             .arg(socket)
