@@ -13,6 +13,8 @@ pub const MAX_ORIGINAL_VALUE_BYTES: usize = 2048;
 pub const MAX_PSEUDONYM_LENGTH: u32 = 1024;
 /// Longest prefix or suffix, in bytes.
 pub const MAX_AFFIX_BYTES: usize = 64;
+/// Longest identifier system a namespace may declare for its originals (a URI).
+pub const MAX_SYSTEM_BYTES: usize = 1024;
 /// Longest pseudonym a reverse lookup accepts, in bytes: more than any namespace
 /// can generate (the longest method output plus both affixes).
 pub const MAX_PSEUDONYM_VALUE_BYTES: usize = 4096;
@@ -164,9 +166,52 @@ pub struct NamespaceSettings {
     /// answers no single-pseudonym Create: which of an original's pseudonyms
     /// would it be? Off unless asked for at creation.
     pub multi: bool,
+    /// The identifier system its originals belong to (an MII `original`'s
+    /// `system`): a namespace holds the values of one system, so equal values
+    /// of two systems are never taken for one subject. `None` until declared
+    /// or adopted by the first pseudonymization that names one (see
+    /// [`OriginalSystem`]).
+    pub original_system: Option<String>,
+}
+
+/// An identifier system as a namespace may declare it: a non-blank URI of at
+/// most [`MAX_SYSTEM_BYTES`] without control characters or spaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginalSystem(String);
+
+impl OriginalSystem {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
+        if raw.is_empty()
+            || raw.len() > MAX_SYSTEM_BYTES
+            || raw.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(Error::invalid_argument(format!(
+                "an identifier system must be a URI of 1 to {MAX_SYSTEM_BYTES} bytes without \
+                 spaces or control characters"
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
 }
 
 impl NamespaceSettings {
+    /// These settings, with the originals' identifier system declared (or
+    /// not).
+    pub fn with_original_system(self, system: Option<OriginalSystem>) -> Self {
+        Self {
+            original_system: system.map(OriginalSystem::into_string),
+            ..self
+        }
+    }
+
     /// These settings, with entries deletable or not.
     pub fn with_deletion(self, deletable: bool) -> Self {
         Self { deletable, ..self }
@@ -228,6 +273,7 @@ impl NamespaceSettings {
             suffix,
             deletable: false,
             multi: false,
+            original_system: None,
         })
     }
 }

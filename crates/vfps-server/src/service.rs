@@ -17,9 +17,11 @@ use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted}
 
 mod erasure;
 mod multi;
+mod original_system;
 mod together;
 pub use erasure::Erasure;
 pub use multi::MAX_NEW_PSEUDONYMS;
+pub use original_system::Adopt;
 
 use crate::{
     cache::TtlCache,
@@ -49,6 +51,9 @@ pub struct NewNamespace {
     /// Whether an original may have many pseudonyms (a multi-pseudonym
     /// namespace).
     pub multi: bool,
+    /// The identifier system of its originals, if declared now (see
+    /// `service/original_system.rs`).
+    pub original_system: Option<String>,
 }
 
 /// The service. Cheap to clone.
@@ -351,7 +356,13 @@ impl Service {
         })?;
         let settings = NamespaceSettings::parse(method, req.length, req.prefix, req.suffix)?
             .with_deletion(req.deletable)
-            .with_multi(req.multi)?;
+            .with_multi(req.multi)?
+            .with_original_system(
+                req.original_system
+                    .as_deref()
+                    .map(vfps_core::OriginalSystem::parse)
+                    .transpose()?,
+            );
         storable("description", &req.description)?;
         if req.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(Error::invalid_argument(format!(

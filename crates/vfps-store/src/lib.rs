@@ -28,8 +28,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use vfps_core::{
     access::{TokenHash, TokenRecord},
-    Error, Namespace, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
-    PseudonymPage, PseudonymValue,
+    Error, Namespace, NamespaceName, NamespaceUid, OriginalSystem, OriginalValue, PageCursor,
+    Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 pub mod coalesce;
@@ -128,6 +128,16 @@ pub trait Store:
     async fn create_namespace(&self, namespace: &Namespace) -> Result<(), Error>;
     async fn get_namespace(&self, name: &NamespaceName) -> Result<Option<Namespace>, Error>;
     async fn list_namespaces(&self) -> Result<Vec<Namespace>, Error>;
+    /// Declares `system` the identifier system of the namespace's originals
+    /// if it has none yet (only its incarnation `uid`); the namespace as it
+    /// is after, whichever declaration won (`None`: gone, or another
+    /// incarnation). A declaration is never changed. Durable like a write.
+    async fn adopt_original_system(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+        system: &OriginalSystem,
+    ) -> Result<Option<Namespace>, Error>;
     /// Deletes the namespace (only its incarnation `uid`, when given) and all
     /// its pseudonyms; `false` if it does not exist (or is another
     /// incarnation), an answer as durable as a delete. Creates into other

@@ -61,6 +61,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "multi_pseudonym",
         sql: include_str!("../migrations/postgres/0008_multi_pseudonym.sql"),
     },
+    Migration {
+        version: 9,
+        name: "original_system",
+        sql: include_str!("../migrations/postgres/0009_original_system.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -100,6 +105,11 @@ pub const SQLITE: &[Migration] = &[
         version: 8,
         name: "multi_pseudonym",
         sql: include_str!("../migrations/sqlite/0008_multi_pseudonym.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "original_system",
+        sql: include_str!("../migrations/sqlite/0009_original_system.sql"),
     },
 ];
 

@@ -22,7 +22,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use vfps_core::{
     access::{TokenHash, TokenRecord},
     from_micros, is_anonymized, to_micros, Error, GenerationMethod, Namespace, NamespaceName,
-    NamespaceSettings, NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
+    NamespaceSettings, NamespaceUid, OriginalSystem, PageCursor, Pseudonym, PseudonymPage,
+    PseudonymValue,
 };
 
 use crate::{
@@ -371,7 +372,7 @@ impl SqliteStore {
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -387,6 +388,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let uid: i64 = r.get(8)?;
     let deletable: bool = r.get(9)?;
     let multi: bool = r.get(10)?;
+    let system: Option<String> = r.get(11)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -398,7 +400,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             description,
             settings: NamespaceSettings::parse(method, length, prefix, suffix)?
                 .with_deletion(deletable)
-                .with_multi(multi)?,
+                .with_multi(multi)?
+                .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?),
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -505,7 +508,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -519,7 +522,8 @@ impl Store for SqliteStore {
                         to_micros(ns.last_updated_at),
                         ns.uid.0,
                         s.deletable,
-                        s.multi
+                        s.multi,
+                        s.original_system
                     ],
                 )
                 .map_err(sql_err)?;
@@ -537,6 +541,32 @@ impl Store for SqliteStore {
             c.query_row(
                 &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = ?1"),
                 [name],
+                namespace_from_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .transpose()
+        })
+        .await
+    }
+
+    async fn adopt_original_system(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+        system: &OriginalSystem,
+    ) -> Result<Option<Namespace>, Error> {
+        let (name, system) = (name.as_str().to_owned(), system.as_str().to_owned());
+        self.with_writer(move |c| {
+            c.execute(
+                "UPDATE namespaces SET original_system = ?3 \
+                 WHERE name = ?1 AND uid = ?2 AND original_system IS NULL",
+                params![name, uid.0, system],
+            )
+            .map_err(sql_err)?;
+            c.query_row(
+                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = ?1 AND uid = ?2"),
+                params![name, uid.0],
                 namespace_from_row,
             )
             .optional()

@@ -647,6 +647,80 @@ async fn insert_together_stores_all_or_nothing(store: Arc<dyn Store>) {
     assert_eq!(b.original_value, "b");
 }
 
+/// The originals' identifier system: declared at creation and read back; else
+/// adopted once by the first to name one, never changed after; another
+/// incarnation or a missing namespace adopts nothing.
+async fn an_original_system_is_declared_or_adopted_once(store: Arc<dyn Store>) {
+    use vfps_core::OriginalSystem;
+    let sys = |s: &str| OriginalSystem::parse(s).unwrap();
+    let mut declared = namespace("declared", 8);
+    declared.settings = declared
+        .settings
+        .with_original_system(Some(sys("https://a/pid")));
+    store.create_namespace(&declared).await.unwrap();
+    let read = store.get_namespace(&declared.name).await.unwrap().unwrap();
+    assert_eq!(
+        read.settings.original_system.as_deref(),
+        Some("https://a/pid")
+    );
+    let after = store
+        .adopt_original_system(&declared.name, declared.uid, &sys("https://b/sample"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        after.settings.original_system.as_deref(),
+        Some("https://a/pid"),
+        "a declaration is never changed"
+    );
+
+    let open = namespace("open", 8);
+    store.create_namespace(&open).await.unwrap();
+    assert_eq!(
+        store
+            .get_namespace(&open.name)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings
+            .original_system,
+        None
+    );
+    let other = store
+        .adopt_original_system(&open.name, NamespaceUid(999), &sys("https://c"))
+        .await
+        .unwrap();
+    assert!(other.is_none(), "another incarnation adopts nothing");
+    let first = store
+        .adopt_original_system(&open.name, open.uid, &sys("https://b/sample"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.settings.original_system.as_deref(),
+        Some("https://b/sample")
+    );
+    let second = store
+        .adopt_original_system(&open.name, open.uid, &sys("https://a/pid"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.settings.original_system.as_deref(),
+        Some("https://b/sample"),
+        "the first adoption wins"
+    );
+    let gone = store
+        .adopt_original_system(
+            &NamespaceName::parse("gone").unwrap(),
+            uid_of("gone"),
+            &sys("x:y"),
+        )
+        .await
+        .unwrap();
+    assert!(gone.is_none());
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -683,6 +757,7 @@ contract!(
     ended_sessions_keep_the_latest_end_and_are_announced,
     erasures_delete_or_unlink_one_entry,
     insert_together_stores_all_or_nothing,
+    an_original_system_is_declared_or_adopted_once,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

@@ -52,6 +52,7 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
                 "pseudonymsuffix",
                 "pseudonymdeletionallowed",
                 "multipseudonym",
+                "originalsystem",
             ]
             .contains(&f.as_str())
             {
@@ -129,8 +130,15 @@ pub(super) fn from_env(env: &Env, errors: &mut Vec<String>) -> Vec<InitNamespace
             nonempty("pseudonymprefix"),
             nonempty("pseudonymsuffix"),
         )
-        .and_then(|s| s.with_deletion(deletable).with_multi(multi))
-        {
+        .and_then(|s| {
+            let system = nonempty("originalsystem")
+                .as_deref()
+                .map(vfps_core::OriginalSystem::parse)
+                .transpose()?;
+            Ok(s.with_deletion(deletable)
+                .with_multi(multi)?
+                .with_original_system(system))
+        }) {
             Ok(settings) => out.push(InitNamespace {
                 name: name.clone(),
                 description: fields.get("description").cloned().unwrap_or_default(),

@@ -179,6 +179,21 @@ async fn together(
             }
         }
     }
+    // Each original's system, checked (and adopted) once every entry is read
+    // and authorized.
+    for (i, input) in &creates {
+        let system = input.original.as_ref().and_then(|o| o.system());
+        state
+            .service
+            .original_system(
+                input.context.value(),
+                system,
+                crate::service::Adopt::Yes,
+                deadline,
+            )
+            .await
+            .map_err(|e| failed_entry(*i, mii::refused(mii::Op::Pseudonymize, &e)))?;
+    }
     let items: Vec<(String, String)> = creates
         .iter()
         .map(|(_, input)| {

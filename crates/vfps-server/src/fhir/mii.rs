@@ -21,7 +21,7 @@ use vfps_core::{Error, ErrorKind};
 use super::parameters::{read, Input, Param};
 use crate::{
     auth::{audit, Operation, Principal},
-    service::Erasure,
+    service::{Adopt, Erasure},
     state::AppState,
 };
 
@@ -146,7 +146,7 @@ pub fn pseudonymized(input: &Input, pseudonym: &str) -> Option<Value> {
     Some(json!({"resourceType": "Parameters", "parameter": [
         input.context.echo(input.context_name),
         original.echo("original"),
-        original.answer("pseudonym", pseudonym, &input.context),
+        original.answer("pseudonym", pseudonym, input.context.system()),
     ]}))
 }
 
@@ -173,7 +173,12 @@ async fn execute(
     match op {
         Op::Pseudonymize | Op::GetPseudonym => {
             let original = input.original.as_ref().ok_or_else(missing)?;
-            let p = if op == Op::Pseudonymize && input.allow_create != Some(false) {
+            let creates = op == Op::Pseudonymize && input.allow_create != Some(false);
+            let adopt = if creates { Adopt::Yes } else { Adopt::No };
+            service
+                .original_system(namespace, original.system(), adopt, deadline)
+                .await?;
+            let p = if creates {
                 service
                     .create_pseudonym(namespace, original.value(), deadline)
                     .await?
@@ -190,13 +195,18 @@ async fn execute(
             let p = service
                 .get_pseudonym(namespace, pseudonym.value(), deadline)
                 .await?;
+            // The original as it was given: in its namespace's system (not
+            // the context's, nor the pseudonym's).
+            let system = service
+                .original_system(namespace, None, Adopt::No, deadline)
+                .await?;
             Ok((
                 StatusCode::OK,
                 json!({"resourceType": "Parameters", "parameter": [{
                     "name": "original",
                     "part": [
                         context.echo(input.context_name),
-                        pseudonym.answer("value", &p.original_value, context),
+                        pseudonym.answer("value", &p.original_value, system.as_deref()),
                         pseudonym.echo("pseudonym"),
                     ],
                 }]}),
@@ -210,6 +220,10 @@ async fn execute(
                 )));
             }
             let original = input.original.as_ref().ok_or_else(missing)?;
+            let adopt = if count > 0 { Adopt::Yes } else { Adopt::No };
+            service
+                .original_system(namespace, original.system(), adopt, deadline)
+                .await?;
             let made = service
                 .pseudonymize_multiple(namespace, original.value(), count as u32, deadline)
                 .await?;
@@ -226,13 +240,16 @@ async fn execute(
                     "part": [
                         context.echo("context"),
                         original.echo("original"),
-                        original.answer("value", &p.pseudonym_value, context),
+                        original.answer("value", &p.pseudonym_value, context.system()),
                     ],
                 })).collect::<Vec<_>>()}),
             ))
         }
         Op::DeletePseudonym | Op::AnonymizeOriginal => {
             let original = input.original.as_ref().ok_or_else(missing)?;
+            service
+                .original_system(namespace, original.system(), Adopt::No, deadline)
+                .await?;
             let how = if op == Op::DeletePseudonym {
                 Erasure::Delete
             } else {

@@ -28,9 +28,10 @@ impl Given {
         }
     }
 
-    fn system(&self) -> Option<&Value> {
+    /// The `system` an Identifier names (read checks it is a string).
+    pub fn system(&self) -> Option<&str> {
         match self {
-            Self::Identifier(i) => i.get("system"),
+            Self::Identifier(i) => i.get("system").and_then(Value::as_str),
             Self::String(_) => None,
         }
     }
@@ -43,14 +44,14 @@ impl Given {
         }
     }
 
-    /// `value`, in the form of this given value: an Identifier in the system
-    /// of `context` (as the IG's examples answer), or a string.
-    pub fn answer(&self, name: &str, value: &str, context: &Given) -> Value {
+    /// `value`, in the form of this given value: an Identifier in `system`,
+    /// or a string.
+    pub fn answer(&self, name: &str, value: &str, system: Option<&str>) -> Value {
         match self {
             Self::Identifier(_) => {
                 let mut identifier = Map::new();
-                if let Some(system) = context.system() {
-                    identifier.insert("system".into(), system.clone());
+                if let Some(system) = system {
+                    identifier.insert("system".into(), Value::String(system.to_owned()));
                 }
                 identifier.insert("value".into(), Value::String(value.to_owned()));
                 json!({"name": name, "valueIdentifier": identifier})
@@ -271,7 +272,7 @@ mod tests {
             json!({"name": "original", "valueIdentifier": {"system": "https://o", "value": "D1"}})
         );
         assert_eq!(
-            original.answer("pseudonym", "P", &ig.context),
+            original.answer("pseudonym", "P", ig.context.system()),
             json!({"name": "pseudonym", "valueIdentifier": {"system": "https://s", "value": "P"}})
         );
         let old = read(
@@ -287,7 +288,9 @@ mod tests {
         assert_eq!(old.context_name, "target");
         assert_eq!(old.allow_create, Some(true));
         assert_eq!(
-            old.original.unwrap().answer("pseudonym", "P", &old.context),
+            old.original
+                .unwrap()
+                .answer("pseudonym", "P", old.context.system()),
             json!({"name": "pseudonym", "valueString": "P"})
         );
     }

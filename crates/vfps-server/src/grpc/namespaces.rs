@@ -23,6 +23,7 @@ pub(crate) fn to_proto(ns: &Namespace) -> pb::Namespace {
         pseudonym_suffix: Some(ns.settings.suffix.clone().unwrap_or_default()),
         pseudonym_deletion_allowed: ns.settings.deletable.then_some(true),
         multi_pseudonym: ns.settings.multi.then_some(true),
+        original_system: ns.settings.original_system.clone(),
     }
 }
 
@@ -36,6 +37,7 @@ pub(crate) fn new_namespace(r: pb::NamespaceServiceCreateRequest) -> NewNamespac
         description: r.description,
         deletable: r.pseudonym_deletion_allowed.unwrap_or(false),
         multi: r.multi_pseudonym.unwrap_or(false),
+        original_system: r.original_system.filter(|s| !s.is_empty()),
     }
 }
 

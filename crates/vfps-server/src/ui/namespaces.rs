@@ -89,6 +89,10 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                         input id="ns-suffix" name="suffix" maxlength="256" autocomplete="off";
                         label for="ns-description" { "Description" }
                         textarea id="ns-description" name="description" rows="2" maxlength="4096" {}
+                        label for="ns-system" { "Originals' identifier system" }
+                        input id="ns-system" name="system" maxlength="1024" autocomplete="off" inputmode="url"
+                            placeholder="https://hospital.example/patient-id" aria-describedby="ns-system-note";
+                        p id="ns-system-note" class="note" { "The system of the identifiers this namespace pseudonymizes: an MII original of another system is refused. Empty: the first FHIR pseudonymization that names one sets it." }
                         label class="check" for="ns-deletable" {
                             input id="ns-deletable" type="checkbox" name="deletable" value="true";
                             " Entries may be deleted (an original's entry erased for good; off: only anonymized)"
@@ -112,7 +116,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                             table {
                                 thead { tr {
                                     th scope="col" { "Name" } th scope="col" { "Method" } th scope="col" class="num" { "Length" }
-                                    th scope="col" { "Prefix" } th scope="col" { "Suffix" } th scope="col" { "Pseudonyms per original" } th scope="col" { "Description" } th scope="col" { "Delete" }
+                                    th scope="col" { "Prefix" } th scope="col" { "Suffix" } th scope="col" { "Pseudonyms per original" } th scope="col" { "Originals' system" } th scope="col" { "Description" } th scope="col" { "Delete" }
                                 } }
                                 tbody {
                                     @for ns in visible { (row(state, visit, &principal, admin, ns)) }
@@ -147,6 +151,7 @@ fn row(
             td { (s.prefix.as_deref().unwrap_or("")) }
             td { (s.suffix.as_deref().unwrap_or("")) }
             td { @if s.multi { "many" } @else { "one" } }
+            td { (s.original_system.as_deref().unwrap_or("")) }
             td { (ns.description) }
             td {
                 form method="post" action={ "/ui/namespaces/" (url_encode(name)) "/delete" } class="inline" {
@@ -185,6 +190,9 @@ pub struct CreateForm {
     /// `true` when "many pseudonyms per original" is ticked.
     #[serde(default)]
     multi: Option<String>,
+    /// The originals' identifier system (blank: none declared).
+    #[serde(default)]
+    system: String,
 }
 
 pub async fn create(
@@ -225,6 +233,7 @@ pub async fn create(
                     description: f.description.clone(),
                     deletable: f.deletable.as_deref() == Some("true"),
                     multi: f.multi.as_deref() == Some("true"),
+                    original_system: blank_none(f.system.trim()),
                 },
                 d,
             )

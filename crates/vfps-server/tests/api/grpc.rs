@@ -29,6 +29,7 @@ async fn namespace_rpcs_and_their_status_codes(backend: Backend) {
         description: "a namespace".into(),
         pseudonym_deletion_allowed: None,
         multi_pseudonym: None,
+        original_system: None,
     };
     let created = ns
         .create(create("alpha", UUID4, 36))

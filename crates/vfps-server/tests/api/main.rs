@@ -13,6 +13,7 @@ mod jobs;
 mod limits;
 mod mii;
 mod mii_examples;
+mod mii_identity;
 mod mii_multi;
 mod observability;
 mod operations;

@@ -15,18 +15,18 @@ use crate::{
     helpers::{spawn_app, spawn_app_with, Backend, TestApp},
 };
 
-const HEX: i32 = 5;
+pub(crate) const HEX: i32 = 5;
 const SHA256: i32 = 2;
 
 /// The IG's context system and examples' values.
 const SYSTEM: &str = "https://sample/psn-system";
 
-fn identifier(system: &str, value: &str) -> Value {
+pub(crate) fn identifier(system: &str, value: &str) -> Value {
     json!({"system": system, "value": value})
 }
 
 /// `Parameters` of `(name, valueIdentifier or valueString)`.
-fn parameters(params: &[(&str, Value)]) -> Value {
+pub(crate) fn parameters(params: &[(&str, Value)]) -> Value {
     let parameter: Vec<Value> = params
         .iter()
         .map(|(name, v)| match v {
@@ -39,7 +39,12 @@ fn parameters(params: &[(&str, Value)]) -> Value {
     json!({"resourceType": "Parameters", "parameter": parameter})
 }
 
-async fn post(app: &TestApp, token: Option<&str>, path: &str, body: &Value) -> (StatusCode, Value) {
+pub(crate) async fn post(
+    app: &TestApp,
+    token: Option<&str>,
+    path: &str,
+    body: &Value,
+) -> (StatusCode, Value) {
     let mut r = app
         .http_client
         .post(if path.is_empty() {
@@ -62,19 +67,25 @@ async fn post(app: &TestApp, token: Option<&str>, path: &str, body: &Value) -> (
     (status, response.json().await.unwrap())
 }
 
-fn named<'a>(params: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn named<'a>(params: &'a Value, name: &str) -> &'a Value {
     params["parameter"]
         .as_array()
         .and_then(|a| a.iter().find(|p| p["name"] == name))
         .unwrap_or(&Value::Null)
 }
 
-fn issue_code(outcome: &Value) -> &str {
+pub(crate) fn issue_code(outcome: &Value) -> &str {
     assert_eq!(outcome["resourceType"], "OperationOutcome", "{outcome}");
     outcome["issue"][0]["code"].as_str().unwrap_or_default()
 }
 
-async fn namespace(app: &TestApp, name: &str, method: i32, length: u32, deletable: bool) {
+pub(crate) async fn namespace(
+    app: &TestApp,
+    name: &str,
+    method: i32,
+    length: u32,
+    deletable: bool,
+) {
     app.namespaces
         .clone()
         .create(NamespaceServiceCreateRequest {

@@ -137,11 +137,6 @@ async fn every_request_example_is_answered_in_its_response_examples_shape(backen
             "Parameters-DeletePseudonym-request-example-1",
             "OperationOutcome-DeletePseudonym-response-example-1",
         ),
-        (
-            "$anonymize-original",
-            "Parameters-AnonymizeOriginal-request-example-1",
-            "OperationOutcome-AnonymizeOriginal-response-example-1",
-        ),
     ];
     let mut ours = String::new();
     for (op, request, response) in single {
@@ -182,12 +177,8 @@ async fn every_request_example_is_answered_in_its_response_examples_shape(backen
         "get-pseudonym",
         "de-pseudonymize",
         "delete-pseudonym",
-        "anonymize-original",
         "pseudonymize-multiple",
     ] {
-        if batch == "anonymize-original" {
-            app.create("Transfer1", "D1CL0CAL1").await.unwrap();
-        }
         let request = &ex[format!("{batch}-example-bundle-batch-request")];
         let sent = with_pseudonyms(request, &[("H3RAU56A8E", &fresh)]);
         let (status, answer) = post(&app, "", &sent).await;
@@ -207,6 +198,44 @@ async fn every_request_example_is_answered_in_its_response_examples_shape(backen
         }
         assert_eq!(shape(&answer), expected, "{batch} → {answer}");
     }
+    anonymize_examples(backend, &ex).await;
+}
+
+/// The anonymize examples name D1CL0CAL1 in another identifier system
+/// (`https://example.com/original-ids`) than the pseudonymize example does
+/// (`https://sample/psn-system`): here, two subjects, and a namespace holds
+/// one system's originals (docs/fhir.md), so the second is refused where the
+/// first was pseudonymized. They run where D1CL0CAL1 was made without a
+/// system (a gRPC Create), which their system then adopts.
+async fn anonymize_examples(backend: Backend, ex: &Value) {
+    let app = spawn_app(backend).await;
+    namespace(&app, "Transfer1", true).await;
+    app.create("Transfer1", "D1CL0CAL1").await.unwrap();
+    let (status, answer) = post(
+        &app,
+        "/$anonymize-original",
+        &ex["Parameters-AnonymizeOriginal-request-example-1"],
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        shape(&answer),
+        shape(&ex["OperationOutcome-AnonymizeOriginal-response-example-1"]),
+        "{answer}"
+    );
+    app.create("Transfer1", "D1CL0CAL1").await.unwrap();
+    let (status, answer) = post(
+        &app,
+        "",
+        &ex["anonymize-original-example-bundle-batch-request"],
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        shape(&answer),
+        shape(&ex["anonymize-original-example-bundle-batch-response"]),
+        "{answer}"
+    );
 }
 
 crate::on_both_backends!(every_request_example_is_answered_in_its_response_examples_shape);

@@ -30,7 +30,7 @@ use tokio_postgres::Row;
 use vfps_core::{
     access::{TokenHash, TokenRecord},
     is_anonymized, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
-    NamespaceUid, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
+    NamespaceUid, OriginalSystem, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 use crate::{
@@ -447,7 +447,13 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
         r.try_get(5).map_err(get_err)?,
     )?
     .with_deletion(r.try_get(9).map_err(get_err)?)
-    .with_multi(r.try_get(10).map_err(get_err)?)?;
+    .with_multi(r.try_get(10).map_err(get_err)?)?
+    .with_original_system(
+        r.try_get::<_, Option<&str>>(11)
+            .map_err(get_err)?
+            .map(OriginalSystem::parse)
+            .transpose()?,
+    );
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -476,7 +482,7 @@ const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable rea
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
@@ -601,7 +607,7 @@ impl Store for PgStore {
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -616,6 +622,7 @@ impl Store for PgStore {
                     &ns.uid.0,
                     &s.deletable,
                     &s.multi,
+                    &s.original_system,
                 ],
             ))
             .await?;
@@ -638,6 +645,34 @@ impl Store for PgStore {
         let row = steps
             .run(lease.client().query_opt(&statement, &[&name.as_str()]))
             .await?;
+        lease.finish();
+        row.as_ref().map(namespace_from_row).transpose()
+    }
+
+    async fn adopt_original_system(
+        &self,
+        name: &NamespaceName,
+        uid: NamespaceUid,
+        system: &OriginalSystem,
+    ) -> Result<Option<Namespace>, Error> {
+        let (mut lease, steps) = self.lease().await?;
+        let tx = steps.run(lease.conn_mut().client.transaction()).await?;
+        // The answer is durable whether this call declared it or another did.
+        steps.run(tx.execute(DURABLE, &[])).await?;
+        steps
+            .run(tx.execute(
+                "UPDATE namespaces SET original_system = $3 \
+                 WHERE name = $1 AND uid = $2 AND original_system IS NULL",
+                &[&name.as_str(), &uid.0, &system.as_str()],
+            ))
+            .await?;
+        let row = steps
+            .run(tx.query_opt(
+                &format!("SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE name = $1 AND uid = $2"),
+                &[&name.as_str(), &uid.0],
+            ))
+            .await?;
+        steps.run(tx.commit()).await?;
         lease.finish();
         row.as_ref().map(namespace_from_row).transpose()
     }

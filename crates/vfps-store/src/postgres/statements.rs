@@ -138,7 +138,7 @@ impl Prepared {
             Self::GetNamespace => {
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length,
                     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid,
-                    pseudonym_deletion_allowed, multi_pseudonym
+                    pseudonym_deletion_allowed, multi_pseudonym, original_system
                  FROM namespaces WHERE name = $1"
             }
             Self::FindToken => {
