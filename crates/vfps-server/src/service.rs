@@ -56,6 +56,14 @@ pub struct NewNamespace {
     pub original_system: Option<String>,
 }
 
+/// An original's pseudonym, and whether the call that answered it made it.
+#[derive(Debug, Clone)]
+pub struct Pseudonymized {
+    pub pseudonym: Pseudonym,
+    /// Stored by this call (not found, not served from a cache).
+    pub made: bool,
+}
+
 /// The service. Cheap to clone.
 #[derive(Clone)]
 pub struct Service {
@@ -478,6 +486,19 @@ impl Service {
         original: &str,
         deadline: Instant,
     ) -> Result<Pseudonym, Error> {
+        self.pseudonymize(namespace, original, deadline)
+            .await
+            .map(|p| p.pseudonym)
+    }
+
+    /// [`Service::create_pseudonym`], saying whether this call made it (FHIR
+    /// answers `201 Created` then).
+    pub async fn pseudonymize(
+        &self,
+        namespace: &str,
+        original: &str,
+        deadline: Instant,
+    ) -> Result<Pseudonymized, Error> {
         self.interactive.touch();
         let name = NamespaceName::parse(namespace)?;
         let original = OriginalValue::parse(original)?;
@@ -494,7 +515,10 @@ impl Service {
                 .filter(|(_, read_at)| self.fresh(&name, *read_at));
             self.metrics.pseudonym_cache(hit.is_some());
             if let Some((p, _)) = hit {
-                return Ok(p);
+                return Ok(Pseudonymized {
+                    pseudonym: p,
+                    made: false,
+                });
             }
         }
         let mut collisions = 0;
@@ -517,7 +541,11 @@ impl Service {
                     if let Some(cache) = &self.pseudonyms {
                         cache.insert((name.clone(), original.clone()), p.clone(), read_at);
                     }
-                    return Ok(p);
+                    // This call's candidate is what was stored (an earlier
+                    // attempt of it may have committed it): made here.
+                    let made = p.pseudonym_value == candidate.pseudonym
+                        && p.created_at == candidate.created_at;
+                    return Ok(Pseudonymized { pseudonym: p, made });
                 }
                 Upserted::Conflict => {
                     // The namespace vanished or is another incarnation now

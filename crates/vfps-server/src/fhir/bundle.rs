@@ -23,7 +23,7 @@ use axum::{
 use serde_json::{json, Value};
 use vfps_core::Error;
 
-use super::{fhir, issue, mii, outcome};
+use super::{fhir, issue, mii, outcome, parameters::Input};
 use crate::state::AppState;
 
 /// Most entries one Bundle may carry.
@@ -138,6 +138,13 @@ fn failed_entry(i: usize, (status, mut resource): (StatusCode, Value)) -> (Statu
 }
 
 /// A transaction's entries answered, or the first failure.
+///
+/// FHIR processes a transaction's POSTs in entry order, as one: a
+/// `$get-pseudonym` after a `$pseudonymize` of the same original sees its
+/// pseudonym. Lookups change nothing, so they are answered as they come, and
+/// the `$pseudonymize` entries' new pseudonyms are stored together at the end;
+/// a `$get-pseudonym` of an original an earlier entry pseudonymizes is
+/// answered with that entry's pseudonym.
 async fn together(
     state: &AppState,
     who: &crate::auth::Principal,
@@ -145,7 +152,10 @@ async fn together(
     deadline: std::time::Instant,
 ) -> Result<Vec<(StatusCode, Value)>, (StatusCode, Value)> {
     let mut answers: Vec<Option<(StatusCode, Value)>> = vec![None; entries.len()];
-    let mut creates = Vec::new();
+    let mut creates: Vec<(usize, Input)> = Vec::new();
+    // `$get-pseudonym` entries answered by an earlier entry's pseudonym:
+    // (entry, the create it follows).
+    let mut follows: Vec<(usize, usize, Input)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         let (op, resource) = operation_of(entry).map_err(|refusal| failed_entry(i, refusal))?;
         match op {
@@ -160,17 +170,30 @@ async fn together(
                 }
                 creates.push((i, input));
             }
-            mii::Op::GetPseudonym | mii::Op::DePseudonymize => {
-                // Reads change nothing: answered now, before anything is written.
-                let answer = mii::run(state, who, op, resource, deadline)
-                    .await
+            mii::Op::GetPseudonym => {
+                let input = mii::checked(state, who, op, resource)
                     .map_err(|e| failed_entry(i, mii::refused(op, &e)))?;
-                answers[i] = Some(answer);
+                match creates.iter().position(|(_, c)| same_original(c, &input)) {
+                    Some(k) => follows.push((i, k, input)),
+                    None => answers[i] = Some(read(state, who, op, resource, i, deadline).await?),
+                }
             }
-            other => {
+            mii::Op::DePseudonymize => {
+                answers[i] = Some(read(state, who, op, resource, i, deadline).await?);
+            }
+            mii::Op::PseudonymizeMultiple => {
+                let why = "$pseudonymize-multiple cannot be part of a transaction: it makes new \
+                           pseudonyms on every call, and a transaction's entries are answered as one \
+                           stored whole; send it in a batch or on its own";
+                return Err(failed_entry(
+                    i,
+                    (StatusCode::BAD_REQUEST, issue("not-supported", why, None)),
+                ));
+            }
+            mii::Op::DeletePseudonym | mii::Op::AnonymizeOriginal => {
                 let why = format!(
                     "${} cannot be part of a transaction (an erasure cannot be undone): send it in a batch",
-                    other.code()
+                    op.code()
                 );
                 return Err(failed_entry(
                     i,
@@ -217,20 +240,55 @@ async fn together(
                     .and_then(|rest| rest.split(':').next())
                     .and_then(|k| k.parse::<usize>().ok())
                     .and_then(|k| creates.get(k).map(|(i, _)| *i));
-                let answer = super::outcome_of(&e);
+                let answer = mii::refused(mii::Op::Pseudonymize, &e);
                 match entry {
                     Some(i) => failed_entry(i, answer),
                     None => answer,
                 }
             })?;
-        for ((i, input), p) in creates.iter().zip(made) {
-            let answer = mii::pseudonymized(input, &p.pseudonym_value).ok_or_else(|| {
-                super::outcome_of(&Error::internal("a $pseudonymize without an original"))
-            })?;
-            answers[*i] = Some((StatusCode::OK, answer));
+        let answer_of = |input: &Input, p: &crate::service::Pseudonymized, made: bool| {
+            let status = if made {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            mii::pseudonymized(input, &p.pseudonym.pseudonym_value)
+                .map(|a| (status, a))
+                .ok_or_else(|| {
+                    super::outcome_of(&Error::internal("a $pseudonymize without an original"))
+                })
+        };
+        for ((i, input), p) in creates.iter().zip(&made) {
+            answers[*i] = Some(answer_of(input, p, p.made)?);
+        }
+        for (i, k, input) in &follows {
+            answers[*i] = Some(answer_of(input, &made[*k], false)?);
         }
     }
     Ok(answers.into_iter().flatten().collect())
+}
+
+/// Whether two entries name one original (value and system) in one
+/// namespace.
+fn same_original(a: &Input, b: &Input) -> bool {
+    fn original(i: &Input) -> Option<(&str, Option<&str>)> {
+        i.original.as_ref().map(|o| (o.value(), o.system()))
+    }
+    a.context.value() == b.context.value() && original(a) == original(b)
+}
+
+/// A lookup entry of a transaction, answered now or failing it.
+async fn read(
+    state: &AppState,
+    who: &crate::auth::Principal,
+    op: mii::Op,
+    resource: &Value,
+    i: usize,
+    deadline: std::time::Instant,
+) -> Result<(StatusCode, Value), (StatusCode, Value)> {
+    mii::run(state, who, op, resource, deadline)
+        .await
+        .map_err(|e| failed_entry(i, mii::refused(op, &e)))
 }
 
 /// The operation an entry asks for, and its resource.

@@ -178,17 +178,25 @@ async fn execute(
             service
                 .original_system(namespace, original.system(), adopt, deadline)
                 .await?;
-            let p = if creates {
-                service
-                    .create_pseudonym(namespace, original.value(), deadline)
-                    .await?
+            let (p, made) = if creates {
+                let p = service
+                    .pseudonymize(namespace, original.value(), deadline)
+                    .await?;
+                (p.pseudonym, p.made)
             } else {
-                service
+                let p = service
                     .find_pseudonym(namespace, original.value(), deadline)
-                    .await?
+                    .await?;
+                (p, false)
             };
             let answer = pseudonymized(input, &p.pseudonym_value).ok_or_else(missing)?;
-            Ok((StatusCode::OK, answer))
+            // As the IG's examples: 201 Created where the pseudonym is new.
+            let status = if made {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok((status, answer))
         }
         Op::DePseudonymize => {
             let pseudonym = input.pseudonym.as_ref().ok_or_else(missing)?;

@@ -56,6 +56,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/v1/fhir/$delete-pseudonym", post(delete_pseudonym))
         .route("/v1/fhir/$anonymize-original", post(anonymize_original))
+        .route_layer(axum::middleware::from_fn(require_fhir_json))
 }
 
 /// The handler of each MII operation's route.
@@ -110,6 +111,39 @@ pub(crate) fn outcome_of(e: &Error) -> (StatusCode, Value) {
         ErrorKind::FailedPrecondition => (StatusCode::BAD_REQUEST, "business-rule"),
     };
     (status, issue(code, &e.message, None))
+}
+
+/// A `not-supported` `OperationOutcome` with `status`.
+pub(crate) fn not_supported(status: StatusCode, diagnostics: &str) -> Response {
+    fhir(status, issue("not-supported", diagnostics, None))
+}
+
+/// The media types a FHIR body may come as: FHIR JSON, plain JSON, and
+/// DSTU2's `application/json+fhir`, each with parameters (`charset`,
+/// `fhirVersion`).
+const BODY_TYPES: [&str; 3] = [FHIR_JSON, "application/json", "application/json+fhir"];
+
+/// Refuses a POST whose body is not FHIR JSON by its `Content-Type` with
+/// `415 Unsupported Media Type`, before the body is read.
+async fn require_fhir_json(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if req.method() == axum::http::Method::POST {
+        let given = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let media = given
+            .as_deref()
+            .and_then(|t| t.split(';').next())
+            .map(|t| t.trim().to_ascii_lowercase());
+        if !media.as_deref().is_some_and(|m| BODY_TYPES.contains(&m)) {
+            let got = given.map_or_else(|| "none".to_owned(), |g| format!("{g:?}"));
+            return not_supported(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!("the body must be FHIR JSON (Content-Type {FHIR_JSON}), got {got}"),
+            );
+        }
+    }
+    next.run(req).await
 }
 
 /// An `OperationOutcome` response for an error.
@@ -184,7 +218,7 @@ async fn metadata() -> Response {
             "implementationGuide": [format!("{}|2026.1.0-ballot.1", mii::IG)],
             "rest": [{
                 "mode": "server",
-                "interaction": [{"code": "batch"}],
+                "interaction": [{"code": "batch"}, {"code": "transaction"}],
                 "operation": operations,
             }],
         }),

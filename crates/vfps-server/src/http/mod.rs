@@ -78,13 +78,29 @@ async fn rejections_in_kind(
     } else {
         max_body_bytes
     };
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let response = next.run(req).await;
     let status = response.status();
-    let plain = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    let content_type = response.headers().get(axum::http::header::CONTENT_TYPE);
+    let plain = content_type.is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    // axum's own answers for a path no route has, or a method the route
+    // does not take, come without a body.
+    let routing = fhir && content_type.is_none();
     let error = match status {
+        StatusCode::NOT_FOUND if routing => {
+            return crate::fhir::not_supported(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "{path} names no operation of this server (GET /v1/fhir/metadata lists them)"
+                ),
+            )
+        }
+        StatusCode::METHOD_NOT_ALLOWED if routing => {
+            return crate::fhir::not_supported(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!("{path} does not take {method}: operations are POST, metadata is GET"),
+            )
+        }
         StatusCode::PAYLOAD_TOO_LARGE => Error::out_of_range(format!(
             "the request body is larger than {max_body_bytes} bytes"
         )),

@@ -9,7 +9,7 @@ use vfps_core::{
 };
 use vfps_store::{Candidate, Lookup};
 
-use super::{Service, MAX_COLLISIONS};
+use super::{Pseudonymized, Service, MAX_COLLISIONS};
 
 /// `error`, saying which item it is about.
 fn at(i: usize, e: Error) -> Error {
@@ -18,13 +18,14 @@ fn at(i: usize, e: Error) -> Error {
 
 impl Service {
     /// The pseudonym of every `(namespace, original)`, made where there is
-    /// none; the new ones are stored together, all or none. An error about
-    /// one item names its position (`item i: …`); nothing is stored then.
+    /// none (`made`: the first item of an original made here); the new ones
+    /// are stored together, all or none. An error about one item names its
+    /// position (`item i: …`); nothing is stored then.
     pub async fn create_together(
         &self,
         items: &[(String, String)],
         deadline: Instant,
-    ) -> Result<Vec<Pseudonym>, Error> {
+    ) -> Result<Vec<Pseudonymized>, Error> {
         self.interactive.touch();
         let parsed = items
             .iter()
@@ -100,20 +101,28 @@ impl Service {
                     })
                     .await?;
             if stored {
+                let mut answered = std::collections::HashSet::new();
                 return Ok(parsed
                     .iter()
                     .zip(answers)
-                    .map(|((name, original), answer)| {
-                        answer.unwrap_or_else(|| {
+                    .map(|((name, original), answer)| match answer {
+                        Some(pseudonym) => Pseudonymized {
+                            pseudonym,
+                            made: false,
+                        },
+                        None => {
                             let c = &candidates[candidate_of[&(name, original)]];
-                            Pseudonym {
-                                namespace: name.clone(),
-                                original_value: original.as_str().to_owned(),
-                                pseudonym_value: c.pseudonym.clone(),
-                                created_at: c.created_at,
-                                last_updated_at: c.created_at,
+                            Pseudonymized {
+                                pseudonym: Pseudonym {
+                                    namespace: name.clone(),
+                                    original_value: original.as_str().to_owned(),
+                                    pseudonym_value: c.pseudonym.clone(),
+                                    created_at: c.created_at,
+                                    last_updated_at: c.created_at,
+                                },
+                                made: answered.insert((name, original)),
                             }
-                        })
+                        }
                     })
                     .collect());
             }

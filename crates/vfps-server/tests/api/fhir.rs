@@ -50,7 +50,28 @@ async fn fhir_errors_are_operation_outcomes(backend: Backend) {
     app.namespace("fhir", 3, 36).await;
     let url = format!("{}/v1/fhir/$create-pseudonym", app.http);
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
-        (app.http_client.post(&url).body("nope"), 400, "invalid"),
+        // Not FHIR JSON by its Content-Type (none, or another): 415.
+        (
+            app.http_client.post(&url).body("nope"),
+            415,
+            "not-supported",
+        ),
+        (
+            app.http_client
+                .post(&url)
+                .header("content-type", "text/plain")
+                .body("{}"),
+            415,
+            "not-supported",
+        ),
+        (
+            app.http_client
+                .post(&url)
+                .header("content-type", "application/fhir+json; charset=utf-8")
+                .body("nope"),
+            400,
+            "invalid",
+        ),
         (
             app.http_client
                 .post(&url)

@@ -12,6 +12,7 @@ mod interleavings;
 mod jobs;
 mod limits;
 mod mii;
+mod mii_exact;
 mod mii_examples;
 mod mii_identity;
 mod mii_multi;

@@ -52,7 +52,7 @@ async fn two_systems_with_one_value_are_two_subjects_or_refused(backend: Backend
         &pseudonymize("ids", identifier(HOSPITAL, "4711")),
     )
     .await;
-    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(status, StatusCode::CREATED, "{first}");
     let p = named(&first, "pseudonym")["valueIdentifier"]["value"]
         .as_str()
         .unwrap()
@@ -227,7 +227,7 @@ async fn originals_made_before_keep_their_pseudonyms_and_a_declared_system_holds
         &pseudonymize("declared", identifier(LAB, "4711")),
     )
     .await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::CREATED);
     // A system that is no URI is refused when declared.
     let bad = app
         .namespaces
