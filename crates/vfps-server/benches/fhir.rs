@@ -110,7 +110,7 @@ impl Bench {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|e| e["response"]["status"] == "200 OK")
+            .filter(|e| e["response"]["status"] == "201 Created")
             .count();
         assert_eq!(ok, n, "every entry answered");
         n as f64 / elapsed.as_secs_f64()

@@ -20,7 +20,7 @@ mod multi;
 mod original_system;
 mod together;
 pub use erasure::Erasure;
-pub use multi::MAX_NEW_PSEUDONYMS;
+pub use multi::{MAX_NEW_PSEUDONYMS, MAX_PSEUDONYMS_PER_ORIGINAL};
 pub use original_system::Adopt;
 
 use crate::{

@@ -41,13 +41,14 @@ pub trait Multi: Send + Sync {
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error>;
 
-    /// Every pseudonym of `original` in the multi-pseudonym `namespace`,
-    /// oldest first (ties by pseudonym); answered only once the synchronous
-    /// standby has them.
+    /// The pseudonyms of `original` in the multi-pseudonym `namespace`,
+    /// oldest first (ties by pseudonym), at most `limit` of them; answered
+    /// only once the synchronous standby has them.
     async fn pseudonyms_of(
         &self,
         namespace: &NamespaceName,
         original: &OriginalValue,
+        limit: u32,
     ) -> Result<Vec<Pseudonym>, Error>;
 
     /// [`crate::Store::list_pseudonyms`] for a multi-pseudonym namespace:

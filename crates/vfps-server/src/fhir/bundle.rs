@@ -28,6 +28,12 @@ use crate::state::AppState;
 
 /// Most entries one Bundle may carry.
 pub const MAX_ENTRIES: usize = 1000;
+/// Most pseudonyms one request may make or answer, across a Bundle's
+/// entries: each entry counts one, a `$pseudonymize-multiple` its `count`
+/// (a `count` 0, which answers all of an original's, as many as an original
+/// may have). With [`MAX_BYTES`], it bounds what one request can cost in
+/// memory and work whatever it asks (docs/fhir.md, "Bounds").
+pub const MAX_PSEUDONYMS: u64 = 10_000;
 /// Largest Bundle read: room for its entries, each up to a few KiB (an
 /// original may have 2 KiB), where a single call's body is far smaller.
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
@@ -42,6 +48,9 @@ pub(super) async fn bundle(
     let result = async {
         let (who, body) = super::caller_and_body(&state, &headers, &body, d).await?;
         let (transaction, entries) = entries(&body)?;
+        if let Some(refused) = too_costly(entries) {
+            return Ok(Err(refused));
+        }
         let answers = if transaction {
             match together(&state, &who, entries, d).await {
                 Ok(answers) => answers,
@@ -105,6 +114,50 @@ fn entries(body: &Value) -> Result<(bool, &[Value]), Error> {
         )));
     }
     Ok((transaction, entries))
+}
+
+/// The pseudonyms an entry may make or answer (see [`MAX_PSEUDONYMS`]).
+fn work(entry: &Value) -> u64 {
+    let url = entry["request"]["url"].as_str().unwrap_or_default();
+    if mii::Op::from_url(url) != Some(mii::Op::PseudonymizeMultiple) {
+        return 1;
+    }
+    let count = entry["resource"]["parameter"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == "count"))
+        .and_then(|p| {
+            ["valueInteger", "valueUnsignedInt", "valuePositiveInt"]
+                .iter()
+                .find_map(|k| p[*k].as_i64())
+        });
+    match count {
+        Some(0) => u64::from(crate::service::MAX_PSEUDONYMS_PER_ORIGINAL),
+        // Refused by the entry itself, before any work.
+        Some(n) if n < 0 => 1,
+        Some(n) => n as u64,
+        None => 1,
+    }
+}
+
+/// A Bundle that asks for more than one request may: refused whole with
+/// `413` (`too-costly`), naming the bound, before any entry runs.
+fn too_costly(entries: &[Value]) -> Option<(StatusCode, Value)> {
+    let asked: u64 = entries.iter().map(work).sum();
+    (asked > MAX_PSEUDONYMS).then(|| {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            issue(
+                "too-costly",
+                &format!(
+                    "the Bundle asks for {asked} pseudonyms (one an entry, a \
+                     $pseudonymize-multiple its count, {} for a count of 0); one request may \
+                     ask for at most {MAX_PSEUDONYMS}: split it",
+                    crate::service::MAX_PSEUDONYMS_PER_ORIGINAL
+                ),
+                Some("Bundle.entry"),
+            ),
+        )
+    })
 }
 
 /// One entry's answer.

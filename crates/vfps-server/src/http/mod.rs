@@ -101,9 +101,10 @@ async fn rejections_in_kind(
                 &format!("{path} does not take {method}: operations are POST, metadata is GET"),
             )
         }
-        StatusCode::PAYLOAD_TOO_LARGE => Error::out_of_range(format!(
-            "the request body is larger than {max_body_bytes} bytes"
-        )),
+        // axum's (a body over the limit), not a route's own answer.
+        StatusCode::PAYLOAD_TOO_LARGE if plain || content_type.is_none() => Error::out_of_range(
+            format!("the request body is larger than {max_body_bytes} bytes"),
+        ),
         StatusCode::BAD_REQUEST if plain => {
             // axum's rejection texts name what failed, never a value.
             let text = axum::body::to_bytes(response.into_body(), 4096)

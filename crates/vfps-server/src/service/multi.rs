@@ -16,6 +16,14 @@ use super::{CommitUnknown, Service, MAX_COLLISIONS};
 
 /// Most new pseudonyms one call may make.
 pub const MAX_NEW_PSEUDONYMS: u32 = 1000;
+/// Most pseudonyms one original may have in a multi-pseudonym namespace:
+/// `count` 0 answers all of them at once, so their number bounds that
+/// answer. A call that would pass it is refused; calls racing for one
+/// original may pass it by one call's count, which a `count` 0 still
+/// answers (up to [`MAX_ANSWERED`]).
+pub const MAX_PSEUDONYMS_PER_ORIGINAL: u32 = 1000;
+/// Most pseudonyms one `count` 0 answers.
+pub const MAX_ANSWERED: u32 = MAX_PSEUDONYMS_PER_ORIGINAL + MAX_NEW_PSEUDONYMS;
 
 /// `FAILED_PRECONDITION` unless `ns` is a single-pseudonym namespace.
 pub fn single_only(ns: &Namespace) -> Result<(), Error> {
@@ -65,12 +73,18 @@ impl Service {
             multi_only(&ns)?;
             let all = self
                 .retry("pseudonyms_of", deadline, || {
-                    self.store.pseudonyms_of(&name, &original)
+                    self.store.pseudonyms_of(&name, &original, MAX_ANSWERED + 1)
                 })
                 .await?;
             if all.is_empty() {
                 return Err(Error::not_found(format!(
                     "no pseudonym for this original in namespace {name}"
+                )));
+            }
+            if all.len() > MAX_ANSWERED as usize {
+                return Err(Error::out_of_range(format!(
+                    "this original has more than {MAX_ANSWERED} pseudonyms in namespace {name}, \
+                     more than one answer carries"
                 )));
             }
             return Ok(all);
@@ -81,6 +95,19 @@ impl Service {
             self.forget_namespace(&name);
             ns = self.read_namespace(&name, deadline).await?;
             multi_only(&ns)?;
+        }
+        let has = self
+            .retry("pseudonyms_of", deadline, || {
+                self.store
+                    .pseudonyms_of(&name, &original, MAX_PSEUDONYMS_PER_ORIGINAL + 1)
+            })
+            .await?
+            .len();
+        if has + count as usize > MAX_PSEUDONYMS_PER_ORIGINAL as usize {
+            return Err(Error::out_of_range(format!(
+                "an original may have at most {MAX_PSEUDONYMS_PER_ORIGINAL} pseudonyms in \
+                 namespace {name}; this one has {has}, so {count} more are too many"
+            )));
         }
         let wanted = count as usize;
         let mut made: Vec<Pseudonym> = Vec::with_capacity(wanted);

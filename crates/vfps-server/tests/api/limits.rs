@@ -98,4 +98,107 @@ async fn oversize_input_is_refused_with_its_code_and_fails_only_itself(backend: 
     assert!(app.create("n", "innocent").await.is_ok());
 }
 
-crate::on_both_backends!(oversize_input_is_refused_with_its_code_and_fails_only_itself);
+/// One request's work is bounded whatever it asks: a Bundle whose entries'
+/// counts pass 10,000 pseudonyms is refused whole before any entry runs,
+/// and an original's pseudonyms are bounded, so a count of 0 is too.
+async fn a_bundle_asking_for_too_many_pseudonyms_is_refused_whole(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.namespaces
+        .clone()
+        .create(NamespaceServiceCreateRequest {
+            name: "m".into(),
+            pseudonym_generation_method: HEX,
+            pseudonym_length: 16,
+            multi_pseudonym: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let multiple = |original: &str, count: i64| {
+        json!({"request": {"method": "POST", "url": "$pseudonymize-multiple"},
+               "resource": {"resourceType": "Parameters", "parameter": [
+                   {"name": "context", "valueIdentifier": {"value": "m"}},
+                   {"name": "original", "valueIdentifier": {"value": original}},
+                   {"name": "count", "valueInteger": count}]}})
+    };
+    let bundle =
+        |entries: Vec<Value>| json!({"resourceType": "Bundle", "type": "batch", "entry": entries});
+    let post = |body: Value| {
+        app.http_client
+            .post(format!("{}/v1/fhir", app.http))
+            .header("content-type", "application/fhir+json")
+            .json(&body)
+            .send()
+    };
+    // The attack as it was found: 300 entries of count 1000 (300,000
+    // pseudonyms from a 95 kB body).
+    let r = post(bundle(
+        (0..300)
+            .map(|i| multiple(&format!("o-{i}"), 1000))
+            .collect(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let outcome: Value = r.json().await.unwrap();
+    assert_eq!(outcome["issue"][0]["code"], "too-costly", "{outcome}");
+    let said = outcome["issue"][0]["diagnostics"].as_str().unwrap();
+    assert!(said.contains("300000") && said.contains("10000"), "{said}");
+    // Nothing ran: o-0 has no pseudonym.
+    let r = post(bundle(vec![multiple("o-0", 0)])).await.unwrap();
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(
+        answer["entry"][0]["response"]["status"], "404 Not Found",
+        "{answer}"
+    );
+    // Counts of 0 reserve an original's most; 11 of them pass the bound.
+    let r = post(bundle(
+        (0..11).map(|i| multiple(&format!("o-{i}"), 0)).collect(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // At the bound exactly: taken.
+    let r = post(bundle(
+        (0..10).map(|i| multiple(&format!("p-{i}"), 1000)).collect(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer: Value = r.json().await.unwrap();
+    assert!(
+        answer["entry"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["response"]["status"] == "201 Created"),
+        "{}",
+        answer["entry"][0]["response"]
+    );
+    // p-0 has 1000, the most an original may have: one more is refused,
+    // naming the bound; all of them are still answered.
+    let r = post(bundle(vec![multiple("p-0", 1), multiple("p-0", 0)]))
+        .await
+        .unwrap();
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(
+        answer["entry"][0]["response"]["status"], "400 Bad Request",
+        "{answer}"
+    );
+    let said = answer["entry"][0]["resource"]["issue"][0]["diagnostics"]
+        .as_str()
+        .unwrap();
+    assert!(said.contains("at most 1000 pseudonyms"), "{said}");
+    assert_eq!(
+        answer["entry"][1]["resource"]["parameter"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1000
+    );
+}
+
+crate::on_both_backends!(
+    oversize_input_is_refused_with_its_code_and_fails_only_itself,
+    a_bundle_asking_for_too_many_pseudonyms_is_refused_whole,
+);

@@ -66,6 +66,7 @@ impl Multi for PgStore {
         &self,
         namespace: &NamespaceName,
         original: &OriginalValue,
+        limit: u32,
     ) -> Result<Vec<Pseudonym>, Error> {
         let (mut lease, steps) = self.lease().await?;
         // Rows committed on the primary alone (their wait for the standby
@@ -78,9 +79,9 @@ impl Multi for PgStore {
                 &format!(
                     "SELECT {COLUMNS} FROM multi_pseudonyms
                      WHERE namespace = $1 AND original_value = $2
-                     ORDER BY created_at, pseudonym_value"
+                     ORDER BY created_at, pseudonym_value LIMIT $3"
                 ),
-                &[&namespace.as_str(), &original.as_str()],
+                &[&namespace.as_str(), &original.as_str(), &i64::from(limit)],
             ))
             .await?;
         steps.run(tx.commit()).await?;

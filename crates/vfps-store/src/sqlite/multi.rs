@@ -74,6 +74,7 @@ impl Multi for SqliteStore {
         &self,
         namespace: &NamespaceName,
         original: &OriginalValue,
+        limit: u32,
     ) -> Result<Vec<Pseudonym>, Error> {
         let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
         self.with_reader(move |c| {
@@ -81,11 +82,11 @@ impl Multi for SqliteStore {
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM multi_pseudonyms \
                      WHERE namespace = ?1 AND original_value = ?2 \
-                     ORDER BY created_at, pseudonym_value"
+                     ORDER BY created_at, pseudonym_value LIMIT ?3"
                 ))
                 .map_err(sql_err)?;
             let rows = st
-                .query_map(params![ns, o], pseudonym_from_row)
+                .query_map(params![ns, o, limit], pseudonym_from_row)
                 .map_err(sql_err)?;
             rows.map(|r| r.map_err(sql_err)?).collect()
         })

@@ -86,14 +86,16 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
         .await
         .unwrap());
 
-    let of_a = store.pseudonyms_of(&m.name, &a).await.unwrap();
+    let of_a = store.pseudonyms_of(&m.name, &a, 10).await.unwrap();
     assert_eq!(
         values(&of_a),
         ["p-1", "p-2", "p-3"],
         "oldest first, then by pseudonym"
     );
+    let first_two = store.pseudonyms_of(&m.name, &a, 2).await.unwrap();
+    assert_eq!(values(&first_two), ["p-1", "p-2"], "at most the limit");
     assert!(store
-        .pseudonyms_of(&m.name, &OriginalValue::parse("c").unwrap())
+        .pseudonyms_of(&m.name, &OriginalValue::parse("c").unwrap(), 10)
         .await
         .unwrap()
         .is_empty());
@@ -207,7 +209,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         assert_eq!(store.get_pseudonym(&m.name, &pv(p)).await.unwrap(), None);
     }
     assert!(store
-        .pseudonyms_of(&m.name, &o("anonymized"))
+        .pseudonyms_of(&m.name, &o("anonymized"), 10)
         .await
         .unwrap()
         .is_empty());
@@ -251,7 +253,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         None
     );
     assert_eq!(
-        values(&store.pseudonyms_of(&m.name, &o("kept")).await.unwrap()),
+        values(&store.pseudonyms_of(&m.name, &o("kept"), 10).await.unwrap()),
         ["p-7", "p-8", "p-9"]
     );
     assert_eq!(
@@ -273,7 +275,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         None
     );
     assert!(store
-        .pseudonyms_of(&m.name, &o("kept"))
+        .pseudonyms_of(&m.name, &o("kept"), 10)
         .await
         .unwrap()
         .is_empty());
