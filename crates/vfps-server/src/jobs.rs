@@ -4,8 +4,8 @@
 //!
 //! Upstream's rules: creating a job needs write (pseudonymize) or
 //! reverse-lookup (de-pseudonymize) in every namespace it maps; a job is its
-//! creator's (the same typed subject), and only they or an admin see, start,
-//! cancel or delete it. Its output is re-identifying data, so downloading it
+//! creator's (the same typed subject), and only they or an admin see, cancel
+//! or delete it; only its creator uploads its input and starts it. Its output is re-identifying data, so downloading it
 //! needs, at download time and whoever asks, the right the job needed in each
 //! of its namespaces: an admin sees every job but has no right to an output
 //! by being one, and a creator who lost the right loses the output too.
@@ -130,6 +130,22 @@ impl JobApi {
         Ok(job)
     }
 
+    /// The job, if it is `principal`'s own: what goes into a job and when
+    /// it runs are its creator's alone. An admin sees, cancels and deletes
+    /// any job, but uploading another's input or starting another's job
+    /// would run it with its creator's rights on data the creator never
+    /// gave: `PERMISSION_DENIED` (a job the caller may not see at all stays
+    /// `NOT_FOUND`).
+    async fn own(&self, principal: &Principal, id: &str) -> Result<JobRecord, Error> {
+        let job = self.owned(principal, id).await?;
+        if job.created_by != principal.subject {
+            return Err(Error::permission_denied(format!(
+                "job {id} is another user's: only its creator uploads its input and starts it"
+            )));
+        }
+        Ok(job)
+    }
+
     /// `PERMISSION_DENIED` unless `principal` holds, now, the right `job`
     /// needed in each of its namespaces (its output holds what that right
     /// reveals); the refusal is an audit event.
@@ -192,7 +208,7 @@ impl JobApi {
         deadline: Instant,
     ) -> Result<JobRecord, Error> {
         let p = self.principal(header, deadline).await?;
-        self.owned(&p, id).await?;
+        self.own(&p, id).await?;
         self.jobs()?.start(id).await
     }
 
@@ -288,7 +304,7 @@ impl JobApi {
         deadline: Instant,
     ) -> Result<u64, Error> {
         let p = self.principal(header, deadline).await?;
-        self.owned(&p, id).await?;
+        self.own(&p, id).await?;
         self.jobs()?.upload(id, body).await
     }
 

@@ -415,6 +415,17 @@ impl Service {
         Ok(ns)
     }
 
+    /// How many entries (pseudonyms) `name` holds; 0 when it does not exist.
+    pub async fn pseudonym_count(&self, name: &str, deadline: Instant) -> Result<u64, Error> {
+        let name = NamespaceName::parse(name)?;
+        let counts = self
+            .retry("count_created", deadline, || {
+                self.store.count_created(Some(&name), None, None)
+            })
+            .await?;
+        Ok(counts.iter().map(|c| c.count.max(0) as u64).sum())
+    }
+
     pub async fn get_namespace(&self, name: &str, deadline: Instant) -> Result<Namespace, Error> {
         let name = NamespaceName::parse(name)?;
         self.retry("get_namespace", deadline, || {

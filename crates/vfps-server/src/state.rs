@@ -8,6 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use vfps_core::Error;
 use vfps_store::health::DatabaseHealth;
 
 use crate::{auth::Auth, jobs::JobApi, metrics::Metrics, service::Service};
@@ -107,5 +108,58 @@ impl AppState {
             return Err("initial namespaces are not created yet".into());
         }
         Ok(())
+    }
+}
+
+impl AppState {
+    /// Deletes namespace `name` for the caller of `credential`: an admin's
+    /// call, and, when the namespace holds pseudonyms, an erasure of every
+    /// one of them, so it needs the erase permission in it as well. Audited
+    /// as a namespace delete and (when it held any) as an erasure, each with
+    /// the number of mappings erased; answers that number.
+    pub async fn delete_namespace(
+        &self,
+        credential: crate::auth::AuthHeader<'_>,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<u64, Error> {
+        use crate::auth::{audit, Operation};
+        let who = self.auth.authenticate(credential, deadline).await;
+        let mut erased = 0;
+        let result: Result<u64, Error> = async {
+            let who = who.as_ref().map_err(Clone::clone)?;
+            self.auth
+                .authorize(who, Operation::DeleteNamespace, Some(name))?;
+            erased = self.service.pseudonym_count(name, deadline).await?;
+            if erased > 0 {
+                self.auth
+                    .authorize(who, Operation::ErasePseudonym, Some(name))
+                    .map_err(|_| {
+                        Error::permission_denied(format!(
+                            "deleting namespace {name} erases its {erased} pseudonyms: it needs \
+                             the erase permission in {name} as well as an admin role"
+                        ))
+                    })?;
+            }
+            self.service.delete_namespace(name, deadline).await?;
+            Ok(erased)
+        }
+        .await;
+        let principal = who.as_ref().ok().map(|p| &**p);
+        let outcome = result.as_ref().copied().map_err(|e| e.kind);
+        for operation in [Operation::DeleteNamespace, Operation::ErasePseudonym] {
+            if operation == Operation::ErasePseudonym && erased == 0 {
+                continue;
+            }
+            self.auth.record(&audit::Event {
+                principal,
+                operation,
+                namespace: name,
+                job: None,
+                token: None,
+                outcome,
+            });
+        }
+        result
     }
 }

@@ -84,7 +84,10 @@ impl NewToken {
 }
 
 /// Mints a token for `minter`, who must be an admin and hold every right
-/// the token grants; an audit event whatever the outcome.
+/// the token grants; an audit event whatever the outcome. The token ends
+/// when the minter's credential does, if not before (a JWT's expiry, a UI
+/// session's end, a minting token's own): no right outlives the credential
+/// that handed it on.
 pub async fn mint(
     auth: &Auth,
     store: &dyn Store,
@@ -95,7 +98,7 @@ pub async fn mint(
     let result = async {
         auth.authorize(minter, Operation::CreateToken, None)?;
         auth.may_grant(minter, new.admin, &new.grants)?;
-        create(store, new).await
+        create_until(store, new, minter.valid_until).await
     }
     .await;
     auth.record(&Event {
@@ -149,10 +152,24 @@ pub async fn revoke_as(
     result
 }
 
-/// Mints and stores a token, unchecked (the operator's `vfps tokens create`,
-/// and [`mint`] once it has checked); the secret is the caller's to show, once.
+/// Mints and stores a token, unchecked (the operator's `vfps tokens create`);
+/// the secret is the caller's to show, once.
 pub async fn create(store: &dyn Store, new: NewToken) -> Result<(TokenRecord, TokenSecret), Error> {
-    let expires_at = new.expires_in.map(|e| vfps_core::now_micros() + e);
+    create_until(store, new, None).await
+}
+
+/// [`create`], the token's expiry no later than `cap` (when there is one).
+async fn create_until(
+    store: &dyn Store,
+    new: NewToken,
+    cap: Option<SystemTime>,
+) -> Result<(TokenRecord, TokenSecret), Error> {
+    let expires_at = capped(new.expires_in.map(|e| vfps_core::now_micros() + e), cap);
+    if expires_at.is_some_and(|at| at <= SystemTime::now()) {
+        return Err(Error::unauthenticated(
+            "the credential minting the token has expired",
+        ));
+    }
     let (record, secret) =
         TokenRecord::new(new.kind, &new.name, new.admin, new.grants, expires_at)?;
     store.insert_token(&record).await?;
@@ -178,6 +195,14 @@ pub async fn revoke(store: &dyn Store, id: &str) -> Result<bool, Error> {
         tracing::info!(token_id = %id, "access token revoked");
     }
     Ok(revoked)
+}
+
+/// The earlier of an asked expiry (`None`: never) and a cap (`None`: none).
+fn capped(asked: Option<SystemTime>, cap: Option<SystemTime>) -> Option<SystemTime> {
+    match (asked, cap) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -209,6 +234,16 @@ pub fn to_json(t: &TokenRecord) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_minted_expiry_is_capped_at_the_minters() {
+        let t = |s: u64| Some(UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(capped(None, None), None);
+        assert_eq!(capped(t(5), None), t(5));
+        assert_eq!(capped(None, t(9)), t(9), "no expiry asked: the minter's");
+        assert_eq!(capped(t(5), t(9)), t(5));
+        assert_eq!(capped(t(12), t(9)), t(9));
+    }
 
     /// A lifetime under a second made a token already dead when printed.
     #[test]

@@ -32,10 +32,13 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Verifier {
     authority: String,
     audience: Option<String>,
-    /// The admin UI's client: a token whose only audience it is was issued to
-    /// the UI (an ID token), not for the API. `None` for the UI's own
-    /// verifier, whose audience it is.
+    /// The admin UI's client: a token issued to it with an ID token's own
+    /// claims, or (unless the API's audience is that client too) whose only
+    /// audience it is, is the UI's ID token, not a credential for the API.
     ui_client: Option<String>,
+    /// `Authorization__Audience` names the UI's client: tokens for it are
+    /// the API's too, and only an ID token's claims tell them apart.
+    audience_is_ui: bool,
     role_claim: Vec<String>,
     leeway: Duration,
     refresh_interval: Duration,
@@ -74,10 +77,8 @@ impl Verifier {
         Self {
             authority: authority.trim_end_matches('/').to_owned(),
             audience: config.audience.clone(),
-            ui_client: config
-                .client_id
-                .clone()
-                .filter(|c| config.audience.as_deref() != Some(c.as_str())),
+            ui_client: config.client_id.clone(),
+            audience_is_ui: config.audience.is_some() && config.audience == config.client_id,
             role_claim: config
                 .role_claim_type
                 .split('.')
@@ -105,8 +106,9 @@ impl Verifier {
     }
 
     /// Why `claims` are an ID token's, which proves a sign-in to a client
-    /// and is no credential for the API: Keycloak's `typ: ID`, or the admin
-    /// UI's client as the token's only audience.
+    /// and is no credential for the API: Keycloak's `typ: ID`; issued to the
+    /// admin UI's client with an ID token's own claims; or the UI's client as
+    /// the token's only audience (unless that is the API's audience).
     fn id_token(&self, claims: &serde_json::Map<String, Value>) -> Option<&'static str> {
         if claims
             .get("typ")
@@ -116,12 +118,27 @@ impl Verifier {
             return Some("it is an ID token (typ ID), not an access token");
         }
         let client = self.ui_client.as_deref()?;
-        let only_the_ui = match claims.get("aud") {
-            Some(Value::String(aud)) => aud == client,
-            Some(Value::Array(auds)) => auds.len() == 1 && auds[0].as_str() == Some(client),
-            _ => false,
+        let audiences: Vec<&str> = match claims.get("aud") {
+            Some(Value::String(aud)) => vec![aud.as_str()],
+            Some(Value::Array(auds)) => auds.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
         };
-        only_the_ui.then_some(
+        if !audiences.contains(&client) {
+            return None;
+        }
+        // What only an ID token carries: the sign-in's nonce, the hashes
+        // that bind a code or an access token to it. The UI's sign-ins
+        // always send a nonce, whatever the API's audience is.
+        if ["nonce", "at_hash", "c_hash", "s_hash"]
+            .iter()
+            .any(|c| claims.contains_key(*c))
+        {
+            return Some(
+                "it was issued to the admin UI's client with an ID token's claims (nonce): it is \
+                 an ID token, not an access token",
+            );
+        }
+        (audiences == [client] && !self.audience_is_ui).then_some(
             "its only audience is the admin UI's client: it is an ID token, not an access token",
         )
     }

@@ -52,7 +52,21 @@ pub(super) async fn bundle(
             return Ok(Err(refused));
         }
         let answers = if transaction {
-            match together(&state, &who, entries, d).await {
+            let mut revealed = Vec::new();
+            let outcome = together(&state, &who, entries, d, &mut revealed).await;
+            // A lookup's answer reaches the caller only with the whole
+            // transaction's: audited as revealed then, else as not.
+            let kind = outcome.as_ref().map(|_| ()).map_err(|(status, _)| {
+                if status.is_server_error() {
+                    vfps_core::ErrorKind::Unavailable
+                } else {
+                    vfps_core::ErrorKind::FailedPrecondition
+                }
+            });
+            for (op, namespace) in &revealed {
+                mii::record(&state, &who, *op, namespace, kind);
+            }
+            match outcome {
                 Ok(answers) => answers,
                 Err(failed) => return Ok(Err(failed)),
             }
@@ -198,11 +212,15 @@ fn failed_entry(i: usize, (status, mut resource): (StatusCode, Value)) -> (Statu
 /// the `$pseudonymize` entries' new pseudonyms are stored together at the end;
 /// a `$get-pseudonym` of an original an earlier entry pseudonymizes is
 /// answered with that entry's pseudonym.
+///
+/// Each lookup answered (its operation and namespace) is added to `answered`
+/// for the caller to audit once the transaction's outcome is known.
 async fn together(
     state: &AppState,
     who: &crate::auth::Principal,
     entries: &[Value],
     deadline: std::time::Instant,
+    answered: &mut Vec<(mii::Op, String)>,
 ) -> Result<Vec<(StatusCode, Value)>, (StatusCode, Value)> {
     let mut answers: Vec<Option<(StatusCode, Value)>> = vec![None; entries.len()];
     let mut creates: Vec<(usize, Input)> = Vec::new();
@@ -228,11 +246,14 @@ async fn together(
                     .map_err(|e| failed_entry(i, mii::refused(op, &e)))?;
                 match creates.iter().position(|(_, c)| same_original(c, &input)) {
                     Some(k) => follows.push((i, k, input)),
-                    None => answers[i] = Some(read(state, who, op, resource, i, deadline).await?),
+                    None => {
+                        answers[i] =
+                            Some(read(state, who, op, resource, i, deadline, answered).await?)
+                    }
                 }
             }
             mii::Op::DePseudonymize => {
-                answers[i] = Some(read(state, who, op, resource, i, deadline).await?);
+                answers[i] = Some(read(state, who, op, resource, i, deadline, answered).await?);
             }
             mii::Op::PseudonymizeMultiple => {
                 let why = "$pseudonymize-multiple cannot be part of a transaction: it makes new \
@@ -330,7 +351,9 @@ fn same_original(a: &Input, b: &Input) -> bool {
     a.context.value() == b.context.value() && original(a) == original(b)
 }
 
-/// A lookup entry of a transaction, answered now or failing it.
+/// A lookup entry of a transaction, answered now or failing it; a refused
+/// one is audited at once (nothing was revealed), an answered one is added
+/// to `answered`.
 async fn read(
     state: &AppState,
     who: &crate::auth::Principal,
@@ -338,10 +361,19 @@ async fn read(
     resource: &Value,
     i: usize,
     deadline: std::time::Instant,
+    answered: &mut Vec<(mii::Op, String)>,
 ) -> Result<(StatusCode, Value), (StatusCode, Value)> {
-    mii::run(state, who, op, resource, deadline)
-        .await
-        .map_err(|e| failed_entry(i, mii::refused(op, &e)))
+    let (namespace, result) = mii::run_unaudited(state, who, op, resource, deadline).await;
+    match result {
+        Ok(answer) => {
+            answered.push((op, namespace));
+            Ok(answer)
+        }
+        Err(e) => {
+            mii::record(state, who, op, &namespace, Err(e.kind));
+            Err(failed_entry(i, mii::refused(op, &e)))
+        }
+    }
 }
 
 /// The operation an entry asks for, and its resource.

@@ -119,25 +119,58 @@ pub async fn run(
     body: &Value,
     deadline: std::time::Instant,
 ) -> Result<Answer, Error> {
+    let (namespace, result) = run_unaudited(state, who, op, body, deadline).await;
+    record(
+        state,
+        who,
+        op,
+        &namespace,
+        result.as_ref().map(|_| ()).map_err(|e| e.kind),
+    );
+    result
+}
+
+/// [`run`] without its audit event, for an answer that may not reach the
+/// caller (a transaction's entry): the namespace it named, and the result.
+pub async fn run_unaudited(
+    state: &AppState,
+    who: &Principal,
+    op: Op,
+    body: &Value,
+    deadline: std::time::Instant,
+) -> (String, Result<Answer, Error>) {
     let (required, optional) = op.params();
-    let input = read(body, required, optional)?;
+    let input = match read(body, required, optional) {
+        Ok(input) => input,
+        Err(e) => return (String::new(), Err(e)),
+    };
     let namespace = input.context.value().to_owned();
-    let allowed = state.auth.authorize(who, op.operation(), Some(&namespace));
-    let result = match allowed {
+    let result = match state.auth.authorize(who, op.operation(), Some(&namespace)) {
         Ok(()) => execute(state, op, &input, &namespace, deadline).await,
         Err(e) => Err(e),
     };
+    (namespace, result)
+}
+
+/// The audit event of `op` in `namespace` (for the operations that have
+/// one): answered, or not with `outcome`'s error.
+pub fn record(
+    state: &AppState,
+    who: &Principal,
+    op: Op,
+    namespace: &str,
+    outcome: Result<(), vfps_core::ErrorKind>,
+) {
     if op.operation().audited() {
         state.auth.record(&audit::Event {
             principal: Some(who),
             operation: op.operation(),
-            namespace: &namespace,
+            namespace,
             job: None,
             token: None,
-            outcome: result.as_ref().map(|_| 1).map_err(|e| e.kind),
+            outcome: outcome.map(|()| 1),
         });
     }
-    result
 }
 
 /// `$pseudonymize`'s answer: the input echoed, and the pseudonym in kind.

@@ -122,17 +122,11 @@ impl NamespaceService for NamespaceApi {
         let d = deadline(&self.state, &request);
         let (metadata, _, req) = request.into_parts();
         let call = async {
-            self.state.service.delete_namespace(&req.name, d).await?;
+            self.state
+                .delete_namespace(authorization(&metadata), &req.name, d)
+                .await?;
             Ok(pb::NamespaceServiceDeleteResponse {})
         };
-        let audited = self.state.auth.audited(
-            authorization(&metadata),
-            Operation::DeleteNamespace,
-            &req.name,
-            d,
-            call,
-            |_| 1,
-        );
-        observed(&self.state, "NamespaceService/Delete", audited).await
+        observed(&self.state, "NamespaceService/Delete", call).await
     }
 }

@@ -37,11 +37,17 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
     } else {
         api
     };
-    // The UI's scripts call the API with the browser's session.
-    let api = api.layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        crate::ui::session_bridge,
-    ));
+    // Who calls, before any body is read; the UI's scripts call the API
+    // with the browser's session (outermost: it runs first).
+    let api = api
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticated_first,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::ui::session_bridge,
+        ));
     api.merge(health_routes())
         .merge(crate::ui::routes(&state))
         .layer(axum::middleware::from_fn(move |req, next| {
@@ -49,6 +55,34 @@ pub fn router(state: AppState, max_body_bytes: usize, traced: bool) -> Router {
         }))
         .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+/// With authorization on, every API call but the CapabilityStatement is
+/// authenticated before its body is read or parsed: a caller without valid
+/// credentials gets 401 (in the route's own error format) and learns nothing
+/// from its body's errors, nor makes the server parse it. The handlers
+/// authenticate again, from the verified-credential cache.
+async fn authenticated_first(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = req.uri().path();
+    let public = req.method() == axum::http::Method::GET && path == "/v1/fhir/metadata";
+    if !state.auth.enabled() || public {
+        return next.run(req).await;
+    }
+    let fhir = path == "/v1/fhir" || path.starts_with("/v1/fhir/");
+    let deadline = state.deadline(None);
+    match state
+        .auth
+        .authenticate(authorization(req.headers()), deadline)
+        .await
+    {
+        Ok(_) => next.run(req).await,
+        Err(e) if fhir => crate::fhir::outcome(&e),
+        Err(e) => challenge(e.kind, rest::error_response(&e)),
+    }
 }
 
 /// A 401 names the scheme it wants (RFC 6750): `WWW-Authenticate: Bearer`.

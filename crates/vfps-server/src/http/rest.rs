@@ -200,18 +200,12 @@ async fn delete_namespace(
 ) -> Response {
     let d = state.deadline(None);
     let call = async {
-        state.service.delete_namespace(&name, d).await?;
+        state
+            .delete_namespace(authorization(&headers), &name, d)
+            .await?;
         Ok(pb::NamespaceServiceDeleteResponse {})
     };
-    let audited = state.auth.audited(
-        authorization(&headers),
-        Operation::DeleteNamespace,
-        &name,
-        d,
-        call,
-        |_| 1,
-    );
-    respond(&state, "NamespaceService/Delete", audited).await
+    respond(&state, "NamespaceService/Delete", call).await
 }
 
 async fn create_pseudonym(

@@ -60,6 +60,8 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
     };
     let admin = state.auth.is_admin(&principal);
     let listed = state.service.list_namespaces(visit.deadline).await;
+    // What a delete would erase, as this replica last counted it.
+    let counts = state.metrics.pseudonym_counts();
     visit.page_status(
         status,
         "Namespaces",
@@ -119,7 +121,7 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
                                     th scope="col" { "Prefix" } th scope="col" { "Suffix" } th scope="col" { "Pseudonyms per original" } th scope="col" { "Originals' system" } th scope="col" { "Description" } th scope="col" { "Delete" }
                                 } }
                                 tbody {
-                                    @for ns in visible { (row(state, visit, &principal, admin, ns)) }
+                                    @for ns in visible { (row(state, visit, &principal, admin, ns, &counts)) }
                                 }
                             }
                         }
@@ -136,8 +138,14 @@ fn row(
     principal: &Arc<Principal>,
     admin: bool,
     ns: &vfps_core::Namespace,
+    counts: &[(String, i64)],
 ) -> Markup {
     let name = ns.name.as_str();
+    let erases = match counts.iter().find(|(n, _)| n == name) {
+        Some((_, 1)) => "which erases its 1 pseudonym for good (as last counted)".to_owned(),
+        Some((_, c)) => format!("which erases its {c} pseudonyms for good (as last counted)"),
+        None => "which erases all its pseudonyms for good".to_owned(),
+    };
     let s = &ns.settings;
     let browse = state
         .auth
@@ -159,7 +167,9 @@ fn row(
                     fieldset disabled[!admin] class="inline" {
                         label for={ "confirm-" (name) } class="visually-hidden" { "Type the name to confirm" }
                         input id={ "confirm-" (name) } name="confirm" placeholder="Type the name to confirm"
-                            required autocomplete="off" aria-label={ "Type " (name) " to confirm its deletion" };
+                            required autocomplete="off" aria-label={ "Type " (name) " to confirm its deletion, " (erases) }
+                            aria-describedby={ "erases-" (name) };
+                        span id={ "erases-" (name) } class="note" { "Erases " (erases.trim_start_matches("which erases ")) }
                         button type="submit" class="danger" aria-label={ "Delete " (name) } { "Delete" }
                     }
                 }
@@ -267,23 +277,13 @@ pub async fn delete(
                 "type the namespace's name ({name}) to confirm its deletion"
             )));
         }
-        let d = visit.deadline;
-        let call = state.service.delete_namespace(&name, d);
         state
-            .auth
-            .audited(
-                visit.credential(),
-                Operation::DeleteNamespace,
-                &name,
-                d,
-                call,
-                |_| 1,
-            )
+            .delete_namespace(visit.credential(), &name, visit.deadline)
             .await
     }
     .await;
-    let (status, outcome) = shown(outcome, |()| {
-        html! { p { output id="result" { "Namespace " (name) " deleted with all its pseudonyms." } } }
+    let (status, outcome) = shown(outcome, |erased| {
+        html! { p { output id="result" { "Namespace " (name) " deleted; " (erased) " pseudonym" @if erased != 1 { "s" } " erased with it." } } }
     });
     render(&state, &visit, status, outcome).await
 }

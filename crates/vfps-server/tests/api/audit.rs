@@ -31,6 +31,10 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
     let issuer = OidcIssuer::start().await;
     let mut env = secured_env(Backend::Sqlite, &issuer);
     env.push(("RUST_LOG".into(), "debug".into()));
+    env.push((
+        "Authorization__NamespaceRules__0__EraseRoles__0".into(),
+        "eraser".into(),
+    ));
     let log_path = vfps_testkit::scratch_dir("audit").join("vfps.log");
     let server = ServerProcess::start_logging(&env, &log_path).await;
     let channel = Channel::from_shared(server.grpc.clone())
@@ -39,7 +43,8 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
     let mut namespaces = NamespaceServiceClient::new(channel.clone());
     let mut pseudonyms = PseudonymServiceClient::new(channel);
     // An admin that holds what it grants below.
-    let admin = issuer.token("admin-person", &["admin", "trustee"]);
+    // Deleting a namespace with pseudonyms erases them: it needs erase too.
+    let admin = issuer.token("admin-person", &["admin", "trustee", "eraser"]);
     let writer = issuer.token("writer-person", &["writer"]);
     let trustee = issuer.token("trustee-person", &["trustee"]);
     let reader = issuer.token("reader-person", &["reader"]);
@@ -267,7 +272,11 @@ async fn logs_hold_no_value_pseudonym_or_token_and_the_audit_trail_is_complete()
         format!("Tokens/Create {}  allowed 1", jwt("admin-person")),
         format!("PseudonymService/Get {token_subject} research allowed 1"),
         format!(
-            "NamespaceService/Delete {} research allowed 1",
+            "NamespaceService/Delete {} research allowed 5",
+            jwt("admin-person")
+        ),
+        format!(
+            "Pseudonyms/Erase {} research allowed 5",
             jwt("admin-person")
         ),
     ];

@@ -56,7 +56,7 @@ fn code<T>(r: Result<tonic::Response<T>, tonic::Status>) -> Code {
     r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
 }
 
-async fn grpc_create_namespace(app: &TestApp, token: Option<&str>, name: &str) -> Code {
+pub(crate) async fn grpc_create_namespace(app: &TestApp, token: Option<&str>, name: &str) -> Code {
     code(
         app.namespaces
             .clone()
@@ -73,7 +73,7 @@ async fn grpc_create_namespace(app: &TestApp, token: Option<&str>, name: &str) -
     )
 }
 
-async fn grpc_create(
+pub(crate) async fn grpc_create(
     app: &TestApp,
     token: Option<&str>,
     ns: &str,
@@ -150,7 +150,7 @@ async fn grpc_namespace_names(app: &TestApp, token: Option<&str>) -> Result<Vec<
         .map_err(|s| s.code())
 }
 
-async fn rest(
+pub(crate) async fn rest(
     app: &TestApp,
     method: reqwest::Method,
     path: &str,

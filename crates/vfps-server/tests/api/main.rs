@@ -22,6 +22,7 @@ mod reidentify;
 mod resilience;
 mod rest;
 mod restore;
+mod rights;
 mod safety;
 mod tls;
 mod ui;
