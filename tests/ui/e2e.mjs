@@ -65,6 +65,9 @@ const authEnv = {
   Authorization__NamespaceRules__0__EraseRoles__0: "vfps-admin",
   VFPS_UI_SESSION_KEY: sessionKey,
   VFPS_TOKEN_CACHE_DURATION: "1s",
+  // Every page after 3 s renews the session at the real provider (its
+  // refresh token, the new ID token's roles): the whole run exercises it.
+  VFPS_UI_ROLE_RECHECK_INTERVAL: "3s",
 };
 const vfps = new Vfps({ bin, dir: work, name: "vfps", ports, env: authEnv });
 const apiToken = vfps.mintToken(["--name", "e2e-api", "--admin", "--grant", "*=read,write,reverse-lookup"]);

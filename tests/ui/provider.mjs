@@ -69,7 +69,7 @@ const provider = new Provider(issuer, {
       client_id: clientId,
       client_secret: clientSecret,
       token_endpoint_auth_method: "client_secret_basic",
-      grant_types: ["authorization_code"],
+      grant_types: ["authorization_code", "refresh_token"],
       response_types: ["code"],
       id_token_signed_response_alg: "RS256",
       redirect_uris: bases.map((b) => `${b}/ui/authentication/callback`),
@@ -97,7 +97,11 @@ const provider = new Provider(issuer, {
   },
   claims: { openid: ["sub", "roles"], profile: ["name"] },
   conformIdTokenClaims: false,
-  ttl: { IdToken: 3600, AccessToken: 3600, Session: 86400, Interaction: 600, Grant: 86400 },
+  // A refresh token with every sign-in (as Keycloak gives one): vfps renews
+  // a UI session with it, and the new ID token's roles, at least every 15
+  // minutes (VFPS_UI_ROLE_RECHECK_INTERVAL).
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed("refresh_token"),
+  ttl: { IdToken: 3600, AccessToken: 3600, RefreshToken: 86400, Session: 86400, Interaction: 600, Grant: 86400 },
   cookies: { keys: [`provider-cookies-${signingKey.kid}`] },
   async findAccount(_ctx, id) {
     const user = users[id] || { name: id, roles: [] };

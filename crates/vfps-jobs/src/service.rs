@@ -63,6 +63,10 @@ pub struct Jobs {
     queued: Arc<Notify>,
 }
 
+/// What the caller is told when the object store fails a call: waiting may
+/// help (`UNAVAILABLE`), or the store refuses what vfps asks of it (a
+/// permission, a key, a TLS setting: `FAILED_PRECONDITION`, with the cause);
+/// never `INTERNAL`, which is for vfps's own faults.
 fn storage_error(e: StorageError) -> Error {
     match e {
         StorageError::Unavailable(m) => Error::unavailable(m),
@@ -71,7 +75,7 @@ fn storage_error(e: StorageError) -> Error {
             ErrorKind::OutOfRange,
             format!("the file is larger than {limit} bytes (CsvProcessing__MaxFileSize)"),
         ),
-        other => Error::internal(other.to_string()),
+        other => Error::failed_precondition(other.to_string()),
     }
 }
 
@@ -378,4 +382,20 @@ fn single_pseudonym(spec: &Spec, ns: &vfps_core::Namespace) -> Result<(), Error>
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal of the store (a permission, a TLS setting) reached the
+    /// caller as INTERNAL, which is for vfps's own faults.
+    #[test]
+    fn a_store_that_refuses_is_a_failed_precondition_naming_why() {
+        let e = storage_error(StorageError::Refused("S3 HeadBucket answered 403".into()));
+        assert_eq!(e.kind, ErrorKind::FailedPrecondition);
+        assert!(e.message.contains("HeadBucket answered 403"), "{e:?}");
+        let e = storage_error(StorageError::Unavailable("reset".into()));
+        assert_eq!(e.kind, ErrorKind::Unavailable);
+    }
 }

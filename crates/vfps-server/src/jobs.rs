@@ -364,14 +364,16 @@ pub fn download_name(job: &JobRecord) -> String {
         Some(vfps_jobs::spec::Direction::Depseudonymize) => "de-pseudonymized",
         _ => "pseudonymized",
     };
-    // Only characters safe in a Content-Disposition header.
+    // The name as given (umlauts and all: `Content-Disposition` carries it
+    // exactly in `filename*`), without what no file name may hold: control
+    // characters and path separators.
     let base: String = base
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_. ".contains(c) {
-                c
-            } else {
+            if c.is_control() || c == '/' || c == '\\' {
                 '_'
+            } else {
+                c
             }
         })
         .collect();

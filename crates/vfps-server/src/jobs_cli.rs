@@ -196,6 +196,7 @@ impl Client {
             .transfer(reqwest::Method::GET, &address)
             .send()
             .await
+            .map_err(without_url)
             .context("cannot download the output")?;
         if !response.status().is_success() {
             bail!("the download was refused: {}", response.status());
@@ -207,7 +208,9 @@ impl Client {
         let mut stream = response.bytes_stream();
         let mut size = 0u64;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.context("the download broke off")?;
+            let chunk = chunk
+                .map_err(without_url)
+                .context("the download broke off")?;
             size += chunk.len() as u64;
             tokio::io::AsyncWriteExt::write_all(&mut file, &chunk).await?;
         }
@@ -216,6 +219,29 @@ impl Client {
         tokio::fs::rename(&partial, output).await?;
         Ok(size)
     }
+}
+
+/// What a refused transfer's answer says, and nothing more: S3's `Code` and
+/// `Message` (its `SignatureDoesNotMatch` answer also echoes the canonical
+/// request, session token included), else the answer's first 300 characters.
+fn refusal(text: &str) -> String {
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find(&format!("</{name}>"))?;
+        Some(text[start..start + end].to_owned())
+    };
+    match element("Code") {
+        Some(code) => format!("{code}: {}", element("Message").unwrap_or_default()),
+        None => text.chars().take(300).collect(),
+    }
+}
+
+/// A transfer's error without its address: a presigned URL carries a
+/// signature (and with temporary credentials `X-Amz-Security-Token`), which
+/// is never printed.
+fn without_url(e: reqwest::Error) -> reqwest::Error {
+    e.without_url()
 }
 
 fn status(s: tonic::Status) -> anyhow::Error {
@@ -288,11 +314,12 @@ pub async fn run(action: JobsAction) -> anyhow::Result<()> {
                 .body(body)
                 .send()
                 .await
+                .map_err(without_url)
                 .context("the upload failed")?;
             if !response.status().is_success() {
                 let code = response.status();
                 let text = response.text().await.unwrap_or_default();
-                bail!("the upload was refused ({code}): {text}");
+                bail!("the upload was refused ({code}): {}", refusal(&text));
             }
             let r = client.request(pb::CsvJobServiceStartRequest { id: job.id.clone() })?;
             client.grpc.start(r).await.map_err(status)?;
@@ -478,5 +505,46 @@ mod tests {
             line,
             "[#####...............]  25% 5000 rows 1000 rows/s ETA 30s RUNNING"
         );
+    }
+
+    /// A transfer that fails before an answer printed its presigned URL,
+    /// signature and session token included.
+    #[tokio::test]
+    async fn a_failed_transfer_names_no_presigned_url() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!(
+            "http://127.0.0.1:{port}/bucket/csv-jobs/x/output.csv?X-Amz-Credential=AKIA%2F&\
+             X-Amz-Security-Token=SESSIONTOKEN&X-Amz-Signature=SIGNATURE"
+        );
+        let raw = reqwest::get(&url).await.unwrap_err();
+        // What the CLI printed before: the URL and its secrets.
+        assert!(format!("{raw}").contains("SIGNATURE"));
+        let told = format!(
+            "{:#}",
+            anyhow::Result::<()>::Err(without_url(raw).into())
+                .context("cannot download the output")
+                .unwrap_err()
+        );
+        for secret in ["SIGNATURE", "SESSIONTOKEN", "X-Amz", "AKIA"] {
+            assert!(!told.contains(secret), "{secret} in {told}");
+        }
+        assert!(told.starts_with("cannot download the output: "), "{told}");
+    }
+
+    #[test]
+    fn a_refused_upload_says_s3s_code_and_message_and_nothing_it_echoed() {
+        let answer = "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+            <Message>The request signature we calculated does not match</Message>\
+            <CanonicalRequest>PUT /b/k X-Amz-Security-Token=SESSIONTOKEN</CanonicalRequest></Error>";
+        let told = refusal(answer);
+        assert_eq!(
+            told,
+            "SignatureDoesNotMatch: The request signature we calculated does not match"
+        );
+        assert_eq!(refusal("plain words"), "plain words");
     }
 }

@@ -1,7 +1,9 @@
 //! A real OIDC issuer for tests: an HTTP server on 127.0.0.1 serving the
 //! discovery document and a JWKS of generated ECDSA P-256 keys, and minting
 //! tokens signed with them — good ones, and every kind of bad one a service
-//! must refuse.
+//! must refuse. Its token endpoint answers refresh-token grants (as a
+//! provider renews a UI sign-in) with an ID token carrying the user's roles
+//! as they are now.
 
 #![allow(clippy::unwrap_used)]
 
@@ -22,6 +24,9 @@ use serde_json::{json, Value};
 
 /// The audience tokens carry unless a test says otherwise.
 pub const AUDIENCE: &str = "vfps";
+/// The admin UI's client: the audience of the ID tokens the token endpoint
+/// issues.
+pub const UI_CLIENT: &str = "vfps-ui";
 
 struct SigningKey {
     kid: String,
@@ -70,6 +75,12 @@ struct State {
     /// Published in the JWKS, newest last; the newest signs.
     published: Vec<SigningKey>,
     generation: usize,
+    /// Refresh tokens still good, and whose they are.
+    refresh: std::collections::HashMap<String, String>,
+    /// Each user's roles as they are now.
+    roles: std::collections::HashMap<String, Vec<String>>,
+    /// Refresh grants answered.
+    refreshes: usize,
 }
 
 /// A running issuer; stops when dropped.
@@ -103,12 +114,17 @@ impl OidcIssuer {
         let state = Arc::new(Mutex::new(State {
             published: vec![SigningKey::generate("key-0")],
             generation: 0,
+            refresh: Default::default(),
+            roles: Default::default(),
+            refreshes: 0,
         }));
         let jwks_fetches = Arc::new(AtomicUsize::new(0));
         let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let discovery = json!({
             "issuer": url,
             "jwks_uri": format!("{url}/jwks"),
+            "authorization_endpoint": format!("{url}/authorize"),
+            "token_endpoint": format!("{url}/token"),
             "id_token_signing_alg_values_supported": ["ES256"],
         });
         let router = axum::Router::new()
@@ -145,6 +161,21 @@ impl OidcIssuer {
                     }
                 }),
             );
+        let router = router.route(
+            "/token",
+            axum::routing::post({
+                let (state, issuer) = (state.clone(), url.clone());
+                move |body: axum::body::Bytes| {
+                    let answer = refresh_grant(&state, &issuer, &body);
+                    async move {
+                        match answer {
+                            Ok(a) => Ok(axum::Json(a)),
+                            Err(e) => Err((axum::http::StatusCode::BAD_REQUEST, axum::Json(e))),
+                        }
+                    }
+                }
+            }),
+        );
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
@@ -155,6 +186,38 @@ impl OidcIssuer {
             failing,
             task,
         }
+    }
+
+    /// A refresh token for `sub`, whose roles are `roles` from now on (as a
+    /// sign-in that issued one would leave them).
+    pub fn refresh_token(&self, sub: &str, roles: &[&str]) -> String {
+        self.set_roles(sub, roles);
+        let token = format!("rt-{}", URL_SAFE_NO_PAD.encode(random_bytes()));
+        self.state
+            .lock()
+            .unwrap()
+            .refresh
+            .insert(token.clone(), sub.to_owned());
+        token
+    }
+
+    /// `sub`'s roles from now on (what the next refresh says).
+    pub fn set_roles(&self, sub: &str, roles: &[&str]) {
+        self.state.lock().unwrap().roles.insert(
+            sub.to_owned(),
+            roles.iter().map(|r| (*r).to_owned()).collect(),
+        );
+    }
+
+    /// Every refresh token of `sub` refused from now on (the user disabled,
+    /// their sessions at the provider ended).
+    pub fn revoke_refresh_tokens(&self, sub: &str) {
+        self.state.lock().unwrap().refresh.retain(|_, s| s != sub);
+    }
+
+    /// Refresh grants answered so far.
+    pub fn refreshes(&self) -> usize {
+        self.state.lock().unwrap().refreshes
     }
 
     /// Claims of a valid token for `sub` with `roles`, valid for five minutes.
@@ -237,4 +300,54 @@ impl OidcIssuer {
     pub fn jwks_fetches(&self) -> usize {
         self.jwks_fetches.load(Ordering::SeqCst)
     }
+}
+
+fn random_bytes() -> [u8; 18] {
+    let mut b = [0u8; 18];
+    ring::rand::SecureRandom::fill(&SystemRandom::new(), &mut b).unwrap();
+    b
+}
+
+/// A `grant_type=refresh_token` request's answer: a new ID token for the
+/// UI's client with the user's roles now, and a new refresh token (the old
+/// one is spent); `invalid_grant` for a token unknown or revoked.
+fn refresh_grant(state: &Mutex<State>, issuer: &str, body: &[u8]) -> Result<Value, Value> {
+    let form: std::collections::HashMap<String, String> = String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| {
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            (decode(k), decode(v))
+        })
+        .collect();
+    let refused = || json!({"error": "invalid_grant"});
+    if form.get("grant_type").map(String::as_str) != Some("refresh_token") {
+        return Err(json!({"error": "unsupported_grant_type"}));
+    }
+    let mut s = state.lock().unwrap();
+    let sub = form
+        .get("refresh_token")
+        .and_then(|t| s.refresh.remove(t))
+        .ok_or_else(refused)?;
+    let roles = s.roles.get(&sub).cloned().unwrap_or_default();
+    let t = now();
+    let claims = json!({
+        "iss": issuer, "aud": UI_CLIENT, "sub": sub, "iat": t, "nbf": t, "exp": t + 300,
+        "roles": roles, "name": sub,
+    });
+    let id_token = s.published.last().unwrap().sign(&claims);
+    let next = format!("rt-{}", URL_SAFE_NO_PAD.encode(random_bytes()));
+    s.refresh.insert(next.clone(), sub);
+    s.refreshes += 1;
+    Ok(json!({
+        "access_token": "opaque",
+        "token_type": "Bearer",
+        "expires_in": 300,
+        "id_token": id_token,
+        "refresh_token": next,
+    }))
 }

@@ -98,6 +98,8 @@ pub struct S3 {
     /// Keys per listing page, and so per DeleteObjects (S3's maximum: 1000).
     list_page_keys: u32,
     timeouts: Timeouts,
+    /// TLS handshakes reset in a row (see `request::handshake_reset`).
+    handshake_resets: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl S3 {
@@ -138,6 +140,7 @@ impl S3 {
                 read_idle: READ_IDLE_TIMEOUT,
                 complete: COMPLETE_TIMEOUT,
             },
+            handshake_resets: Arc::new(std::sync::atomic::AtomicU32::new(0)),
         })
     }
 
@@ -179,8 +182,13 @@ impl S3 {
             StatusCode::NOT_FOUND => Err(StorageError::Refused(format!(
                 "S3 {what} answered 404 Not Found: the bucket {bucket:?} does not exist (S3__Bucket)"
             ))),
+            // HEAD has no body to say why: a wrong secret key, an expired
+            // session token and a clock off by minutes are refused with 403
+            // as a missing permission is.
             StatusCode::FORBIDDEN => Err(StorageError::Refused(format!(
-                "S3 {what} answered 403 Forbidden: the credentials lack s3:ListBucket on the bucket {bucket:?}, which vfps needs"
+                "S3 {what} answered 403 Forbidden on the bucket {bucket:?}: access denied: a wrong \
+                 key (S3__AccessKey, S3__SecretKey), an expired session token, this machine's clock \
+                 minutes off, or the credentials lack s3:ListBucket on the bucket, which vfps needs"
             ))),
             _ => self.check(what, response).await.map(drop),
         }

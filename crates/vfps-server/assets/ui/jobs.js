@@ -57,13 +57,23 @@ async function showColumns(form) {
   });
 }
 
+// A session whose roles are due to be confirmed with the identity provider
+// is refused by the API (401) until a page renews it: one page request
+// (the grid's) renews it, then the call is made again, once.
+async function renewed(call) {
+  const response = await call();
+  if (response.status !== 401) return response;
+  await fetch("/ui/csv-jobs/grid", { credentials: "same-origin" });
+  return call();
+}
+
 async function api(method, url, body) {
-  const response = await fetch(url, {
+  const response = await renewed(() => fetch(url, {
     method,
     credentials: "same-origin",
     headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
     body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  }));
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(answer.message || `HTTP ${response.status}`);
   return answer;
@@ -89,12 +99,12 @@ async function submit(form, status) {
   const upload = created.upload;
   status.textContent = `Uploading ${file.name}…`;
   const headers = upload.throughVfps ? { "X-CSRF-Token": csrf() } : {};
-  const put = await fetch(upload.url, {
+  const put = await renewed(() => fetch(upload.url, {
     method: upload.method || "PUT",
     headers,
     body: file,
     credentials: upload.throughVfps ? "same-origin" : "omit",
-  });
+  }));
   if (!put.ok) throw new Error(`the upload failed: HTTP ${put.status}`);
   status.textContent = "Starting…";
   await api("POST", `/v1/csv-jobs/${encodeURIComponent(id)}:start`, {});

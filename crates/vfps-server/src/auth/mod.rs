@@ -289,6 +289,13 @@ impl Auth {
             };
             // Opened here, not cached: it costs microseconds.
             let session = self.sessions.open_session(sealed).ok_or_else(ended)?;
+            if session.recheck_due() {
+                // A page renews it (the API cannot set its cookie).
+                return Err(Error::unauthenticated(
+                    "the UI session's roles are due to be confirmed with the identity provider: \
+                     reload the page",
+                ));
+            }
             let principal = session.principal().ok_or_else(ended)?;
             let signed_out = tokio::time::timeout_at(deadline.into(), enabled.ends.ended(&session, deadline))
                 .await

@@ -203,7 +203,21 @@ pub struct Session {
     /// sessions (see [`super::ends`]) ends those that began before it.
     #[serde(rename = "a", default)]
     pub issued_at_ms: u64,
+    /// Unix seconds by which the user's roles must be confirmed again by the
+    /// identity provider: a page renews the session then (its refresh
+    /// token), or it ends; the API refuses it after. 0 (a cookie sealed
+    /// before the rule): due now.
+    #[serde(rename = "k", default)]
+    pub recheck_by: u64,
+    /// The provider's refresh token: how the roles are re-checked without the
+    /// user. `None`: the session ends at its first re-check.
+    #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
 }
+
+/// How often a signed-in session's roles are confirmed again with the
+/// identity provider unless `VFPS_UI_ROLE_RECHECK_INTERVAL` says more often.
+pub const ROLE_RECHECK_INTERVAL: Duration = Duration::from_secs(15 * 60);
 
 impl Session {
     /// A session of no one in particular: a browser's first visit.
@@ -218,7 +232,14 @@ impl Session {
             issued_at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            recheck_by: unix_now() + ROLE_RECHECK_INTERVAL.as_secs(),
+            refresh_token: None,
         }
+    }
+
+    /// Signed in, and its roles due to be confirmed again.
+    pub fn recheck_due(&self) -> bool {
+        self.signed_in() && self.recheck_by <= unix_now()
     }
 
     /// When the session began.

@@ -22,6 +22,11 @@ pub struct UiConfig {
     /// (`https://vfps.example.org`), for the sign-in's redirect address. Unset:
     /// the request's `Host` and, behind a proxy, `X-Forwarded-Proto`.
     pub public_url: Option<String>,
+    /// `VFPS_UI_ROLE_RECHECK_INTERVAL` (15m, at most 15m): how often a
+    /// signed-in session's roles are confirmed again with the identity
+    /// provider; a session whose user lost them (or whose sign-in the provider
+    /// ended) ends then.
+    pub role_recheck: Duration,
 }
 
 impl std::fmt::Debug for UiConfig {
@@ -30,6 +35,7 @@ impl std::fmt::Debug for UiConfig {
             .field("session_key", &self.session_key.as_ref().map(|_| "(set)"))
             .field("session_lifetime", &self.session_lifetime)
             .field("public_url", &self.public_url)
+            .field("role_recheck", &self.role_recheck)
             .finish()
     }
 }
@@ -40,6 +46,7 @@ impl Default for UiConfig {
             session_key: None,
             session_lifetime: Duration::from_secs(8 * 3600),
             public_url: None,
+            role_recheck: crate::auth::session::ROLE_RECHECK_INTERVAL,
         }
     }
 }
@@ -75,10 +82,19 @@ impl UiConfig {
                 ));
             }
         }
+        let role_recheck = duration(env, errors, "VFPS_UI_ROLE_RECHECK_INTERVAL", d.role_recheck);
+        if role_recheck < Duration::from_secs(1) || role_recheck > d.role_recheck {
+            errors.push(format!(
+                "VFPS_UI_ROLE_RECHECK_INTERVAL must be between 1s and {}m: a session's roles are \
+                 confirmed with the identity provider at least that often",
+                d.role_recheck.as_secs() / 60
+            ));
+        }
         Self {
             session_key,
             session_lifetime,
             public_url,
+            role_recheck,
         }
     }
 }
@@ -115,5 +131,17 @@ mod tests {
         }
         let (_, errors) = parse(&[("VFPS_UI_SESSION_LIFETIME", "10s")]);
         assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    #[test]
+    fn roles_are_rechecked_at_least_every_fifteen_minutes() {
+        let (c, errors) = parse(&[]);
+        assert!(errors.is_empty());
+        assert_eq!(c.role_recheck, Duration::from_secs(900));
+        let (c, errors) = parse(&[("VFPS_UI_ROLE_RECHECK_INTERVAL", "2s")]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(c.role_recheck, Duration::from_secs(2));
+        let (_, errors) = parse(&[("VFPS_UI_ROLE_RECHECK_INTERVAL", "1h")]);
+        assert!(errors[0].contains("between 1s and 15m"), "{errors:?}");
     }
 }

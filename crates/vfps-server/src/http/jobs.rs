@@ -262,7 +262,8 @@ pub(crate) async fn download_response(
         Err(e) => return error_response(&e),
     };
     let body = Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other)));
-    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+    // The exact name in `filename*`, an ASCII fallback in `filename`.
+    let disposition = HeaderValue::from_str(&vfps_jobs::storage::s3::content_disposition(&name))
         .unwrap_or(HeaderValue::from_static("attachment"));
     (
         StatusCode::OK,

@@ -93,6 +93,8 @@ pub struct Ui {
     /// identity provider or client id (then only the API is served).
     pub(crate) oidc: Option<oidc::SignIn>,
     session_lifetime: Duration,
+    /// How often a session's roles are confirmed with the provider.
+    pub(crate) role_recheck: Duration,
     public_url: Option<String>,
     /// Shown on the access-control page.
     authorization: Authorization,
@@ -134,6 +136,7 @@ impl Ui {
             oidc,
             csp,
             session_lifetime: config.session_lifetime,
+            role_recheck: config.role_recheck,
             public_url: config.public_url.clone(),
             authorization: authorization.clone(),
             tls,
@@ -265,8 +268,12 @@ pub struct Visit {
     sealed: String,
     /// `Session <sealed>`: the credential the session is to the API's checks.
     credential: String,
-    /// The session is new: the answer sets its cookie.
+    /// The session is new: the answer sets its cookie (and no form can
+    /// carry its CSRF token yet).
     fresh: bool,
+    /// The session was renewed at its role re-check (or ended there): the
+    /// answer sets its cookie.
+    renewed: bool,
     /// Authorization is on.
     auth_enabled: bool,
     /// The form field (and script header) that proves a request came from
@@ -286,6 +293,9 @@ pub struct Visit {
     /// form's call, the page's own reads), so a page whose database does not
     /// answer says "try again" after [`PAGE_DEADLINE`], not a multiple of it.
     pub deadline: std::time::Instant,
+    /// The session's roles were due to be confirmed and the identity provider
+    /// could not be asked: the page says try again.
+    unconfirmed: Option<Error>,
 }
 
 impl FromRequestParts<AppState> for Visit {
@@ -298,7 +308,7 @@ impl FromRequestParts<AppState> for Visit {
         let key = state.auth.sessions();
         let opened = cookie(&parts.headers, SESSION_COOKIE)
             .and_then(|sealed| key.open_session(sealed).map(|s| (s, sealed.to_owned())));
-        let (session, sealed, fresh) = match opened {
+        let (mut session, mut sealed, fresh) = match opened {
             Some((s, sealed)) => (s, sealed, false),
             None => {
                 let s = Session::anonymous(state.ui.session_lifetime);
@@ -306,6 +316,39 @@ impl FromRequestParts<AppState> for Visit {
                 (s, sealed, true)
             }
         };
+        // A signed-in user's roles are confirmed with the provider at least
+        // every `role_recheck`: renewed, or the session ends.
+        let mut unconfirmed = None;
+        let mut renewed = false;
+        let deadline = page_deadline(state);
+        if session.recheck_due() {
+            let outcome = match &state.ui.oidc {
+                Some(oidc) => {
+                    let renewal = oidc.renew(&session, state.ui.role_recheck);
+                    match tokio::time::timeout_at(deadline.into(), renewal).await {
+                        Ok(r) => r,
+                        Err(_) => Err(oidc::NotRenewed::Unavailable(Error::unavailable(
+                            "the identity provider did not answer in time to confirm your roles",
+                        ))),
+                    }
+                }
+                None => Err(oidc::NotRenewed::Ended(Error::unauthenticated(
+                    "no identity provider to confirm the session's roles with",
+                ))),
+            };
+            match outcome {
+                Ok(s) => session = s,
+                Err(oidc::NotRenewed::Ended(why)) => {
+                    tracing::info!(reason = %why.message, "a UI session ended at its role re-check");
+                    session = Session::anonymous(state.ui.session_lifetime);
+                }
+                Err(oidc::NotRenewed::Unavailable(e)) => unconfirmed = Some(e),
+            }
+            if unconfirmed.is_none() {
+                sealed = key.seal_session(&session);
+                renewed = true;
+            }
+        }
         let theme = match cookie(&parts.headers, "vfps_theme") {
             Some("dark") => Some("dark"),
             Some("light") => Some("light"),
@@ -318,12 +361,13 @@ impl FromRequestParts<AppState> for Visit {
         let own_origin = own_origin(state, &parts.headers, forwarded_https);
         let secure = own_origin.starts_with("https://");
         Ok(Self {
-            deadline: page_deadline(state),
+            deadline,
             csrf: key.csrf_token(&session.nonce),
             credential: format!("Session {sealed}"),
             session,
             sealed,
             fresh,
+            renewed,
             auth_enabled: state.auth.enabled(),
             theme,
             secure,
@@ -337,6 +381,7 @@ impl FromRequestParts<AppState> for Visit {
                 .uri
                 .path_and_query()
                 .map_or("/ui/".to_owned(), |p| p.as_str().to_owned()),
+            unconfirmed,
         })
     }
 }
@@ -377,6 +422,9 @@ impl Visit {
     /// signed out); an error when that cannot be told now (the database is
     /// away), which is no reason to send anyone to sign in again.
     async fn who(&self, state: &AppState) -> Result<Option<Arc<Principal>>, Error> {
+        if let Some(e) = &self.unconfirmed {
+            return Err(e.clone());
+        }
         if self.auth_enabled && !self.session.signed_in() {
             return Ok(None);
         }
@@ -471,7 +519,7 @@ impl Visit {
 
     /// Sets the session cookie on `response` if the session is new.
     pub fn with_cookie(&self, mut response: Response) -> Response {
-        if self.fresh {
+        if self.fresh || self.renewed {
             let value = session_cookie(&self.sealed, self.secure, None);
             if let Ok(v) = HeaderValue::from_str(&value) {
                 response.headers_mut().append(header::SET_COOKIE, v);

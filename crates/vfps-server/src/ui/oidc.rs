@@ -42,9 +42,21 @@ pub const CALLBACK_PATH: &str = "/ui/authentication/callback";
 /// Where the provider sends the browser back after signing out (registered
 /// there as the post-logout redirect address).
 pub const LOGOUT_PATH: &str = "/ui/authentication/logout";
-/// An ID token larger than this is not kept for the sign-out hint: cookies
-/// over 4 KiB are dropped by browsers.
-const MAX_KEPT_ID_TOKEN_BYTES: usize = 1800;
+/// The tokens a session keeps (the refresh token first, then the ID token
+/// for the sign-out hint) fit in this together: cookies over 4 KiB are
+/// dropped by browsers.
+const MAX_KEPT_TOKEN_BYTES: usize = 2400;
+
+/// Why a session's renewal did not renew it.
+#[derive(Debug)]
+pub enum NotRenewed {
+    /// The provider says the sign-in is over, or the user has no role left:
+    /// the session ends.
+    Ended(Error),
+    /// The provider could not be asked now: the page says try again, and the
+    /// session stays as it is (refused by the API until renewed).
+    Unavailable(Error),
+}
 
 /// The UI's OIDC client.
 pub struct SignIn {
@@ -169,6 +181,7 @@ impl SignIn {
         pending: &Pending,
         code: &str,
         lifetime: Duration,
+        recheck: Duration,
     ) -> Result<Session, Error> {
         let endpoints = self.endpoints().await?;
         let mut form = vec![
@@ -210,14 +223,97 @@ impl SignIn {
             crate::auth::Access::Roles(r) => r,
             _ => Vec::new(),
         };
+        let (refresh_token, id_token) = kept(answer_token(&answer, "refresh_token"), id_token);
         Ok(Session {
             subject: Some(principal.subject),
             name,
             roles,
-            id_token: (id_token.len() <= MAX_KEPT_ID_TOKEN_BYTES).then(|| id_token.to_owned()),
+            id_token,
+            refresh_token,
+            recheck_by: unix_now() + recheck.as_secs(),
             ..Session::anonymous(lifetime)
         })
     }
+
+    /// Confirms `session`'s roles with the provider now (a refresh-token
+    /// grant, whose new ID token carries them): the session renewed with
+    /// them, due again in `recheck`; or why not.
+    pub async fn renew(&self, session: &Session, recheck: Duration) -> Result<Session, NotRenewed> {
+        let ended = |why: &str| {
+            NotRenewed::Ended(Error::unauthenticated(format!(
+                "the sign-in ended: {why}; sign in again"
+            )))
+        };
+        let Some(refresh) = session.refresh_token.as_deref() else {
+            return Err(ended(
+                "the identity provider gave no refresh token to confirm its roles with",
+            ));
+        };
+        let endpoints = self.endpoints().await.map_err(NotRenewed::Unavailable)?;
+        let mut form = vec![("grant_type", "refresh_token"), ("refresh_token", refresh)];
+        if self.client_secret.is_none() {
+            form.push(("client_id", &self.client_id));
+        }
+        let answer = self
+            .verifier
+            .post_form(
+                &endpoints.token,
+                &form,
+                (&self.client_id, self.client_secret.as_deref()),
+            )
+            .await
+            .map_err(NotRenewed::Unavailable)?;
+        if answer.get("error").is_some() {
+            return Err(NotRenewed::Ended(refused("renewal", &answer)));
+        }
+        let id_token = answer_token(&answer, "id_token")
+            .ok_or_else(|| ended("the identity provider's renewal carried no ID token"))?;
+        let claims = match self.verifier.verified_claims(&id_token).await {
+            Ok(c) => c,
+            Err(e) if e.kind == vfps_core::ErrorKind::Unauthenticated => {
+                return Err(NotRenewed::Ended(e))
+            }
+            Err(e) => return Err(NotRenewed::Unavailable(e)),
+        };
+        let principal = self
+            .verifier
+            .principal(&claims)
+            .map_err(NotRenewed::Ended)?;
+        if Some(&principal.subject) != session.subject.as_ref() {
+            return Err(ended("the renewal names another user"));
+        }
+        let roles = match principal.access {
+            crate::auth::Access::Roles(r) => r,
+            _ => Vec::new(),
+        };
+        if roles.is_empty() {
+            return Err(ended("the user has no role left"));
+        }
+        let next = answer_token(&answer, "refresh_token").unwrap_or_else(|| refresh.to_owned());
+        let (refresh_token, id_token) = kept(Some(next), &id_token);
+        Ok(Session {
+            roles,
+            refresh_token,
+            id_token,
+            recheck_by: unix_now() + recheck.as_secs(),
+            ..session.clone()
+        })
+    }
+}
+
+/// A token of a token endpoint's answer.
+fn answer_token(answer: &Value, name: &str) -> Option<String> {
+    answer.get(name).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// What a session keeps of a refresh token and an ID token within
+/// [`MAX_KEPT_TOKEN_BYTES`]: the refresh token first (without it the roles
+/// cannot be re-checked), the ID token (a sign-out hint) if it still fits.
+fn kept(refresh: Option<String>, id_token: &str) -> (Option<String>, Option<String>) {
+    let refresh = refresh.filter(|r| r.len() <= MAX_KEPT_TOKEN_BYTES);
+    let room = MAX_KEPT_TOKEN_BYTES - refresh.as_ref().map_or(0, String::len);
+    let id_token = (id_token.len() <= room).then(|| id_token.to_owned());
+    (refresh, id_token)
 }
 
 impl Endpoints {
@@ -390,7 +486,12 @@ pub async fn callback(
             .as_deref()
             .ok_or_else(|| Error::unauthenticated("the identity provider sent no code"))?;
         let session = oidc
-            .finish(&pending, code, state.ui.session_lifetime)
+            .finish(
+                &pending,
+                code,
+                state.ui.session_lifetime,
+                state.ui.role_recheck,
+            )
             .await?;
         Ok((session, pending.return_to))
     }

@@ -200,23 +200,21 @@ async fn a_job_runs_over_rest_and_its_output_round_trips(backend: Backend) {
     let app = spawn_app_with(jobs_env(backend)).await;
     app.namespace("subjects", UUID4, 36).await;
     let body = input(500);
-    let id = submit(
-        &app,
-        None,
-        &body,
-        spec("CSV_JOB_DIRECTION_PSEUDONYMIZE", "subjects"),
-    )
-    .await;
+    let mut named = spec("CSV_JOB_DIRECTION_PSEUDONYMIZE", "subjects");
+    named["originalFileName"] = json!("Müller \"Studie\" 2026.csv");
+    let id = submit(&app, None, &body, named).await;
     let job = wait_done(&app, None, &id).await;
     assert_eq!(job["state"], "CSV_JOB_STATE_COMPLETED", "{job}");
     assert_eq!(job["rowsProcessed"], 500);
-    assert_eq!(job["originalFileName"], "subjects 2026.csv");
+    assert_eq!(job["originalFileName"], "Müller \"Studie\" 2026.csv");
     let r = download(&app, None, &id).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["cache-control"], "no-store");
+    // The exact name, umlaut and quotes, in `filename*`; an ASCII fallback.
     assert_eq!(
         r.headers()["content-disposition"],
-        "attachment; filename=\"subjects 2026-pseudonymized.csv\""
+        "attachment; filename=\"M_ller _Studie_ 2026-pseudonymized.csv\"; \
+         filename*=UTF-8''M%C3%BCller%20%22Studie%22%202026-pseudonymized.csv"
     );
     let output = r.text().await.unwrap();
     // One subject, one pseudonym, the API's.

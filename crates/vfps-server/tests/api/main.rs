@@ -26,6 +26,7 @@ mod rights;
 mod safety;
 mod tls;
 mod ui;
+mod ui_roles;
 mod upstream;
 
 /// Generates one test per backend for each `async fn(Backend)` listed.

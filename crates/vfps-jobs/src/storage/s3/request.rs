@@ -101,18 +101,50 @@ impl S3 {
             request = request.body(body);
         }
         let what = call.what;
-        match call.deadline {
-            Deadline::Whole(limit) => request
-                .timeout(limit)
-                .send()
-                .await
-                .map_err(|e| transport(what, e)),
+        let sent = match call.deadline {
+            Deadline::Whole(limit) => request.timeout(limit).send().await,
             Deadline::Headers(limit) => match tokio::time::timeout(limit, request.send()).await {
-                Ok(sent) => sent.map_err(|e| transport(what, e)),
-                Err(_) => Err(StorageError::Unavailable(format!(
-                    "S3 {what}: no answer within {limit:?}"
-                ))),
+                Ok(sent) => sent,
+                Err(_) => {
+                    return Err(StorageError::Unavailable(format!(
+                        "S3 {what}: no answer within {limit:?}"
+                    )))
+                }
             },
+        };
+        self.handshakes(sent, what)
+    }
+
+    /// `sent`'s error as a [`StorageError`]; a TLS handshake reset
+    /// [`MAX_HANDSHAKE_RESETS`] times in a row is refused, not retried for
+    /// ever (an address that does not speak TLS will not start to).
+    fn handshakes(
+        &self,
+        sent: reqwest::Result<Response>,
+        what: &str,
+    ) -> Result<Response, StorageError> {
+        use std::sync::atomic::Ordering;
+        match sent {
+            Ok(response) => {
+                self.handshake_resets.store(0, Ordering::Relaxed);
+                Ok(response)
+            }
+            Err(e) => {
+                let reset = handshake_reset(&e);
+                let error = transport(what, e);
+                if !reset {
+                    return Err(error);
+                }
+                let in_a_row = self.handshake_resets.fetch_add(1, Ordering::Relaxed) + 1;
+                match error {
+                    StorageError::Unavailable(text) if in_a_row >= MAX_HANDSHAKE_RESETS => {
+                        Err(StorageError::Refused(format!(
+                            "{text}; {in_a_row} handshakes in a row were reset"
+                        )))
+                    }
+                    other => Err(other),
+                }
+            }
         }
     }
 
@@ -274,9 +306,18 @@ fn content_md5(body: &[u8]) -> String {
 /// runner stops at once rather than retrying until its deadline.
 pub(super) fn transport(what: &str, e: reqwest::Error) -> StorageError {
     let builder = e.is_builder();
-    // The URL holds nothing secret, but the operation says more in a log.
+    let reset_in_handshake = handshake_reset(&e);
+    // The host names the endpoint (a DNS failure says none); the URL itself
+    // is never written: a presigned one carries a signature.
+    let host = e.url().and_then(|u| {
+        u.host_str()
+            .map(|h| u.port().map_or(h.to_owned(), |p| format!("{h}:{p}")))
+    });
     let e = e.without_url();
-    let mut text = format!("{what}: {e}");
+    let mut text = match &host {
+        Some(h) => format!("{what} to {h}: {e}"),
+        None => format!("{what}: {e}"),
+    };
     if !what.starts_with("STS") {
         text.insert_str(0, "S3 ");
     }
@@ -288,11 +329,57 @@ pub(super) fn transport(what: &str, e: reqwest::Error) -> StorageError {
         source = cause.source();
     }
     if builder || tls {
-        StorageError::Refused(text)
-    } else {
-        StorageError::Unavailable(text)
+        return StorageError::Refused(text);
     }
+    if reset_in_handshake {
+        // Accepted, then cut off before TLS was agreed: what a port that
+        // speaks plain HTTP (or something else) does to a TLS handshake.
+        text.push_str(&format!(
+            " (the connection was reset during the TLS handshake: does {} speak TLS, or is \
+             the address http://?)",
+            host.as_deref().unwrap_or("the endpoint")
+        ));
+    }
+    StorageError::Unavailable(text)
 }
+
+/// Whether `e` is a connection to an `https://` address reset during the
+/// TLS handshake (see [`transport`]).
+pub(super) fn handshake_reset(e: &reqwest::Error) -> bool {
+    let https = e.url().is_some_and(|u| u.scheme() == "https");
+    let mut source = std::error::Error::source(e);
+    let mut reset = false;
+    while let Some(cause) = source {
+        reset |= io_reset(cause);
+        source = cause.source();
+    }
+    https && e.is_connect() && reset
+}
+
+/// Whether `e` is an I/O error of a reset or cut-off connection, as itself
+/// or wrapped in I/O errors (an I/O error's `source` skips what it wraps).
+fn io_reset(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = e;
+    for _ in 0..8 {
+        let Some(io) = e.downcast_ref::<std::io::Error>() else {
+            return false;
+        };
+        if matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+        ) {
+            return true;
+        }
+        match io.get_ref() {
+            Some(inner) => e = inner,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// TLS handshakes reset in a row before the endpoint is refused.
+pub(super) const MAX_HANDSHAKE_RESETS: u32 = 3;
 
 /// Whether `e` is a TLS failure: rustls's error, as itself or wrapped in I/O
 /// errors (the TLS stream wraps it in one, the connector that in another, and

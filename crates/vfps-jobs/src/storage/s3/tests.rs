@@ -221,6 +221,42 @@ async fn a_closed_port_is_unavailable_at_once() {
         "{:?}",
         started.elapsed()
     );
+    // The error names the endpoint it could not reach (a DNS failure names
+    // no address of its own), never the request's URL.
+    let text = error.to_string();
+    assert!(text.contains(&format!("to 127.0.0.1:{port}")), "{text}");
+    assert!(!text.contains("/vfps-jobs/csv-jobs"), "{text}");
+}
+
+/// A port that accepts and resets every connection, as a plain-HTTP server
+/// may answer a TLS handshake: unavailable the first times, with the hint
+/// that it may not speak TLS, then refused instead of retried for ever.
+#[tokio::test]
+async fn an_https_port_that_resets_the_handshake_is_named_and_refused_after_a_few() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            // SO_LINGER 0: a close sends RST, not FIN. (Deprecated for
+            // blocking the thread on drop, which a zero linger does not.)
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+            drop(stream);
+        }
+    });
+    let s3 = S3::new(config(&format!("https://127.0.0.1:{port}"), true)).unwrap();
+    let mut errors = Vec::new();
+    for _ in 0..request::MAX_HANDSHAKE_RESETS {
+        errors.push(s3.configure().await.unwrap_err());
+    }
+    for e in &errors[..errors.len() - 1] {
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("does 127.0.0.1:"), "{e}");
+        assert!(e.to_string().contains("speak TLS"), "{e}");
+    }
+    let last = errors.last().unwrap();
+    assert!(matches!(last, StorageError::Refused(_)), "{last}");
+    assert!(last.to_string().contains("in a row were reset"), "{last}");
 }
 
 #[tokio::test]
