@@ -28,8 +28,9 @@ for scenario in "${listed[@]}"; do
   window_var="DURATION_$(echo "$scenario" | tr 'a-z-' 'A-Z_')"
   export "$window_var"="${!window_var:-40}"
 done
-# A 20 s baseline: the main job's guards need load before the fault (an
-# erasure of a multi-pseudonym original needs three of them acknowledged).
+# A 20 s baseline: load before the fault. The guards' operations (a
+# multi-pseudonym create, its count-0 read and an erasure) are scheduled first
+# by the workload, so any run this script makes can meet them.
 export SCENARIOS="baseline,$scenarios" DURATION_BASELINE=${DURATION_BASELINE:-20}
 export LOAD_MARGIN_SECONDS=${LOAD_MARGIN_SECONDS:-5} RESILIENCE_SETTLE_SECONDS=${RESILIENCE_SETTLE_SECONDS:-5}
 out=runs/repeat-${listed[0]}-$(date -u +%Y%m%dT%H%M%SZ)
