@@ -32,3 +32,5 @@ fi
 cargo test --workspace --locked "$@" -- --include-ignored
 # The admin UI in a real browser, against the binary the tests built.
 ./scripts/ui-test.sh
+# The FHIR and Bundle parsers under libFuzzer (cargo fuzz's targets in fuzz/).
+./scripts/fuzz-fhir.sh "${VFPS_FUZZ_SECONDS:-30}"

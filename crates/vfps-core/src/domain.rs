@@ -13,6 +13,13 @@ pub const MAX_ORIGINAL_VALUE_BYTES: usize = 2048;
 pub const MAX_PSEUDONYM_LENGTH: u32 = 1024;
 /// Longest prefix or suffix, in bytes.
 pub const MAX_AFFIX_BYTES: usize = 64;
+/// Most new pseudonyms one `$pseudonymize-multiple` may make.
+pub const MAX_NEW_PSEUDONYMS: u32 = 1000;
+/// Most pseudonyms one original may have in a multi-pseudonym namespace:
+/// `count` 0 answers all of them at once, so their number bounds that
+/// answer. A call that would pass it is refused; calls racing for one
+/// original may pass it by one call's count.
+pub const MAX_PSEUDONYMS_PER_ORIGINAL: u32 = 1000;
 /// Longest identifier system a namespace may declare for its originals (a URI).
 pub const MAX_SYSTEM_BYTES: usize = 1024;
 /// Longest pseudonym a reverse lookup accepts, in bytes: more than any namespace

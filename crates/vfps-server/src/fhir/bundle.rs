@@ -26,17 +26,7 @@ use vfps_core::Error;
 use super::{fhir, issue, mii, outcome, parameters::Input};
 use crate::state::AppState;
 
-/// Most entries one Bundle may carry.
-pub const MAX_ENTRIES: usize = 1000;
-/// Most pseudonyms one request may make or answer, across a Bundle's
-/// entries: each entry counts one, a `$pseudonymize-multiple` its `count`
-/// (a `count` 0, which answers all of an original's, as many as an original
-/// may have). With [`MAX_BYTES`], it bounds what one request can cost in
-/// memory and work whatever it asks (docs/fhir.md, "Bounds").
-pub const MAX_PSEUDONYMS: u64 = 10_000;
-/// Largest Bundle read: room for its entries, each up to a few KiB (an
-/// original may have 2 KiB), where a single call's body is far smaller.
-pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+pub use vfps_fhir::bundle::{MAX_BYTES, MAX_ENTRIES, MAX_PSEUDONYMS};
 
 pub(super) async fn bundle(
     State(state): State<AppState>,
@@ -47,7 +37,7 @@ pub(super) async fn bundle(
     let started = Instant::now();
     let result = async {
         let (who, body) = super::caller_and_body(&state, &headers, &body, d).await?;
-        let (transaction, entries) = entries(&body)?;
+        let (transaction, entries) = vfps_fhir::bundle::entries(&body)?;
         if let Some(refused) = too_costly(entries) {
             return Ok(Err(refused));
         }
@@ -98,66 +88,10 @@ pub(super) async fn bundle(
     }
 }
 
-/// Whether a Bundle is a transaction, and its entries; anything but a batch
-/// or transaction Bundle is refused whole.
-fn entries(body: &Value) -> Result<(bool, &[Value]), Error> {
-    if body.get("resourceType").and_then(Value::as_str) != Some("Bundle") {
-        return Err(Error::invalid_argument(
-            "POST /v1/fhir takes a Bundle of type batch or transaction",
-        ));
-    }
-    let transaction = match body.get("type").and_then(Value::as_str) {
-        Some("batch") => false,
-        Some("transaction") => true,
-        other => {
-            return Err(Error::invalid_argument(format!(
-                "Bundle.type must be batch or transaction, got {}",
-                other.map_or("nothing".to_owned(), |t| format!("{t:?}"))
-            )))
-        }
-    };
-    let entries = match body.get("entry") {
-        None => &[][..],
-        Some(Value::Array(a)) => a.as_slice(),
-        Some(_) => return Err(Error::invalid_argument("Bundle.entry must be an array")),
-    };
-    if entries.len() > MAX_ENTRIES {
-        return Err(Error::out_of_range(format!(
-            "the Bundle has {} entries, at most {MAX_ENTRIES} are allowed",
-            entries.len()
-        )));
-    }
-    Ok((transaction, entries))
-}
-
-/// The pseudonyms an entry may make or answer (see [`MAX_PSEUDONYMS`]).
-fn work(entry: &Value) -> u64 {
-    let url = entry["request"]["url"].as_str().unwrap_or_default();
-    if mii::Op::from_url(url) != Some(mii::Op::PseudonymizeMultiple) {
-        return 1;
-    }
-    let count = entry["resource"]["parameter"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == "count"))
-        .and_then(|p| {
-            ["valueInteger", "valueUnsignedInt", "valuePositiveInt"]
-                .iter()
-                .find_map(|k| p[*k].as_i64())
-        });
-    match count {
-        Some(0) => u64::from(crate::service::MAX_PSEUDONYMS_PER_ORIGINAL),
-        // Refused by the entry itself, before any work.
-        Some(n) if n < 0 => 1,
-        Some(n) => n as u64,
-        None => 1,
-    }
-}
-
 /// A Bundle that asks for more than one request may: refused whole with
 /// `413` (`too-costly`), naming the bound, before any entry runs.
 fn too_costly(entries: &[Value]) -> Option<(StatusCode, Value)> {
-    let asked: u64 = entries.iter().map(work).sum();
-    (asked > MAX_PSEUDONYMS).then(|| {
+    vfps_fhir::bundle::too_costly(entries).map(|asked| {
         (
             StatusCode::PAYLOAD_TOO_LARGE,
             issue(
@@ -166,7 +100,7 @@ fn too_costly(entries: &[Value]) -> Option<(StatusCode, Value)> {
                     "the Bundle asks for {asked} pseudonyms (one an entry, a \
                      $pseudonymize-multiple its count, {} for a count of 0); one request may \
                      ask for at most {MAX_PSEUDONYMS}: split it",
-                    crate::service::MAX_PSEUDONYMS_PER_ORIGINAL
+                    vfps_core::MAX_PSEUDONYMS_PER_ORIGINAL
                 ),
                 Some("Bundle.entry"),
             ),
@@ -376,30 +310,13 @@ async fn read(
     }
 }
 
-/// The operation an entry asks for, and its resource.
+/// The operation an entry asks for, and its resource; else the entry's
+/// answer.
 fn operation_of(entry: &Value) -> Result<(mii::Op, &Value), (StatusCode, Value)> {
-    let request = &entry["request"];
-    let method = request["method"].as_str().unwrap_or_default();
-    if method != "POST" {
-        return Err((
-            StatusCode::METHOD_NOT_ALLOWED,
-            issue(
-                "not-supported",
-                &format!("entry.request.method must be POST (an operation), got {method:?}"),
-                Some("Bundle.entry.request.method"),
-            ),
-        ));
-    }
-    let url = request["url"].as_str().unwrap_or_default();
-    let op = mii::Op::from_url(url).ok_or_else(|| {
+    vfps_fhir::bundle::operation_of(entry).map_err(|u| {
         (
-            StatusCode::NOT_FOUND,
-            issue(
-                "not-supported",
-                &format!("entry.request.url {url:?} names no operation of this server"),
-                Some("Bundle.entry.request.url"),
-            ),
+            StatusCode::from_u16(u.status).unwrap_or(StatusCode::BAD_REQUEST),
+            issue("not-supported", &u.diagnostics, Some(u.expression)),
         )
-    })?;
-    Ok((op, &entry["resource"]))
+    })
 }

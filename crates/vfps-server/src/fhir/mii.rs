@@ -18,91 +18,24 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 use vfps_core::{Error, ErrorKind};
 
-use super::parameters::{read, Input, Param};
 use crate::{
     auth::{audit, Operation, Principal},
     service::{Adopt, Erasure},
     state::AppState,
 };
-
-/// The IG's canonical base.
-pub const IG: &str =
-    "https://www.medizininformatik-initiative.de/fhir/ext/mii-interface-module-pseudonymization";
+pub use vfps_fhir::operation::{Op, IG};
+use vfps_fhir::parameters::{read, Input};
 
 /// Most pseudonyms one `$pseudonymize-multiple` may ask for.
 pub const MAX_COUNT: i64 = crate::service::MAX_NEW_PSEUDONYMS as i64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Pseudonymize,
-    GetPseudonym,
-    DePseudonymize,
-    PseudonymizeMultiple,
-    DeletePseudonym,
-    AnonymizeOriginal,
-}
-
-impl Op {
-    pub const ALL: [Op; 6] = [
-        Self::Pseudonymize,
-        Self::GetPseudonym,
-        Self::DePseudonymize,
-        Self::PseudonymizeMultiple,
-        Self::DeletePseudonym,
-        Self::AnonymizeOriginal,
-    ];
-
-    /// The operation's code (without `$`).
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::Pseudonymize => "pseudonymize",
-            Self::GetPseudonym => "get-pseudonym",
-            Self::DePseudonymize => "de-pseudonymize",
-            Self::PseudonymizeMultiple => "pseudonymize-multiple",
-            Self::DeletePseudonym => "delete-pseudonym",
-            Self::AnonymizeOriginal => "anonymize-original",
-        }
-    }
-
-    /// The IG's OperationDefinition.
-    pub fn definition(self) -> String {
-        let id = match self {
-            Self::Pseudonymize => "Pseudonymize",
-            Self::GetPseudonym => "GetPseudonym",
-            Self::DePseudonymize => "DePseudonymize",
-            Self::PseudonymizeMultiple => "PseudonymizeMultiple",
-            Self::DeletePseudonym => "DeletePseudonym",
-            Self::AnonymizeOriginal => "AnonymizeOriginal",
-        };
-        format!("{IG}/OperationDefinition/{id}")
-    }
-
-    /// The operation an entry's URL (`$pseudonymize`, `/$pseudonymize`,
-    /// `pseudonymize`) names.
-    pub fn from_url(url: &str) -> Option<Self> {
-        let code = url.trim_start_matches('/').trim_start_matches('$');
-        Self::ALL.into_iter().find(|op| op.code() == code)
-    }
-
-    /// What it is to the authorization rules and the audit trail.
-    fn operation(self) -> Operation {
-        match self {
-            Self::Pseudonymize | Self::PseudonymizeMultiple => Operation::CreatePseudonym,
-            Self::GetPseudonym => Operation::FindPseudonym,
-            Self::DePseudonymize => Operation::GetPseudonym,
-            Self::DeletePseudonym | Self::AnonymizeOriginal => Operation::ErasePseudonym,
-        }
-    }
-
-    fn params(self) -> (&'static [Param], &'static [Param]) {
-        match self {
-            Self::Pseudonymize => (&[Param::Original], &[Param::AllowCreate]),
-            Self::GetPseudonym | Self::DeletePseudonym | Self::AnonymizeOriginal => {
-                (&[Param::Original], &[])
-            }
-            Self::DePseudonymize => (&[Param::Pseudonym], &[]),
-            Self::PseudonymizeMultiple => (&[Param::Original, Param::Count], &[]),
-        }
+/// What an operation is to the authorization rules and the audit trail.
+fn operation(op: Op) -> Operation {
+    match op {
+        Op::Pseudonymize | Op::PseudonymizeMultiple => Operation::CreatePseudonym,
+        Op::GetPseudonym => Operation::FindPseudonym,
+        Op::DePseudonymize => Operation::GetPseudonym,
+        Op::DeletePseudonym | Op::AnonymizeOriginal => Operation::ErasePseudonym,
     }
 }
 
@@ -145,7 +78,7 @@ pub async fn run_unaudited(
         Err(e) => return (String::new(), Err(e)),
     };
     let namespace = input.context.value().to_owned();
-    let result = match state.auth.authorize(who, op.operation(), Some(&namespace)) {
+    let result = match state.auth.authorize(who, operation(op), Some(&namespace)) {
         Ok(()) => execute(state, op, &input, &namespace, deadline).await,
         Err(e) => Err(e),
     };
@@ -161,10 +94,10 @@ pub fn record(
     namespace: &str,
     outcome: Result<(), vfps_core::ErrorKind>,
 ) {
-    if op.operation().audited() {
+    if operation(op).audited() {
         state.auth.record(&audit::Event {
             principal: Some(who),
-            operation: op.operation(),
+            operation: operation(op),
             namespace,
             job: None,
             token: None,
@@ -190,7 +123,7 @@ pub fn checked(state: &AppState, who: &Principal, op: Op, body: &Value) -> Resul
     let input = read(body, required, optional)?;
     state
         .auth
-        .authorize(who, op.operation(), Some(input.context.value()))?;
+        .authorize(who, operation(op), Some(input.context.value()))?;
     Ok(input)
 }
 

@@ -4,8 +4,9 @@
 //!
 //! # Layout
 //! - [`upstream`]: `$create-pseudonym`, as upstream vfps answers it.
-//! - [`parameters`]: the MII operations' `Parameters`, read strictly and
-//!   answered in kind.
+//! - [`parameters`] (`vfps-fhir`): the MII operations' `Parameters`, read
+//!   strictly and answered in kind; the wire format lives in `vfps-fhir`,
+//!   fuzzed on its own.
 //! - [`mii`]: the six operations, each through the service layer.
 //! - [`bundle`]: `POST /v1/fhir` with a `batch` Bundle, each entry on its own.
 //!
@@ -29,7 +30,7 @@ use crate::state::AppState;
 
 pub mod bundle;
 pub mod mii;
-pub mod parameters;
+pub use vfps_fhir::parameters;
 mod upstream;
 
 pub use upstream::parameters as create_parameters;
@@ -164,7 +165,7 @@ async fn caller_and_body(
         .auth
         .authenticate(crate::http::authorization(headers), deadline)
         .await?;
-    let body = crate::http::json::strict(body)
+    let body = vfps_fhir::json::strict(body)
         .map_err(|e| Error::invalid_argument(format!("the body is not JSON: {e}")))?;
     Ok((who, body))
 }

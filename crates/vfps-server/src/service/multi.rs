@@ -14,14 +14,7 @@ use vfps_store::Lookup;
 
 use super::{CommitUnknown, Service, MAX_COLLISIONS};
 
-/// Most new pseudonyms one call may make.
-pub const MAX_NEW_PSEUDONYMS: u32 = 1000;
-/// Most pseudonyms one original may have in a multi-pseudonym namespace:
-/// `count` 0 answers all of them at once, so their number bounds that
-/// answer. A call that would pass it is refused; calls racing for one
-/// original may pass it by one call's count, which a `count` 0 still
-/// answers (up to [`MAX_ANSWERED`]).
-pub const MAX_PSEUDONYMS_PER_ORIGINAL: u32 = 1000;
+pub use vfps_core::{MAX_NEW_PSEUDONYMS, MAX_PSEUDONYMS_PER_ORIGINAL};
 /// Most pseudonyms one `count` 0 answers.
 pub const MAX_ANSWERED: u32 = MAX_PSEUDONYMS_PER_ORIGINAL + MAX_NEW_PSEUDONYMS;
 
