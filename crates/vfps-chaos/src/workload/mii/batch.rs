@@ -47,11 +47,16 @@ fn read(entries: &[Entry], answer: &Value) -> Read {
     for (i, (entry, (status, resource))) in entries.iter().zip(answers).enumerate() {
         match (entry.meant_to_fail, status) {
             (true, 404) => {}
-            (false, 200) => match fhir::value_of(&resource, "pseudonym") {
+            // 201 Created says the entry made the pseudonym: never for an
+            // original acknowledged before.
+            (false, 201) if entry.known => read.wrong.push(format!(
+                "entry {i} (an original acknowledged before) answered 201 Created"
+            )),
+            (false, 200 | 201) => match fhir::value_of(&resource, "pseudonym") {
                 Some(p) => read.pseudonyms.push((i, p.to_owned())),
                 None => read
                     .wrong
-                    .push(format!("entry {i} answered 200 without a pseudonym")),
+                    .push(format!("entry {i} answered {status} without a pseudonym")),
             },
             // A database away answers an entry 503 on its own.
             (false, 503) => {}
@@ -200,5 +205,23 @@ mod tests {
         assert!(wrong[0].contains("not 404"));
         let short = read(&entries, &answer(&[("200 OK", Some("p1"))]));
         assert!(short.wrong[0].contains("every entry in order"));
+    }
+
+    /// 201 Created says an entry made its pseudonym: a fresh original may
+    /// answer it, one acknowledged before may not.
+    #[test]
+    fn a_known_original_answered_created_is_told() {
+        let entries = [entry("fresh", false, false), entry("known", false, true)];
+        let got = read(
+            &entries,
+            &answer(&[("201 Created", Some("p1")), ("201 Created", Some("p2"))]),
+        );
+        assert_eq!(got.pseudonyms, vec![(0, "p1".into())]);
+        assert_eq!(got.wrong.len(), 1, "{:?}", got.wrong);
+        assert!(
+            got.wrong[0].contains("answered 201 Created"),
+            "{:?}",
+            got.wrong
+        );
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn due(turn: usize, done: usize) -> bool {
 /// What a replica's answer says for `path`.
 fn heard(reply: Reply, path: Path) -> Heard {
     match reply {
-        Reply::Status(200, body) => {
+        Reply::Status(200 | 201, body) => {
             let value = match path {
                 Path::DePseudonymize => fhir::original_of(&body),
                 _ => fhir::value_of(&body, "pseudonym"),

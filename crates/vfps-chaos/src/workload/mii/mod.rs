@@ -330,17 +330,18 @@ impl Mii {
         self.post_tracked(path, body, until).await.0
     }
 
-    /// Counts the answer for `op`; a status outside `allowed` (with 200, 503)
+    /// Counts the answer for `op`; a status outside `allowed` (with 200, 201, 503)
     /// is an innocent failure (P5). Whether it was served (P1).
     fn judge(&self, op: Operation, second: u64, reply: &Reply, allowed: &[u16]) -> Served {
+        // 201 Created: a `$pseudonymize` that made the pseudonym.
         let code = match reply {
-            Reply::Status(200, _) => "Ok".to_owned(),
+            Reply::Status(200 | 201, _) => "Ok".to_owned(),
             Reply::Status(s, _) => format!("HTTP {s}"),
             Reply::Lost(why) | Reply::NotSent(why) => why.clone(),
         };
         self.calls.answered(op, &code);
         match reply {
-            Reply::Status(200, _) => Served::Yes,
+            Reply::Status(200 | 201, _) => Served::Yes,
             Reply::Status(s, _) if allowed.contains(s) => Served::Yes,
             Reply::Status(503, _) | Reply::Lost(_) | Reply::NotSent(_) => {
                 self.calls.failed(&code);
@@ -402,7 +403,9 @@ impl Mii {
         let reply = self.post("/$pseudonymize", &body, until).await;
         let served = self.judge(op, second, &reply, &[]);
         let pseudonym = match &reply {
-            Reply::Status(200, answer) => fhir::value_of(answer, "pseudonym").map(str::to_owned),
+            Reply::Status(200 | 201, answer) => {
+                fhir::value_of(answer, "pseudonym").map(str::to_owned)
+            }
             _ => None,
         };
         if let Some(p) = &pseudonym {

@@ -169,7 +169,8 @@ impl Mii {
             }
         };
         for (i, (entry, (status, resource))) in sent_entries.iter().zip(answers).enumerate() {
-            let Some(pseudonym) = fhir::value_of(&resource, "pseudonym").filter(|_| status == 200)
+            let Some(pseudonym) =
+                fhir::value_of(&resource, "pseudonym").filter(|_| status == 200 || status == 201)
             else {
                 record.wrong.push(format!(
                     "entry {i} answered {status} without a pseudonym in an acknowledged transaction"

@@ -164,7 +164,7 @@ pub(super) fn from_reply(
     value: impl FnOnce(&serde_json::Value) -> Option<String>,
 ) -> Seen {
     match reply {
-        Reply::Status(200, body) => match value(&body) {
+        Reply::Status(200 | 201, body) => match value(&body) {
             Some(v) => Seen::Value(v),
             None => Seen::Error("200 without a value".into()),
         },
