@@ -341,8 +341,11 @@ pub async fn in_cluster(plan: &DrillPlan, cfg: &LoadConfig) -> anyhow::Result<()
 
 /// What the platform's steps measured, on the drill's clock (seconds since
 /// its load window began).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
+    /// The operator's mistakes the drill made before its restore, each of
+    /// which must have been refused with the cluster still serving.
+    pub mistakes: Vec<Mistake>,
     pub backup_seconds: f64,
     pub restore_seconds: f64,
     pub destroyed_at: f64,
@@ -351,6 +354,42 @@ pub struct Timing {
     pub served_again_at: f64,
     /// The drill clock's second 0 in Unix seconds.
     pub origin_unix: f64,
+}
+
+/// A restore an operator may ask for by mistake, and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mistake {
+    /// The target, as `--to` took it, and why it is a mistake.
+    pub what: String,
+    /// Refused before anything was destroyed (a named refusal), and what it
+    /// said; `None` when it was not refused.
+    pub refusal: Option<String>,
+    /// A new original was acknowledged right after it: the cluster still
+    /// served.
+    pub serving_after: bool,
+}
+
+/// P9's part for the mistakes: each refused, the cluster serving after it.
+pub fn mistakes_held(mistakes: &[Mistake]) -> Vec<String> {
+    mistakes
+        .iter()
+        .flat_map(|m| {
+            let mut e = Vec::new();
+            if m.refusal.is_none() {
+                e.push(format!(
+                    "mistake: the restore to {} was not refused",
+                    m.what
+                ));
+            }
+            if !m.serving_after {
+                e.push(format!(
+                    "mistake: after the restore to {} the cluster did not serve a new original",
+                    m.what
+                ));
+            }
+            e
+        })
+        .collect()
 }
 
 /// The restored database's newest write before `destroyed_unix`, in Unix
@@ -384,6 +423,21 @@ pub fn judge(
         budgets: plan.budgets,
     };
     let (mut verdict, measured) = check(entries, restored, &drill);
+    let mistaken = mistakes_held(&timing.mistakes);
+    if !mistaken.is_empty() {
+        verdict.validity = crate::checker::Validity::Invalid;
+        verdict.evidence.extend(mistaken);
+    }
+    let refused = timing
+        .mistakes
+        .iter()
+        .filter(|m| m.refusal.is_some() && m.serving_after)
+        .count();
+    verdict.summary = format!(
+        "{}; {refused} of {} mistaken restores refused with the cluster serving",
+        verdict.summary,
+        timing.mistakes.len()
+    );
     verdict.summary = format!(
         "{} ({}, restore {:.1} s, base backup {:.1} s; {} writes acknowledged)",
         verdict.summary,
@@ -472,6 +526,30 @@ mod tests {
             code: None,
             acked_unix_ms: Some(1_000),
         }
+    }
+
+    /// P9 fails unless each mistaken restore was refused with the cluster
+    /// serving after it.
+    #[test]
+    fn a_mistake_not_refused_or_leaving_the_cluster_down_fails_p9() {
+        let ok = Mistake {
+            what: "an hour from now".into(),
+            refusal: Some("refused: the target is in the future".into()),
+            serving_after: true,
+        };
+        assert!(mistakes_held(std::slice::from_ref(&ok)).is_empty());
+        let destroyed = Mistake {
+            refusal: None,
+            ..ok.clone()
+        };
+        let down = Mistake {
+            serving_after: false,
+            ..ok.clone()
+        };
+        let found = mistakes_held(&[ok, destroyed, down]);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("was not refused"), "{found:?}");
+        assert!(found[1].contains("did not serve"), "{found:?}");
     }
 
     #[test]

@@ -267,15 +267,9 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         .await?
         .passed),
         // A restore the bucket cannot give is a refusal (exit 1), not a
-        // failure of the tool (exit 2).
-        Command::Backup { command } => match command.run().await {
-            Ok(()) => Ok(true),
-            Err(e) if e.downcast_ref::<vfps_chaos::backup::Refusal>().is_some() => {
-                eprintln!("vfps-chaos backup: refused: {e:#}");
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        },
+        // failure of the tool (exit 2): the same rule for every restore
+        // command.
+        Command::Backup { command } => refused_or(command.run().await),
         Command::Local {
             step: LocalStep::Step(step),
         } => {
@@ -284,7 +278,7 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
         }
         Command::Local {
             step: LocalStep::Restore { platform, to },
-        } => LocalDriver::new(&platform).restore(to).await.map(|()| true),
+        } => refused_or(LocalDriver::new(&platform).restore(to).await),
         Command::Kind {
             step: KindStep::Step(step),
         } => {
@@ -300,19 +294,20 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
                 },
         } => {
             let d = kind_driver(&platform);
-            let r = d
+            let restored = d
                 .kube
                 .restore(to, backup_id.as_deref(), &platform.image_tag, &|what| {
                     eprintln!("restore: {what}")
                 })
-                .await?;
-            println!(
-                "restored {:?} in {:.1} s; the new Cluster archives as {:?}. New originals are refused until `vfps restore confirm` (docs/backup.md).",
-                r.source,
-                r.took.as_secs_f64(),
-                r.new_server
-            );
-            Ok(true)
+                .await;
+            refused_or(restored.map(|r| {
+                println!(
+                    "restored {:?} in {:.1} s; the new Cluster archives as {:?}. New originals are refused until `vfps restore confirm` (docs/backup.md).",
+                    r.source,
+                    r.took.as_secs_f64(),
+                    r.new_server
+                );
+            }))
         }
         Command::Kind {
             step:
@@ -323,6 +318,19 @@ async fn dispatch(command: Command) -> anyhow::Result<bool> {
                     out,
                 },
         } => render(&drive, &platform, &load, &out).map(|()| true),
+    }
+}
+
+/// A restore command's outcome: done (exit 0), refused before anything
+/// was touched (exit 1, `refused: …` on stderr), or failed (exit 2).
+fn refused_or(outcome: anyhow::Result<()>) -> anyhow::Result<bool> {
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(e) if e.downcast_ref::<vfps_chaos::backup::Refusal>().is_some() => {
+            eprintln!("vfps-chaos: refused: {e:#}");
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -237,6 +237,33 @@ async fn a_populated_database_is_restored_from_the_bucket_alone_to_the_latest_po
     );
     stop(&to_time).await;
 
+    // Refused before anything is copied: a target after the last archived
+    // commit (nothing is written now: recovery would end before reaching
+    // it, after the data directory was filled) and one in the future.
+    let e = ours.plan(RestoreTo::Time(now())).await.unwrap_err();
+    assert!(
+        matches!(
+            e.downcast_ref::<Refusal>(),
+            Some(Refusal::AfterLastCommit { .. })
+        ),
+        "{e:#}"
+    );
+    let e = ours.plan(RestoreTo::Time(now() + 3600)).await.unwrap_err();
+    assert!(
+        matches!(e.downcast_ref::<Refusal>(), Some(Refusal::Future { .. })),
+        "{e:#}"
+    );
+    // A wrong bucket is a named refusal, not a traceback.
+    let mut wrong = ours.clone();
+    wrong.bucket = "no-such-bucket".into();
+    let e = wrong.plan(RestoreTo::Latest).await.unwrap_err();
+    assert!(
+        matches!(e.downcast_ref::<Refusal>(), Some(Refusal::Bucket { .. }))
+            && e.to_string().contains("no-such-bucket")
+            && !e.to_string().contains("Traceback"),
+        "{e:#}"
+    );
+
     // A restore never overwrites: the used data directory is refused.
     let e = restore(&ours, RestoreTo::Latest, &to_time, &credentials)
         .await

@@ -71,6 +71,10 @@ pub struct Error {
     pub message: String,
     /// Set by [`Error::because`] where the finer cause of a transient error is known.
     cause: Option<TransientCause>,
+    /// A restored database's hold refused it ([`Error::restore_hold`]): HTTP
+    /// answers `409 Conflict` (the state is the operator's to change, not
+    /// the caller's request to mend), gRPC `FAILED_PRECONDITION`.
+    hold: bool,
 }
 
 impl fmt::Display for Error {
@@ -85,7 +89,20 @@ impl Error {
             kind,
             message: message.into(),
             cause: None,
+            hold: false,
         }
+    }
+    /// New originals refused while a restored database awaits its
+    /// operator's confirmation (docs/backup.md).
+    pub fn restore_hold(message: impl Into<String>) -> Self {
+        Self {
+            hold: true,
+            ..Self::new(ErrorKind::FailedPrecondition, message)
+        }
+    }
+    /// Whether a restore hold refused it.
+    pub fn is_restore_hold(&self) -> bool {
+        self.hold
     }
     /// The same error, with the finer cause of its transience.
     pub fn because(self, cause: TransientCause) -> Self {

@@ -123,8 +123,12 @@ impl BackupCommand {
             Self::Plan { bucket, to } => {
                 let plan = bucket.bucket()?.plan(to).await?;
                 println!(
-                    "restore would use base backup {} and replay WAL up to segment {}",
-                    plan.backup_id, plan.last_wal
+                    "restore would use base backup {} of cluster {} and replay WAL up to segment {} \
+                     (the end of the archive; recovery stops at the target); clusters looked at: {}",
+                    plan.backup_id,
+                    plan.cluster,
+                    plan.last_wal,
+                    plan.chain.join(" ← ")
                 );
             }
             Self::Prune { bucket, retention } => {
@@ -169,8 +173,9 @@ impl BackupCommand {
                 };
                 let restored = restore(&bucket, to, &instance, &credentials_dir).await?;
                 println!(
-                    "restored from base backup {} (WAL up to {}) in {:.1} s; promoted",
+                    "restored from base backup {} of cluster {} (archive read up to {}) in {:.1} s; promoted",
                     restored.plan.backup_id,
+                    restored.plan.cluster,
                     restored.plan.last_wal,
                     restored.took.as_secs_f64()
                 );

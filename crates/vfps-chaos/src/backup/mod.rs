@@ -23,6 +23,11 @@ pub mod restore;
 
 pub use plan::{Catalog, Plan, Refusal, RestoreTo};
 
+/// Newest archived segments searched for the last commit: `archive_timeout`
+/// closes segments with little in them, so the last commit is in the newest
+/// few.
+const LAST_COMMIT_SEGMENTS: usize = 8;
+
 /// Where one cluster's backups go: a bucket of its own, and the cluster's
 /// name (barman's "server name", the prefix of its objects).
 #[derive(Clone)]
@@ -212,28 +217,45 @@ impl Bucket {
             .backups_list)
     }
 
-    /// What the bucket holds: clusters, this cluster's backups and WAL names.
+    /// Runs `list_bucket.py` with `extra` arguments; its answer, or the
+    /// bucket's refusal ([`Refusal::Bucket`]) or error, named.
+    async fn bucket_script<T: serde::de::DeserializeOwned>(
+        &self,
+        extra: &[&str],
+    ) -> anyhow::Result<T> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Said<T> {
+            Refusal { refusal: String },
+            Error { error: String },
+            Answer(T),
+        }
+        let mut args = vec![
+            "-c",
+            include_str!("list_bucket.py"),
+            &self.endpoint,
+            &self.bucket,
+            &self.cluster,
+        ];
+        args.extend_from_slice(extra);
+        let out = self.run("/usr/bin/python3", &args).await?;
+        match serde_json::from_str::<Said<T>>(&out).context("the bucket's answer is not JSON")? {
+            Said::Refusal { refusal } => Err(Refusal::Bucket { what: refusal }.into()),
+            Said::Error { error } => bail!("{error}"),
+            Said::Answer(t) => Ok(t),
+        }
+    }
+
+    /// What the bucket holds: clusters, this cluster's backups, WAL names
+    /// and the cluster it was restored from.
     pub async fn catalog(&self) -> anyhow::Result<Catalog> {
         #[derive(Deserialize)]
         struct Listing {
             clusters: Vec<String>,
             wals: Vec<String>,
+            parent: Option<String>,
         }
-        let out = self
-            .run(
-                "/usr/bin/python3",
-                &[
-                    "-c",
-                    include_str!("list_bucket.py"),
-                    &self.endpoint,
-                    &self.bucket,
-                    &self.cluster,
-                ],
-            )
-            .await
-            .context("cannot list the bucket")?;
-        let listing: Listing =
-            serde_json::from_str(&out).context("the bucket listing is not JSON")?;
+        let listing: Listing = self.bucket_script(&[]).await?;
         let backups = if listing.clusters.contains(&self.cluster) {
             self.backups().await?
         } else {
@@ -243,13 +265,92 @@ impl Bucket {
             clusters: listing.clusters,
             backups,
             wals: listing.wals,
+            parent: listing.parent,
         })
     }
 
-    /// The plan for `to`, or why there is none.
+    /// Records that this cluster was restored from `parent`, so that
+    /// `parent`'s history stays reachable through it.
+    pub async fn chain_to(&self, parent: &str) -> anyhow::Result<()> {
+        #[derive(Deserialize)]
+        struct Chained {
+            #[allow(dead_code)]
+            chained: String,
+        }
+        let _: Chained = self.bucket_script(&["--set-parent", parent]).await?;
+        Ok(())
+    }
+
+    /// The plan for `to`, or why there is none. A target before this
+    /// cluster's first base backup is looked for in the cluster a restore
+    /// made it from, and so on back: every archived point stays reachable.
     pub async fn plan(&self, to: RestoreTo) -> anyhow::Result<Plan> {
-        let catalog = self.catalog().await?;
-        Ok(plan::plan(&self.bucket, &self.cluster, &catalog, to)?)
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut chain: Vec<String> = Vec::new();
+        let mut at = self.clone();
+        loop {
+            chain.push(at.cluster.clone());
+            let catalog = at.catalog().await?;
+            let last_commit = match to {
+                RestoreTo::Time(_) => at.last_commit(&catalog).await?,
+                _ => None,
+            };
+            let reach = plan::Reach { last_commit, now };
+            match plan::plan(&at.bucket, &at.cluster, &catalog, to, reach) {
+                Ok(p) => return Ok(Plan { chain, ..p }),
+                Err(Refusal::TargetBeforeFirstBackup { .. })
+                    if catalog.parent.as_ref().is_some_and(|p| !chain.contains(p)) =>
+                {
+                    at.cluster = catalog.parent.clone().unwrap_or_default();
+                }
+                Err(refusal) => return Err(refusal.into()),
+            }
+        }
+    }
+
+    /// The newest commit the archive holds: `pg_waldump` of its newest
+    /// segments (fetched one by one, newest first, until one holds a
+    /// commit).
+    async fn last_commit(&self, catalog: &Catalog) -> anyhow::Result<Option<i64>> {
+        let dir = std::env::temp_dir().join(format!(
+            "vfps-chaos-last-commit-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let result = async {
+            for segment in plan::newest_segments(catalog, LAST_COMMIT_SEGMENTS) {
+                let file = dir.join(&segment);
+                let path = file.display().to_string();
+                self.tool(
+                    "barman-cloud-wal-restore",
+                    &[&self.url(), &self.cluster, &segment, &path],
+                )
+                .await
+                .with_context(|| {
+                    format!("cannot fetch WAL segment {segment} to find the last commit")
+                })?;
+                let out = tokio::process::Command::new(restore::pg_bindir().join("pg_waldump"))
+                    .args(["--rmgr=Transaction", &path])
+                    .env("TZ", "UTC")
+                    .stdin(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .output()
+                    .await
+                    .context("cannot run pg_waldump")?;
+                // It ends with an error at the segment's end: its output is read whatever the status.
+                if let Some(t) = plan::last_commit_in(&String::from_utf8_lossy(&out.stdout)) {
+                    return Ok(Some(t));
+                }
+                let _ = std::fs::remove_file(&file);
+            }
+            Ok(None)
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
     }
 
     async fn tool(&self, tool: &str, args: &[&str]) -> anyhow::Result<String> {

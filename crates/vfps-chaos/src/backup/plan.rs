@@ -78,15 +78,34 @@ pub struct Catalog {
     /// The file names under the cluster's `wals/` (segments, `.history`,
     /// `.backup`, `.partial`, possibly compressed).
     pub wals: Vec<String>,
+    /// The cluster a restore made this one from (`<cluster>/vfps-chain.json`),
+    /// whose history stays reachable through it.
+    pub parent: Option<String>,
 }
 
 /// A restore that can go ahead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
+    /// The cluster whose backup and archive it uses: the one asked for, or
+    /// an earlier one of its chain when the target is in that history.
+    pub cluster: String,
+    /// The clusters looked at, the one asked for first, `cluster` last.
+    pub chain: Vec<String>,
     pub backup_id: String,
     /// The last WAL segment the archive holds without a gap after the
     /// backup: how far a `latest` restore gets.
     pub last_wal: String,
+}
+
+/// What the plan knows of the archive beyond its listing, and of now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reach {
+    /// The newest commit the archive holds (seconds since the epoch, UTC):
+    /// a time target must come before it, or recovery ends before reaching
+    /// it. `None`: not known (no commit found in the newest segments).
+    pub last_commit: Option<i64>,
+    /// Now, for a target in the future.
+    pub now: i64,
 }
 
 /// Why a restore is refused.
@@ -116,6 +135,18 @@ pub enum Refusal {
     },
     #[error("backup {backup_id} has {what}, which this restore cannot read")]
     Unreadable { backup_id: String, what: String },
+    #[error("the target {target} is in the future (it is {now} now)")]
+    Future { target: String, now: String },
+    #[error("the archive of cluster {cluster:?} holds no commit after {target} (its last archived commit is at {last}; later ones wait in WAL not archived yet, at most archive_timeout): recovery would end before reaching the target; choose a time before {last}, or `latest`")]
+    AfterLastCommit {
+        cluster: String,
+        target: String,
+        last: String,
+    },
+    #[error("the archive of cluster {cluster:?} holds no commit at all to recover to {target} by; choose `latest`")]
+    NoCommit { cluster: String, target: String },
+    #[error("{what}")]
+    Bucket { what: String },
 }
 
 /// Picks the base backup for `to` and checks that every WAL segment from its
@@ -126,7 +157,16 @@ pub fn plan(
     cluster: &str,
     catalog: &Catalog,
     to: RestoreTo,
+    reach: Reach,
 ) -> Result<Plan, Refusal> {
+    if let RestoreTo::Time(t) = to {
+        if t > reach.now {
+            return Err(Refusal::Future {
+                target: format_utc(t),
+                now: format_utc(reach.now),
+            });
+        }
+    }
     if catalog.clusters.is_empty() {
         return Err(Refusal::EmptyBucket {
             bucket: bucket.to_owned(),
@@ -223,10 +263,65 @@ pub fn plan(
             });
         }
     }
+    // Recovery to a time stops at the first commit after it: without one in
+    // the archive, PostgreSQL ends recovery with "recovery ended before
+    // configured recovery target was reached" — after everything was
+    // destroyed.
+    if let RestoreTo::Time(t) = to {
+        match reach.last_commit {
+            Some(last) if t >= last => {
+                return Err(Refusal::AfterLastCommit {
+                    cluster: cluster.to_owned(),
+                    target: format_utc(t),
+                    last: format_utc(last),
+                })
+            }
+            Some(_) => {}
+            None => {
+                return Err(Refusal::NoCommit {
+                    cluster: cluster.to_owned(),
+                    target: format_utc(t),
+                })
+            }
+        }
+    }
     Ok(Plan {
+        cluster: cluster.to_owned(),
+        chain: vec![cluster.to_owned()],
         backup_id: backup.backup_id.clone(),
         last_wal: Segment::name(backup.timeline, needed_to),
     })
+}
+
+/// The newest WAL segments of the archive, newest first (position, then
+/// timeline): where its last commit is looked for.
+pub fn newest_segments(catalog: &Catalog, n: usize) -> Vec<String> {
+    let mut segments: Vec<(u64, u32, &String)> = catalog
+        .wals
+        .iter()
+        .filter_map(|name| Segment::parse(name).map(|s| (s.position, s.timeline, name)))
+        .collect();
+    segments.sort_by_key(|s| std::cmp::Reverse((s.0, s.1)));
+    segments
+        .into_iter()
+        .take(n)
+        .map(|(p, t, _)| Segment::name(t, p))
+        .collect()
+}
+
+/// The newest commit time in `pg_waldump`'s output (`desc: COMMIT
+/// 2026-12-07 11:30:45.123456 UTC`, run with `TZ=UTC`), whole seconds
+/// rounded down.
+pub fn last_commit_in(waldump: &str) -> Option<i64> {
+    waldump
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("desc: COMMIT ").nth(1)?;
+            let (date, rest) = rest.split_once(' ')?;
+            let time = rest.split([' ', '.', ';']).next()?;
+            parse_utc(&format!("{date}T{time}Z"))
+        })
+        .max()
 }
 
 /// A WAL segment file name: timeline and position (16 MiB segments: 256 per
@@ -377,7 +472,25 @@ mod tests {
                 ),
             ],
             wals: wals.iter().map(|w| (*w).to_owned()).collect(),
+            parent: None,
         }
+    }
+
+    /// A reach with commits archived up to a day after the backups.
+    fn reach() -> Reach {
+        Reach {
+            last_commit: parse_utc("2026-12-06T09:00:00Z"),
+            now: parse_utc("2026-12-07T09:00:00Z").unwrap(),
+        }
+    }
+
+    fn plan(
+        bucket: &str,
+        cluster: &str,
+        catalog: &Catalog,
+        to: RestoreTo,
+    ) -> Result<Plan, Refusal> {
+        super::plan(bucket, cluster, catalog, to, reach())
     }
 
     const WHOLE: &[&str] = &[
@@ -474,6 +587,60 @@ mod tests {
                 "--to as written"
             );
         }
+    }
+
+    /// The mistakes the local restore turned against the data: a target
+    /// after the last archived commit (recovery ended before it, after every
+    /// member was destroyed) and one in the future are refused by the plan.
+    #[test]
+    fn a_target_after_the_last_archived_commit_or_in_the_future_is_refused() {
+        let last = parse_utc("2026-12-06T09:00:00Z").unwrap();
+        for t in [last, last + 1, last + 3600] {
+            let e =
+                super::plan("b", "vfps", &catalog(WHOLE), RestoreTo::Time(t), reach()).unwrap_err();
+            assert!(matches!(e, Refusal::AfterLastCommit { .. }), "{e}");
+            assert!(e.to_string().contains("2026-12-06T09:00:00Z"), "{e}");
+        }
+        assert!(super::plan(
+            "b",
+            "vfps",
+            &catalog(WHOLE),
+            RestoreTo::Time(last - 1),
+            reach()
+        )
+        .is_ok());
+        let future = parse_utc("2026-12-08T00:00:00Z").unwrap();
+        let e = super::plan(
+            "b",
+            "vfps",
+            &catalog(WHOLE),
+            RestoreTo::Time(future),
+            reach(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Refusal::Future { .. }), "{e}");
+        let none = Reach {
+            last_commit: None,
+            ..reach()
+        };
+        let t = parse_utc("2026-12-05T09:30:00Z").unwrap();
+        let e = super::plan("b", "vfps", &catalog(WHOLE), RestoreTo::Time(t), none).unwrap_err();
+        assert!(matches!(e, Refusal::NoCommit { .. }), "{e}");
+        // `latest` needs no commit after anything.
+        assert!(super::plan("b", "vfps", &catalog(WHOLE), RestoreTo::Latest, none).is_ok());
+    }
+
+    #[test]
+    fn the_last_commit_is_read_from_pg_waldump_and_the_newest_segments_first() {
+        let dump = "rmgr: Transaction len (rec/tot):     34/    34, tx:        735, lsn: 0/03000060, prev 0/03000028, desc: COMMIT 2026-12-07 11:30:45.123456 UTC\n\
+                    rmgr: Transaction len (rec/tot):     82/    82, tx:        736, lsn: 0/030000A0, prev 0/03000060, desc: COMMIT 2026-12-07 11:31:02.5 UTC; inval msgs: catcache 32\n\
+                    rmgr: Heap        len (rec/tot):     54/    54, tx:        737, desc: INSERT off 3";
+        assert_eq!(last_commit_in(dump), parse_utc("2026-12-07T11:31:02Z"));
+        assert_eq!(last_commit_in("no commits here"), None);
+        assert_eq!(
+            newest_segments(&catalog(WHOLE), 2),
+            ["000000020000000000000008", "000000010000000000000007"]
+        );
     }
 
     #[test]

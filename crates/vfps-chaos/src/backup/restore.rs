@@ -55,7 +55,39 @@ pub async fn restore(
             data.display()
         );
     }
+    // Every path the instance's user needs, before anything is copied: a
+    // data directory it cannot reach failed late with a bare "Permission
+    // denied".
+    if let Some(user) = &instance.run_as {
+        use crate::platform::run_as::{check, Access, Need};
+        let need = |path: &Path, setting: &'static str| Need {
+            path: path.to_owned(),
+            access: Access::Reach,
+            elsewhere: setting,
+        };
+        check(
+            user,
+            &[
+                need(data, "choose a --data-dir the instance's user can reach"),
+                need(
+                    &instance.socket_dir,
+                    "choose a --socket-dir the instance's user can reach",
+                ),
+                need(
+                    credentials_dir,
+                    "choose a --credentials-dir the instance's user can reach",
+                ),
+            ],
+        )
+        .await?;
+    }
     let plan = bucket.plan(to).await?;
+    // The cluster whose history holds the target (an earlier one of the
+    // chain, perhaps).
+    let bucket = &Bucket {
+        cluster: plan.cluster.clone(),
+        ..bucket.clone()
+    };
     let started = Instant::now();
     let data_text = data.display().to_string();
     bucket
@@ -106,7 +138,19 @@ pub async fn restore(
         run("chown", &["-R", &format!("{user}:{user}"), &data_text]).await?;
     }
     run("chmod", &["700", &data_text]).await?;
-    let log = data.with_extension("log");
+    // Inside the data directory (PostgreSQL's own `log/`), which the
+    // instance's user owns: docs/backup.md names it.
+    let log_dir = data.join("log");
+    std::fs::create_dir_all(&log_dir)
+        .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    if let Some(user) = &instance.run_as {
+        run(
+            "chown",
+            &[&format!("{user}:{user}"), &log_dir.display().to_string()],
+        )
+        .await?;
+    }
+    let log = log_dir.join("restore.log");
     let log_text = log.display().to_string();
     instance
         .as_owner(
@@ -127,6 +171,11 @@ pub async fn restore(
                     "the restored instance stopped answering: {e:#}; {}",
                     tail(&log)
                 )
+            }
+            // PostgreSQL gave up (the target not reached, a segment that
+            // cannot be had): waiting will not bring it back.
+            Err(_) if !postmaster_alive(data) => {
+                bail!("PostgreSQL stopped during recovery: {}", tail(&log))
             }
             Err(_) => {}
         }
@@ -232,6 +281,15 @@ fn append(path: &Path, lines: &str) -> anyhow::Result<()> {
 }
 
 /// The last lines of the instance's log, for an error.
+/// Whether the postmaster of `data` is running (its `postmaster.pid`'s
+/// process exists).
+fn postmaster_alive(data: &Path) -> bool {
+    std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();

@@ -265,7 +265,7 @@ fn missing() -> Error {
 /// and `$get-pseudonym` in a multi-pseudonym one — the rest as every FHIR
 /// route answers errors.
 pub fn refused(op: Op, e: &Error) -> Answer {
-    if e.kind == ErrorKind::FailedPrecondition && op != Op::DePseudonymize {
+    if e.kind == ErrorKind::FailedPrecondition && op != Op::DePseudonymize && !e.is_restore_hold() {
         return (
             StatusCode::METHOD_NOT_ALLOWED,
             super::issue(

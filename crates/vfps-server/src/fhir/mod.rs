@@ -98,6 +98,11 @@ pub(crate) fn issue(code: &str, diagnostics: &str, expression: Option<&str>) -> 
 
 /// The status and `OperationOutcome` of an error.
 pub(crate) fn outcome_of(e: &Error) -> (StatusCode, Value) {
+    if e.is_restore_hold() {
+        // The state is the operator's to change (`vfps restore confirm`),
+        // not the request the caller's to mend.
+        return (StatusCode::CONFLICT, issue("conflict", &e.message, None));
+    }
     let (status, code) = match e.kind {
         ErrorKind::InvalidArgument | ErrorKind::OutOfRange => (StatusCode::BAD_REQUEST, "invalid"),
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not-found"),

@@ -76,9 +76,15 @@ pub(super) fn error_response(e: &Error) -> Response {
     };
     // Cannot fail: an integer and a string.
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    // A restore hold is no fault of the request: 409, as FHIR answers it.
+    let status = if e.is_restore_hold() {
+        axum::http::StatusCode::CONFLICT
+    } else {
+        http_status(e.kind)
+    };
     super::challenge(
         e.kind,
-        (http_status(e.kind), [(CONTENT_TYPE, JSON_UTF8)], bytes).into_response(),
+        (status, [(CONTENT_TYPE, JSON_UTF8)], bytes).into_response(),
     )
 }
 

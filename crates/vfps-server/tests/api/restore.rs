@@ -68,14 +68,42 @@ async fn a_held_database_refuses_new_originals_until_the_restore_is_confirmed() 
     let refused = app.create("restored", "new").await.unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert!(
-        refused.message().contains("vfps restore confirm"),
-        "{}",
+        refused
+            .message()
+            .starts_with("the database was restored from a backup")
+            && refused.message().contains("vfps restore confirm"),
+        "the hold's own words, not a database error code: {}",
         refused.message()
     );
+    // The hold on every protocol: gRPC FAILED_PRECONDITION (above); REST and
+    // FHIR 409 Conflict, the operator's to lift, not the request's to mend
+    // (FHIR answered 405 "not-supported", REST 400).
+    let rest = app
+        .http_client
+        .post(format!("{}/v1/namespaces/restored/pseudonyms", app.http))
+        .json(&serde_json::json!({"originalValue": "new"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), StatusCode::CONFLICT);
+    let fhir = app
+        .http_client
+        .post(format!("{}/v1/fhir/$pseudonymize", app.http))
+        .json(
+            &serde_json::json!({"resourceType": "Parameters", "parameter": [
+            {"name": "context", "valueIdentifier": {"value": "restored"}},
+            {"name": "original", "valueIdentifier": {"value": "new"}}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fhir.status(), StatusCode::CONFLICT);
+    let outcome: serde_json::Value = fhir.json().await.unwrap();
+    assert_eq!(outcome["issue"][0]["code"], "conflict", "{outcome}");
     // In a multi-pseudonym namespace every new pseudonym is one the restore
     // may have forgotten giving to someone else: refused too, and reads go on.
     let (status, outcome) = multiple(&app, 1).await;
-    assert!(status.is_client_error(), "{status} {outcome}");
+    assert_eq!(status, StatusCode::CONFLICT, "{outcome}");
     assert!(
         outcome.to_string().contains("vfps restore confirm"),
         "{outcome}"

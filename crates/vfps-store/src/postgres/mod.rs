@@ -406,6 +406,8 @@ pub fn classify(e: &tokio_postgres::Error) -> Error {
                     db.message()
                 ),
             ),
+            // Its message is the hold's own, for the caller to read.
+            _ if code == sqlstate::RESTORE_HOLD => Error::restore_hold(db.message()),
             kind => Error::new(kind, format!("database error {code}: {}", db.message())),
         };
     }

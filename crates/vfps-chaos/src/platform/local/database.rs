@@ -264,8 +264,12 @@ pub fn tokens_dir(base: &Path) -> PathBuf {
     base.join("tokens")
 }
 
-/// Writes a secret readable by its owner only.
-fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+/// Writes a secret readable by its owner only (0600, whatever it was).
+pub(super) fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
     use std::{io::Write, os::unix::fs::OpenOptionsExt};
     std::fs::OpenOptions::new()
         .create(true)
@@ -287,25 +291,40 @@ impl Local {
     }
 
     /// Writes a member's Patroni configuration (with `bootstrap_method`, YAML
-    /// under `bootstrap:`, when it is to bootstrap other than by initdb).
+    /// under `bootstrap:`, when it is to bootstrap other than by initdb),
+    /// archiving under the cluster name in use.
     pub(super) async fn write_patroni_config(
         &self,
         zone: &str,
         bootstrap_method: &str,
     ) -> anyhow::Result<()> {
+        self.write_patroni_config_archiving(zone, bootstrap_method, &self.backup_cluster())
+            .await
+    }
+
+    /// [`Local::write_patroni_config`], archiving under `cluster` (a restore's
+    /// new name, before the restore has succeeded and made it the one in use).
+    /// The file holds the superuser's password: `postgres`'s alone (0600).
+    pub(super) async fn write_patroni_config_archiving(
+        &self,
+        zone: &str,
+        bootstrap_method: &str,
+        cluster: &str,
+    ) -> anyhow::Result<()> {
         let base = &self.opts.base;
         let dir = base.join(format!("db-{zone}"));
         std::fs::create_dir_all(dir.join("log"))?;
         write_patroni_launcher(base)?;
-        std::fs::write(
-            dir.join("patroni.yml"),
+        write_secret(
+            &dir.join("patroni.yml"),
             patroni_config(
                 base,
                 zone,
                 self.opts.profile,
-                &self.archive_parameters(zone)?,
+                &self.archive_parameters(zone, cluster)?,
                 bootstrap_method,
-            ),
+            )
+            .as_bytes(),
         )?;
         cmd(
             "chown",
@@ -776,7 +795,9 @@ pub(super) fn patroni_config_for_tests(
         &local.opts.base,
         zone,
         local.opts.profile,
-        &local.archive_parameters(zone).unwrap_or_default(),
+        &local
+            .archive_parameters(zone, &local.backup_cluster())
+            .unwrap_or_default(),
         bootstrap_method,
     )
 }

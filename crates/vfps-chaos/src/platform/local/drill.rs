@@ -89,6 +89,7 @@ async fn steps_of(
     let backup_seconds = backup_started.elapsed().as_secs_f64();
     steps.step(at(), &format!("base backup {id}"));
     tokio::time::sleep(Duration::from_secs(plan.writes_after_backup_seconds)).await;
+    let mistakes = mistakes(local, client, steps, &at).await;
     steps.step(at(), "destroying every database instance and its storage");
     let restored = local
         .restore(plan.to.restore_to())
@@ -105,8 +106,16 @@ async fn steps_of(
     steps.step(
         at(),
         &format!(
-            "restored from {} (WAL up to {}), replicas back, held; archiving as {}",
-            restored.backup_id, restored.last_wal, restored.new_cluster
+            "restored from {} of {} ({}), replicas back, held; archiving as {}",
+            restored.backup_id,
+            restored.from_cluster,
+            restored
+                .recovered_to
+                .as_deref()
+                .map_or("nothing replayed".to_owned(), |t| format!(
+                    "recovered to {t}"
+                )),
+            restored.new_cluster
         ),
     );
     let destroyed_unix = run::unix_now() - (at() - destroyed_at);
@@ -141,6 +150,7 @@ async fn steps_of(
     steps.step(served_again_at, "a new original acknowledged");
     Ok((
         Timing {
+            mistakes,
             backup_seconds,
             restore_seconds: restored.took.as_secs_f64(),
             destroyed_at,
@@ -151,4 +161,67 @@ async fn steps_of(
         },
         reads,
     ))
+}
+
+/// The mistakes an operator makes with `local restore`, each asked for
+/// before the real restore: a target in the future (after the last archived
+/// commit, by far) and one before the first base backup. Each must be
+/// refused before anything is destroyed, and the cluster serve a new
+/// original right after (P9 fails otherwise).
+async fn mistakes(
+    local: &Local,
+    client: &DrillClient,
+    steps: &mut Steps,
+    at: &impl Fn() -> f64,
+) -> Vec<crate::drill::Mistake> {
+    let now = run::unix_now() as i64;
+    let targets = [
+        (
+            now + 3600,
+            "an hour from now (after the last archived commit)",
+        ),
+        (
+            now - 30 * 24 * 3600,
+            "thirty days ago (before the first base backup)",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (n, (t, why)) in targets.into_iter().enumerate() {
+        let to = crate::backup::RestoreTo::Time(t);
+        let what = format!("{to}, {why}");
+        let refusal = match local.restore(to).await {
+            Err(e) if e.downcast_ref::<crate::backup::Refusal>().is_some() => {
+                Some(format!("{e:#}"))
+            }
+            Err(e) => {
+                steps.step(at(), &format!("mistake {what}: failed, not refused: {e:#}"));
+                None
+            }
+            Ok(_) => None,
+        };
+        let serving_after = client
+            .first_write(1000 + n as u64, crate::drill::READ_DEADLINE)
+            .await
+            == tonic::Code::Ok;
+        steps.step(
+            at(),
+            &format!(
+                "mistake {what}: {}; the cluster {} a new original after it",
+                refusal
+                    .as_deref()
+                    .map_or("NOT refused".to_owned(), |r| format!("refused ({r})")),
+                if serving_after {
+                    "acknowledged"
+                } else {
+                    "did NOT acknowledge"
+                }
+            ),
+        );
+        out.push(crate::drill::Mistake {
+            what,
+            refusal,
+            serving_after,
+        });
+    }
+    out
 }

@@ -90,18 +90,29 @@ impl LocalDriver {
     /// `local restore`: the running topology's database restored in place
     /// from its bucket; what it did on stdout.
     pub async fn restore(&self, to: crate::backup::RestoreTo) -> anyhow::Result<()> {
-        let mut options = self.options.clone();
-        // The restored cluster archives too, whatever flags this step got.
-        options.backup.get_or_insert_with(Default::default);
-        let local = Local::attach(options)?;
+        // The restored cluster archives as `up` made it archive (attach reads
+        // its settings back), whatever flags this step got.
+        let local = Local::attach(self.options.clone())?;
+        if local.opts.backup.is_none() {
+            bail!("the running topology was stood up without --backup: it has no WAL archive to restore from");
+        }
         let r = local.restore(to).await?;
+        let recovered = r.recovered_to.as_deref().map_or_else(
+            || "no transaction replayed after the base backup".to_owned(),
+            |t| format!("recovered to the last transaction committed at {t}"),
+        );
         println!(
-            "restored from base backup {} (WAL up to {}) in {:.1} s; the cluster now archives as {}; \
-             Creates of new originals are refused until `vfps restore confirm`",
+            "restored from base backup {} of cluster {} ({recovered}) in {:.1} s; the cluster now \
+             archives as {}, chained to {}.\n\
+             Creates of new originals are refused until the restore is confirmed:\n  \
+             export ConnectionStrings__PostgreSQL='{}'\n  \
+             vfps restore status\n  vfps restore confirm",
             r.backup_id,
-            r.last_wal,
+            r.from_cluster,
             r.took.as_secs_f64(),
-            r.new_cluster
+            r.new_cluster,
+            r.chain.join(" ← "),
+            super::connection_string(),
         );
         Ok(())
     }

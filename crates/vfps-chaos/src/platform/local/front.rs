@@ -73,7 +73,8 @@ impl Local {
             return Ok(k.trim().to_owned());
         }
         let key = hex::encode(rand::random::<[u8; 32]>());
-        std::fs::write(&file, &key).with_context(|| format!("cannot write {}", file.display()))?;
+        super::database::write_secret(&file, key.as_bytes())
+            .with_context(|| format!("cannot write {}", file.display()))?;
         Ok(key)
     }
 

@@ -23,6 +23,7 @@
 //! - [`evidence`]: the HA manager's view and every log, into the run directory.
 //! - [`driver`]: `vfps-chaos local …`, the driver steps.
 //! - [`summary`]: what `up` made and how to reach it, on stdout.
+//! - [`restore`]: `local restore`, put back as it was when it fails.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -43,6 +44,7 @@ pub mod network;
 pub mod objects;
 pub mod probe;
 pub mod replicas;
+pub mod restore;
 pub mod summary;
 
 pub use network::down;
@@ -136,6 +138,12 @@ fn profile_file(opts: &Options) -> PathBuf {
     opts.base.join("database-profile.txt")
 }
 
+/// The file that records `up`'s archiving (`archive_timeout` in seconds),
+/// for later steps (a restore's members archive as `up` made them).
+fn archiving_file(opts: &Options) -> PathBuf {
+    opts.base.join("archive-timeout-seconds.txt")
+}
+
 /// The running topology. All state lives in processes and files under the base
 /// directory, so `up`, `scenarios`, `collect` and `down` can be separate commands.
 pub struct Local {
@@ -220,6 +228,9 @@ impl Local {
         let base = &opts.base;
         std::fs::create_dir_all(base)?;
         std::fs::write(profile_file(&opts), opts.profile.name())?;
+        if let Some(a) = opts.backup {
+            std::fs::write(archiving_file(&opts), a.timeout.as_secs().to_string())?;
+        }
         cmd("chown", &["postgres:postgres", &base.display().to_string()]).await?;
         network::create().await?;
         events("network ready");
@@ -275,6 +286,14 @@ impl Local {
             .and_then(|s| DatabaseProfile::parse(&s))
         {
             opts.profile = p;
+        }
+        if let Some(seconds) = std::fs::read_to_string(archiving_file(&opts))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            opts.backup = Some(crate::backup::Archiving {
+                timeout: Duration::from_secs(seconds),
+            });
         }
         Ok(Local { opts })
     }

@@ -92,7 +92,8 @@ impl Local {
                 ip = s3_ip(z),
             );
             let path = dir.join("garage.toml");
-            std::fs::write(&path, config)?;
+            // It holds the RPC secret.
+            super::database::write_secret(&path, config.as_bytes())?;
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
             self.start_objects_node(z).await?;
@@ -130,7 +131,7 @@ impl Local {
             ],
         )
         .await?;
-        std::fs::write(self.key_file(), format!("{id}\n{secret}\n"))?;
+        super::database::write_secret(&self.key_file(), format!("{id}\n{secret}\n").as_bytes())?;
         for z in ZONES {
             self.wait_objects_node(z, Duration::from_secs(30)).await?;
         }
