@@ -1,8 +1,6 @@
 //! The pseudonym generation methods of `vfps.api.v1`, producing exactly the formats
 //! the deployed vfps produces.
 
-use std::sync::OnceLock;
-
 use base64::Engine;
 use rand::{Rng, RngCore};
 use sha2::{Digest, Sha256};
@@ -106,32 +104,31 @@ impl GenerationMethod {
     pub fn is_deterministic(self) -> bool {
         self == Self::Sha256HexEncoded
     }
+
+    /// What a pseudonym of this method reveals by construction, when it
+    /// reveals anything (docs/privacy.md): said when such a namespace is made.
+    pub fn reveals(self) -> Option<&'static str> {
+        match self {
+            Self::Sha256HexEncoded => Some(
+                "SHA-256 pseudonyms reveal their originals to anyone who can list the possible \
+                 originals (patient numbers, dates of birth) and hash each: use a random method",
+            ),
+            Self::Uuid7 => Some(
+                "UUIDv7 pseudonyms carry their creation time to the millisecond and sort in \
+                 creation order: use a random method (UUIDv4, FULL_RANDOM_*)",
+            ),
+            _ => None,
+        }
+    }
 }
 
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/// First four bytes of SHA-256 of the host name, computed once.
-fn host_tag() -> [u8; 4] {
-    static TAG: OnceLock<[u8; 4]> = OnceLock::new();
-    *TAG.get_or_init(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .unwrap_or_default();
-        let digest = Sha256::digest(host.as_bytes());
-        [digest[0], digest[1], digest[2], digest[3]]
-    })
-}
-
-/// A millisecond tick counter (wrapping, like a 32-bit tick count).
-fn tick_ms() -> u32 {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or_default();
-    // Wrapping is the point: only the low 32 bits are a tick counter.
-    (ms & u128::from(u32::MAX)) as u32
-}
+/// Bytes in front of the `length` random bytes of the base64url method,
+/// where upstream puts a host tag and a tick counter: random here too, so the
+/// pseudonym keeps upstream's length and alphabet and carries no host or time
+/// (docs/privacy.md).
+const BASE64URL_LEADING_BYTES: usize = 8;
 
 /// Generates the full stored pseudonym: `prefix + generated + suffix`.
 pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> String {
@@ -139,12 +136,8 @@ pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> Strin
     let mut rng = rand::rng();
     let core = match settings.method {
         GenerationMethod::Unspecified | GenerationMethod::SecureRandomBase64UrlEncoded => {
-            let mut bytes = Vec::with_capacity(8 + len);
-            bytes.extend_from_slice(&host_tag());
-            bytes.extend_from_slice(&tick_ms().to_le_bytes());
-            let start = bytes.len();
-            bytes.resize(start + len, 0);
-            rng.fill_bytes(&mut bytes[start..]);
+            let mut bytes = vec![0u8; BASE64URL_LEADING_BYTES + len];
+            rng.fill_bytes(&mut bytes);
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
         }
         GenerationMethod::Sha256HexEncoded => {
@@ -201,7 +194,33 @@ mod tests {
         let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(c)
             .unwrap();
-        assert_eq!(&decoded[..4], &host_tag());
+        assert_eq!(decoded.len(), 40);
+    }
+
+    /// The default method put SHA-256 of the host name and the millisecond
+    /// clock in front of the random bytes: every pseudonym of one replica
+    /// shared its first 6 characters, and any two made in the same 49 days
+    /// told their creation times apart to the millisecond.
+    #[test]
+    fn base64url_pseudonyms_carry_no_host_and_no_time() {
+        let s = settings(GenerationMethod::SecureRandomBase64UrlEncoded, 32);
+        let made: Vec<Vec<u8>> = (0..64)
+            .map(|_| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(core(&generate(&s, &original())))
+                    .unwrap()
+            })
+            .collect();
+        // Made within a few milliseconds on one host: with a host tag and a
+        // clock, the first 6 bytes would repeat; random, 64 draws of 48 bits
+        // never do.
+        let leading: std::collections::HashSet<&[u8]> = made.iter().map(|b| &b[..6]).collect();
+        assert_eq!(leading.len(), made.len(), "pseudonyms share a leading tag");
+        // And no byte position is constant across them.
+        for i in 0..8 {
+            let values: std::collections::HashSet<u8> = made.iter().map(|b| b[i]).collect();
+            assert!(values.len() > 1, "byte {i} is the same in every pseudonym");
+        }
     }
 
     #[test]

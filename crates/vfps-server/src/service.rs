@@ -412,6 +412,9 @@ impl Service {
             Err(e) => return Err(e),
         }
         tracing::info!(namespace = %ns.name, method = ns.settings.method.wire_name(), "namespace created");
+        if let Some(reveals) = ns.settings.method.reveals() {
+            tracing::warn!(namespace = %ns.name, method = ns.settings.method.wire_name(), "{reveals}");
+        }
         Ok(ns)
     }
 

@@ -50,7 +50,8 @@ impl NamespaceService for NamespaceApi {
         let d = deadline(&self.state, &request);
         let (metadata, _, req) = request.into_parts();
         let req = new_namespace(req);
-        observed(&self.state, "NamespaceService/Create", async {
+        let reveals = vfps_core::GenerationMethod::from_wire(req.method).and_then(|m| m.reveals());
+        let created = observed(&self.state, "NamespaceService/Create", async {
             self.state
                 .auth
                 .check(
@@ -65,7 +66,14 @@ impl NamespaceService for NamespaceApi {
                 namespace: Some(to_proto(&ns)),
             })
         })
-        .await
+        .await;
+        // What the method reveals, beside the answer (docs/privacy.md).
+        created.map(|mut r| {
+            if let Some(text) = reveals.and_then(|t| t.parse().ok()) {
+                r.metadata_mut().insert("vfps-warning", text);
+            }
+            r
+        })
     }
 
     async fn get(

@@ -139,7 +139,8 @@ async fn create_namespace(
     body: Bytes,
 ) -> Response {
     let d = state.deadline(None);
-    respond(&state, "NamespaceService/Create", async {
+    let reveals = std::sync::OnceLock::new();
+    let mut response = respond(&state, "NamespaceService/Create", async {
         let who = state.auth.authenticate(authorization(&headers), d).await?;
         let req: pb::NamespaceServiceCreateRequest = parse_body(&body)?;
         state
@@ -149,11 +150,25 @@ async fn create_namespace(
             .service
             .create_namespace(ns_api::new_namespace(req), d)
             .await?;
+        if let Some(text) = ns.settings.method.reveals() {
+            let _ = reveals.set(text);
+        }
         Ok(pb::NamespaceServiceCreateResponse {
             namespace: Some(namespace(&ns)),
         })
     })
-    .await
+    .await;
+    // What the method reveals, beside the answer (RFC 7234's Warning 299:
+    // "miscellaneous persistent warning"; docs/privacy.md).
+    if let Some(value) = reveals
+        .get()
+        .and_then(|t| axum::http::HeaderValue::from_str(&format!("299 vfps \"{t}\"")).ok())
+    {
+        response
+            .headers_mut()
+            .insert(axum::http::header::WARNING, value);
+    }
+    response
 }
 
 async fn get_all(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -251,7 +251,12 @@ pub async fn create(
     }
     .await;
     let (status, outcome) = shown(outcome, |ns| {
-        html! { p { output id="result" { "Namespace " (ns.name.as_str()) " created." } } }
+        html! {
+            p { output id="result" { "Namespace " (ns.name.as_str()) " created." } }
+            @if let Some(reveals) = ns.settings.method.reveals() {
+                p class="warning" role="note" { "Note: " (reveals) "." }
+            }
+        }
     });
     render(&state, &visit, status, outcome).await
 }

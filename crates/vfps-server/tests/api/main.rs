@@ -18,6 +18,7 @@ mod mii_identity;
 mod mii_multi;
 mod observability;
 mod operations;
+mod privacy;
 mod reidentify;
 mod resilience;
 mod rest;
