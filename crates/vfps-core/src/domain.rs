@@ -344,23 +344,25 @@ pub struct PseudonymPage {
     pub total_size: Option<i64>,
 }
 
-/// Keyset position: the last item of a page. The token carries the pseudonym (which
-/// the caller already sees), never the original value; the store looks the original
-/// up to continue the `(created_at desc, original_value desc)` order. A
-/// multi-pseudonym namespace is listed in `(created_at desc, pseudonym_value
-/// desc)` order (an original is no tie-breaker there), so its tokens are the
-/// position themselves.
+/// Keyset position: the last item of a page. Pages go in descending order of
+/// the pseudonym, which carries nothing of the originals, of their order or
+/// of when they were made (docs/privacy.md): a listing hands a `read` caller
+/// no order of originals and no creation order. The token is the pseudonym
+/// (which the caller already sees), nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {
-    pub created_at_micros: i64,
     pub pseudonym_value: String,
 }
+
+/// What a page token starts with in this form; earlier tokens were
+/// `<micros>:<pseudonym>` and are still taken (their time is not used).
+const PAGE_TOKEN_MARK: &str = "p:";
 
 impl PageCursor {
     /// Encodes as opaque URL-safe base64.
     pub fn encode(&self) -> String {
         use base64::Engine;
-        let raw = format!("{}:{}", self.created_at_micros, self.pseudonym_value);
+        let raw = format!("{PAGE_TOKEN_MARK}{}", self.pseudonym_value);
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
     }
 
@@ -377,21 +379,30 @@ impl PageCursor {
             .decode(token.trim_end_matches('='))
             .map_err(|_| bad())?;
         let raw = String::from_utf8(raw).map_err(|_| bad())?;
-        let (micros, pseudonym) = raw.split_once(':').ok_or_else(bad)?;
-        // Issued tokens hold a creation time between 1970 and 9999; another
-        // would wrap around in a store's timestamp type.
-        let micros: i64 = micros.parse().map_err(|_| bad())?;
-        if !(0..=253_402_300_799_999_999).contains(&micros) {
-            return Err(bad());
-        }
+        let pseudonym = match raw.strip_prefix(PAGE_TOKEN_MARK) {
+            Some(p) => p,
+            None => {
+                let (micros, pseudonym) = raw.split_once(':').ok_or_else(bad)?;
+                micros.parse::<i64>().map_err(|_| bad())?;
+                pseudonym
+            }
+        };
         Ok(Self {
-            created_at_micros: micros,
             pseudonym_value: PseudonymValue::parse(pseudonym)
                 .map_err(|_| bad())?
                 .as_str()
                 .to_owned(),
         })
     }
+}
+
+/// A creation or update time as callers see it: the UTC day (docs/privacy.md).
+/// Pseudonyms made together (an original's siblings, a batch's members) share
+/// their stored times to the microsecond; at a day's resolution they share it
+/// with everything else made that day.
+pub fn shown_time(t: SystemTime) -> SystemTime {
+    let micros = to_micros(t);
+    from_micros(micros - micros.rem_euclid(86_400_000_000))
 }
 
 /// Converts a `SystemTime` to microseconds since the UNIX epoch (the stores'
@@ -439,7 +450,6 @@ mod tests {
         assert!(NamespaceName::parse("n\0").is_err());
         assert!(storable("description", "d\0").is_err());
         let token = PageCursor {
-            created_at_micros: 1,
             pseudonym_value: "p\0".into(),
         }
         .encode();
@@ -490,20 +500,25 @@ mod tests {
     #[test]
     fn page_cursor_round_trips_and_rejects_garbage() {
         let c = PageCursor {
-            created_at_micros: 1_700_000_000_123_456,
             pseudonym_value: "a:b".into(),
         };
         assert_eq!(PageCursor::decode(&c.encode()).unwrap(), c);
         assert!(PageCursor::decode("!!!").is_err());
-        // A forged time outside what a store holds (it wrapped to the first page).
-        for micros in [i64::MIN, -1, i64::MAX] {
-            let forged = PageCursor {
-                created_at_micros: micros,
-                pseudonym_value: "p".into(),
-            };
-            assert!(PageCursor::decode(&forged.encode()).is_err(), "{micros}");
-        }
         assert!(PageCursor::decode("bm9jb2xvbg").is_err());
+        // A token of the earlier form (`<micros>:<pseudonym>`) still pages on.
+        use base64::Engine;
+        let old = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("1700000000123456:p-9");
+        assert_eq!(PageCursor::decode(&old).unwrap().pseudonym_value, "p-9");
+    }
+
+    /// Callers see the day a pseudonym was made, not its microsecond:
+    /// siblings and batch members stored with one time share it with all
+    /// made that day.
+    #[test]
+    fn shown_times_are_days() {
+        let t = from_micros(1_765_100_000_123_456);
+        assert_eq!(to_micros(shown_time(t)), 1_765_065_600_000_000);
+        assert_eq!(shown_time(shown_time(t)), shown_time(t));
     }
 
     #[test]

@@ -144,16 +144,29 @@ impl Resolver {
         let mut todo = unique;
         let mut rounds = 0;
         while !todo.is_empty() {
+            // Locks are taken in the sorted order (no deadlocks), but the
+            // pseudonyms are made in a random one: a method that carries its
+            // making order (UUIDv7) would otherwise carry the originals' order
+            // (docs/privacy.md). One time for the batch, for the same reason.
+            let mut making: Vec<usize> = (0..todo.len()).collect();
+            rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            let mut made: Vec<String> = vec![String::new(); todo.len()];
+            for k in making {
+                let i = todo[k];
+                made[k] = generate(&self.namespaces[requests[i].0].settings, &originals[i]);
+            }
+            let created_at = now_micros();
             let batch: Vec<Candidate> = todo
                 .iter()
-                .map(|&i| {
+                .zip(made)
+                .map(|(&i, pseudonym)| {
                     let ns = &self.namespaces[requests[i].0];
                     Candidate {
                         namespace: ns.name.clone(),
                         namespace_uid: ns.uid,
                         original: originals[i].clone(),
-                        pseudonym: generate(&ns.settings, &originals[i]),
-                        created_at: now_micros(),
+                        pseudonym,
+                        created_at,
                     }
                 })
                 .collect();

@@ -223,11 +223,7 @@ fn main() -> ExitCode {
             per,
             prop_oneof![
                 text(),
-                (any::<i64>(), "[ -~]{1,80}").prop_map(|(t, p)| PageCursor {
-                    created_at_micros: t,
-                    pseudonym_value: p,
-                }
-                .encode()),
+                "[ -~]{1,80}".prop_map(|p| PageCursor { pseudonym_value: p }.encode()),
             ],
             |s| match PageCursor::decode(&s) {
                 Ok(c) => assert_eq!(PageCursor::decode(&c.encode()).unwrap(), c),

@@ -163,9 +163,11 @@ pub trait Store:
         }
         Ok(rows)
     }
-    /// Newest first; `after` continues from the last item of the previous
-    /// page. A single-pseudonym namespace's entries; a multi-pseudonym one's
-    /// are listed by [`multi::Multi::list_multi_pseudonyms`].
+    /// In descending order of the pseudonym (nothing of the originals or of
+    /// creation order; see [`PageCursor`]); `after` continues from the last
+    /// item of the previous page. A single-pseudonym namespace's entries; a
+    /// multi-pseudonym one's are listed by
+    /// [`multi::Multi::list_multi_pseudonyms`].
     async fn list_pseudonyms(
         &self,
         namespace: &NamespaceName,
@@ -240,7 +242,6 @@ pub(crate) fn page_from_rows(
     rows.truncate(page_size as usize);
     let next = if more {
         rows.last().map(|p| PageCursor {
-            created_at_micros: vfps_core::to_micros(p.created_at),
             pseudonym_value: p.pseudonym_value.clone(),
         })
     } else {

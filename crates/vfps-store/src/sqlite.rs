@@ -376,6 +376,24 @@ const NAMESPACE_COLUMNS: &str =
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at";
 
+/// A List page's bound (`AND pseudonym_value < ?3` after a token, nothing
+/// before the first page) and its arguments: `?1` the namespace, `?2` the
+/// limit. Two statements rather than one with an `OR`, so the
+/// (namespace, pseudonym_value) index is walked from the position.
+pub(crate) fn page_args<'a>(
+    namespace: &'a String,
+    limit: &'a i64,
+    after: Option<&'a String>,
+) -> (&'static str, Vec<&'a dyn rusqlite::ToSql>) {
+    match after {
+        Some(pseudonym) => (
+            "AND pseudonym_value < ?3",
+            vec![namespace, limit, pseudonym],
+        ),
+        None => ("", vec![namespace, limit]),
+    }
+}
+
 fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespace, Error>> {
     let name: String = r.get(0)?;
     let method: i32 = r.get(2)?;
@@ -655,63 +673,20 @@ impl Store for SqliteStore {
         let after = after.cloned();
         self.with_reader(move |c| {
             let limit = i64::from(page_size) + 1;
-            let items: Vec<Pseudonym> = match &after {
-                None => {
-                    let mut st = c
-                        .prepare_cached(&format!(
-                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1
-                             ORDER BY created_at DESC, original_value DESC LIMIT ?2"
-                        ))
-                        .map_err(sql_err)?;
-                    let rows = st
-                        .query_map(params![ns, limit], pseudonym_from_row)
-                        .map_err(sql_err)?;
-                    rows.map(|r| r.map_err(sql_err)?)
-                        .collect::<Result<_, _>>()?
-                }
-                Some(cur) => {
-                    // The original of the token's row, compared only when the row is
-                    // at the token's time: a forged token (another row's time, a
-                    // pseudonym of one's own) would compare that row's original with
-                    // one's own, an oracle for originals to callers who may List but
-                    // not reverse-look-up. Otherwise the page goes on from the time alone.
-                    let last: Option<String> = match c
-                        .prepare_cached(
-                            "SELECT original_value, created_at = ?3 FROM pseudonyms
-                             WHERE namespace = ?1 AND pseudonym_value = ?2",
-                        )
-                        .map_err(sql_err)?
-                        .query_row(
-                            params![ns, cur.pseudonym_value, cur.created_at_micros],
-                            |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)),
-                        )
-                        .optional()
-                        .map_err(sql_err)?
-                    {
-                        None => None,
-                        Some((original, true)) => Some(original),
-                        // Another time: altered, or the row deleted and its
-                        // original created again (a hashing method gives it
-                        // the same pseudonym); from the time alone either way.
-                        Some((_, false)) => None,
-                    };
-                    let mut st = c
-                        .prepare_cached(&format!(
-                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1
-                             AND (created_at, original_value) < (?2, ?3)
-                             ORDER BY created_at DESC, original_value DESC LIMIT ?4"
-                        ))
-                        .map_err(sql_err)?;
-                    let rows = st
-                        .query_map(
-                            params![ns, cur.created_at_micros, last, limit],
-                            pseudonym_from_row,
-                        )
-                        .map_err(sql_err)?;
-                    rows.map(|r| r.map_err(sql_err)?)
-                        .collect::<Result<_, _>>()?
-                }
-            };
+            // The unique (namespace, pseudonym_value) index orders and bounds it.
+            let pseudonym = after.map(|cur| cur.pseudonym_value);
+            let (bound, args) = page_args(&ns, &limit, pseudonym.as_ref());
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = ?1 {bound}
+                     ORDER BY pseudonym_value DESC LIMIT ?2"
+                ))
+                .map_err(sql_err)?;
+            let items: Vec<Pseudonym> = st
+                .query_map(args.as_slice(), pseudonym_from_row)
+                .map_err(sql_err)?
+                .map(|r| r.map_err(sql_err)?)
+                .collect::<Result<_, _>>()?;
             let total = if include_total_size {
                 Some(
                     c.query_row(

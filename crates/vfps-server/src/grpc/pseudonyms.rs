@@ -14,7 +14,11 @@ pub struct PseudonymApi {
 /// `with_original`: Create and Get carry the original value; List items never do.
 pub(crate) fn to_proto(p: Pseudonym, with_original: bool) -> pb::Pseudonym {
     pb::Pseudonym {
-        meta: meta(p.created_at, p.last_updated_at),
+        // The day, not the microsecond (docs/privacy.md).
+        meta: meta(
+            vfps_core::shown_time(p.created_at),
+            vfps_core::shown_time(p.last_updated_at),
+        ),
         namespace: p.namespace.as_str().to_owned(),
         original_value: with_original.then_some(p.original_value),
         pseudonym_value: p.pseudonym_value,

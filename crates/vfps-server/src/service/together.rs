@@ -63,6 +63,23 @@ impl Service {
                     .await?,
                 );
             }
+            // The new pseudonyms are made in a random order, not the
+            // entries': a method that carries its making order (UUIDv7)
+            // would otherwise carry the originals' order (docs/privacy.md).
+            let mut making: Vec<(&NamespaceName, &OriginalValue)> = parsed
+                .iter()
+                .zip(&answers)
+                .filter(|(key, answer)| answer.is_none() && !chosen.contains_key(&(&key.0, &key.1)))
+                .map(|((name, original), _)| (name, original))
+                .collect::<std::collections::HashSet<_>>()
+                .into_iter()
+                .collect();
+            rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            for (name, original) in making {
+                chosen.insert((name, original), generate(&spaces[name].settings, original));
+            }
+            // One time for all of them, for the same reason.
+            let created_at = now_micros();
             // One candidate per new original (an original twice gets one),
             // no pseudonym twice among them.
             let mut candidates: Vec<Candidate> = Vec::new();
@@ -91,7 +108,7 @@ impl Service {
                     namespace_uid: ns.uid,
                     original: original.clone(),
                     pseudonym,
-                    created_at: now_micros(),
+                    created_at,
                 });
             }
             let stored = candidates.is_empty()

@@ -148,7 +148,7 @@ async fn render(
                                     @for p in &page.items {
                                         tr {
                                             td { code { (p.pseudonym_value) } }
-                                            td { (timestamp(p.created_at)) }
+                                            td { (timestamp(vfps_core::shown_time(p.created_at))) }
                                             td {
                                                 form method="post" action={ (base) "/reveal" } class="inline" {
                                                     (csrf_field(visit))

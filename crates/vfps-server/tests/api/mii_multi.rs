@@ -352,7 +352,7 @@ async fn many_pseudonyms_of_one_original_resolve_and_page(backend: Backend) {
         assert!(back.to_string().contains(want), "{back}");
     }
 
-    // gRPC List, 7 a page: every pseudonym once, newest first.
+    // gRPC List, 7 a page: every pseudonym once, by pseudonym descending.
     let mut listed: Vec<String> = Vec::new();
     let mut token = String::new();
     loop {
@@ -382,7 +382,9 @@ async fn many_pseudonyms_of_one_original_resolve_and_page(backend: Backend) {
         61,
         "listed twice"
     );
-    assert_eq!(listed[0], other[0], "the newest first");
+    let mut by_pseudonym = listed.clone();
+    by_pseudonym.sort_by(|a, b| b.cmp(a));
+    assert_eq!(listed, by_pseudonym, "by pseudonym, descending");
     // REST's List follows the same tokens.
     let first: Value = app
         .get_json("/v1/namespaces/m/pseudonyms?pageSize=50")

@@ -466,6 +466,27 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
     })
 }
 
+/// A List page's bound (`AND pseudonym_value < $3` after a token, nothing
+/// before the first page) and its arguments: `$1` the namespace, `$2` the
+/// limit. Two statements rather than one with an `OR`, so a generic plan
+/// still walks the (namespace, pseudonym_value) index from the position.
+pub(crate) fn page_args<'a>(
+    namespace: &'a &'a str,
+    limit: &'a i64,
+    after: Option<&'a PageCursor>,
+) -> (
+    &'static str,
+    Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>,
+) {
+    match after {
+        Some(cursor) => (
+            "AND pseudonym_value < $3",
+            vec![namespace, limit, &cursor.pseudonym_value],
+        ),
+        None => ("", vec![namespace, limit]),
+    }
+}
+
 fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
     let get = |i: usize| -> Result<String, Error> { r.try_get(i).map_err(|e| classify(&e)) };
     Ok(Pseudonym {
@@ -808,54 +829,18 @@ impl Store for PgStore {
         let (lease, steps) = self.lease().await?;
         let c = lease.client();
         let limit = i64::from(page_size) + 1;
-        let rows = match after {
-            None => {
-                steps
-                    .run(c.query(
-                        &format!(
-                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1
-                             ORDER BY created_at DESC, original_value DESC LIMIT $2"
-                        ),
-                        &[&namespace.as_str(), &limit],
-                    ))
-                    .await?
-            }
-            Some(cursor) => {
-                let created = vfps_core::from_micros(cursor.created_at_micros);
-                // The original of the token's row, compared only when the row is
-                // at the token's time: a forged token (another row's time, a
-                // pseudonym of one's own) would compare that row's original with
-                // one's own, an oracle for originals to callers who may List but
-                // not reverse-look-up. Otherwise the page goes on from the time alone.
-                let last: Option<String> = match steps
-                    .run(c.query_opt(
-                        "SELECT original_value, created_at = $3 FROM pseudonyms
-                         WHERE namespace = $1 AND pseudonym_value = $2",
-                        &[&namespace.as_str(), &cursor.pseudonym_value, &created],
-                    ))
-                    .await?
-                {
-                    None => None,
-                    Some(row) if row.try_get::<_, bool>(1).map_err(|e| classify(&e))? => {
-                        Some(row.try_get(0).map_err(|e| classify(&e))?)
-                    }
-                    // Another time: altered, or the row deleted and its
-                    // original created again (a hashing method gives it the
-                    // same pseudonym); from the time alone either way.
-                    Some(_) => None,
-                };
-                steps
-                    .run(c.query(
-                        &format!(
-                            "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1
-                             AND (created_at, original_value) < ($2, $3)
-                             ORDER BY created_at DESC, original_value DESC LIMIT $4"
-                        ),
-                        &[&namespace.as_str(), &created, &last, &limit],
-                    ))
-                    .await?
-            }
-        };
+        // The unique (namespace, pseudonym_value) index orders and bounds it.
+        let ns = namespace.as_str();
+        let (bound, args) = page_args(&ns, &limit, after);
+        let rows = steps
+            .run(c.query(
+                &format!(
+                    "SELECT {PSEUDONYM_COLUMNS} FROM pseudonyms WHERE namespace = $1 {bound}
+                     ORDER BY pseudonym_value DESC LIMIT $2"
+                ),
+                &args,
+            ))
+            .await?;
         let items = rows
             .iter()
             .map(pseudonym_from_row)

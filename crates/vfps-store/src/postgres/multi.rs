@@ -99,37 +99,17 @@ impl Multi for PgStore {
         let (lease, steps) = self.lease().await?;
         let c = lease.client();
         let limit = i64::from(page_size) + 1;
-        let rows = match after {
-            None => {
-                steps
-                    .run(c.query(
-                        &format!(
-                            "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = $1
-                             ORDER BY created_at DESC, pseudonym_value DESC LIMIT $2"
-                        ),
-                        &[&namespace.as_str(), &limit],
-                    ))
-                    .await?
-            }
-            Some(cursor) => {
-                let created = vfps_core::from_micros(cursor.created_at_micros);
-                steps
-                    .run(c.query(
-                        &format!(
-                            "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = $1
-                             AND (created_at, pseudonym_value) < ($2, $3)
-                             ORDER BY created_at DESC, pseudonym_value DESC LIMIT $4"
-                        ),
-                        &[
-                            &namespace.as_str(),
-                            &created,
-                            &cursor.pseudonym_value,
-                            &limit,
-                        ],
-                    ))
-                    .await?
-            }
-        };
+        let ns = namespace.as_str();
+        let (bound, args) = super::page_args(&ns, &limit, after);
+        let rows = steps
+            .run(c.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = $1 {bound}
+                     ORDER BY pseudonym_value DESC LIMIT $2"
+                ),
+                &args,
+            ))
+            .await?;
         let items = rows
             .iter()
             .map(pseudonym_from_row)

@@ -104,20 +104,16 @@ impl Multi for SqliteStore {
         let after = after.cloned();
         self.with_reader(move |c| {
             let limit = i64::from(page_size) + 1;
-            // Without a token the position is not compared (?3 is NULL).
-            let (micros, pseudonym) = match &after {
-                Some(cur) => (cur.created_at_micros, Some(cur.pseudonym_value.clone())),
-                None => (i64::MAX, None),
-            };
+            let pseudonym = after.map(|cur| cur.pseudonym_value);
+            let (bound, args) = super::page_args(&ns, &limit, pseudonym.as_ref());
             let mut st = c
                 .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = ?1
-                     AND (?3 IS NULL OR (created_at, pseudonym_value) < (?2, ?3))
-                     ORDER BY created_at DESC, pseudonym_value DESC LIMIT ?4"
+                    "SELECT {COLUMNS} FROM multi_pseudonyms WHERE namespace = ?1 {bound}
+                     ORDER BY pseudonym_value DESC LIMIT ?2"
                 ))
                 .map_err(sql_err)?;
             let items = st
-                .query_map(params![ns, micros, pseudonym, limit], pseudonym_from_row)
+                .query_map(args.as_slice(), pseudonym_from_row)
                 .map_err(sql_err)?
                 .map(|r| r.map_err(sql_err)?)
                 .collect::<Result<Vec<_>, Error>>()?;
