@@ -1,6 +1,8 @@
 //! The pseudonym generation methods of `vfps.api.v1`, producing exactly the formats
 //! the deployed vfps produces.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use base64::Engine;
 use rand::{Rng, RngCore};
 use sha2::{Digest, Sha256};
@@ -130,6 +132,45 @@ const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 /// (docs/privacy.md).
 const BASE64URL_LEADING_BYTES: usize = 8;
 
+/// `VFPS_UNSAFE_REVEALING_PSEUDONYMS`: the layout and orders that reveal,
+/// restored on purpose for the harness's self-test of P10 only (as
+/// `VFPS_UNSAFE_JOBS_RESTART_FROM_ZERO` is for P7): the base64url method puts
+/// a host tag and the millisecond clock in front of its random bytes, jobs and
+/// Bundles make pseudonyms in the originals' order with a time each, List
+/// pages go newest first, and times are shown to the microsecond. The harness
+/// must fail on it. Off unless set at startup.
+static REVEALING: AtomicBool = AtomicBool::new(false);
+
+/// Turns the revealing self-test mode on (startup only; see [`REVEALING`]).
+pub fn reveal_for_self_test() {
+    REVEALING.store(true, Ordering::Relaxed);
+}
+
+/// Whether the revealing self-test mode is on (see [`REVEALING`]).
+pub fn revealing() -> bool {
+    REVEALING.load(Ordering::Relaxed)
+}
+
+/// The self-test mode's leading bytes: SHA-256 of the instance name (the
+/// host name without one) and the low 32 bits of the millisecond clock.
+fn revealing_lead() -> [u8; BASE64URL_LEADING_BYTES] {
+    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    let tag = TAG.get_or_init(|| {
+        let host = std::env::var("VFPS_INSTANCE_NAME")
+            .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/hostname"))
+            .unwrap_or_default();
+        let digest = Sha256::digest(host.trim().as_bytes());
+        [digest[0], digest[1], digest[2], digest[3]]
+    });
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut lead = [0u8; BASE64URL_LEADING_BYTES];
+    lead[..4].copy_from_slice(tag);
+    lead[4..].copy_from_slice(&((ms & u128::from(u32::MAX)) as u32).to_le_bytes());
+    lead
+}
+
 /// Generates the full stored pseudonym: `prefix + generated + suffix`.
 pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> String {
     let len = settings.length as usize;
@@ -138,6 +179,9 @@ pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> Strin
         GenerationMethod::Unspecified | GenerationMethod::SecureRandomBase64UrlEncoded => {
             let mut bytes = vec![0u8; BASE64URL_LEADING_BYTES + len];
             rng.fill_bytes(&mut bytes);
+            if revealing() {
+                bytes[..BASE64URL_LEADING_BYTES].copy_from_slice(&revealing_lead());
+            }
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
         }
         GenerationMethod::Sha256HexEncoded => {

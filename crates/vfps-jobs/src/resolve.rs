@@ -149,7 +149,9 @@ impl Resolver {
             // making order (UUIDv7) would otherwise carry the originals' order
             // (docs/privacy.md). One time for the batch, for the same reason.
             let mut making: Vec<usize> = (0..todo.len()).collect();
-            rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            if !vfps_core::generate::revealing() {
+                rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            }
             let mut made: Vec<String> = vec![String::new(); todo.len()];
             for k in making {
                 let i = todo[k];
@@ -166,7 +168,12 @@ impl Resolver {
                         namespace_uid: ns.uid,
                         original: originals[i].clone(),
                         pseudonym,
-                        created_at,
+                        // The self-test mode stamps each row as it goes.
+                        created_at: if vfps_core::generate::revealing() {
+                            now_micros()
+                        } else {
+                            created_at
+                        },
                     }
                 })
                 .collect();

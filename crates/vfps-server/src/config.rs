@@ -61,6 +61,9 @@ pub struct Settings {
     pub init_namespaces: Vec<InitNamespace>,
     /// `VFPS_UNSAFE_ERASURE_*`: the harness's self-test of P8 only.
     pub unsafe_erasure: vfps_store::erasure::UnsafeErasure,
+    /// `VFPS_UNSAFE_REVEALING_PSEUDONYMS`: the harness's self-test of P10
+    /// only (see `vfps_core::generate::reveal_for_self_test`).
+    pub unsafe_revealing: bool,
     /// `Authorization__*`: who may call what.
     pub authorization: Authorization,
     /// `VFPS_GRPC_REFLECTION`: whether gRPC server reflection is served.
@@ -402,6 +405,14 @@ impl Settings {
             tracing: Tracing::from_env(&env, &mut errors, &mut notes),
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
             unsafe_erasure: unsafe_erasure::from_env(&env, &mut errors),
+            unsafe_revealing: setting(
+                &env,
+                &mut errors,
+                "VFPS_UNSAFE_REVEALING_PSEUDONYMS",
+                false,
+                parse_bool,
+                "true or false",
+            ),
             authorization: Authorization::from_env(&env, &mut errors),
             grpc_reflection: authorization::reflection(&env, &mut errors),
             tls: Tls::from_env(&env, &mut errors),

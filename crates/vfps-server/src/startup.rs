@@ -130,6 +130,10 @@ async fn configure_objects(jobs: vfps_jobs::service::Jobs, shutdown: Cancellatio
 
 /// Opens the configured store; migrates SQLite always and PostgreSQL when forced.
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+    if settings.unsafe_revealing {
+        vfps_core::generate::reveal_for_self_test();
+        tracing::warn!("VFPS_UNSAFE_REVEALING_PSEUDONYMS: pseudonyms carry a host tag and their time, and follow the originals' order (for the harness's self-test only)");
+    }
     Ok(match &settings.store {
         StoreConfig::Sqlite(path) => {
             let path = path.clone();

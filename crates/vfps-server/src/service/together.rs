@@ -66,15 +66,18 @@ impl Service {
             // The new pseudonyms are made in a random order, not the
             // entries': a method that carries its making order (UUIDv7)
             // would otherwise carry the originals' order (docs/privacy.md).
+            let mut seen = std::collections::HashSet::new();
             let mut making: Vec<(&NamespaceName, &OriginalValue)> = parsed
                 .iter()
                 .zip(&answers)
                 .filter(|(key, answer)| answer.is_none() && !chosen.contains_key(&(&key.0, &key.1)))
                 .map(|((name, original), _)| (name, original))
-                .collect::<std::collections::HashSet<_>>()
-                .into_iter()
+                .filter(|key| seen.insert(*key))
                 .collect();
-            rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            // The self-test mode makes them in the entries' order.
+            if !vfps_core::generate::revealing() {
+                rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
+            }
             for (name, original) in making {
                 chosen.insert((name, original), generate(&spaces[name].settings, original));
             }
@@ -108,7 +111,11 @@ impl Service {
                     namespace_uid: ns.uid,
                     original: original.clone(),
                     pseudonym,
-                    created_at,
+                    created_at: if vfps_core::generate::revealing() {
+                        now_micros()
+                    } else {
+                        created_at
+                    },
                 });
             }
             let stored = candidates.is_empty()

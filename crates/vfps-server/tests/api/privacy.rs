@@ -275,6 +275,72 @@ async fn a_bundles_pseudonyms_carry_no_order_of_its_originals(backend: Backend) 
     );
 }
 
+/// `VFPS_UNSAFE_REVEALING_PSEUDONYMS` (the harness's self-test of P10)
+/// really reveals: one replica's pseudonyms share a host tag and tell their
+/// times apart, List pages go newest first, times are shown to the
+/// microsecond. A separate process: the mode is process-wide.
+#[tokio::test]
+async fn the_revealing_self_test_mode_reveals_what_p10_looks_for() {
+    let mut env = crate::helpers::backend_env(Backend::Sqlite).0;
+    env.push(("VFPS_UNSAFE_REVEALING_PSEUDONYMS".into(), "true".into()));
+    env.push(("VFPS_INSTANCE_NAME".into(), "replica-a".into()));
+    let server = crate::helpers::ServerProcess::start(&env).await;
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect_lazy();
+    let mut namespaces =
+        vfps_proto::v1::namespace_service_client::NamespaceServiceClient::new(channel.clone());
+    let mut pseudonyms =
+        vfps_proto::v1::pseudonym_service_client::PseudonymServiceClient::new(channel);
+    namespaces
+        .create(NamespaceServiceCreateRequest {
+            name: "revealing".into(),
+            pseudonym_generation_method: 1,
+            pseudonym_length: 32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut made = Vec::new();
+    for i in 0..30 {
+        let p = pseudonyms
+            .create(vfps_proto::v1::PseudonymServiceCreateRequest {
+                namespace: "revealing".into(),
+                original_value: format!("o{i:04}"),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .pseudonym
+            .unwrap();
+        made.push(p.pseudonym_value);
+    }
+    let tags: std::collections::HashSet<&str> = made.iter().map(|p| &p[..5]).collect();
+    assert_eq!(tags.len(), 1, "one host tag: {made:?}");
+    let page = pseudonyms
+        .list(PseudonymServiceListRequest {
+            namespace: "revealing".into(),
+            page_size: 30,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let listed: Vec<String> = page
+        .pseudonyms
+        .iter()
+        .map(|p| p.pseudonym_value.clone())
+        .collect();
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first, "newest first");
+    let shown = page.pseudonyms[0].meta.unwrap().created_at.unwrap();
+    assert_ne!(
+        (shown.seconds % 86_400, shown.nanos),
+        (0, 0),
+        "to the microsecond"
+    );
+}
+
 crate::on_both_backends!(
     creating_a_revealing_namespace_says_what_it_reveals,
     default_pseudonyms_share_no_leading_tag,
