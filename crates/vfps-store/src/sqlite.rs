@@ -380,7 +380,10 @@ const PSEUDONYM_COLUMNS: &str =
 /// before the first page) and its arguments: `?1` the namespace, `?2` the
 /// limit. Two statements rather than one with an `OR`, so the
 /// (namespace, pseudonym_value) index is walked from the position.
-#[allow(clippy::ptr_arg, reason = "a `&String` is a sized `ToSql`; a `&str` is not")]
+#[allow(
+    clippy::ptr_arg,
+    reason = "a `&String` is a sized `ToSql`; a `&str` is not"
+)]
 pub(crate) fn page_args<'a>(
     namespace: &'a String,
     limit: &'a i64,

@@ -32,6 +32,8 @@
 //! - [`multi`]: multi-pseudonym namespaces — pseudonyms resolve to their own
 //!   original, are not shared, `count` 0 answers them all, erased ones stay
 //!   erased — and the guard that the run made, read and erased them.
+//! - [`privacy`]: P10 — pseudonyms carry no time, replica, order or
+//!   sibling (with [`stats`], the tests it judges with).
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -54,9 +56,11 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod margins;
 pub mod multi;
+pub mod privacy;
 pub mod restore;
 pub mod reverse_lookup;
 pub mod stability;
+pub mod stats;
 pub mod subjects;
 pub mod transaction;
 pub mod ui;
@@ -87,6 +91,16 @@ pub enum Property {
     Jobs,
     #[serde(rename = "P9-restore-drill")]
     RestoreDrill,
+    /// P10: no position of a random method's pseudonyms depends on when or
+    /// where they were made.
+    #[serde(rename = "P10-time-and-replica")]
+    PseudonymsTimeless,
+    /// P10: no job output, Bundle or List page follows its originals' order.
+    #[serde(rename = "P10-order")]
+    PseudonymsUnordered,
+    /// P10: multi-pseudonym siblings share no more than strangers.
+    #[serde(rename = "P10-siblings")]
+    SiblingsUnlinked,
     /// P1 for the web UI: the browser probe's outages within the budgets.
     #[serde(rename = "P1-ui-outage")]
     UiOutage,
@@ -159,6 +173,9 @@ impl Property {
             Property::NamespaceLifecycle => "P6-namespace-lifecycle",
             Property::Jobs => "P7-jobs",
             Property::RestoreDrill => "P9-restore-drill",
+            Property::PseudonymsTimeless => "P10-time-and-replica",
+            Property::PseudonymsUnordered => "P10-order",
+            Property::SiblingsUnlinked => "P10-siblings",
             Property::UiOutage => "P1-ui-outage",
             Property::UiSession => "ui-session-kept",
             Property::UiResults => "ui-results-agree",
