@@ -61,8 +61,23 @@ pub(super) async fn bundle(
                 Err(failed) => return Ok(Err(failed)),
             }
         } else {
-            futures::future::join_all(entries.iter().map(|entry| answer(&state, &who, entry, d)))
-                .await
+            // Entries start in a random order, not the Bundle's: a method
+            // that carries its making order (UUIDv7) would otherwise carry
+            // the originals' order (docs/privacy.md). Answered in the
+            // Bundle's order.
+            let mut order: Vec<usize> = (0..entries.len()).collect();
+            if !vfps_core::generate::revealing() {
+                rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rand::rng());
+            }
+            let started = futures::future::join_all(
+                order.iter().map(|&i| answer(&state, &who, &entries[i], d)),
+            )
+            .await;
+            let mut answers: Vec<Option<(StatusCode, Value)>> = vec![None; entries.len()];
+            for (i, a) in order.into_iter().zip(started) {
+                answers[i] = Some(a);
+            }
+            answers.into_iter().flatten().collect()
         };
         Ok(Ok(json!({
             "resourceType": "Bundle",

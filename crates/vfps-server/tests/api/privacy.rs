@@ -230,49 +230,51 @@ async fn a_jobs_pseudonyms_carry_no_order_of_its_originals(backend: Backend) {
     );
 }
 
-/// A transaction Bundle of sequential originals into a UUIDv7 namespace:
-/// its new pseudonyms carry no order of the originals.
+/// A transaction Bundle and a batch Bundle of sequential originals into a
+/// UUIDv7 namespace: their new pseudonyms carry no order of the originals.
 async fn a_bundles_pseudonyms_carry_no_order_of_its_originals(backend: Backend) {
     let app = spawn_app(backend).await;
     crate::mii::namespace(&app, "bundled", UUID7, 36, false).await;
     let n = 200;
     let system = "https://example.org/sample";
-    let entries: Vec<Value> = (0..n)
-        .map(|i| {
-            json!({"request": {"method": "POST", "url": "$pseudonymize"},
-            "resource": parameters(&[
-                ("context", identifier(system, "bundled")),
-                ("original", identifier(system, &format!("o{i:04}"))),
-            ])})
-        })
-        .collect();
-    let (status, answer) = post(
-        &app,
-        None,
-        "",
-        &json!({"resourceType": "Bundle", "type": "transaction", "entry": entries}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
-    let pairs: Vec<(String, String)> = answer["entry"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let p = named(&e["resource"], "pseudonym")["valueIdentifier"]["value"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            (format!("o{i:04}"), p)
-        })
-        .collect();
-    assert_eq!(pairs.len(), n);
-    let tau = kendall_tau(&originals_by_pseudonym(&pairs));
-    assert!(
-        tau.abs() < chance_bound(n),
-        "the Bundle's pseudonyms follow its originals: tau {tau}"
-    );
+    for kind in ["transaction", "batch"] {
+        let entries: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"request": {"method": "POST", "url": "$pseudonymize"},
+                "resource": parameters(&[
+                    ("context", identifier(system, "bundled")),
+                    ("original", identifier(system, &format!("{kind}-o{i:04}"))),
+                ])})
+            })
+            .collect();
+        let (status, answer) = post(
+            &app,
+            None,
+            "",
+            &json!({"resourceType": "Bundle", "type": kind, "entry": entries}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let pairs: Vec<(String, String)> = answer["entry"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let p = named(&e["resource"], "pseudonym")["valueIdentifier"]["value"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{e}"))
+                    .to_owned();
+                (format!("o{i:04}"), p)
+            })
+            .collect();
+        assert_eq!(pairs.len(), n);
+        let tau = kendall_tau(&originals_by_pseudonym(&pairs));
+        assert!(
+            tau.abs() < chance_bound(n),
+            "the {kind} Bundle's pseudonyms follow its originals: tau {tau}"
+        );
+    }
 }
 
 /// `VFPS_UNSAFE_REVEALING_PSEUDONYMS` (the harness's self-test of P10)
