@@ -9,7 +9,8 @@
 # from row 0 and succeeds only if the harness reports it (P7), then runs the
 # restore drill with a restore that skips the WAL after the base backup and
 # succeeds only if the harness reports what that loses (P9);
-# `--self-test-erasure` erases on replicas that neither announce erasures to
+# `--self-test-erasure` (with VFPS_UNSAFE_REVEALING_PSEUDONYMS: P10 must fail
+# on all three of its checks too) erases on replicas that neither announce erasures to
 # the other replicas' pseudonym caches nor wait for the synchronous standby,
 # through a baseline and a primary isolation, and succeeds only if the harness
 # reports both (P8): erased mappings answered during the baseline (only the
@@ -73,6 +74,10 @@ case "$profile" in
       # Both unsafe erasure modes in one run (CI's time): each leaves its own
       # evidence, told apart by scenario and by the database.
       export VFPS_UNSAFE_ERASURE_UNANNOUNCED=true VFPS_UNSAFE_ERASURE_BEFORE_STANDBY=true
+      # Folded in, to spare a platform of its own: pseudonyms that reveal (a
+      # host tag and the clock, the originals' order, siblings made
+      # together); P10 must fail on each of its three checks.
+      export VFPS_UNSAFE_REVEALING_PSEUDONYMS=true
       export Pseudonymization__Caching__Pseudonyms__IsEnabled=true
       export Pseudonymization__Caching__Pseudonyms__SizeLimit=200000
       export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation} DURATION_BASELINE=${DURATION_BASELINE_SELF_TEST:-15}
@@ -101,6 +106,8 @@ case "$profile" in
       # Patroni's maximum_lag_on_failover, and nothing would be promoted.)
       db_profile=unsafe-async
       export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
+      # P10's probe belongs to the main run and the erasure self-test.
+      export RESILIENCE_PRIVACY_PROBE=${RESILIENCE_PRIVACY_PROBE:-false}
       export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     if [ "$profile" = "--self-test-jobs" ]; then
@@ -112,6 +119,7 @@ case "$profile" in
       # loses the 20 s of writes after it); P9 must fail on it.
       export RESTORE_DRILL_TO=backup-only
       export SCENARIOS=${SCENARIOS:-baseline,vfps-job-runner-kill,db-restore-drill}
+      export RESILIENCE_PRIVACY_PROBE=${RESILIENCE_PRIVACY_PROBE:-false}
       export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     ;;
@@ -185,21 +193,32 @@ elif sys.argv[2] == "cache-checks":
 else:
     print(len(db.get("evidence", [])) if bad(db) else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" "$1" 2>/dev/null || echo 0
 }
+# ... and pseudonyms that reveal (P10): how many of its three checks failed
+# with evidence.
+p10_failed() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+names = ["P10-time-and-replica", "P10-order", "P10-siblings"]
+print(sum(1 for n in names if v.get(n, {}).get("validity") == "invalid" and v[n].get("evidence")))' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
 case "$profile" in
   --self-test-erasure | --self-test-erasure-cache | --self-test-erasure-standby)
     cache=$(p8_found cache)
     cache_checks=$(p8_found cache-checks)
     standby=$(p8_found standby)
     case "$profile" in
-      --self-test-erasure) detected=$([ "${cache:-0}" -gt 0 ] && [ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
+      --self-test-erasure)
+        revealed=$(p10_failed)
+        detected=$([ "${cache:-0}" -gt 0 ] && [ "${standby:-0}" -gt 0 ] && [ "${revealed:-0}" -eq 3 ] && echo yes || echo no) ;;
       --self-test-erasure-cache) detected=$([ "${cache:-0}" -gt 0 ] && echo yes || echo no) ;;
       *) detected=$([ "${standby:-0}" -gt 0 ] && echo yes || echo no) ;;
     esac
     if [ "$status" -ne 0 ] && [ "$detected" = yes ]; then
-      echo "chaos-local: self-test passed ($profile): the harness reported erased mappings answered from caches ($cache during the baseline, $cache_checks of them by replicas asked again after the acknowledgement) and held by the database after a failover ($standby) (P8)"
+      echo "chaos-local: self-test passed ($profile): the harness reported erased mappings answered from caches ($cache during the baseline, $cache_checks of them by replicas asked again after the acknowledgement) and held by the database after a failover ($standby) (P8)${revealed:+, and revealing pseudonyms on $revealed of the 3 P10 checks}"
       exit 0
     fi
-    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure (exit $status, P8 cache findings ${cache:-0} (${cache_checks:-0} after the acknowledgement), database findings ${standby:-0})" >&2
+    echo "chaos-local: self-test FAILED ($profile): the harness did not detect an unsafe erasure or revealing pseudonyms (exit $status, P8 cache findings ${cache:-0} (${cache_checks:-0} after the acknowledgement), database findings ${standby:-0}, P10 checks failed ${revealed:-n/a} of 3)" >&2
     exit 1
     ;;
 esac

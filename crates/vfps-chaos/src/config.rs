@@ -125,6 +125,20 @@ pub struct Workload {
     /// one after another through the window and each is judged by P7.
     #[arg(long, env = "RESILIENCE_JOB_ROWS", default_value_t = 0)]
     pub job_rows: u64,
+    /// P10's probe (`workload::privacy`): pseudonyms of every random method
+    /// through every replica before and after the load window, sequential
+    /// originals in Bundles, a job and List pages, multi siblings. Unset:
+    /// on for the platforms' runs, off for `load` alone.
+    #[arg(long, env = "RESILIENCE_PRIVACY_PROBE", action = clap::ArgAction::Set)]
+    pub privacy_probe: Option<bool>,
+    /// The least distance between the probe's early and late rounds: longer
+    /// than the 65.5 s a millisecond clock's third byte takes to change.
+    #[arg(
+        long,
+        env = "RESILIENCE_PRIVACY_ROUNDS_APART_SECONDS",
+        default_value_t = 70
+    )]
+    pub privacy_rounds_apart_seconds: u64,
     /// vfps's HTTP addresses, comma-separated, for jobs' files that go through
     /// vfps (default: each gRPC endpoint's host on port 8080).
     #[arg(long, env = "RESILIENCE_HTTP_ADDRESS")]

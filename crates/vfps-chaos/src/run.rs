@@ -185,6 +185,11 @@ pub struct Loaded {
     pub ui: Option<Vec<checker::ui::StepRecord>>,
     /// The MII interface's answers and erasures, when the mix had them.
     pub erasures: Option<history::erasures::ErasureHistory>,
+    /// P10's probe and its early round, when it runs.
+    pub privacy: Option<(
+        crate::workload::privacy::Probe,
+        crate::workload::privacy::Early,
+    )>,
 }
 
 /// Dispatch lag beyond which the schedule was not kept and the summary says so.
@@ -249,6 +254,15 @@ pub async fn load(
             log.clone(),
             calls.clone(),
         )?),
+    };
+    // P10's early round, before the window (it is not load).
+    let privacy = match cfg.workload.privacy_probe {
+        Some(true) => {
+            let probe = privacy_probe(cfg, &prepared)?;
+            let early = probe.early().await;
+            Some((probe, early))
+        }
+        _ => None,
     };
     let load_start_unix = unix_now();
     markers::emit_load_start(load_start_unix);
@@ -382,8 +396,78 @@ pub async fn load(
         jobs: jobs.map(|j| (j, submitted)),
         ui: ui_steps,
         erasures,
+        privacy,
     })
 }
+
+/// P10's probe over the run's replicas, with its credentials.
+fn privacy_probe(
+    cfg: &LoadConfig,
+    prepared: &Prepared,
+) -> anyhow::Result<crate::workload::privacy::Probe> {
+    let bearer = cfg.credentials.bearer()?;
+    let replicas: Vec<Client> = prepared
+        .endpoints
+        .each()?
+        .into_iter()
+        .map(|e| Client::new(e, RetryPolicy::verification()).with_bearer(bearer.as_deref()))
+        .collect::<Result<_, _>>()?;
+    let any = Client::new(prepared.endpoints.clone(), RetryPolicy::verification())
+        .with_bearer(bearer.as_deref())?;
+    Ok(crate::workload::privacy::Probe {
+        http_bases: crate::workload::mii::http_bases(&any, cfg.workload.http_address.as_deref()),
+        replicas,
+        any,
+        http_address: cfg.workload.http_address.clone(),
+        namespace: cfg.service.namespace.clone(),
+        seed: prepared.seed,
+        jobs: cfg.workload.job_rows > 0,
+        rounds_apart: Duration::from_secs(cfg.workload.privacy_rounds_apart_seconds),
+    })
+}
+
+/// What P10 judges beside the ledger (`privacy.json`): the probe's late
+/// round with its early one, and the orders of the load's own jobs and
+/// batch Bundles.
+async fn verify_privacy(
+    dir: &Path,
+    probe: crate::workload::privacy::Probe,
+    early: crate::workload::privacy::Early,
+    erasures: Option<&history::erasures::ErasureHistory>,
+    jobs: Option<&[checker::jobs::JobObservation]>,
+) -> anyhow::Result<checker::privacy::Observed> {
+    let multi = erasures
+        .and_then(|h| h.multi.as_ref())
+        .map(|m| (m.namespace.as_str(), m.creates.as_slice()));
+    let mut observed = probe.late(early, multi).await;
+    observed.orders.extend(
+        jobs.unwrap_or_default()
+            .iter()
+            .filter(|j| j.output.is_some())
+            .map(|j| {
+                checker::privacy::Order::of_originals(
+                    checker::privacy::OrderKind::Job,
+                    format!("job {}", j.id),
+                    checker::jobs::pairs(j),
+                )
+            }),
+    );
+    observed.orders.extend(
+        erasures
+            .map(|h| {
+                h.bundles
+                    .iter()
+                    .filter_map(|b| b.order.clone())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default(),
+    );
+    report::write_file(dir, PRIVACY_FILE, serde_json::to_string(&observed)?)?;
+    Ok(observed)
+}
+
+/// What P10 judged beside the ledger.
+const PRIVACY_FILE: &str = "privacy.json";
 
 /// What the MII side of a run keeps: its answers and erasures, and what
 /// verification asked every replica about them.
@@ -561,6 +645,8 @@ pub struct Evidence<'a> {
     pub ledger_read: Option<(u64, u64)>,
     /// The run's CSV jobs, when it ran any (P7).
     pub jobs: Option<&'a [checker::jobs::JobObservation]>,
+    /// P10's samples beside the ledger, when the probe ran.
+    pub privacy: Option<&'a checker::privacy::Observed>,
     /// The browser probe's steps and the API's word on what it created.
     pub ui: Option<(&'a [checker::ui::StepRecord], &'a [checker::ui::Agreement])>,
     pub erasures: Option<(
@@ -582,6 +668,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
         jobs,
         ui,
         erasures,
+        privacy,
     } = e;
     let mix = Mix::parse(&info.mix)?;
     let operations: Vec<Operation> = mix.operations().collect();
@@ -610,6 +697,7 @@ pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
     if let Some(jobs) = jobs {
         verdicts.push(checker::jobs::check(jobs));
     }
+    verdicts.extend(checker::privacy::check(ledger, privacy));
     let mut margins = checker::margins::of_run(history.availability, history.budgets);
     if let Some((steps, agreements)) = ui {
         let window_end = info.load_start_unix + rows.len() as f64;
@@ -738,6 +826,19 @@ pub async fn under_chaos(
         ),
         None => None,
     };
+    let privacy = match loaded.privacy {
+        Some((probe, early)) => Some(
+            verify_privacy(
+                cfg.dir(),
+                probe,
+                early,
+                loaded.erasures.as_ref(),
+                jobs.as_deref(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     assert(Evidence {
         info: &loaded.info,
         rows: &loaded.rows,
@@ -747,6 +848,7 @@ pub async fn under_chaos(
         finals: &finals,
         ledger_read: None,
         jobs: jobs.as_deref(),
+        privacy: privacy.as_ref(),
         ui: loaded.ui.as_deref().zip(ui.as_deref()),
         erasures: loaded
             .erasures
@@ -895,6 +997,11 @@ pub async fn check(
         ),
         None => None,
     };
+    // P10's samples as the run took them.
+    let privacy: Option<checker::privacy::Observed> = match read(PRIVACY_FILE) {
+        Ok(text) => Some(serde_json::from_str(&text).context(PRIVACY_FILE)?),
+        Err(_) => None,
+    };
     let summary = assert(Evidence {
         info: &info,
         rows: &rows,
@@ -904,6 +1011,7 @@ pub async fn check(
         finals: &finals,
         ledger_read: Some((saved.ok_lines, ledger.len() as u64)),
         jobs: jobs.as_deref(),
+        privacy: privacy.as_ref(),
         ui: ui_steps.as_deref().zip(agreements.as_deref()),
         erasures: erasures.as_ref().map(|h| (h, erasures_seen.as_ref())),
     })?;

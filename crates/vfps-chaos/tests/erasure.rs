@@ -71,6 +71,8 @@ fn config(servers: &[startup::Running], name: &str) -> LoadConfig {
             seed: Some(40),
             mix: MIX.into(),
             job_rows: 0,
+            privacy_probe: None,
+            privacy_rounds_apart_seconds: 70,
             http_address: Some(list(&|s| format!("http://{}", s.http_addr))),
             ui_address: None,
             ui_user: "admin".into(),

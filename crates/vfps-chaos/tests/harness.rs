@@ -42,6 +42,8 @@ fn config(address: String, output_dir: PathBuf, load_seconds: u64) -> LoadConfig
             seed: Some(7),
             mix: "create=100".into(),
             job_rows: 0,
+            privacy_probe: None,
+            privacy_rounds_apart_seconds: 70,
             http_address: None,
             ui_address: None,
             ui_user: "admin".into(),

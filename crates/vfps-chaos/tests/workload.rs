@@ -36,6 +36,8 @@ fn config(address: String, name: &str, mix: &str, load_seconds: u64) -> LoadConf
             seed: Some(11),
             mix: mix.into(),
             job_rows: 0,
+            privacy_probe: None,
+            privacy_rounds_apart_seconds: 70,
             http_address: None,
             ui_address: None,
             ui_user: "admin".into(),

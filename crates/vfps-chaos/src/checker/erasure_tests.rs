@@ -50,6 +50,7 @@ fn history(kind: ErasureKind, meaning: Meaning) -> ErasureHistory {
             meaning: Meaning::Acknowledged,
             entries_ok: 9,
             wrong: Vec::new(),
+            order: None,
         }],
         // Acknowledged, of subjects already known (no fresh original).
         transactions: vec![Transaction {

@@ -132,6 +132,27 @@ fn value(field: &[u8]) -> Vec<u8> {
     }
 }
 
+/// Each original of a job's pseudonymized column with the pseudonym its
+/// output row holds (cells passed through left out), for P10's order.
+pub fn pairs(job: &JobObservation) -> Vec<(String, String)> {
+    let Some(output) = &job.output else {
+        return Vec::new();
+    };
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    records(&job.input)
+        .iter()
+        .zip(records(output).iter())
+        .skip(1)
+        .filter_map(|(i, o)| {
+            let original = value(i.fields.get(job.column)?);
+            if passes_through(&original) {
+                return None;
+            }
+            Some((text(original), text(value(o.fields.get(job.column)?))))
+        })
+        .collect()
+}
+
 /// The 1-based line where two files first differ.
 fn first_different_line(a: &[u8], b: &[u8]) -> usize {
     let at = a

@@ -114,6 +114,20 @@ fn a_host_tag_fails_the_replica_test() {
 }
 
 #[test]
+fn without_the_probe_the_ledger_alone_is_judged() {
+    let mut rng = StdRng::seed_from_u64(8);
+    assert!(check(&ledger((0..100).map(|_| random(&mut rng, 24))), None).is_empty());
+    let v = check(&ledger((0..1000).map(|_| random(&mut rng, 24))), None);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].validity, Validity::Valid, "{v:?}");
+    let leaky = check(
+        &ledger((0..1000).map(|i| revealing(&mut rng, "tag", i / 500))),
+        None,
+    );
+    assert_eq!(leaky[0].validity, Validity::Invalid);
+}
+
+#[test]
 fn a_method_the_probe_missed_is_undecided() {
     let mut rng = StdRng::seed_from_u64(4);
     let mut observed = probe(&mut rng, &mut |rng, _, _| random(rng, 24));

@@ -118,6 +118,9 @@ pub struct Bundle {
     pub entries_ok: usize,
     /// Entries answered otherwise than their model allows, for people.
     pub wrong: Vec<String>,
+    /// Its fresh originals' order against their pseudonyms' (P10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<crate::checker::privacy::Order>,
 }
 
 /// How the entry of a transaction meant to fail it is wrong.

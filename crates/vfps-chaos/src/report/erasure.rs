@@ -225,6 +225,7 @@ mod tests {
                 meaning: Meaning::Acknowledged,
                 entries_ok: 36,
                 wrong: Vec::new(),
+                order: None,
             }],
             transactions: vec![Transaction {
                 second: 12,

@@ -36,10 +36,12 @@ const API_FIRST: u64 = 20;
 const GAP: Duration = Duration::from_secs(10);
 
 /// The original of row `k` of job `index`: every third row repeats a subject
-/// of an earlier row; the first rows of job 0 are the API's.
+/// of an earlier row; the first rows of job 0 are the API's. Subjects are
+/// sequential and zero-padded (in order as text too), so an output whose
+/// pseudonyms follow them shows it (P10).
 fn original(seed: u64, index: u32, k: u64) -> String {
     let subject = if k % 3 == 2 { k / 2 } else { k };
-    format!("csv-{seed:x}-{index}-{subject}")
+    format!("csv-{seed:x}-{index}-{subject:07}")
 }
 
 /// Job `index`'s input: a header, then `rows` rows of `row,name,note`.
@@ -236,6 +238,20 @@ impl Jobs {
         self.put(&upload, data, until).await?;
         retry(until, || self.client.start_job(&job.id, CALL)).await?;
         Ok(job.id)
+    }
+
+    /// One pseudonymizing job of `data` (header `row,name`), followed to its
+    /// end by `until`: its output.
+    pub async fn run_once(&self, data: Vec<u8>, until: Instant) -> anyhow::Result<Vec<u8>> {
+        let id = self
+            .submit(CsvJobDirection::Pseudonymize, data, until)
+            .await?;
+        let mut samples = Vec::new();
+        match self.follow(&id, &mut samples, until).await {
+            Some(end) if state_name(&end) == "completed" => self.output(&id, until).await,
+            Some(end) => bail!("job {id} ended {}: {}", state_name(&end), end.error_message),
+            None => bail!("job {id} had not ended in time"),
+        }
     }
 
     /// Polls a job until it ends or `until`: its last state if it ended.
@@ -456,17 +472,61 @@ mod tests {
     use super::*;
     use crate::checker::jobs::check;
 
+    /// P10 reads a job's originals and pseudonyms row for row: an output
+    /// whose pseudonyms follow the originals is ordered (tau 1), one whose
+    /// pseudonyms do not is not.
+    #[test]
+    fn a_jobs_order_is_read_from_its_rows() {
+        use crate::checker::privacy::{Order, OrderKind};
+        let data = input(3, 0, 300);
+        let text = String::from_utf8(data.clone()).unwrap();
+        let ordered = JobObservation {
+            column: COLUMN,
+            input: data.clone(),
+            output: Some(text.replace("csv-3-0-", "P-").into_bytes()),
+            ..Default::default()
+        };
+        let pairs = crate::checker::jobs::pairs(&ordered);
+        assert_eq!(pairs.len(), 300 - 3 - 3, "placeholders left out");
+        let subjects = pairs
+            .iter()
+            .map(|(o, _)| o)
+            .collect::<std::collections::HashSet<_>>()
+            .len() as i64;
+        let order = Order::of_originals(OrderKind::Job, "j".into(), pairs);
+        assert_eq!(order.n as i64, subjects, "each subject once");
+        assert_eq!(order.s, subjects * (subjects - 1) / 2);
+        // Reversed pseudonyms: tau -1.
+        let reversed: String = text
+            .split_inclusive('\n')
+            .map(|line| match line.find("csv-3-0-") {
+                Some(at) => {
+                    let subject: u64 = line[at + 8..at + 15].parse().unwrap();
+                    line.replace(&line[at..at + 15], &format!("P-{:07}", 9_999_999 - subject))
+                }
+                None => line.to_owned(),
+            })
+            .collect();
+        let o = JobObservation {
+            output: Some(reversed.into_bytes()),
+            ..ordered
+        };
+        let order =
+            Order::of_originals(OrderKind::Job, "j".into(), crate::checker::jobs::pairs(&o));
+        assert_eq!(order.s, -(subjects * (subjects - 1) / 2));
+    }
+
     #[test]
     fn inputs_are_reproducible_and_hold_every_case() {
         let a = input(7, 0, 200);
         assert_eq!(a, input(7, 0, 200));
         assert_ne!(a, input(7, 1, 200));
         let text = String::from_utf8(a).unwrap();
-        assert!(text.contains("\r\n") && text.contains("3,\"csv-7-0-3\""));
+        assert!(text.contains("\r\n") && text.contains("3,\"csv-7-0-0000003\""));
         assert!(text.contains("\"a, \"\"quoted\"\"\nnote\""));
         assert!(text.contains(",NA,") && text.contains("41,,"));
         // Row 2 repeats row 1's subject.
-        assert!(text.contains("2,csv-7-0-1,"));
+        assert!(text.contains("2,csv-7-0-0000001,"));
         assert_eq!(asked(7, 0, 200).len(), 20 + 1);
     }
 
@@ -484,7 +544,7 @@ mod tests {
             input: data.clone(),
             output: Some(output.clone().into_bytes()),
             restored: Some(data.clone()),
-            api: vec![("csv-3-0-5".into(), Answer::Value("P-5".into()))],
+            api: vec![("csv-3-0-0000005".into(), Answer::Value("P-0000005".into()))],
             ..Default::default()
         };
         let v = check(std::slice::from_ref(&o));

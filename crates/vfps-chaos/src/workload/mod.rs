@@ -11,6 +11,9 @@
 //! - [`churn`]: side namespaces created, filled, read and deleted (P6).
 //! - [`bad`]: invalid input and the code documented for each kind.
 //! - [`jobs`]: CSV jobs submitted beside the load and followed to their end (P7).
+//! - [`privacy`]: P10's probe, before the load window and after
+//!   verification: every random method through every replica, sequential
+//!   originals in Bundles, a job and List pages, multi siblings.
 //! - [`capacity`]: the capacity sweep's Creates and Gets, judged only by
 //!   speed (every answer other than OK a failure).
 //!
@@ -50,6 +53,7 @@ pub mod generator;
 pub mod jobs;
 pub mod mii;
 pub mod mix;
+pub mod privacy;
 pub mod ui;
 
 /// Whether a call was served, for P1: answered as the API documents for that

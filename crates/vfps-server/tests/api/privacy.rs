@@ -192,16 +192,25 @@ async fn listing_follows_neither_originals_nor_creation(backend: Backend) {
     assert!(shown.ends_with("T00:00:00Z"), "{shown}");
 }
 
-/// A CSV job over sequential originals into a UUIDv7 namespace (whose
-/// pseudonyms carry their making order): sorted by pseudonym, its output
-/// gives the originals in no order.
+/// A CSV job of sequential originals in a shuffled order into a UUIDv7
+/// namespace (whose pseudonyms carry their making order): sorted by
+/// pseudonym, its output gives the originals in no order. (Rows in the
+/// input's order across the runner's batches are the caller's order; the
+/// runner must not impose the originals' within one.)
 async fn a_jobs_pseudonyms_carry_no_order_of_its_originals(backend: Backend) {
     let app = spawn_app_with(jobs_env(backend)).await;
     app.namespace("ordered", UUID7, 36).await;
     let n = 300;
+    // A fixed shuffle: 7 generates the integers modulo the prime 307.
+    let order: Vec<usize> = (1..=306u64)
+        .map(|k| (7u64.pow(5) * k % 307) as usize)
+        .filter(|&k| k <= n)
+        .map(|k| k - 1)
+        .collect();
+    assert_eq!(order.len(), n);
     let mut body = String::from("id,name\r\n");
-    for i in 0..n {
-        body.push_str(&format!("{i},o{i:04}\r\n"));
+    for (row, i) in order.iter().enumerate() {
+        body.push_str(&format!("{row},o{i:04}\r\n"));
     }
     let id = submit(
         &app,
@@ -216,8 +225,8 @@ async fn a_jobs_pseudonyms_carry_no_order_of_its_originals(backend: Backend) {
     let pairs: Vec<(String, String)> = output
         .lines()
         .skip(1)
-        .enumerate()
-        .map(|(i, line)| {
+        .zip(&order)
+        .map(|(line, i)| {
             let p = line.split(',').nth(1).unwrap().trim_matches('"').to_owned();
             (format!("o{i:04}"), p)
         })

@@ -85,6 +85,11 @@ pub fn job_variables(
         // Service (s3.serviceUrl), not through vfps; the Job's HTTP address
         // (in the template) is for the FHIR calls.
         ("RESILIENCE_JOB_ROWS", job_rows(plan, load).to_string()),
+        // P10's probe, on unless set off.
+        (
+            "RESILIENCE_PRIVACY_PROBE",
+            load.workload.privacy_probe.unwrap_or(true).to_string(),
+        ),
         // The seed the plan's fault schedule was drawn from: one seed replays both.
         (
             "RESILIENCE_SEED",

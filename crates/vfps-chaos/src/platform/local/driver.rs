@@ -150,6 +150,7 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, options: &Options) -> Loa
     if faults_jobs && cfg.workload.job_rows == 0 {
         cfg.workload.job_rows = DEFAULT_JOB_ROWS;
     }
+    cfg.workload.privacy_probe.get_or_insert(true);
     let tokens = super::database::tokens_dir(base);
     let c = &mut cfg.credentials;
     if c.bearer_token.is_none() && c.bearer_token_file.is_none() {

@@ -2,6 +2,10 @@
 //! fresh originals and about one in four an acknowledged subject, one in ten
 //! meant to fail on its own (an unknown context, answered 404).
 //!
+//! Every other batch's fresh originals are sequential (`Mii::sequential`),
+//! so an order its pseudonyms follow has something to show: every batch's
+//! fresh originals' order against their pseudonyms' goes to P10.
+//!
 //! Only a fresh original's answer joins the sample of subjects: an
 //! acknowledged subject is in it already, and a second copy would be taken
 //! for a second erasure, answered 404 once the first had erased it.
@@ -11,6 +15,7 @@ use vfps_client::Until;
 
 use super::{fhir, fhir::Reply, meaning, Mii, Served};
 use crate::{
+    checker::privacy::{Order, OrderKind},
     history::erasures::{now_micros, Bundle, Path},
     operation::Operation,
 };
@@ -71,6 +76,15 @@ fn read(entries: &[Entry], answer: &Value) -> Read {
     read
 }
 
+/// The order of a batch's fresh originals against their pseudonyms'.
+fn order(second: u64, entries: &[Entry], read: &Read) -> Order {
+    Order::of_originals(
+        OrderKind::Bundle,
+        format!("the batch Bundle of t={second}s"),
+        to_remember(entries, read),
+    )
+}
+
 /// The pairs a batch's answers add to the sample of subjects: fresh
 /// originals only.
 fn to_remember(entries: &[Entry], read: &Read) -> Vec<(String, String)> {
@@ -87,10 +101,12 @@ impl Mii {
     /// One batch Bundle.
     pub(super) async fn batch(&self, second: u64, until: Until) -> Served {
         let size = self.bundle_size();
+        let sequential = second.is_multiple_of(2);
         let mut entries: Vec<Entry> = Vec::with_capacity(size);
         for i in 0..size {
             let (original, known) = match (i % 4, self.subject()) {
                 (3, Some((o, _))) => (o, true),
+                _ if sequential => (self.sequential(), false),
                 _ => (self.fresh(), false),
             };
             entries.push(Entry {
@@ -121,10 +137,12 @@ impl Mii {
             meaning: meaning(&reply),
             entries_ok: 0,
             wrong: Vec::new(),
+            order: None,
         };
         if let Reply::Status(200, answer) = &reply {
             let read = read(&entries, answer);
             record.entries_ok = read.pseudonyms.len();
+            record.order = Some(order(second, &entries, &read));
             for (i, p) in &read.pseudonyms {
                 if let Some(e) = entries.get(*i) {
                     self.answered(second, sent, Path::BundleEntry, &e.original, p);
