@@ -258,7 +258,8 @@ pub async fn load(
     // P10's early round, before the window (it is not load).
     let privacy = match cfg.workload.privacy_probe {
         Some(true) => {
-            let probe = privacy_probe(cfg, &prepared)?;
+            let probe =
+                crate::workload::privacy::Probe::for_run(cfg, &prepared.endpoints, prepared.seed)?;
             let early = probe.early().await;
             Some((probe, early))
         }
@@ -400,35 +401,7 @@ pub async fn load(
     })
 }
 
-/// P10's probe over the run's replicas, with its credentials.
-fn privacy_probe(
-    cfg: &LoadConfig,
-    prepared: &Prepared,
-) -> anyhow::Result<crate::workload::privacy::Probe> {
-    let bearer = cfg.credentials.bearer()?;
-    let replicas: Vec<Client> = prepared
-        .endpoints
-        .each()?
-        .into_iter()
-        .map(|e| Client::new(e, RetryPolicy::verification()).with_bearer(bearer.as_deref()))
-        .collect::<Result<_, _>>()?;
-    let any = Client::new(prepared.endpoints.clone(), RetryPolicy::verification())
-        .with_bearer(bearer.as_deref())?;
-    Ok(crate::workload::privacy::Probe {
-        http_bases: crate::workload::mii::http_bases(&any, cfg.workload.http_address.as_deref()),
-        replicas,
-        any,
-        http_address: cfg.workload.http_address.clone(),
-        namespace: cfg.service.namespace.clone(),
-        seed: prepared.seed,
-        jobs: cfg.workload.job_rows > 0,
-        rounds_apart: Duration::from_secs(cfg.workload.privacy_rounds_apart_seconds),
-    })
-}
-
-/// What P10 judges beside the ledger (`privacy.json`): the probe's late
-/// round with its early one, and the orders of the load's own jobs and
-/// batch Bundles.
+/// What P10 judges beside the ledger, into `privacy.json`.
 async fn verify_privacy(
     dir: &Path,
     probe: crate::workload::privacy::Probe,
@@ -436,32 +409,7 @@ async fn verify_privacy(
     erasures: Option<&history::erasures::ErasureHistory>,
     jobs: Option<&[checker::jobs::JobObservation]>,
 ) -> anyhow::Result<checker::privacy::Observed> {
-    let multi = erasures
-        .and_then(|h| h.multi.as_ref())
-        .map(|m| (m.namespace.as_str(), m.creates.as_slice()));
-    let mut observed = probe.late(early, multi).await;
-    observed.orders.extend(
-        jobs.unwrap_or_default()
-            .iter()
-            .filter(|j| j.output.is_some())
-            .map(|j| {
-                checker::privacy::Order::of_originals(
-                    checker::privacy::OrderKind::Job,
-                    format!("job {}", j.id),
-                    checker::jobs::pairs(j),
-                )
-            }),
-    );
-    observed.orders.extend(
-        erasures
-            .map(|h| {
-                h.bundles
-                    .iter()
-                    .filter_map(|b| b.order.clone())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default(),
-    );
+    let observed = probe.late_with_load(early, erasures, jobs).await;
     report::write_file(dir, PRIVACY_FILE, serde_json::to_string(&observed)?)?;
     Ok(observed)
 }

@@ -355,13 +355,13 @@ pub fn order(observed: Option<&Observed>) -> Verdict {
         .iter()
         .map(|s| (*s, kendall_p(s.n, s.s, &mut cache)))
         .collect();
-    let largest = judged
+    let strongest = judged
         .iter()
-        .max_by(|a, b| a.0.tau().abs().total_cmp(&b.0.tau().abs()))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(s, p)| {
             format!(
-                "|tau| {:.3} over {} ({}, bound {:.3}, p {})",
-                s.tau().abs(),
+                "tau {:.3} over {} ({}, bound {:.3}, p {})",
+                s.tau(),
                 s.n,
                 s.what,
                 kendall_tau_bound(s.n, threshold),
@@ -392,7 +392,7 @@ pub fn order(observed: Option<&Observed>) -> Verdict {
         },
         summary: format!(
             "{} of {} samples ordered beyond chance (jobs {jobs}, Bundles {bundles}, List pages \
-             {pages}); largest {largest}; threshold {}",
+             {pages}); the least likely: {strongest}; threshold {}",
             evidence.len(),
             samples.len(),
             format_p(threshold)

@@ -29,7 +29,7 @@ use std::{collections::HashMap, time::Duration};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use vfps_client::{Client, Outcome};
+use vfps_client::{Client, Endpoints, Outcome, RetryPolicy};
 use vfps_proto::v1::{NamespaceServiceCreateRequest, PseudonymServiceListRequest};
 
 use super::{
@@ -37,8 +37,15 @@ use super::{
     mii::{fhir, multi::pseudonyms_of},
 };
 use crate::{
-    checker::privacy::{Made, Observed, Order, OrderKind, PairSeen, Round, Siblings},
-    history::{erasures::Meaning, multi::MultiCreate},
+    checker::{
+        jobs::JobObservation,
+        privacy::{Made, Observed, Order, OrderKind, PairSeen, Round, Siblings},
+    },
+    config::LoadConfig,
+    history::{
+        erasures::{ErasureHistory, Meaning},
+        multi::MultiCreate,
+    },
 };
 
 /// The random methods: (name, wire number, length).
@@ -100,6 +107,60 @@ pub struct Early {
 }
 
 impl Probe {
+    /// Over the run's replicas, with its credentials.
+    pub fn for_run(cfg: &LoadConfig, endpoints: &Endpoints, seed: u64) -> anyhow::Result<Self> {
+        let bearer = cfg.credentials.bearer()?;
+        let replicas: Vec<Client> = endpoints
+            .each()?
+            .into_iter()
+            .map(|e| Client::new(e, RetryPolicy::verification()).with_bearer(bearer.as_deref()))
+            .collect::<Result<_, _>>()?;
+        let any = Client::new(endpoints.clone(), RetryPolicy::verification())
+            .with_bearer(bearer.as_deref())?;
+        Ok(Self {
+            http_bases: super::mii::http_bases(&any, cfg.workload.http_address.as_deref()),
+            replicas,
+            any,
+            http_address: cfg.workload.http_address.clone(),
+            namespace: cfg.service.namespace.clone(),
+            seed,
+            jobs: cfg.workload.job_rows > 0,
+            rounds_apart: Duration::from_secs(cfg.workload.privacy_rounds_apart_seconds),
+        })
+    }
+
+    /// [`Probe::late`], with the orders of the load's own jobs and batch
+    /// Bundles and its multi creates: what P10 judges beside the ledger.
+    pub async fn late_with_load(
+        &self,
+        early: Early,
+        erasures: Option<&ErasureHistory>,
+        jobs: Option<&[JobObservation]>,
+    ) -> Observed {
+        let multi = erasures
+            .and_then(|h| h.multi.as_ref())
+            .map(|m| (m.namespace.as_str(), m.creates.as_slice()));
+        let mut observed = self.late(early, multi).await;
+        observed.orders.extend(
+            jobs.unwrap_or_default()
+                .iter()
+                .filter(|j| j.output.is_some())
+                .map(|j| {
+                    Order::of_originals(
+                        OrderKind::Job,
+                        format!("job {}", j.id),
+                        crate::checker::jobs::pairs(j),
+                    )
+                }),
+        );
+        observed.orders.extend(
+            erasures
+                .into_iter()
+                .flat_map(|h| h.bundles.iter().filter_map(|b| b.order.clone())),
+        );
+        observed
+    }
+
     fn named(&self, what: &str) -> String {
         format!("{}-p10-{what}", self.namespace)
     }
