@@ -114,8 +114,10 @@ async fn render(state: &AppState, visit: &Visit, status: StatusCode, outcome: Ma
 
 /// `GET /ui/csv-jobs/grid`: the grid alone, for the page's live refresh.
 pub async fn grid(State(state): State<AppState>, visit: Visit) -> Response {
+    // A session renewed here (the page's script asks for the grid to renew
+    // one the API refused as due) reaches the browser with the answer.
     if visit.principal(&state).await.is_none() && state.auth.enabled() {
-        return (StatusCode::UNAUTHORIZED, "sign in again").into_response();
+        return visit.with_cookie((StatusCode::UNAUTHORIZED, "sign in again").into_response());
     }
     let markup = grid_markup(&state, &visit).await;
     let mut response = markup.into_string().into_response();
@@ -123,7 +125,7 @@ pub async fn grid(State(state): State<AppState>, visit: Visit) -> Response {
         axum::http::header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    response
+    visit.with_cookie(response)
 }
 
 async fn grid_markup(state: &AppState, visit: &Visit) -> Markup {
@@ -201,14 +203,15 @@ pub async fn download(
     Path(id): Path<String>,
 ) -> Response {
     if state.jobs.through_vfps() {
-        return crate::http::jobs::download_response(&state, visit.credential(), &id).await;
+        let response = crate::http::jobs::download_response(&state, visit.credential(), &id).await;
+        return visit.with_cookie(response);
     }
     match state
         .jobs
         .download_address(visit.credential(), &id, visit.deadline)
         .await
     {
-        Ok(address) => Redirect::to(&address.url).into_response(),
+        Ok(address) => visit.with_cookie(Redirect::to(&address.url).into_response()),
         Err(e) => visit.error_page("Download", &e),
     }
 }

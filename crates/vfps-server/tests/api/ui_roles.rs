@@ -48,12 +48,21 @@ fn signed_in(issuer: &OidcIssuer, sub: &str, roles: &[&str]) -> String {
 /// A page with the session `sealed`: its status, `Location` and the session
 /// cookie it sets (if any).
 async fn page(app: &TestApp, sealed: &str) -> (StatusCode, Option<String>, Option<String>) {
+    at(app, "/ui/namespaces", sealed).await
+}
+
+/// [`page`] at `path`.
+async fn at(
+    app: &TestApp,
+    path: &str,
+    sealed: &str,
+) -> (StatusCode, Option<String>, Option<String>) {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
     let r = client
-        .get(format!("{}/ui/namespaces", app.http))
+        .get(format!("{}{path}", app.http))
         .header(header::COOKIE, format!("vfps_session={sealed}"))
         .send()
         .await
@@ -163,4 +172,13 @@ async fn a_sessions_roles_are_rechecked_and_it_ends_when_they_are_gone() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+
+    // The jobs page's grid, which its script asks to renew a session the
+    // API refused, renews it for the browser too (its cookie is set): a CI
+    // run's browser test found the upload refused twice without it.
+    let sealed = signed_in(&issuer, "erin", &["vfps-admin"]);
+    let (status, _, renewed) = at(&app, "/ui/csv-jobs/grid", &sealed).await;
+    assert_eq!(status, StatusCode::OK);
+    let renewed = renewed.expect("the grid sets the renewed session's cookie");
+    assert_eq!(roles_of(&renewed), Some(vec!["vfps-admin".to_owned()]));
 }
