@@ -71,6 +71,12 @@ fn key_id_of(key: &[u8; KEY_LEN]) -> String {
     hex::encode(&Sha256::digest(key)[..8])
 }
 
+impl std::fmt::Debug for FileKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileKey").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
 impl FileKey {
     fn from_bytes(key: &[u8; KEY_LEN]) -> Result<Self, Error> {
         let unbound = aead::UnboundKey::new(&aead::AES_256_GCM, key)
