@@ -456,15 +456,21 @@ impl Local {
         )
     }
 
-    /// SIGKILLs a database pod: Patroni and the postmaster it does not parent.
-    /// Returns once both are gone.
+    /// SIGKILLs a database pod: Patroni, the postmaster it does not parent,
+    /// and every other process of the pod's network namespace (a postmaster
+    /// whose data directory was renamed under it, by Patroni after a failed
+    /// bootstrap or by a restore, is found by no pid file). Returns once all
+    /// are gone.
     pub async fn kill_db(&self, zone: &str) -> anyhow::Result<()> {
         let patroni = read_pid(&pid_file(&format!("patroni-{zone}")));
-        let pids: Vec<u32> = [patroni, self.postmaster_pid(zone)]
+        let mut pids: Vec<u32> = [patroni, self.postmaster_pid(zone)]
             .into_iter()
             .flatten()
             .filter(|p| alive(*p))
             .collect();
+        pids.extend(self.db_pids(zone).await.unwrap_or_default());
+        pids.sort_unstable();
+        pids.dedup();
         if pids.is_empty() {
             bail!("database pod {zone} has no running process to kill");
         }

@@ -119,10 +119,12 @@ impl Local {
                 self.write_patroni_config_archiving(z, &method, &new_cluster)
                     .await?;
             }
+            // What the members log from here on is this restore's.
+            let marks = self.log_marks();
             for z in ZONES {
                 self.start_db(z).await?;
             }
-            self.wait_restored().await?;
+            self.wait_restored(&marks).await?;
             // The next restart is an ordinary one: no bootstrap method left.
             for z in ZONES {
                 self.write_patroni_config_archiving(z, "", &new_cluster)
@@ -290,42 +292,42 @@ impl Local {
             .context("etcd of the local platform")
     }
 
+    /// Where each member's PostgreSQL and Patroni logs end now.
+    fn log_marks(&self) -> Vec<(PathBuf, u64)> {
+        ZONES
+            .iter()
+            .flat_map(|z| {
+                let dir = self.opts.base.join(format!("db-{z}"));
+                [dir.join("log/postgresql.log"), dir.join("patroni.log")]
+            })
+            .map(|path| {
+                let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+                (path, len)
+            })
+            .collect()
+    }
+
     /// Waits for the restored cluster to be healthy; ends at once, with
-    /// PostgreSQL's own message, when recovery failed on a member (it will
-    /// not succeed by waiting: "recovery ended before configured recovery
-    /// target was reached", a segment that cannot be fetched).
-    async fn wait_restored(&self) -> anyhow::Result<()> {
+    /// PostgreSQL's or Patroni's own message, when recovery failed on a
+    /// member (it will not succeed by waiting: "recovery ended before
+    /// configured recovery target was reached", a segment that cannot be
+    /// fetched, a bootstrap Patroni gave up). Only what was logged after
+    /// `marks` counts.
+    async fn wait_restored(&self, marks: &[(PathBuf, u64)]) -> anyhow::Result<()> {
         step("recovery")?;
         let deadline = tokio::time::Instant::now() + RESTORE_HEALTHY;
         loop {
             if self.db_healthy().await {
                 return Ok(());
             }
-            if let Some(why) = self.recovery_failed() {
-                bail!("PostgreSQL could not recover: {why}");
+            if let Some(why) = recovery_failed(marks) {
+                bail!("the restored cluster could not start: {why}");
             }
             if tokio::time::Instant::now() >= deadline {
                 return self.wait_db_healthy(Duration::ZERO).await;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-    }
-
-    /// A member's PostgreSQL log line saying recovery failed for good.
-    fn recovery_failed(&self) -> Option<String> {
-        const FATAL: [&str; 3] = [
-            "recovery ended before configured recovery target was reached",
-            "requested timeline",
-            "could not locate required checkpoint record",
-        ];
-        ZONES.iter().find_map(|z| {
-            let log =
-                std::fs::read_to_string(self.opts.base.join(format!("db-{z}/log/postgresql.log")))
-                    .ok()?;
-            log.lines()
-                .find(|l| l.contains("FATAL") && FATAL.iter().any(|f| l.contains(f)))
-                .map(|l| format!("db-{z}: {}", l.split("FATAL:").nth(1).unwrap_or(l).trim()))
-        })
     }
 
     /// Patroni's custom bootstrap (YAML under `bootstrap:`): the base backup
@@ -380,6 +382,40 @@ fn step(name: &str) -> anyhow::Result<()> {
         bail!("failed on purpose at the step {name} (VFPS_CHAOS_RESTORE_FAIL_AT)");
     }
     Ok(())
+}
+
+/// A line logged after `marks` saying a member's restore failed for good:
+/// PostgreSQL's FATAL about recovery, or Patroni giving up its bootstrap.
+fn recovery_failed(marks: &[(PathBuf, u64)]) -> Option<String> {
+    const FATAL: [&str; 4] = [
+        "recovery ended before configured recovery target was reached",
+        "requested timeline",
+        "could not locate required checkpoint record",
+        "lock file",
+    ];
+    marks.iter().find_map(|(path, from)| {
+        let text = std::fs::read(path).ok()?;
+        let new = String::from_utf8_lossy(text.get(*from as usize..)?).into_owned();
+        let member = path
+            .parent()
+            .and_then(|p| p.file_name().or_else(|| p.parent()?.file_name()))
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        new.lines().find_map(|l| {
+            if l.contains("FATAL") && FATAL.iter().any(|f| l.contains(f)) {
+                Some(format!(
+                    "{member}: {}",
+                    l.split("FATAL:").nth(1).unwrap_or(l).trim()
+                ))
+            } else if l.contains("Failed to bootstrap cluster") {
+                Some(format!(
+                    "{member}: Patroni gave up its bootstrap (see its patroni.log)"
+                ))
+            } else {
+                None
+            }
+        })
+    })
 }
 
 #[cfg(test)]
@@ -457,5 +493,46 @@ mod tests {
             .unwrap_or_default()
             .lines()
             .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    }
+
+    /// Only what a member logged after the marks counts, and both
+    /// PostgreSQL's FATAL and Patroni's giving up end the wait.
+    #[test]
+    fn a_failed_restore_is_read_from_what_was_logged_since() {
+        let dir = std::env::temp_dir().join(format!("vfps-restore-marks-{}", std::process::id()));
+        let member = dir.join("db-a");
+        std::fs::create_dir_all(member.join("log")).unwrap();
+        let pg = member.join("log/postgresql.log");
+        let patroni = member.join("patroni.log");
+        std::fs::write(
+            &pg,
+            "FATAL:  recovery ended before configured recovery target was reached\n",
+        )
+        .unwrap();
+        std::fs::write(&patroni, "").unwrap();
+        let marks = vec![
+            (pg.clone(), std::fs::metadata(&pg).unwrap().len()),
+            (patroni.clone(), 0),
+        ];
+        assert_eq!(
+            super::recovery_failed(&marks),
+            None,
+            "an earlier restore's failure"
+        );
+        std::fs::write(
+            &patroni,
+            "patroni.exceptions.PatroniFatalException: Failed to bootstrap cluster\n",
+        )
+        .unwrap();
+        let why = super::recovery_failed(&marks).unwrap();
+        assert!(why.starts_with("db-a: Patroni gave up"), "{why}");
+        let mut text = std::fs::read_to_string(&pg).unwrap();
+        text.push_str("2026 FATAL:  lock file \"x/.s.PGSQL.5432.lock\" already exists\n");
+        std::fs::write(&pg, text).unwrap();
+        let first = vec![(pg.clone(), marks[0].1)];
+        assert!(super::recovery_failed(&first)
+            .unwrap()
+            .contains("lock file"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
