@@ -179,6 +179,11 @@ pub struct NamespaceSettings {
     /// or adopted by the first pseudonymization that names one (see
     /// [`OriginalSystem`]).
     pub original_system: Option<String>,
+    /// Whether its originals are sealed at rest (docs/privacy.md): stored as
+    /// a blind index beside an AEAD ciphertext under the namespace's data
+    /// key, never in plain text. Set at creation when the deployment has a
+    /// key source (`VFPS_KEYS`).
+    pub sealed: bool,
 }
 
 /// An identifier system as a namespace may declare it: a non-blank URI of at
@@ -281,7 +286,13 @@ impl NamespaceSettings {
             deletable: false,
             multi: false,
             original_system: None,
+            sealed: false,
         })
+    }
+
+    /// These settings, with originals sealed at rest or not.
+    pub fn with_sealed(self, sealed: bool) -> Self {
+        Self { sealed, ..self }
     }
 }
 
@@ -319,7 +330,12 @@ impl NamespaceUid {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Pseudonym {
     pub namespace: NamespaceName,
+    /// The original; in a sealed namespace's row as the store reads it, its
+    /// blind index until the service opens [`Pseudonym::original_sealed`].
     pub original_value: String,
+    /// A sealed namespace's original as stored: the AEAD ciphertext
+    /// (`vfps-keys`), opened by the service; `None` in plain namespaces.
+    pub original_sealed: Option<Vec<u8>>,
     pub pseudonym_value: String,
     pub created_at: SystemTime,
     pub last_updated_at: SystemTime,

@@ -174,6 +174,7 @@ impl Resolver {
                         } else {
                             created_at
                         },
+                        sealed: None,
                     }
                 })
                 .collect();

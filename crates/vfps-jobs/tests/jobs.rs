@@ -351,6 +351,7 @@ async fn a_job_answers_originals_known_before_it_with_their_pseudonyms(
             original: OriginalValue::parse(&format!("patient-{i}")).unwrap(),
             pseudonym: format!("known-{i}"),
             created_at: now_micros(),
+            sealed: None,
         })
         .collect();
     s.store.upsert_pseudonyms(&before).await.unwrap();

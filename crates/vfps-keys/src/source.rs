@@ -73,7 +73,9 @@ fn key_id_of(key: &[u8; KEY_LEN]) -> String {
 
 impl std::fmt::Debug for FileKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileKey").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("FileKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -129,6 +129,7 @@ mod tests {
                 original: OriginalValue::parse(&format!("o{i}")).unwrap(),
                 pseudonym: format!("p{i}"),
                 created_at: at,
+                sealed: None,
             })
             .collect();
         store.upsert_pseudonyms(&batch).await.unwrap();

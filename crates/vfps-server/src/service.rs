@@ -544,6 +544,7 @@ impl Service {
                 original: original.clone(),
                 pseudonym: generate(&ns.settings, &original),
                 created_at: now_micros(),
+                sealed: None,
             };
             let result = self
                 .retry_traced("upsert_pseudonyms", Shown::InCall, deadline, || {

@@ -589,6 +589,7 @@ mod tests {
                         pseudonym_value: c.pseudonym.clone(),
                         created_at: c.created_at,
                         last_updated_at: c.created_at,
+                        original_sealed: None,
                     })
                 })
                 .collect())
@@ -602,6 +603,7 @@ mod tests {
             original: OriginalValue::parse(original).unwrap(),
             pseudonym: format!("p-{original}"),
             created_at: now_micros(),
+            sealed: None,
         }
     }
 

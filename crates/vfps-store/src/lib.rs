@@ -14,6 +14,7 @@
 //! - [`multi`]: multi-pseudonym namespaces, whose originals have many
 //!   pseudonyms (a table of their own).
 //! - [`sessions`]: ended admin UI sessions (sign-out on every replica).
+//! - [`keys`]: namespaces' keys, wrapped by the key source.
 //!
 //! Every method returns [`vfps_core::Error`]: transient database trouble is
 //! `Unavailable` (the caller retries within its deadline), a value the database
@@ -37,6 +38,7 @@ pub mod coherence;
 pub mod erasure;
 pub mod health;
 pub mod jobs;
+pub mod keys;
 pub mod migrate;
 pub mod multi;
 pub mod postgres;
@@ -57,6 +59,9 @@ pub struct Candidate {
     /// Freshly generated; used only if the original has no pseudonym yet.
     pub pseudonym: String,
     pub created_at: SystemTime,
+    /// In a sealed namespace: `original` is the original's blind index and
+    /// this the original sealed for the row of `pseudonym` (`vfps-keys`).
+    pub sealed: Option<Vec<u8>>,
 }
 
 /// A reverse lookup: the pseudonym's row, if there is one.
@@ -121,7 +126,7 @@ pub trait Upsert: Send + Sync + 'static {
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
 pub trait Store:
-    Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase + multi::Multi
+    Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase + multi::Multi + keys::KeyStore
 {
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.

@@ -66,6 +66,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "original_system",
         sql: include_str!("../migrations/postgres/0009_original_system.sql"),
     },
+    Migration {
+        version: 10,
+        name: "sealed_originals",
+        sql: include_str!("../migrations/postgres/0010_sealed_originals.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -110,6 +115,11 @@ pub const SQLITE: &[Migration] = &[
         version: 9,
         name: "original_system",
         sql: include_str!("../migrations/sqlite/0009_original_system.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "sealed_originals",
+        sql: include_str!("../migrations/sqlite/0010_sealed_originals.sql"),
     },
 ];
 

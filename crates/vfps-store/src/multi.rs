@@ -31,13 +31,16 @@ pub trait Multi: Send + Sync {
     /// input) is skipped, and none is stored when the namespace is gone,
     /// another incarnation, or single-pseudonym; the caller tells these
     /// apart by reading the namespace. Committed through the synchronous
-    /// standby.
+    /// standby. In a sealed namespace `original` is the blind index and
+    /// `sealed[i]` the original sealed for `pseudonyms[i]`'s row (`sealed`
+    /// empty: a plain namespace).
     async fn add_pseudonyms(
         &self,
         namespace: &NamespaceName,
         uid: NamespaceUid,
         original: &OriginalValue,
         pseudonyms: &[String],
+        sealed: &[Vec<u8>],
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error>;
 

@@ -36,6 +36,7 @@ use crate::{
 
 mod erasure;
 mod jobs;
+mod keys;
 mod multi;
 mod sessions;
 
@@ -372,9 +373,9 @@ impl SqliteStore {
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed";
 const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
 /// A List page's bound (`AND pseudonym_value < ?3` after a token, nothing
 /// before the first page) and its arguments: `?1` the namespace, `?2` the
@@ -411,6 +412,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let deletable: bool = r.get(9)?;
     let multi: bool = r.get(10)?;
     let system: Option<String> = r.get(11)?;
+    let sealed: bool = r.get(12)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -423,7 +425,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
             settings: NamespaceSettings::parse(method, length, prefix, suffix)?
                 .with_deletion(deletable)
                 .with_multi(multi)?
-                .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?),
+                .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?)
+                .with_sealed(sealed),
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -461,12 +464,14 @@ fn pseudonym_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Pseudony
     let pseudonym: String = r.get(2)?;
     let created: i64 = r.get(3)?;
     let updated: i64 = r.get(4)?;
+    let sealed: Option<Vec<u8>> = r.get(5)?;
     Ok(NamespaceName::parse(&ns).map(|namespace| Pseudonym {
         namespace,
         original_value: original,
         pseudonym_value: pseudonym,
         created_at: from_micros(created),
         last_updated_at: from_micros(updated),
+        original_sealed: sealed,
     }))
 }
 
@@ -483,7 +488,7 @@ impl Upsert for SqliteStore {
                 let mut insert = tx
                     .prepare_cached(&format!(
                         "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
-                         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM namespaces
+                         SELECT ?1, ?2, ?3, ?4, ?4, ?6 WHERE EXISTS (SELECT 1 FROM namespaces
                              WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0)
                          ON CONFLICT DO NOTHING"
                     ))
@@ -500,7 +505,8 @@ impl Upsert for SqliteStore {
                             cand.original.as_str(),
                             cand.pseudonym,
                             to_micros(cand.created_at),
-                            cand.namespace_uid.0
+                            cand.namespace_uid.0,
+                            cand.sealed
                         ])
                         .map_err(sql_err)?;
                     let row = select
@@ -530,7 +536,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -545,7 +551,8 @@ impl Store for SqliteStore {
                         ns.uid.0,
                         s.deletable,
                         s.multi,
-                        s.original_system
+                        s.original_system,
+                        s.sealed
                     ],
                 )
                 .map_err(sql_err)?;

@@ -61,6 +61,7 @@ fn candidate(ns: &str, original: &str, pseudonym: &str) -> Candidate {
         original: OriginalValue::parse(original).unwrap(),
         pseudonym: pseudonym.into(),
         created_at: now_micros(),
+        sealed: None,
     }
 }
 
@@ -689,6 +690,102 @@ async fn an_original_system_is_declared_or_adopted_once(store: Arc<dyn Store>) {
     assert!(gone.is_none());
 }
 
+/// A sealed namespace's row keeps what it was given: the blind index where
+/// the original was, the ciphertext beside it, answered by every read and
+/// dropped by anonymization (the pseudonym stays reserved, resolving to no
+/// one); a multi-pseudonym row likewise.
+async fn sealed_rows_keep_their_ciphertext_until_anonymized(store: Arc<dyn Store>) {
+    use vfps_store::erasure::Erasure;
+    let ns = NamespaceName::parse("n").unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let sealed = |p: &str| format!("ciphertext of {p}").into_bytes();
+    let batch: Vec<Candidate> = [("~k1.index-a", "p-a"), ("~k1.index-b", "p-b")]
+        .iter()
+        .map(|(index, p)| Candidate {
+            sealed: Some(sealed(p)),
+            ..candidate("n", index, p)
+        })
+        .collect();
+    let stored_rows = store.upsert_pseudonyms(&batch).await.unwrap();
+    assert_eq!(stored(&stored_rows[0]).original_sealed, Some(sealed("p-a")));
+    // Found by its index, read back by pseudonym, alone or batched.
+    let found = store
+        .find_pseudonym(&ns, &OriginalValue::parse("~k1.index-b").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.original_sealed, Some(sealed("p-b")));
+    let read = store.get_pseudonym(&ns, &pv("p-a")).await.unwrap().unwrap();
+    assert_eq!(read.original_value, "~k1.index-a");
+    assert_eq!(read.original_sealed, Some(sealed("p-a")));
+    let again = store.upsert_pseudonyms(&batch[..1]).await.unwrap();
+    assert_eq!(stored(&again[0]).original_sealed, Some(sealed("p-a")));
+    // Anonymized: no ciphertext left in the row.
+    store
+        .erase(
+            &ns,
+            &OriginalValue::parse("~k1.index-a").unwrap(),
+            Erasure::Anonymize,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.get_pseudonym(&ns, &pv("p-a")).await.unwrap(), None);
+    // Every row of a multi-pseudonym namespace its own ciphertext.
+    let mut m = namespace("m", 8);
+    m.settings = m.settings.with_multi(true).unwrap().with_sealed(true);
+    store.create_namespace(&m).await.unwrap();
+    assert!(
+        store
+            .get_namespace(&m.name)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings
+            .sealed
+    );
+    let added = store
+        .add_pseudonyms(
+            &m.name,
+            m.uid,
+            &OriginalValue::parse("~k1.index-m").unwrap(),
+            &["p-1".to_owned(), "p-2".to_owned()],
+            &[sealed("p-1"), sealed("p-2")],
+            now_micros(),
+        )
+        .await
+        .unwrap();
+    let seals: Vec<Option<Vec<u8>>> = added.into_iter().map(|p| p.original_sealed).collect();
+    assert_eq!(seals, [Some(sealed("p-1")), Some(sealed("p-2"))]);
+}
+
+/// A namespace incarnation's wrapped keys: stored once a version (a second
+/// writer's are refused, and read the first's), newest version first.
+async fn namespace_keys_are_stored_once_a_version(store: Arc<dyn Store>) {
+    use vfps_store::keys::StoredKeys;
+    let keys = |version: u32, by: &str| StoredKeys {
+        uid: NamespaceUid(42),
+        version,
+        data: vec![1, 2, 3],
+        index: vec![4, 5, 6],
+        wrapped_by: by.into(),
+    };
+    assert!(store
+        .namespace_keys(NamespaceUid(42))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.put_namespace_keys(&keys(1, "first")).await.unwrap());
+    assert!(!store.put_namespace_keys(&keys(1, "second")).await.unwrap());
+    assert!(store.put_namespace_keys(&keys(2, "first")).await.unwrap());
+    let read = store.namespace_keys(NamespaceUid(42)).await.unwrap();
+    assert_eq!(read, vec![keys(2, "first"), keys(1, "first")]);
+    assert!(store
+        .namespace_keys(NamespaceUid(43))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -726,6 +823,8 @@ contract!(
     erasures_delete_or_unlink_one_entry,
     insert_together_stores_all_or_nothing,
     an_original_system_is_declared_or_adopted_once,
+    sealed_rows_keep_their_ciphertext_until_anonymized,
+    namespace_keys_are_stored_once_a_version,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

@@ -120,10 +120,14 @@ impl Service {
             let unknown = CommitUnknown::default();
             let mut added = self
                 .retry("add_pseudonyms", deadline, || {
-                    unknown.watch(
-                        self.store
-                            .add_pseudonyms(&name, ns.uid, &original, &fresh, created_at),
-                    )
+                    unknown.watch(self.store.add_pseudonyms(
+                        &name,
+                        ns.uid,
+                        &original,
+                        &fresh,
+                        &[],
+                        created_at,
+                    ))
                 })
                 .await?;
             if added.len() < fresh.len() && unknown.get() {

@@ -116,6 +116,7 @@ impl Service {
                     } else {
                         created_at
                     },
+                    sealed: None,
                 });
             }
             let stored = candidates.is_empty()
@@ -143,6 +144,7 @@ impl Service {
                                     pseudonym_value: c.pseudonym.clone(),
                                     created_at: c.created_at,
                                     last_updated_at: c.created_at,
+                                    original_sealed: None,
                                 },
                                 made: answered.insert((name, original)),
                             }

@@ -102,7 +102,8 @@ impl Erase for PgStore {
                 let tombstone = tombstone();
                 steps
                     .run(tx.query_opt(
-                        "UPDATE pseudonyms SET original_value = $3, last_updated_at = now() \
+                        "UPDATE pseudonyms SET original_value = $3, original_sealed = NULL, \
+                         last_updated_at = now() \
                          WHERE namespace = $1 AND original_value = $2 \
                          RETURNING pseudonym_value",
                         &[&namespace.as_str(), &original.as_str(), &tombstone],
@@ -134,7 +135,7 @@ impl Erase for PgStore {
                         .run(tx.query(
                             "UPDATE multi_pseudonyms \
                              SET original_value = $3 || gen_random_uuid()::text, \
-                                 last_updated_at = now() \
+                                 original_sealed = NULL, last_updated_at = now() \
                              WHERE namespace = $1 AND original_value = $2 \
                              RETURNING pseudonym_value",
                             &[&namespace.as_str(), &original.as_str(), &marker],

@@ -44,6 +44,7 @@ use crate::{
 mod adopt;
 mod erasure;
 mod jobs;
+mod keys;
 mod monitor;
 mod multi;
 pub mod npgsql;
@@ -455,7 +456,8 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
             .map_err(get_err)?
             .map(OriginalSystem::parse)
             .transpose()?,
-    );
+    )
+    .with_sealed(r.try_get(12).map_err(get_err)?);
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -495,6 +497,7 @@ fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
         pseudonym_value: get(2)?,
         created_at: r.try_get(3).map_err(|e| classify(&e))?,
         last_updated_at: r.try_get(4).map_err(|e| classify(&e))?,
+        original_sealed: r.try_get(5).map_err(|e| classify(&e))?,
     })
 }
 
@@ -505,9 +508,9 @@ const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable rea
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed";
 const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
 /// A batch of candidates as the parameters of [`Prepared::Upsert`] and
 /// [`Prepared::InsertNew`]: namespaces, originals, pseudonyms, creation
@@ -518,6 +521,7 @@ struct CandidateColumns<'a> {
     pseudonyms: Vec<&'a str>,
     created: Vec<SystemTime>,
     uids: Vec<i64>,
+    sealed: Vec<Option<&'a [u8]>>,
 }
 
 impl<'a> CandidateColumns<'a> {
@@ -528,16 +532,18 @@ impl<'a> CandidateColumns<'a> {
             pseudonyms: batch.iter().map(|c| c.pseudonym.as_str()).collect(),
             created: batch.iter().map(|c| c.created_at).collect(),
             uids: batch.iter().map(|c| c.namespace_uid.0).collect(),
+            sealed: batch.iter().map(|c| c.sealed.as_deref()).collect(),
         }
     }
 
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 5] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 6] {
         [
             &self.namespaces,
             &self.originals,
             &self.pseudonyms,
             &self.created,
             &self.uids,
+            &self.sealed,
         ]
     }
 }
@@ -630,7 +636,7 @@ impl Store for PgStore {
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -646,6 +652,7 @@ impl Store for PgStore {
                     &s.deletable,
                     &s.multi,
                     &s.original_system,
+                    &s.sealed,
                 ],
             ))
             .await?;
@@ -1400,6 +1407,7 @@ mod tests {
             original: vfps_core::OriginalValue::parse("o").unwrap(),
             pseudonym: "fresh".into(),
             created_at: now,
+            sealed: None,
         };
         standby.stop_server().unwrap();
         let upsert = tokio::time::timeout(
@@ -1429,6 +1437,7 @@ mod tests {
             original: vfps_core::OriginalValue::parse(original).unwrap(),
             pseudonym: pseudonym.into(),
             created_at: vfps_core::now_micros(),
+            sealed: None,
         }
     }
 

@@ -14,7 +14,8 @@ use crate::{
 };
 
 /// The columns of a row as `pseudonym_from_row` reads them.
-const COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+const COLUMNS: &str =
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
 #[async_trait]
 impl Multi for PgStore {
@@ -24,8 +25,12 @@ impl Multi for PgStore {
         uid: NamespaceUid,
         original: &OriginalValue,
         pseudonyms: &[String],
+        sealed: &[Vec<u8>],
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error> {
+        let sealed: Vec<Option<&[u8]>> = (0..pseudonyms.len())
+            .map(|i| sealed.get(i).map(Vec::as_slice))
+            .collect();
         let (lease, steps) = self.lease().await?;
         // The namespace row is locked FOR KEY SHARE, as by the upsert: a
         // namespace delete waits for this commit and removes these rows too,
@@ -38,9 +43,10 @@ impl Multi for PgStore {
                         SELECT name FROM namespaces
                         WHERE name = $1 AND uid = $2 AND multi_pseudonym FOR KEY SHARE)
                     INSERT INTO multi_pseudonyms
-                        (namespace, pseudonym_value, original_value, created_at, last_updated_at)
-                    SELECT live.name, p.value, $3, $5, $5
-                    FROM live, unnest($4::text[]) AS p(value)
+                        (namespace, pseudonym_value, original_value, created_at, last_updated_at,
+                         original_sealed)
+                    SELECT live.name, p.value, $3, $5, $5, p.sealed
+                    FROM live, unnest($4::text[], $6::bytea[]) AS p(value, sealed)
                     ORDER BY p.value
                     ON CONFLICT DO NOTHING
                     RETURNING {COLUMNS}"
@@ -51,6 +57,7 @@ impl Multi for PgStore {
                     &original.as_str(),
                     &pseudonyms,
                     &created_at,
+                    &sealed,
                 ],
             ))
             .await?;

@@ -9,10 +9,13 @@ macro_rules! insert {
         "WITH live AS MATERIALIZED (
         SELECT name, uid FROM namespaces
         WHERE name = ANY($1::text[]) AND NOT multi_pseudonym FOR KEY SHARE)
-    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at, last_updated_at)
-    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[])
-        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid)
+    INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at,
+        last_updated_at, original_sealed)
+    SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at,
+        i.original_sealed
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[], $6::bytea[])
+        AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid,
+            original_sealed)
     JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
     ORDER BY i.namespace, i.original_value"
     };
@@ -47,7 +50,8 @@ pub const UPSERT: &str = concat!(
     insert!(),
     "
     ON CONFLICT DO NOTHING
-    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at"
+    RETURNING namespace, original_value, pseudonym_value, created_at, last_updated_at,
+        original_sealed"
 );
 
 /// [`UPSERT`] for rows that are most likely all new (a CSV job's next rows): a
@@ -68,7 +72,7 @@ pub const INSERT_NEW: &str = insert!();
 /// cached plan (see [`GET_PSEUDONYMS`]).
 pub(super) const EXISTING: &str =
     "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
-        pg_logical_emit_message(true, 'vfps', 'durable read')
+        p.original_sealed, pg_logical_emit_message(true, 'vfps', 'durable read')
     FROM unnest($1::text[], $2::text[]) AS i(namespace, original_value)
     CROSS JOIN LATERAL (
         SELECT * FROM pseudonyms p
@@ -90,26 +94,29 @@ pub(super) const EXISTING: &str =
 /// at the first branch with a row, so a single-pseudonym namespace's hit
 /// costs no second probe.
 const GET_PSEUDONYMS: &str =
-    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at
+    "SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at, p.last_updated_at,
+        p.original_sealed
     FROM unnest($1::text[], $2::text[]) AS i(namespace, pseudonym_value)
     CROSS JOIN LATERAL (
         (SELECT p.namespace, p.original_value, p.pseudonym_value, p.created_at,
-            p.last_updated_at
+            p.last_updated_at, p.original_sealed
         FROM pseudonyms p
         WHERE p.namespace = i.namespace AND p.pseudonym_value = i.pseudonym_value LIMIT 1)
         UNION ALL
         (SELECT m.namespace, m.original_value, m.pseudonym_value, m.created_at,
-            m.last_updated_at
+            m.last_updated_at, m.original_sealed
         FROM multi_pseudonyms m
         WHERE m.namespace = i.namespace AND m.pseudonym_value = i.pseudonym_value LIMIT 1)
         LIMIT 1) p";
 
 /// One reverse lookup, in both tables (see [`GET_PSEUDONYMS`]).
 const GET_PSEUDONYM: &str =
-    "(SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+    "(SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at,
+        original_sealed
      FROM pseudonyms WHERE namespace = $1 AND pseudonym_value = $2)
     UNION ALL
-    (SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at
+    (SELECT namespace, original_value, pseudonym_value, created_at, last_updated_at,
+        original_sealed
      FROM multi_pseudonyms WHERE namespace = $1 AND pseudonym_value = $2)
     LIMIT 1";
 
@@ -138,7 +145,8 @@ impl Prepared {
             Self::GetNamespace => {
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length,
                     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid,
-                    pseudonym_deletion_allowed, multi_pseudonym, original_system
+                    pseudonym_deletion_allowed, multi_pseudonym, original_system,
+                    originals_sealed
                  FROM namespaces WHERE name = $1"
             }
             Self::FindToken => {

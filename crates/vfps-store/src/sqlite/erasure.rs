@@ -51,13 +51,14 @@ impl Erase for SqliteStore {
                     && tx
                         .execute(
                             "INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, \
-                             created_at, last_updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
-                             ON CONFLICT DO NOTHING",
+                             created_at, last_updated_at, original_sealed) \
+                             VALUES (?1, ?2, ?3, ?4, ?4, ?5) ON CONFLICT DO NOTHING",
                             params![
                                 candidate.namespace.as_str(),
                                 candidate.original.as_str(),
                                 candidate.pseudonym,
-                                to_micros(candidate.created_at)
+                                to_micros(candidate.created_at),
+                                candidate.sealed
                             ],
                         )
                         .map_err(sql_err)?
@@ -88,7 +89,8 @@ impl Erase for SqliteStore {
                          RETURNING pseudonym_value"
                     }
                     Erasure::Anonymize => {
-                        "UPDATE pseudonyms SET original_value = ?3, last_updated_at = ?4 \
+                        "UPDATE pseudonyms SET original_value = ?3, original_sealed = NULL, \
+                         last_updated_at = ?4 \
                          WHERE namespace = ?1 AND original_value = ?2 RETURNING pseudonym_value"
                     }
                 };
@@ -148,7 +150,8 @@ fn erase_multi(
                 params![ns, p],
             ),
             Erasure::Anonymize => tx.execute(
-                "UPDATE multi_pseudonyms SET original_value = ?3, last_updated_at = ?4 \
+                "UPDATE multi_pseudonyms SET original_value = ?3, original_sealed = NULL, \
+                 last_updated_at = ?4 \
                  WHERE namespace = ?1 AND pseudonym_value = ?2",
                 params![ns, p, tombstone(), to_micros(now_micros())],
             ),

@@ -16,7 +16,8 @@ use crate::{
 };
 
 /// The columns of a row as `pseudonym_from_row` reads them.
-const COLUMNS: &str = "namespace, original_value, pseudonym_value, created_at, last_updated_at";
+const COLUMNS: &str =
+    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
 #[async_trait]
 impl Multi for SqliteStore {
@@ -26,10 +27,14 @@ impl Multi for SqliteStore {
         uid: NamespaceUid,
         original: &OriginalValue,
         pseudonyms: &[String],
+        sealed: &[Vec<u8>],
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error> {
         let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
         let asked = pseudonyms.to_vec();
+        let sealed: Vec<Option<Vec<u8>>> = (0..pseudonyms.len())
+            .map(|i| sealed.get(i).cloned())
+            .collect();
         let created = to_micros(created_at);
         let rows = self
             .with_writer(move |c| {
@@ -49,13 +54,14 @@ impl Multi for SqliteStore {
                     let mut insert = tx
                         .prepare_cached(&format!(
                             "INSERT INTO multi_pseudonyms \
-                             (namespace, pseudonym_value, original_value, created_at, last_updated_at) \
-                             VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+                             (namespace, pseudonym_value, original_value, created_at, last_updated_at, \
+                              original_sealed) \
+                             VALUES (?1, ?2, ?3, ?4, ?4, ?5) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
                         ))
                         .map_err(sql_err)?;
-                    for p in &asked {
+                    for (p, s) in asked.iter().zip(&sealed) {
                         if let Some(row) = insert
-                            .query_row(params![ns, p, o, created], pseudonym_from_row)
+                            .query_row(params![ns, p, o, created, s], pseudonym_from_row)
                             .optional()
                             .map_err(sql_err)?
                         {

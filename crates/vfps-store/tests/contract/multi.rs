@@ -40,7 +40,7 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
     let a = OriginalValue::parse("a").unwrap();
     let t = now_micros();
     let added = store
-        .add_pseudonyms(&m.name, m.uid, &a, &strings(&["p-3", "p-1", "p-2"]), t)
+        .add_pseudonyms(&m.name, m.uid, &a, &strings(&["p-3", "p-1", "p-2"]), &[], t)
         .await
         .unwrap();
     assert_eq!(values(&added), ["p-3", "p-1", "p-2"], "in input order");
@@ -54,6 +54,7 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
             m.uid,
             &b,
             &strings(&["p-1", "p-4", "p-4"]),
+            &[],
             now_micros(),
         )
         .await
@@ -66,7 +67,7 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
         (&NamespaceName::parse("gone").unwrap(), uid_of("gone")),
     ] {
         let added = store
-            .add_pseudonyms(name, uid, &a, &strings(&["p-9"]), now_micros())
+            .add_pseudonyms(name, uid, &a, &strings(&["p-9"]), &[], now_micros())
             .await
             .unwrap();
         assert!(added.is_empty(), "{name} took a multi pseudonym");
@@ -143,7 +144,14 @@ async fn multi_pseudonyms_page_by_pseudonym_without_gaps(store: Arc<dyn Store>) 
     for step in 0..5u64 {
         let batch: Vec<String> = (0..7).map(|i| format!("p-{step}{i}")).collect();
         store
-            .add_pseudonyms(&m.name, m.uid, &a, &batch, t + Duration::from_micros(step))
+            .add_pseudonyms(
+                &m.name,
+                m.uid,
+                &a,
+                &batch,
+                &[],
+                t + Duration::from_micros(step),
+            )
             .await
             .unwrap();
     }
@@ -188,7 +196,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         ("kept", ["p-7", "p-8", "p-9"]),
     ] {
         store
-            .add_pseudonyms(&m.name, m.uid, &o(original), &strings(&pseudonyms), t)
+            .add_pseudonyms(&m.name, m.uid, &o(original), &strings(&pseudonyms), &[], t)
             .await
             .unwrap();
     }
@@ -209,7 +217,14 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         .is_empty());
     // Reserved: never issued again, to anyone.
     let again = store
-        .add_pseudonyms(&m.name, m.uid, &o("other"), &strings(&["p-1", "p-2"]), t)
+        .add_pseudonyms(
+            &m.name,
+            m.uid,
+            &o("other"),
+            &strings(&["p-1", "p-2"]),
+            &[],
+            t,
+        )
         .await
         .unwrap();
     assert!(again.is_empty(), "an anonymized pseudonym was issued again");
@@ -280,7 +295,14 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
     assert_eq!(page.total_size, Some(0));
     // The pseudonyms of the deleted incarnation are free in the new one.
     let added = store
-        .add_pseudonyms(&m.name, fresh, &o("kept"), &strings(&["p-1", "p-7"]), t)
+        .add_pseudonyms(
+            &m.name,
+            fresh,
+            &o("kept"),
+            &strings(&["p-1", "p-7"]),
+            &[],
+            t,
+        )
         .await
         .unwrap();
     assert_eq!(values(&added), ["p-1", "p-7"]);
