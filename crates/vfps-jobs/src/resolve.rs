@@ -62,6 +62,9 @@ pub struct Resolver {
     /// rows are mostly new, or mostly known when a file is pseudonymized
     /// again; either way the next batch is most likely as the last.
     fresh: AtomicBool,
+    /// The namespaces' keys (`VFPS_KEYS`): a sealed namespace's originals
+    /// are written and found by their blind index (docs/privacy.md).
+    keys: Option<Arc<vfps_keys::Keyring>>,
 }
 
 impl Resolver {
@@ -70,6 +73,7 @@ impl Resolver {
         namespaces: Vec<Arc<Namespace>>,
         direction: Direction,
         slots: Arc<Semaphore>,
+        keys: Option<Arc<vfps_keys::Keyring>>,
     ) -> Self {
         Self {
             store,
@@ -77,6 +81,7 @@ impl Resolver {
             direction,
             slots,
             fresh: AtomicBool::new(true),
+            keys,
         }
     }
 
@@ -107,17 +112,24 @@ impl Resolver {
             })?;
             originals.push(original);
         }
-        // Sorted by (namespace, original), as the API's batches: concurrent
-        // upserts lock rows in one order and cannot deadlock each other.
+        // How each is kept: its blind index in a sealed namespace.
+        let mut kept = Vec::with_capacity(requests.len());
+        for (i, original) in originals.iter().enumerate() {
+            let ns = &self.namespaces[requests[i].0];
+            kept.push(vfps_keys::keyring::stored(self.keys.as_deref(), ns, original).await?);
+        }
+        // Sorted by (namespace, kept original), as the API's batches:
+        // concurrent upserts lock rows in one order and cannot deadlock
+        // each other.
         let mut order: Vec<usize> = (0..requests.len()).collect();
         order.sort_by(|&a, &b| {
             let ka = (
                 self.namespaces[requests[a].0].name.as_str(),
-                originals[a].as_str(),
+                kept[a].key.as_str(),
             );
             let kb = (
                 self.namespaces[requests[b].0].name.as_str(),
-                originals[b].as_str(),
+                kept[b].key.as_str(),
             );
             ka.cmp(&kb)
         });
@@ -126,7 +138,7 @@ impl Resolver {
         let key = |i: usize| {
             (
                 self.namespaces[requests[i].0].name.as_str(),
-                originals[i].as_str(),
+                kept[i].key.as_str(),
             )
         };
         let mut first_of = vec![0; requests.len()];
@@ -163,10 +175,11 @@ impl Resolver {
                 .zip(made)
                 .map(|(&i, pseudonym)| {
                     let ns = &self.namespaces[requests[i].0];
-                    Candidate {
+                    Ok(Candidate {
                         namespace: ns.name.clone(),
                         namespace_uid: ns.uid,
-                        original: originals[i].clone(),
+                        original: kept[i].key.clone(),
+                        sealed: kept[i].seal(&pseudonym, &originals[i])?,
                         pseudonym,
                         // The self-test mode stamps each row as it goes.
                         created_at: if vfps_core::generate::revealing() {
@@ -174,10 +187,9 @@ impl Resolver {
                         } else {
                             created_at
                         },
-                        sealed: None,
-                    }
+                    })
                 })
-                .collect();
+                .collect::<Result<_, Error>>()?;
             let results = {
                 let _slot = self
                     .slots
@@ -262,7 +274,11 @@ impl Resolver {
         };
         let mut answers = vec![None; requests.len()];
         for (i, row) in positions.into_iter().zip(rows) {
-            answers[i] = row.map(|p| p.original_value);
+            if let Some(p) = row {
+                let ns = &self.namespaces[requests[i].0];
+                let p = vfps_keys::keyring::open(self.keys.as_deref(), ns, p).await?;
+                answers[i] = Some(p.original_value);
+            }
         }
         Ok(answers)
     }

@@ -139,6 +139,8 @@ pub struct Context {
     pub observer: Arc<dyn Observer>,
     /// Whether to make way for interactive callers.
     pub pressure: Arc<dyn Pressure>,
+    /// The namespaces' keys (`VFPS_KEYS`), for sealed namespaces.
+    pub keys: Option<Arc<vfps_keys::Keyring>>,
 }
 
 /// How a run ended.
@@ -303,6 +305,7 @@ impl<'a> Run<'a> {
             namespaces,
             spec.direction,
             ctx.slots.clone(),
+            ctx.keys.clone(),
         );
         let rules = Rules {
             direction: spec.direction,

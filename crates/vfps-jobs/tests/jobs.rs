@@ -145,6 +145,7 @@ fn jobs_for(
         runner: runner.into(),
         observer: Arc::new(Unobserved),
         pressure: Arc::new(NoPressure),
+        keys: None,
     };
     let service = ServiceSettings {
         poll_interval: Duration::from_millis(50),

@@ -8,6 +8,8 @@
 //! - this file: [`NamespaceKeys`] (index, seal, open) and [`WrappedKeys`],
 //!   their form at rest.
 //! - [`source`]: the key sources (`VFPS_KEYS`): a key file today.
+//! - [`keyring`]: a process's keys, made and unwrapped through the store;
+//!   what every path that reads or writes originals asks of them.
 //!
 //! # Choices
 //! AES-256-GCM from `ring` (already the TLS stack's, constant-time,
@@ -22,8 +24,10 @@
 use ring::{aead, hmac, rand::SecureRandom};
 use vfps_core::{Error, NamespaceUid};
 
+pub mod keyring;
 pub mod source;
 
+pub use keyring::{Keyring, Stored};
 pub use source::{KeySource, Wrap};
 
 /// What an original stored as its blind index starts with; the digit is

@@ -64,6 +64,10 @@ pub struct Settings {
     /// `VFPS_UNSAFE_REVEALING_PSEUDONYMS`: the harness's self-test of P10
     /// only (see `vfps_core::generate::reveal_for_self_test`).
     pub unsafe_revealing: bool,
+    /// `VFPS_KEYS`: the key source that wraps the namespaces' keys
+    /// (`file:PATH`); with one, new namespaces' originals are sealed at rest
+    /// (docs/privacy.md). Unset: originals are stored as they are.
+    pub keys: Option<vfps_keys::KeySource>,
     /// `Authorization__*`: who may call what.
     pub authorization: Authorization,
     /// `VFPS_GRPC_REFLECTION`: whether gRPC server reflection is served.
@@ -405,6 +409,16 @@ impl Settings {
             tracing: Tracing::from_env(&env, &mut errors, &mut notes),
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
             unsafe_erasure: unsafe_erasure::from_env(&env, &mut errors),
+            keys: match env.get("VFPS_KEYS").filter(|v| !v.trim().is_empty()) {
+                Some(v) => match vfps_keys::KeySource::parse(v.trim()) {
+                    Ok(source) => Some(source),
+                    Err(e) => {
+                        errors.push(e);
+                        None
+                    }
+                },
+                None => None,
+            },
             unsafe_revealing: setting(
                 &env,
                 &mut errors,

@@ -62,6 +62,23 @@ enum Command {
         #[command(subcommand)]
         action: vfps_server::pseudonyms_cli::PseudonymsAction,
     },
+    /// The key source that seals originals at rest (`VFPS_KEYS`).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Write a new key file (mode 0600; an existing file is never
+    /// overwritten) and print its key id. Keep it apart from the database
+    /// and its backups, and back it up: losing it loses every sealed
+    /// original (docs/privacy.md).
+    Init {
+        /// Where to write it, e.g. /etc/vfps/keys; VFPS_KEYS=file:<it> then.
+        path: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -105,6 +122,25 @@ fn main() -> ExitCode {
         }
         Some(Command::Pseudonyms { action }) => {
             return client("pseudonyms", vfps_server::pseudonyms_cli::run(action))
+        }
+        Some(Command::Keys {
+            action: KeysAction::Init { path },
+        }) => {
+            return match vfps_keys::source::FileKey::init(&path) {
+                Ok(id) => {
+                    println!("{id}");
+                    eprintln!(
+                        "vfps keys: wrote key {id} to {}; set VFPS_KEYS=file:{} on every replica",
+                        path.display(),
+                        path.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("vfps keys: {}", e.message);
+                    ExitCode::FAILURE
+                }
+            }
         }
         None | Some(Command::Serve) => (Duration::ZERO, false, false),
         Some(Command::Migrate { wait, check }) => (wait, true, check),

@@ -88,6 +88,9 @@ pub struct Service {
     /// When the last interactive Create or Get arrived, for the CSV jobs'
     /// runners to make way.
     interactive: Arc<Interactive>,
+    /// `VFPS_KEYS`: the namespaces' keys; new namespaces' originals are
+    /// sealed at rest when there is a key source (docs/privacy.md).
+    keys: Option<Arc<vfps_keys::Keyring>>,
 }
 
 /// When interactive callers last used the pseudonym calls.
@@ -163,7 +166,50 @@ impl Service {
             }),
             metrics,
             interactive: Arc::new(Interactive::new()),
+            keys: None,
         }
+    }
+
+    /// This service, sealing new namespaces' originals under `keys`.
+    pub fn with_keys(self, keys: Option<Arc<vfps_keys::Keyring>>) -> Self {
+        Self { keys, ..self }
+    }
+
+    /// The keyring, if the deployment has a key source.
+    pub fn keys(&self) -> Option<&Arc<vfps_keys::Keyring>> {
+        self.keys.as_ref()
+    }
+
+    /// How `original` is kept in `ns` (its blind index in a sealed
+    /// namespace), within `deadline`.
+    pub(crate) async fn stored_original(
+        &self,
+        ns: &Namespace,
+        original: &OriginalValue,
+        deadline: Instant,
+    ) -> Result<vfps_keys::Stored, Error> {
+        let keys = self.keys.as_deref();
+        self.retry("namespace_keys", deadline, || {
+            vfps_keys::keyring::stored(keys, ns, original)
+        })
+        .await
+    }
+
+    /// `p`, a row of `ns` as stored, with its original opened.
+    pub(crate) async fn opened(
+        &self,
+        ns: &Namespace,
+        p: Pseudonym,
+        deadline: Instant,
+    ) -> Result<Pseudonym, Error> {
+        if p.original_sealed.is_none() {
+            return Ok(p);
+        }
+        let keys = self.keys.as_deref();
+        self.retry("namespace_keys", deadline, || {
+            vfps_keys::keyring::open(keys, ns, p.clone())
+        })
+        .await
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -370,7 +416,8 @@ impl Service {
                     .as_deref()
                     .map(vfps_core::OriginalSystem::parse)
                     .transpose()?,
-            );
+            )
+            .with_sealed(self.keys.is_some());
         storable("description", &req.description)?;
         if req.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(Error::invalid_argument(format!(
@@ -536,15 +583,17 @@ impl Service {
             }
         }
         let mut collisions = 0;
+        let mut stored = self.stored_original(&ns, &original, deadline).await?;
         while collisions < MAX_COLLISIONS {
             let read_at = Instant::now();
+            let pseudonym = generate(&ns.settings, &original);
             let candidate = Candidate {
                 namespace: name.clone(),
                 namespace_uid: ns.uid,
-                original: original.clone(),
-                pseudonym: generate(&ns.settings, &original),
+                original: stored.key.clone(),
+                sealed: stored.seal(&pseudonym, &original)?,
+                pseudonym,
                 created_at: now_micros(),
-                sealed: None,
             };
             let result = self
                 .retry_traced("upsert_pseudonyms", Shown::InCall, deadline, || {
@@ -552,7 +601,10 @@ impl Service {
                 })
                 .await?;
             match result {
-                Upserted::Stored(p) => {
+                Upserted::Stored(mut p) => {
+                    // The caller's original, not the row's index.
+                    p.original_value = original.as_str().to_owned();
+                    p.original_sealed = None;
                     if let Some(cache) = &self.pseudonyms {
                         cache.insert((name.clone(), original.clone()), p.clone(), read_at);
                     }
@@ -570,6 +622,7 @@ impl Service {
                     multi::single_only(&current)?;
                     if current.uid != ns.uid {
                         ns = current;
+                        stored = self.stored_original(&ns, &original, deadline).await?;
                         continue;
                     }
                     collisions += 1;
@@ -604,18 +657,32 @@ impl Service {
             Some(_) => Shown::InCall,
             None => Shown::OwnSpan,
         };
-        self.retry_traced("get_pseudonym", shown, deadline, || async {
-            match &self.lookups {
-                Some(lookups) => lookups.call(lookup.clone()).await,
-                None => {
-                    self.store
-                        .get_pseudonym(&lookup.namespace, &lookup.pseudonym_value)
-                        .await
+        let found = self
+            .retry_traced("get_pseudonym", shown, deadline, || async {
+                match &self.lookups {
+                    Some(lookups) => lookups.call(lookup.clone()).await,
+                    None => {
+                        self.store
+                            .get_pseudonym(&lookup.namespace, &lookup.pseudonym_value)
+                            .await
+                    }
                 }
+            })
+            .await?
+            .ok_or_else(|| Error::not_found(format!("pseudonym not found in namespace {name}")))?;
+        if found.original_sealed.is_none() {
+            return Ok(found);
+        }
+        let ns = self.namespace_for_read(&name, deadline).await?;
+        match self.opened(&ns, found.clone(), deadline).await {
+            Ok(p) => Ok(p),
+            // Sealed for another incarnation than the one cached: read it anew.
+            Err(_) => {
+                self.forget_namespace(&name);
+                let ns = self.read_namespace(&name, deadline).await?;
+                self.opened(&ns, found, deadline).await
             }
-        })
-        .await?
-        .ok_or_else(|| Error::not_found(format!("pseudonym not found in namespace {name}")))
+        }
     }
 
     pub async fn list_pseudonyms(
@@ -650,6 +717,13 @@ impl Service {
             })
             .await?
         };
+        for p in &mut page.items {
+            // A sealed row's original is its blind index here; a List
+            // answers no original either way.
+            if p.original_sealed.take().is_some() {
+                p.original_value.clear();
+            }
+        }
         if vfps_core::generate::revealing() {
             // The self-test mode shows a page newest first.
             page.items.sort_by(|a, b| {

@@ -67,6 +67,7 @@ fn open_jobs(
     store: Arc<dyn Store>,
     metrics: &Metrics,
     pressure: Arc<crate::service::Interactive>,
+    keys: Option<Arc<vfps_keys::Keyring>>,
 ) -> Result<vfps_jobs::service::Jobs, String> {
     use crate::config::JobStorage;
     let config = &settings.jobs;
@@ -100,6 +101,7 @@ fn open_jobs(
         runner: config.instance.clone(),
         observer: metrics.jobs(),
         pressure,
+        keys,
     };
     Ok(vfps_jobs::service::Jobs::new(ctx, config.service()))
 }
@@ -223,14 +225,24 @@ impl Application {
                  may create, reverse-look-up, list and delete pseudonyms"
             );
         }
+        let keys = match &settings.keys {
+            Some(source) => {
+                let wrap = source.open()?;
+                let keyring = vfps_keys::Keyring::new(wrap, store.clone());
+                tracing::info!(source = %keyring.describe(), "new namespaces' originals are sealed at rest");
+                Some(Arc::new(keyring))
+            }
+            None => None,
+        };
         let service = Service::new(
             store.clone(),
             settings.batching,
             settings.caching,
             metrics.clone(),
-        );
+        )
+        .with_keys(keys.clone());
         let jobs = crate::jobs::JobApi::new(
-            open_jobs(&settings, store, &metrics, service.interactive()),
+            open_jobs(&settings, store, &metrics, service.interactive(), keys),
             auth.clone(),
             metrics.clone(),
         );

@@ -28,15 +28,21 @@ impl Service {
         let original = OriginalValue::parse(original)?;
         let ns = self.read_namespace(&name, deadline).await?;
         super::multi::single_only(&ns)?;
-        self.retry("find_pseudonym", deadline, || {
-            self.store.find_pseudonym(&name, &original)
-        })
-        .await?
-        .ok_or_else(|| {
-            Error::not_found(format!(
-                "no pseudonym for this original in namespace {name}"
-            ))
-        })
+        let stored = self.stored_original(&ns, &original, deadline).await?;
+        let mut found = self
+            .retry("find_pseudonym", deadline, || {
+                self.store.find_pseudonym(&name, &stored.key)
+            })
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "no pseudonym for this original in namespace {name}"
+                ))
+            })?;
+        // The caller's original, not the row's index.
+        found.original_value = original.as_str().to_owned();
+        found.original_sealed = None;
+        Ok(found)
     }
 
     /// Erases `original`'s entry in `namespace` (in a multi-pseudonym
@@ -70,10 +76,11 @@ impl Service {
             }
             _ => {}
         }
+        let stored = self.stored_original(&ns, &original, deadline).await?;
         let unknown = CommitUnknown::default();
         let erased = self
             .retry("erase", deadline, || {
-                unknown.watch(self.store.erase(&name, &original, how))
+                unknown.watch(self.store.erase(&name, &stored.key, how))
             })
             .await?;
         if let Some(cache) = &self.pseudonyms {

@@ -61,14 +61,25 @@ impl Service {
                 "count must be between 0 and {MAX_NEW_PSEUDONYMS}, got {count}"
             )));
         }
+        // The caller's original in every row answered, not the row's index.
+        let plain = |mut p: Pseudonym| {
+            p.original_value = original.as_str().to_owned();
+            p.original_sealed = None;
+            p
+        };
         if count == 0 {
             let ns = self.read_namespace(&name, deadline).await?;
             multi_only(&ns)?;
-            let all = self
+            let stored = self.stored_original(&ns, &original, deadline).await?;
+            let all: Vec<Pseudonym> = self
                 .retry("pseudonyms_of", deadline, || {
-                    self.store.pseudonyms_of(&name, &original, MAX_ANSWERED + 1)
+                    self.store
+                        .pseudonyms_of(&name, &stored.key, MAX_ANSWERED + 1)
                 })
-                .await?;
+                .await?
+                .into_iter()
+                .map(plain)
+                .collect();
             if all.is_empty() {
                 return Err(Error::not_found(format!(
                     "no pseudonym for this original in namespace {name}"
@@ -89,10 +100,11 @@ impl Service {
             ns = self.read_namespace(&name, deadline).await?;
             multi_only(&ns)?;
         }
+        let mut stored = self.stored_original(&ns, &original, deadline).await?;
         let has = self
             .retry("pseudonyms_of", deadline, || {
                 self.store
-                    .pseudonyms_of(&name, &original, MAX_PSEUDONYMS_PER_ORIGINAL + 1)
+                    .pseudonyms_of(&name, &stored.key, MAX_PSEUDONYMS_PER_ORIGINAL + 1)
             })
             .await?
             .len();
@@ -116,6 +128,12 @@ impl Service {
                 fresh.insert(generate(&ns.settings, &original));
             }
             let fresh: Vec<String> = fresh.into_iter().collect();
+            // Each row its own ciphertext (a shared one would link them).
+            let sealed: Vec<Vec<u8>> = fresh
+                .iter()
+                .map(|p| stored.seal(p, &original))
+                .collect::<Result<Option<Vec<_>>, _>>()?
+                .unwrap_or_default();
             let created_at = now_micros();
             let unknown = CommitUnknown::default();
             let mut added = self
@@ -123,9 +141,9 @@ impl Service {
                     unknown.watch(self.store.add_pseudonyms(
                         &name,
                         ns.uid,
-                        &original,
+                        &stored.key,
                         &fresh,
-                        &[],
+                        &sealed,
                         created_at,
                     ))
                 })
@@ -134,7 +152,7 @@ impl Service {
                 // An attempt whose answer was lost may have stored some of
                 // them: those are ours (this original, this round's time).
                 added = self
-                    .ours(&name, &original, &fresh, created_at, deadline)
+                    .ours(&name, &stored.key, &fresh, created_at, deadline)
                     .await?;
             }
             if added.is_empty() {
@@ -145,6 +163,7 @@ impl Service {
                 multi_only(&current)?;
                 if current.uid != ns.uid {
                     ns = current;
+                    stored = self.stored_original(&ns, &original, deadline).await?;
                     continue;
                 }
             }
@@ -152,7 +171,7 @@ impl Service {
                 collisions += 1;
                 self.metrics.pseudonym_collision();
             }
-            made.extend(added);
+            made.extend(added.into_iter().map(plain));
             if made.len() == wanted {
                 return Ok(made);
             }

@@ -54,14 +54,34 @@ impl Service {
                     spaces.insert(name, ns);
                 }
             }
+            // How each original is kept (its blind index in a sealed
+            // namespace).
+            let mut kept: HashMap<(&NamespaceName, &OriginalValue), vfps_keys::Stored> =
+                HashMap::new();
+            for (name, original) in &parsed {
+                if let std::collections::hash_map::Entry::Vacant(slot) =
+                    kept.entry((name, original))
+                {
+                    slot.insert(
+                        self.stored_original(&spaces[name], original, deadline)
+                            .await?,
+                    );
+                }
+            }
             let mut answers: Vec<Option<Pseudonym>> = Vec::with_capacity(parsed.len());
             for (name, original) in &parsed {
-                answers.push(
-                    self.retry("find_pseudonym", deadline, || {
-                        self.store.find_pseudonym(name, original)
+                let key = &kept[&(name, original)].key;
+                let found = self
+                    .retry("find_pseudonym", deadline, || {
+                        self.store.find_pseudonym(name, key)
                     })
-                    .await?,
-                );
+                    .await?;
+                // The caller's original, not the row's index.
+                answers.push(found.map(|mut p| {
+                    p.original_value = original.as_str().to_owned();
+                    p.original_sealed = None;
+                    p
+                }));
             }
             // The new pseudonyms are made in a random order, not the
             // entries': a method that carries its making order (UUIDv7)
@@ -106,17 +126,18 @@ impl Service {
                 taken.insert((name, pseudonym.clone()));
                 chosen.insert((name, original), pseudonym.clone());
                 candidate_of.insert((name, original), candidates.len());
+                let stored = &kept[&(name, original)];
                 candidates.push(Candidate {
                     namespace: name.clone(),
                     namespace_uid: ns.uid,
-                    original: original.clone(),
+                    original: stored.key.clone(),
+                    sealed: stored.seal(&pseudonym, original)?,
                     pseudonym,
                     created_at: if vfps_core::generate::revealing() {
                         now_micros()
                     } else {
                         created_at
                     },
-                    sealed: None,
                 });
             }
             let stored = candidates.is_empty()

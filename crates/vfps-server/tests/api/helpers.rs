@@ -54,10 +54,16 @@ pub fn backend_env(backend: Backend) -> (Vec<(String, String)>, Option<String>) 
             env.push(("ForceRunDatabaseMigrations".into(), "true".into()));
             database = Some(db.name);
         }
-        Backend::Sqlite => env.push((
-            "VFPS_SQLITE_PATH".into(),
-            temp_sqlite().display().to_string(),
-        )),
+        // On SQLite every test runs with originals sealed at rest (a key
+        // file of its own), on PostgreSQL with plain ones: both paths run
+        // the whole suite.
+        Backend::Sqlite => {
+            let sqlite = temp_sqlite();
+            let keys = sqlite.with_file_name("vfps.keys");
+            vfps_keys::source::FileKey::init(&keys).expect("a key file");
+            env.push(("VFPS_SQLITE_PATH".into(), sqlite.display().to_string()));
+            env.push(("VFPS_KEYS".into(), format!("file:{}", keys.display())));
+        }
     }
     (env, database)
 }

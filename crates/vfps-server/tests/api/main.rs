@@ -25,6 +25,7 @@ mod rest;
 mod restore;
 mod rights;
 mod safety;
+mod sealed;
 mod tls;
 mod ui;
 mod ui_roles;

@@ -382,7 +382,7 @@ fn migrate_is_idempotent_and_waits_for_the_database() {
     assert_eq!(
         tables.trim(),
         format!(
-            "access_tokens:{0},csv_jobs:{0},multi_pseudonyms:{0},namespaces:{0},pseudonyms:{0},ui_session_ends:{0},vfps_restore_holds:{0},vfps_schema_migrations:{0}",
+            "access_tokens:{0},csv_jobs:{0},multi_pseudonyms:{0},namespace_keys:{0},namespaces:{0},pseudonyms:{0},ui_session_ends:{0},vfps_restore_holds:{0},vfps_schema_migrations:{0}",
             db.name
         ),
         "owned by the non-superuser role"

@@ -1,0 +1,234 @@
+//! A process's namespace keys: unwrapped on first use from the database,
+//! where the first replica that needs a namespace's keys makes them
+//! (another replica's concurrent ones are refused by the store, and it
+//! takes the first's), held in this process's memory only.
+//!
+//! Also what every path that reads or writes originals needs: the form an
+//! original is stored in ([`Keyring::stored`]), sealing one for its row,
+//! and opening a row read back ([`Keyring::open`]).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use vfps_core::{Error, Namespace, NamespaceUid, OriginalValue, Pseudonym};
+use vfps_store::{keys::StoredKeys, Store};
+
+use crate::{NamespaceKeys, Wrap, WrappedKeys};
+
+/// The first key version of a namespace.
+const FIRST_VERSION: u32 = 1;
+
+/// The keys of this process.
+pub struct Keyring {
+    wrap: Box<dyn Wrap>,
+    store: Arc<dyn Store>,
+    /// Unwrapped keys by namespace incarnation and version.
+    keys: Mutex<HashMap<(i64, u32), Arc<NamespaceKeys>>>,
+    /// The newest version known of each incarnation.
+    newest: Mutex<HashMap<i64, u32>>,
+}
+
+/// How an original is kept in one namespace: as it is (plain), or as its
+/// blind index with the keys that seal it.
+#[derive(Clone)]
+pub struct Stored {
+    /// What the store compares: the original, or its blind index.
+    pub key: OriginalValue,
+    /// The keys that seal it for its row (`None`: a plain namespace).
+    pub keys: Option<Arc<NamespaceKeys>>,
+}
+
+impl Stored {
+    /// An original kept as it is.
+    pub fn plain(original: &OriginalValue) -> Self {
+        Self {
+            key: original.clone(),
+            keys: None,
+        }
+    }
+
+    /// The original sealed for the row of `pseudonym` (`None`: plain).
+    pub fn seal(
+        &self,
+        pseudonym: &str,
+        original: &OriginalValue,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        self.keys
+            .as_ref()
+            .map(|k| k.seal(pseudonym, original.as_str()))
+            .transpose()
+    }
+}
+
+fn to_stored(w: &WrappedKeys) -> StoredKeys {
+    StoredKeys {
+        uid: w.uid,
+        version: w.version,
+        data: w.data.clone(),
+        index: w.index.clone(),
+        wrapped_by: w.wrapped_by.clone(),
+    }
+}
+
+fn from_stored(s: StoredKeys) -> WrappedKeys {
+    WrappedKeys {
+        uid: s.uid,
+        version: s.version,
+        data: s.data,
+        index: s.index,
+        wrapped_by: s.wrapped_by,
+    }
+}
+
+impl Keyring {
+    pub fn new(wrap: Box<dyn Wrap>, store: Arc<dyn Store>) -> Self {
+        Self {
+            wrap,
+            store,
+            keys: Mutex::new(HashMap::new()),
+            newest: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The key source, for people (never a key).
+    pub fn describe(&self) -> String {
+        self.wrap.describe()
+    }
+
+    fn cached(&self, uid: NamespaceUid, version: u32) -> Option<Arc<NamespaceKeys>> {
+        self.keys.lock().ok()?.get(&(uid.0, version)).cloned()
+    }
+
+    fn remember(&self, keys: NamespaceKeys) -> Arc<NamespaceKeys> {
+        let keys = Arc::new(keys);
+        if let Ok(mut m) = self.keys.lock() {
+            m.insert((keys.uid.0, keys.version), keys.clone());
+        }
+        if let Ok(mut n) = self.newest.lock() {
+            let v = n.entry(keys.uid.0).or_insert(keys.version);
+            *v = (*v).max(keys.version);
+        }
+        keys
+    }
+
+    /// Every stored version of `uid`, unwrapped and remembered; newest first.
+    async fn load(&self, uid: NamespaceUid) -> Result<Vec<Arc<NamespaceKeys>>, Error> {
+        let stored = self.store.namespace_keys(uid).await?;
+        let mut out = Vec::with_capacity(stored.len());
+        for s in stored {
+            let version = s.version;
+            match self.cached(uid, version) {
+                Some(k) => out.push(k),
+                None => {
+                    let k = NamespaceKeys::unwrap(&from_stored(s), self.wrap.as_ref())?;
+                    out.push(self.remember(k));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The newest keys of the incarnation `uid`, made (and stored) when it
+    /// has none yet.
+    pub async fn current(&self, uid: NamespaceUid) -> Result<Arc<NamespaceKeys>, Error> {
+        let newest = self.newest.lock().ok().and_then(|n| n.get(&uid.0).copied());
+        if let Some(k) = newest.and_then(|v| self.cached(uid, v)) {
+            return Ok(k);
+        }
+        if let Some(k) = self.load(uid).await?.into_iter().next() {
+            return Ok(k);
+        }
+        let (keys, wrapped) = NamespaceKeys::generate(uid, FIRST_VERSION, self.wrap.as_ref())?;
+        if self.store.put_namespace_keys(&to_stored(&wrapped)).await? {
+            return Ok(self.remember(keys));
+        }
+        // Another replica's came first: theirs.
+        self.load(uid)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::unavailable("a namespace's keys were made and are not there yet"))
+    }
+
+    /// The keys of version `version` of `uid` (an older row's).
+    pub async fn version(
+        &self,
+        uid: NamespaceUid,
+        version: u32,
+    ) -> Result<Arc<NamespaceKeys>, Error> {
+        if let Some(k) = self.cached(uid, version) {
+            return Ok(k);
+        }
+        self.load(uid)
+            .await?
+            .into_iter()
+            .find(|k| k.version == version)
+            .ok_or_else(|| {
+                Error::failed_precondition(format!(
+                    "key version {version} of namespace uid {} is not in the database",
+                    uid.0
+                ))
+            })
+    }
+
+    /// How `original` is kept in `ns`.
+    pub async fn stored(&self, ns: &Namespace, original: &OriginalValue) -> Result<Stored, Error> {
+        if !ns.settings.sealed {
+            return Ok(Stored::plain(original));
+        }
+        let keys = self.current(ns.uid).await?;
+        Ok(Stored {
+            key: OriginalValue::parse(&keys.index(original.as_str()))?,
+            keys: Some(keys),
+        })
+    }
+
+    /// `p`, a row of `ns` as the store read it, with its original opened
+    /// (a plain row is left as it is).
+    pub async fn open(&self, ns: &Namespace, mut p: Pseudonym) -> Result<Pseudonym, Error> {
+        let Some(sealed) = p.original_sealed.take() else {
+            return Ok(p);
+        };
+        let version = NamespaceKeys::sealed_version(&sealed)
+            .ok_or_else(|| Error::internal("a sealed original of an unknown format"))?;
+        let keys = self.version(ns.uid, version).await?;
+        p.original_value = keys.open(&p.pseudonym_value, &sealed)?;
+        Ok(p)
+    }
+}
+
+/// [`Keyring::stored`] where there may be no keyring: a sealed namespace
+/// then cannot be used, and says why.
+pub async fn stored(
+    keyring: Option<&Keyring>,
+    ns: &Namespace,
+    original: &OriginalValue,
+) -> Result<Stored, Error> {
+    match keyring {
+        Some(k) => k.stored(ns, original).await,
+        None if ns.settings.sealed => Err(no_keys(ns)),
+        None => Ok(Stored::plain(original)),
+    }
+}
+
+/// [`Keyring::open`] where there may be no keyring.
+pub async fn open(
+    keyring: Option<&Keyring>,
+    ns: &Namespace,
+    p: Pseudonym,
+) -> Result<Pseudonym, Error> {
+    match keyring {
+        Some(k) => k.open(ns, p).await,
+        None if p.original_sealed.is_some() => Err(no_keys(ns)),
+        None => Ok(p),
+    }
+}
+
+fn no_keys(ns: &Namespace) -> Error {
+    Error::failed_precondition(format!(
+        "the originals of namespace {} are sealed, and this replica has no key source (VFPS_KEYS)",
+        ns.name
+    ))
+}
