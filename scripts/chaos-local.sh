@@ -17,7 +17,8 @@
 # caches can do that without a failover) and held by the database after the
 # failover (only the unwaited commit can do that). `--self-test-erasure-cache`
 # and `--self-test-erasure-standby` test each mode alone.
-# Every run's load speaks the MII interface too (mii, bundle, erase in the mix).
+# `--self-test` also runs without a key file (VFPS_CHAOS_KEYS=false): P11 must
+# find the originals at rest too. Every run's load speaks the MII interface too (mii, bundle, erase in the mix).
 # The full run and `--ci` end with the restore drill (db-restore-drill, P9):
 # the database archives its WAL to the object store's backup bucket
 # (VFPS_CHAOS_BACKUP, archive_timeout VFPS_CHAOS_ARCHIVE_TIMEOUT=5 s).
@@ -108,6 +109,9 @@ case "$profile" in
       export SCENARIOS=${SCENARIOS:-baseline,db-primary-isolation}
       # P10's probe belongs to the main run and the erasure self-test.
       export RESILIENCE_PRIVACY_PROBE=${RESILIENCE_PRIVACY_PROBE:-false}
+      # Folded in: P11's unsafe mode, originals not sealed (no key file);
+      # P11 must find them at rest, naming where.
+      export VFPS_CHAOS_KEYS=false
       export VFPS_CHAOS_UI=${VFPS_CHAOS_UI:-false}
     fi
     if [ "$profile" = "--self-test-jobs" ]; then
@@ -193,6 +197,14 @@ elif sys.argv[2] == "cache-checks":
 else:
     print(len(db.get("evidence", [])) if bad(db) else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" "$1" 2>/dev/null || echo 0
 }
+# ... and originals at rest (P11): how many places held them.
+p11_places() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+v = {x["property"]: x for x in s["verdicts"]}
+p11 = v.get("P11-nothing-at-rest", {})
+print(sum(1 for e in p11.get("evidence", []) if "plain text" in e) if p11.get("validity") == "invalid" else 0)' "$RESILIENCE_OUTPUT_DIR/summary.json" 2>/dev/null || echo 0
+}
 # ... and pseudonyms that reveal (P10): how many of its three checks failed
 # with evidence.
 p10_failed() {
@@ -226,11 +238,12 @@ case "$profile" in
   --self-test)
     # Expected: the run failed, and on lost writes (P3) with evidence.
     lost=$(p3_lost)
-    if [ "$status" -ne 0 ] && [ "${lost:-0}" -gt 0 ]; then
-      echo "chaos-local: self-test passed: the unsafe profile lost $lost acknowledged writes and the harness reported them (P3)"
+    at_rest=$(p11_places)
+    if [ "$status" -ne 0 ] && [ "${lost:-0}" -gt 0 ] && [ "${at_rest:-0}" -gt 0 ]; then
+      echo "chaos-local: self-test passed: the unsafe profile lost $lost acknowledged writes and the harness reported them (P3); unsealed, the originals lay at rest in $at_rest places and the harness named them (P11)"
       exit 0
     fi
-    echo "chaos-local: self-test FAILED: the harness did not detect a known loss (exit $status, P3 lost ${lost:-0})" >&2
+    echo "chaos-local: self-test FAILED: the harness did not detect a known loss or originals at rest (exit $status, P3 lost ${lost:-0}, P11 places ${at_rest:-0})" >&2
     exit 1
     ;;
   --self-test-jobs)

@@ -65,6 +65,7 @@ async fn the_faults_apply_and_heal_on_the_real_topology() {
         ui: true,
         ui_tests_dir: ui_tests_dir(),
         backup: None,
+        sealed: true,
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     // Tear down whatever happens, then report the failure.
@@ -263,6 +264,7 @@ async fn all_keeps_the_state_of_a_failed_up_and_leaves_nothing_behind() {
         ui_dir: ui_tests_dir(),
         backup: false,
         archive_timeout: 10,
+        keys: true,
     });
     let dir = scratch.join("run");
     let load = {
@@ -531,6 +533,7 @@ fn without_front_door(base: &std::path::Path) -> Options {
         ui: false,
         ui_tests_dir: ui_tests_dir(),
         backup: None,
+        sealed: true,
     }
 }
 

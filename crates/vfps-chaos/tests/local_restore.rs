@@ -174,6 +174,7 @@ async fn a_restore_never_makes_things_worse() {
         backup: Some(Archiving {
             timeout: Duration::from_secs(3),
         }),
+        sealed: true,
     };
     let l = Local::up(opts, &|e| eprintln!("up: {e}")).await.unwrap();
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(steps(&l))).await;

@@ -34,6 +34,7 @@
 //!   erased — and the guard that the run made, read and erased them.
 //! - [`privacy`]: P10 — pseudonyms carry no time, replica, order or
 //!   sibling (with [`stats`], the tests it judges with).
+//! - [`at_rest`]: P11 — none of the run's originals in any byte at rest.
 //! - [`chaos`]: the scenarios all ran, without error, inside the load window;
 //!   every fault window has a verified write; one-node commits lost nothing.
 
@@ -44,6 +45,7 @@ use crate::{
     operation::Operation,
 };
 
+pub mod at_rest;
 pub mod availability;
 pub mod cache_check;
 pub mod chaos;
@@ -101,6 +103,9 @@ pub enum Property {
     /// P10: multi-pseudonym siblings share no more than strangers.
     #[serde(rename = "P10-siblings")]
     SiblingsUnlinked,
+    /// P11: none of the run's originals in plain text at rest.
+    #[serde(rename = "P11-nothing-at-rest")]
+    NothingAtRest,
     /// P1 for the web UI: the browser probe's outages within the budgets.
     #[serde(rename = "P1-ui-outage")]
     UiOutage,
@@ -176,6 +181,7 @@ impl Property {
             Property::PseudonymsTimeless => "P10-time-and-replica",
             Property::PseudonymsUnordered => "P10-order",
             Property::SiblingsUnlinked => "P10-siblings",
+            Property::NothingAtRest => "P11-nothing-at-rest",
             Property::UiOutage => "P1-ui-outage",
             Property::UiSession => "ui-session-kept",
             Property::UiResults => "ui-results-agree",

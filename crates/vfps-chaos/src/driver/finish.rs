@@ -108,6 +108,11 @@ pub fn finish(dir: &Path, plan: &ScenarioPlan, collected: Collected) -> anyhow::
         }
         summary.verdicts.push(v);
     }
+    if let Some(search) = &collected.at_rest {
+        summary
+            .verdicts
+            .push(crate::checker::at_rest::check(search));
+    }
     summary.verdicts.push(chaos::fault_windows_verified(
         plan,
         &windows,
@@ -237,6 +242,7 @@ mod tests {
             postgres_logs: Vec::new(),
             ha_logs: Vec::new(),
             erased_rows: None,
+            at_rest: None,
         };
         let passed = finish(&dir, &plan, collected).unwrap();
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();

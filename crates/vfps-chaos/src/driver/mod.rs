@@ -110,6 +110,9 @@ pub struct Collected {
     /// The HA manager's logs (Patroni's, locally), with the member each is
     /// of: where a failover's leader race is told.
     pub ha_logs: Vec<(String, std::path::PathBuf)>,
+    /// P11's search of every byte at rest (`None`: the platform cannot
+    /// search; the kind platform does not yet).
+    pub at_rest: Option<crate::checker::at_rest::Search>,
 }
 
 /// `collect`, then the final verdicts and every report. Whether the run passed.

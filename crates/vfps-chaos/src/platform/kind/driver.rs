@@ -220,6 +220,7 @@ impl<R: Runner> Driver for KindDriver<R> {
         }
         Ok(Collected {
             erased_rows: None,
+            at_rest: None,
             load: summary,
             postgres_logs: vec![("cnpg".into(), dir.join("cnpg-instances.log"))]
                 .into_iter()

@@ -56,6 +56,11 @@ pub struct LocalArgs {
     /// unfinished WAL segment before it is archived.
     #[arg(long, env = "VFPS_CHAOS_ARCHIVE_TIMEOUT", default_value_t = 10)]
     pub archive_timeout: u64,
+    /// Seal the originals at rest: `up` writes a key file (`vfps keys
+    /// init`) and every replica gets `VFPS_KEYS` (docs/privacy.md).
+    /// `false` is P11's unsafe mode: originals stored as they are.
+    #[arg(long, env = "VFPS_CHAOS_KEYS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub keys: bool,
 }
 
 /// The local platform's driver.
@@ -83,6 +88,7 @@ impl LocalDriver {
                 backup: args.backup.then_some(crate::backup::Archiving {
                     timeout: Duration::from_secs(args.archive_timeout),
                 }),
+                sealed: args.keys,
             },
         }
     }
@@ -256,11 +262,33 @@ impl Driver for LocalDriver {
     async fn collect(&self, plan: &ScenarioPlan, load: &LoadConfig) -> anyhow::Result<Collected> {
         let dir = load_config(load, plan, &self.options).dir().to_owned();
         let mut erased_rows = None;
+        let mut at_rest = None;
         if let Ok(local) = Local::attach(self.options.clone()) {
             local.snapshot_cluster(&dir, "after").await?;
             local.collect_logs(&dir)?;
             if let Some(history) = crate::checker::erasure::read_history(&dir)? {
                 erased_rows = local.erased_rows(&history).await;
+            }
+            // P11: every byte at rest, for the run's originals.
+            let originals = super::at_rest::originals_of(&dir)?;
+            if !originals.is_empty() {
+                eprintln!(
+                    "at rest: searching every byte for {} originals",
+                    originals.len()
+                );
+                let started = std::time::Instant::now();
+                let search = local.search_at_rest(&originals).await?;
+                eprintln!(
+                    "at rest: {} places searched in {:.1} s",
+                    search.places.len(),
+                    started.elapsed().as_secs_f64()
+                );
+                crate::report::write_file(
+                    &dir,
+                    "at-rest.json",
+                    serde_json::to_string_pretty(&search)?,
+                )?;
+                at_rest = Some(search);
             }
         }
         let postgres_logs = super::ZONES
@@ -280,6 +308,7 @@ impl Driver for LocalDriver {
             .collect();
         Ok(Collected {
             erased_rows,
+            at_rest,
             load: artifacts::read_load_summary(&dir)?,
             postgres_logs,
             ha_logs,

@@ -88,6 +88,7 @@ mod tests {
                 ui: false,
                 ui_tests_dir: PathBuf::new(),
                 backup: None,
+                sealed: true,
             },
         }
     }

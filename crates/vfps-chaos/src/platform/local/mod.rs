@@ -31,6 +31,7 @@ use anyhow::bail;
 
 use super::net::cmd;
 
+pub mod at_rest;
 pub mod backups;
 pub mod cuts;
 pub mod database;
@@ -131,6 +132,9 @@ pub struct Options {
     /// Continuous backup of the database to the object store's own backup
     /// bucket, with this archiving (`None`: no WAL archive, no base backup).
     pub backup: Option<crate::backup::Archiving>,
+    /// Originals sealed at rest: `up` writes a key file and the replicas
+    /// get `VFPS_KEYS` (later steps see the file).
+    pub sealed: bool,
 }
 
 /// The file under the base directory that records the profile `up` built.

@@ -12,10 +12,37 @@ use crate::platform::net::{alive, cmd, http_get, signal, stop_process, wait_for}
 impl Local {
     /// A supervised replica per zone, then every replica ready.
     pub(super) async fn start_replicas(&self) -> anyhow::Result<()> {
+        if self.opts.sealed && !self.keys_file().exists() {
+            self.init_keys().await?;
+        }
         for z in ZONES {
             self.supervise(z)?;
         }
         self.wait_replicas_ready(Duration::from_secs(60)).await
+    }
+
+    /// The key file the replicas seal originals under (`VFPS_KEYS`), when
+    /// the topology seals them.
+    pub fn keys_file(&self) -> PathBuf {
+        self.opts.base.join("vfps.keys")
+    }
+
+    /// Writes the key file with `vfps keys init` (mode 0600, never over an
+    /// existing one).
+    async fn init_keys(&self) -> anyhow::Result<()> {
+        let out = tokio::process::Command::new(&self.opts.vfps_bin)
+            .args(["keys", "init"])
+            .arg(self.keys_file())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "vfps keys init failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
     }
 
     fn app_dir(&self, zone: &str) -> PathBuf {
@@ -42,6 +69,10 @@ done"#,
             backoff = self.opts.restart_backoff.as_secs_f64(),
         );
         let mut command = tokio::process::Command::new("sh");
+        let keys = self.keys_file();
+        if keys.exists() {
+            command.env("VFPS_KEYS", format!("file:{}", keys.display()));
+        }
         if self.opts.ui {
             // The web UI: signed in at the local identity provider, one
             // session key for every replica, and the probe's user allowed

@@ -437,6 +437,7 @@ mod tests {
                 ui: false,
                 ui_tests_dir: PathBuf::new(),
                 backup: Some(Archiving::default()),
+                sealed: true,
             },
         }
     }

@@ -74,6 +74,7 @@ mod tests {
             ui,
             ui_tests_dir: Default::default(),
             backup: None,
+            sealed: true,
         }
     }
 
