@@ -38,6 +38,16 @@ pub async fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
         .map(|_| ())
 }
 
+/// SIGKILLs a process; one already gone (or a zombie) counts as killed. A
+/// pod's processes die together: a postmaster's child listed a moment ago may
+/// have exited by the time its signal is sent.
+pub async fn kill(pid: u32) -> anyhow::Result<()> {
+    match signal(pid, "KILL").await {
+        Err(_) if !alive(pid) => Ok(()),
+        other => other,
+    }
+}
+
 /// Whether every thread of a process is stopped (state `T`), or the process is
 /// gone or a zombie. `kill -STOP` returns before the process has stopped: the
 /// signal stops each thread only when that thread next runs, which on a loaded
@@ -166,6 +176,30 @@ mod tests {
                 .spawn()
                 .expect("python3 runs"),
         )
+    }
+
+    /// CI's `db-primary-isolation` once failed on `kill: No such process`: a
+    /// postmaster's child listed with the pod exited before its SIGKILL.
+    #[tokio::test]
+    async fn killing_a_process_already_gone_is_done() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!alive(pid));
+        assert!(
+            signal(pid, "KILL").await.is_err(),
+            "kill of a gone pid succeeds"
+        );
+        kill(pid).await.expect("a gone process counts as killed");
+        let live = busy_threads(1);
+        kill(live.0.id()).await.unwrap();
+        wait_for(
+            "the killed process to die",
+            Duration::from_secs(10),
+            || async { !alive(live.0.id()) },
+        )
+        .await
+        .unwrap();
     }
 
     /// CI's `vfps-pod-pause` once found a replica answering HTTP right after

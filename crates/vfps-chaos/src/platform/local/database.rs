@@ -16,7 +16,7 @@ use super::{
     network::{pid_file, read_pid, write_pid},
     DatabaseProfile, Local, APP_PASSWORD, ETCD, POSTGRES, ZONES,
 };
-use crate::platform::net::{alive, cmd, http_get, signal, stop_process, stopped, wait_for};
+use crate::platform::net::{alive, cmd, http_get, kill, signal, stop_process, stopped, wait_for};
 
 /// One member of the Patroni cluster, from its REST API.
 #[derive(Debug, Clone, Deserialize)]
@@ -475,7 +475,7 @@ impl Local {
             bail!("database pod {zone} has no running process to kill");
         }
         for pid in &pids {
-            signal(*pid, "KILL").await?;
+            kill(*pid).await?;
         }
         // Every process of the pod, as a container kill does: the postmaster's
         // children outlive it for a moment, and a walsender among them would
@@ -489,8 +489,7 @@ impl Local {
                 break;
             }
             for pid in &left {
-                // Gone meanwhile is as good as killed.
-                let _ = signal(*pid, "KILL").await;
+                kill(*pid).await?;
             }
             all.extend(left);
         }

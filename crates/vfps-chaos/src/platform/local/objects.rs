@@ -11,7 +11,7 @@ use super::{
     network::{pid_file, read_pid, write_pid},
     Local, ZONES,
 };
-use crate::platform::net::{alive, cmd, signal, wait_for};
+use crate::platform::net::{alive, cmd, kill, wait_for};
 
 /// The pinned Garage `scripts/install-garage.sh` installs.
 const GARAGE_VERSION: &str = "2.5.0";
@@ -169,7 +169,7 @@ impl Local {
     pub async fn kill_objects_pod(&self, zone: &str) -> anyhow::Result<u32> {
         let pid = read_pid(&pid_file(&format!("garage-{zone}")))
             .with_context(|| format!("no Garage recorded in zone {zone}"))?;
-        signal(pid, "KILL").await?;
+        kill(pid).await?;
         wait_for("Garage to exit", Duration::from_secs(10), || async {
             !alive(pid)
         })

@@ -7,7 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context;
 
 use super::{app_ip, connection_string, network::write_pid, Local, ZONES};
-use crate::platform::net::{alive, cmd, http_get, signal, stop_process, wait_for};
+use crate::platform::net::{alive, cmd, http_get, kill, signal, stop_process, wait_for};
 
 impl Local {
     /// A supervised replica per zone, then every replica ready.
@@ -215,7 +215,7 @@ done"#,
             .replica_pid(zone)
             .await
             .with_context(|| format!("replica {zone} is not running"))?;
-        signal(pid, "KILL").await?;
+        kill(pid).await?;
         wait_for(
             &format!("replica {zone} to die"),
             Duration::from_secs(5),
@@ -245,7 +245,7 @@ done"#,
                 zone,
                 "replica did not exit within the grace period; killing it"
             );
-            signal(pid, "KILL").await?;
+            kill(pid).await?;
         }
         Ok(())
     }
