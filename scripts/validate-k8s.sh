@@ -247,6 +247,17 @@ holds "$out/placement.yaml" 'all(all(k in pod(kind) for k in ("imagePullSecrets"
 render -f tests/chart/upstream-existing-secret.yaml >"$out/existing-secret.yaml"
 holds "$out/existing-secret.yaml" 'env(pod("Deployment")["containers"][0])["PGPASSWORD"]["secretKeyRef"]["key"] == "postgresql-postgres-password"' \
   || { echo "database.existingSecretKey is not upstream's default (postgresql-postgres-password)" >&2; exit 1; }
+# keys.existingSecret: the key file mounted for the pod's group alone, VFPS_KEYS
+# naming it; without it neither.
+render --set keys.existingSecret=vfps-keys >"$out/keys.yaml"
+holds "$out/keys.yaml" 'env(pod("Deployment")["containers"][0])["VFPS_KEYS"] == "file:/etc/vfps/keys/keys"
+  and [v for v in pod("Deployment")["volumes"] if v["name"] == "keys"][0]["secret"] == {"secretName": "vfps-keys",
+    "defaultMode": 0o440, "items": [{"key": "keys", "path": "keys"}]}
+  and {"name": "keys", "mountPath": "/etc/vfps/keys", "readOnly": True} in pod("Deployment")["containers"][0]["volumeMounts"]' \
+  || { echo "keys.existingSecret does not mount the key file for VFPS_KEYS" >&2; exit 1; }
+render >"$out/no-keys.yaml"
+holds "$out/no-keys.yaml" '"VFPS_KEYS" not in env(pod("Deployment")["containers"][0])' \
+  || { echo "VFPS_KEYS set without keys.existingSecret" >&2; exit 1; }
 # Upstream's keys are accepted and honoured; upstream's metrics port name and pathType default.
 render -f tests/chart/upstream-keys.yaml >"$out/upstream-keys.yaml"
 holds "$out/upstream-keys.yaml" 'all([

@@ -347,6 +347,10 @@ key only ever from a Secret. */}}
 are merged in by vfps.mergeEnv). */}}
 {{- define "vfps.appEnv" -}}
 {{- include "vfps.databaseEnv" . }}
+{{- if .Values.keys.existingSecret }}
+- name: VFPS_KEYS
+  value: "file:/etc/vfps/keys/keys"
+{{- end }}
 - name: VFPS_SHUTDOWN_TIMEOUT
   value: {{ printf "%ds" (int .Values.gracefulShutdown.shutdownTimeoutSeconds) | quote }}
 - name: Pseudonymization__Caching__Namespaces__IsEnabled

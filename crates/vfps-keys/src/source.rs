@@ -120,15 +120,17 @@ impl FileKey {
     }
 
     /// Reads the key file at `path`: refused by name when it is missing,
-    /// readable by others than its owner, or not a key file.
+    /// readable by every user (its owner and its group may: a Kubernetes
+    /// Secret mounted for the pod's group), or not a key file.
     pub fn read(path: &Path) -> Result<Self, Error> {
         use std::os::unix::fs::PermissionsExt;
         let shown = path.display();
         let meta = std::fs::metadata(path)
             .map_err(|e| Error::failed_precondition(format!("key file {shown}: {e}")))?;
-        if meta.permissions().mode() & 0o077 != 0 {
+        if meta.permissions().mode() & 0o007 != 0 {
             return Err(Error::failed_precondition(format!(
-                "key file {shown} is readable by others than its owner (mode {:o}): chmod 600 it",
+                "key file {shown} is open to every user (mode {:o}): chmod 600 it (640 for a \
+                 group of its own)",
                 meta.permissions().mode() & 0o777
             )));
         }

@@ -34,6 +34,9 @@ pub const RPC_SECRET: &str = "garage-rpc";
 pub const S3_SECRET: &str = "vfps-s3";
 pub const S3_SECRET_ACCESS_KEY: &str = "access-key";
 pub const S3_SECRET_SECRET_KEY: &str = "secret-key";
+/// The Secret holding vfps's key file (`keys.existingSecret` in
+/// vfps-ha-values.yaml): originals sealed at rest (docs/privacy.md).
+pub const KEYS_SECRET: &str = "vfps-keys";
 /// The bucket of vfps's job files (`s3.bucket`), and the name of its key.
 pub const BUCKET: &str = "vfps-jobs";
 pub const KEY_NAME: &str = "vfps";
@@ -57,6 +60,21 @@ pub(crate) const OBJECTS_KILL: OneShot = OneShot {
     kind: "podchaos",
     name: "objects-pod-kill",
 };
+
+/// A new key file (`vfps keys init`'s) as the Secret the chart mounts.
+fn keys_secret() -> anyhow::Result<String> {
+    let dir = std::env::temp_dir().join(format!("vfps-chaos-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("keys");
+    let made = vfps_keys::source::FileKey::init(&path).map_err(|e| anyhow::anyhow!(e.message));
+    let text = made.and_then(|_| Ok(std::fs::read_to_string(&path)?));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {KEYS_SECRET}\n  namespace: {NAMESPACE}\n\
+         type: Opaque\nstringData:\n  keys: {}\n",
+        serde_json::to_string(text?.trim())?
+    ))
+}
 
 /// The node id `garage node id -q` printed: 64 hex digits, with `@addr`
 /// when the node's configuration names its public address (ours does not).
@@ -219,6 +237,9 @@ impl<R: Runner> Kube<R> {
                 key.id, key.secret
             ))
             .await?;
+        }
+        if !self.secret_exists(KEYS_SECRET).await? {
+            self.apply(&keys_secret()?).await?;
         }
         self.wait_objects_healthy(timeout).await
     }

@@ -31,6 +31,8 @@ pub(super) struct FakeGarage {
     pub s3_secret: Option<(String, String)>,
     /// The Secret CloudNativePG archives with: (access key id, secret key).
     pub backup_secret: Option<(String, String)>,
+    /// The Secret of vfps's key file, as applied.
+    pub keys_secret: Option<String>,
     /// garage-0, garage-1, garage-2 by ordinal, once the StatefulSet exists.
     pub pods: Vec<GaragePod>,
     next_uid: u64,
@@ -124,6 +126,10 @@ impl FakeGarage {
                 self.violations
                     .push("vfps installed before its S3 Secret and a healthy object store".into());
             }
+            if self.keys_secret.is_none() {
+                self.violations
+                    .push("vfps installed before the Secret of its key file".into());
+            }
             return None;
         }
         if program != "kubectl" {
@@ -136,6 +142,7 @@ impl FakeGarage {
                     objects::RPC_SECRET => self.rpc_secret.is_some(),
                     S3_SECRET => self.s3_secret.is_some(),
                     objects::BACKUP_SECRET => self.backup_secret.is_some(),
+                    objects::KEYS_SECRET => self.keys_secret.is_some(),
                     _ => return None,
                 };
                 Some(Ok(if present {
@@ -251,6 +258,19 @@ impl FakeGarage {
                         .push("vfps's key may not read, write and own the bucket".into());
                 }
                 self.s3_secret = Some((id, secret));
+            }
+            ("Secret", objects::KEYS_SECRET) => {
+                if self.keys_secret.is_some() {
+                    self.violations.push(
+                        "vfps's key file replaced: its sealed originals no longer open".into(),
+                    );
+                }
+                let file = value("keys:");
+                if !file.trim_matches('"').starts_with("vfps-key-v1 ") {
+                    self.violations
+                        .push(format!("the keys Secret holds no key file: {file}"));
+                }
+                self.keys_secret = Some(file);
             }
             ("Secret", objects::BACKUP_SECRET) => {
                 let (id, secret) = (value("ACCESS_KEY_ID:"), value("ACCESS_SECRET_KEY:"));
@@ -418,7 +438,7 @@ fn is_ours(doc: &str) -> bool {
         (field(doc, "kind:").as_str(), name.as_str()),
         (
             "Secret",
-            objects::RPC_SECRET | S3_SECRET | objects::BACKUP_SECRET
+            objects::RPC_SECRET | S3_SECRET | objects::BACKUP_SECRET | objects::KEYS_SECRET
         ) | ("ConfigMap", "garage-config")
             | ("Service", "garage" | "garage-headless")
             | ("StatefulSet", "garage")
