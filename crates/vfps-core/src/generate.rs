@@ -20,6 +20,17 @@ pub enum GenerationMethod {
     Uuid7,
     FullRandomHexEncoded,
     FullRandomBase62Encoded,
+    /// HMAC-SHA-256 of the original under the namespace's pseudonym key,
+    /// upper-case hex: deterministic like SHA-256, but not computable
+    /// without the key (held apart, `VFPS_KEYS`).
+    HmacSha256HexEncoded,
+}
+
+/// A namespace's pseudonym key, for [`GenerationMethod::HmacSha256HexEncoded`]
+/// (held by the key source's keyring; never in the database unwrapped).
+pub trait PseudonymKey {
+    /// HMAC-SHA-256 of `original` under the key.
+    fn mac(&self, original: &str) -> [u8; 32];
 }
 
 impl GenerationMethod {
@@ -33,6 +44,7 @@ impl GenerationMethod {
             4 => Self::Uuid7,
             5 => Self::FullRandomHexEncoded,
             6 => Self::FullRandomBase62Encoded,
+            7 => Self::HmacSha256HexEncoded,
             _ => return None,
         })
     }
@@ -46,6 +58,7 @@ impl GenerationMethod {
             Self::Uuid7 => 4,
             Self::FullRandomHexEncoded => 5,
             Self::FullRandomBase62Encoded => 6,
+            Self::HmacSha256HexEncoded => 7,
         }
     }
 
@@ -72,6 +85,7 @@ impl GenerationMethod {
             "UUID7" => Self::Uuid7,
             "FULLRANDOMHEXENCODED" => Self::FullRandomHexEncoded,
             "FULLRANDOMBASE62ENCODED" => Self::FullRandomBase62Encoded,
+            "HMACSHA256HEXENCODED" => Self::HmacSha256HexEncoded,
             _ => return None,
         })
     }
@@ -89,13 +103,14 @@ impl GenerationMethod {
             Self::FullRandomBase62Encoded => {
                 "PSEUDONYM_GENERATION_METHOD_FULL_RANDOM_BASE62_ENCODED"
             }
+            Self::HmacSha256HexEncoded => "PSEUDONYM_GENERATION_METHOD_HMAC_SHA256_HEX_ENCODED",
         }
     }
 
     /// The only length a fixed-format method accepts.
     pub fn fixed_length(self) -> Option<u32> {
         match self {
-            Self::Sha256HexEncoded => Some(64),
+            Self::Sha256HexEncoded | Self::HmacSha256HexEncoded => Some(64),
             Self::Uuid4 | Self::Uuid7 => Some(36),
             _ => None,
         }
@@ -104,7 +119,12 @@ impl GenerationMethod {
     /// Whether generating twice for the same original yields the same value. A
     /// collision of a deterministic method cannot be resolved by regenerating.
     pub fn is_deterministic(self) -> bool {
-        self == Self::Sha256HexEncoded
+        matches!(self, Self::Sha256HexEncoded | Self::HmacSha256HexEncoded)
+    }
+
+    /// Whether generating needs the namespace's pseudonym key.
+    pub fn is_keyed(self) -> bool {
+        self == Self::HmacSha256HexEncoded
     }
 
     /// What a pseudonym of this method reveals by construction, when it
@@ -172,7 +192,13 @@ fn revealing_lead() -> [u8; BASE64URL_LEADING_BYTES] {
 }
 
 /// Generates the full stored pseudonym: `prefix + generated + suffix`.
-pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> String {
+/// `key` is the namespace's pseudonym key, which only the keyed method
+/// needs; without one it is refused (`FAILED_PRECONDITION`).
+pub fn generate(
+    settings: &NamespaceSettings,
+    original: &OriginalValue,
+    key: Option<&dyn PseudonymKey>,
+) -> Result<String, crate::Error> {
     let len = settings.length as usize;
     let mut rng = rand::rng();
     let core = match settings.method {
@@ -199,10 +225,20 @@ pub fn generate(settings: &NamespaceSettings, original: &OriginalValue) -> Strin
         GenerationMethod::FullRandomBase62Encoded => (0..len)
             .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))
             .collect(),
+        GenerationMethod::HmacSha256HexEncoded => {
+            let key = key.ok_or_else(|| {
+                crate::Error::failed_precondition(format!(
+                    "{} needs the namespace's pseudonym key, and this replica has no key \
+                     source (VFPS_KEYS)",
+                    settings.method.wire_name()
+                ))
+            })?;
+            hex::encode_upper(key.mac(original.as_str()))
+        }
     };
     let prefix = settings.prefix.as_deref().unwrap_or("");
     let suffix = settings.suffix.as_deref().unwrap_or("");
-    format!("{prefix}{core}{suffix}")
+    Ok(format!("{prefix}{core}{suffix}"))
 }
 
 #[cfg(test)]
@@ -229,7 +265,9 @@ mod tests {
         let p = generate(
             &settings(GenerationMethod::SecureRandomBase64UrlEncoded, 32),
             &original(),
-        );
+            None,
+        )
+        .unwrap();
         let c = core(&p);
         assert_eq!(c.len(), 54);
         assert!(c
@@ -251,7 +289,7 @@ mod tests {
         let made: Vec<Vec<u8>> = (0..64)
             .map(|_| {
                 base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(core(&generate(&s, &original())))
+                    .decode(core(&generate(&s, &original(), None).unwrap()))
                     .unwrap()
             })
             .collect();
@@ -272,7 +310,9 @@ mod tests {
         let p = generate(
             &settings(GenerationMethod::Sha256HexEncoded, 64),
             &original(),
-        );
+            None,
+        )
+        .unwrap();
         assert_eq!(
             core(&p),
             "2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824"
@@ -281,8 +321,8 @@ mod tests {
 
     #[test]
     fn uuids_are_lower_case_hyphenated_with_their_version() {
-        let v4 = generate(&settings(GenerationMethod::Uuid4, 36), &original());
-        let v7 = generate(&settings(GenerationMethod::Uuid7, 36), &original());
+        let v4 = generate(&settings(GenerationMethod::Uuid4, 36), &original(), None).unwrap();
+        let v7 = generate(&settings(GenerationMethod::Uuid7, 36), &original(), None).unwrap();
         for (p, version) in [(&v4, 4), (&v7, 7)] {
             let u = uuid::Uuid::parse_str(core(p)).unwrap();
             assert_eq!(u.get_version_num(), version);
@@ -297,7 +337,9 @@ mod tests {
             let h = generate(
                 &settings(GenerationMethod::FullRandomHexEncoded, len),
                 &original(),
-            );
+                None,
+            )
+            .unwrap();
             assert_eq!(core(&h).len(), len as usize);
             assert!(core(&h)
                 .chars()
@@ -305,7 +347,9 @@ mod tests {
             let b = generate(
                 &settings(GenerationMethod::FullRandomBase62Encoded, len),
                 &original(),
-            );
+                None,
+            )
+            .unwrap();
             assert_eq!(core(&b).len(), len as usize);
             assert!(core(&b).chars().all(|c| c.is_ascii_alphanumeric()));
         }
@@ -340,5 +384,40 @@ mod tests {
         );
         assert_eq!(GenerationMethod::parse_config("9"), None);
         assert_eq!(GenerationMethod::parse_config("md5"), None);
+    }
+
+    /// A stand-in key: the keyring's is HMAC-SHA-256 (vfps-keys tests it).
+    struct Salted(&'static str);
+
+    impl PseudonymKey for Salted {
+        fn mac(&self, original: &str) -> [u8; 32] {
+            Sha256::digest(format!("{}{original}", self.0)).into()
+        }
+    }
+
+    #[test]
+    fn the_keyed_method_needs_its_key_and_follows_it() {
+        let s = settings(GenerationMethod::HmacSha256HexEncoded, 64);
+        let e = generate(&s, &original(), None).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::FailedPrecondition);
+        assert!(e.message.contains("VFPS_KEYS"), "{}", e.message);
+        let a = generate(&s, &original(), Some(&Salted("a"))).unwrap();
+        assert_eq!(a, generate(&s, &original(), Some(&Salted("a"))).unwrap());
+        assert_ne!(a, generate(&s, &original(), Some(&Salted("b"))).unwrap());
+        let c = core(&a);
+        assert_eq!(c.len(), 64);
+        assert!(c
+            .chars()
+            .all(|ch| ch.is_ascii_digit() || ch.is_ascii_uppercase()));
+        assert_ne!(c, hex::encode_upper(Sha256::digest("hello")));
+        assert_eq!(
+            GenerationMethod::parse_config("HmacSha256HexEncoded"),
+            Some(GenerationMethod::HmacSha256HexEncoded)
+        );
+        assert_eq!(
+            GenerationMethod::from_wire(7),
+            Some(GenerationMethod::HmacSha256HexEncoded)
+        );
+        assert!(GenerationMethod::HmacSha256HexEncoded.reveals().is_none());
     }
 }

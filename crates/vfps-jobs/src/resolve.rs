@@ -15,9 +15,7 @@ use std::{
 };
 
 use tokio::sync::Semaphore;
-use vfps_core::{
-    generate::generate, now_micros, Error, ErrorKind, Namespace, OriginalValue, PseudonymValue,
-};
+use vfps_core::{now_micros, Error, ErrorKind, Namespace, OriginalValue, PseudonymValue};
 use vfps_store::{Candidate, Lookup, Store, Upserted};
 
 use crate::spec::Direction;
@@ -167,7 +165,8 @@ impl Resolver {
             let mut made: Vec<String> = vec![String::new(); todo.len()];
             for k in making {
                 let i = todo[k];
-                made[k] = generate(&self.namespaces[requests[i].0].settings, &originals[i]);
+                made[k] =
+                    kept[i].generate(&self.namespaces[requests[i].0].settings, &originals[i])?;
             }
             let created_at = now_micros();
             let batch: Vec<Candidate> = todo

@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use vfps_core::{Error, Namespace, NamespaceUid, OriginalValue, Pseudonym};
+use vfps_core::{Error, Namespace, NamespaceSettings, NamespaceUid, OriginalValue, Pseudonym};
 use vfps_store::{keys::StoredKeys, Store};
 
 use crate::{NamespaceKeys, Wrap, WrappedKeys};
@@ -38,6 +38,9 @@ pub struct Stored {
     pub key: OriginalValue,
     /// The keys that seal it for its row (`None`: a plain namespace).
     pub keys: Option<Arc<NamespaceKeys>>,
+    /// The keys whose pseudonym key the keyed method uses (the first
+    /// version's; `None` for every other method).
+    pub pseudonym: Option<Arc<NamespaceKeys>>,
 }
 
 impl Stored {
@@ -46,7 +49,21 @@ impl Stored {
         Self {
             key: original.clone(),
             keys: None,
+            pseudonym: None,
         }
+    }
+
+    /// A new pseudonym for `original` in a namespace of `settings`.
+    pub fn generate(
+        &self,
+        settings: &NamespaceSettings,
+        original: &OriginalValue,
+    ) -> Result<String, Error> {
+        let key = self
+            .pseudonym
+            .as_deref()
+            .map(|k| k as &dyn vfps_core::generate::PseudonymKey);
+        vfps_core::generate::generate(settings, original, key)
     }
 
     /// The original sealed for the row of `pseudonym` (`None`: plain).
@@ -173,15 +190,35 @@ impl Keyring {
             })
     }
 
+    /// The keys of the keyed method's pseudonym key: the first version's,
+    /// made when `uid` has none yet.
+    pub async fn pseudonym_keys(&self, uid: NamespaceUid) -> Result<Arc<NamespaceKeys>, Error> {
+        if let Some(k) = self.cached(uid, FIRST_VERSION) {
+            return Ok(k);
+        }
+        if self.load(uid).await?.is_empty() {
+            self.current(uid).await?;
+        }
+        self.version(uid, FIRST_VERSION).await
+    }
+
     /// How `original` is kept in `ns`.
     pub async fn stored(&self, ns: &Namespace, original: &OriginalValue) -> Result<Stored, Error> {
+        let pseudonym = match ns.settings.method.is_keyed() {
+            true => Some(self.pseudonym_keys(ns.uid).await?),
+            false => None,
+        };
         if !ns.settings.sealed {
-            return Ok(Stored::plain(original));
+            return Ok(Stored {
+                pseudonym,
+                ..Stored::plain(original)
+            });
         }
         let keys = self.current(ns.uid).await?;
         Ok(Stored {
             key: OriginalValue::parse(&keys.index(original.as_str()))?,
             keys: Some(keys),
+            pseudonym,
         })
     }
 
@@ -208,7 +245,7 @@ pub async fn stored(
 ) -> Result<Stored, Error> {
     match keyring {
         Some(k) => k.stored(ns, original).await,
-        None if ns.settings.sealed => Err(no_keys(ns)),
+        None if ns.settings.sealed || ns.settings.method.is_keyed() => Err(no_keys(ns)),
         None => Ok(Stored::plain(original)),
     }
 }
@@ -227,8 +264,12 @@ pub async fn open(
 }
 
 fn no_keys(ns: &Namespace) -> Error {
+    let what = match ns.settings.sealed {
+        true => "the originals of namespace {} are sealed",
+        false => "namespace {} makes keyed pseudonyms",
+    };
     Error::failed_precondition(format!(
-        "the originals of namespace {} are sealed, and this replica has no key source (VFPS_KEYS)",
-        ns.name
+        "{}, and this replica has no key source (VFPS_KEYS)",
+        what.replace("{}", ns.name.as_str())
     ))
 }

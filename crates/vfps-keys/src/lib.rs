@@ -47,6 +47,10 @@ pub struct NamespaceKeys {
     pub version: u32,
     data: aead::LessSafeKey,
     index: hmac::Key,
+    /// The keyed generation method's key, derived from the index key under
+    /// a label of its own. The keyring uses the first version's only, so an
+    /// original's keyed pseudonym never changes with a new key version.
+    pseudonym: hmac::Key,
 }
 
 impl std::fmt::Debug for NamespaceKeys {
@@ -105,11 +109,17 @@ impl NamespaceKeys {
     ) -> Result<Self, Error> {
         let data = aead::UnboundKey::new(&aead::AES_256_GCM, data)
             .map_err(|_| Error::internal("a data key of the wrong length"))?;
+        let index = hmac::Key::new(hmac::HMAC_SHA256, index);
+        let pseudonym = hmac::Key::new(
+            hmac::HMAC_SHA256,
+            hmac::sign(&index, b"vfps pseudonym key\0").as_ref(),
+        );
         Ok(Self {
             uid,
             version,
             data: aead::LessSafeKey::new(data),
-            index: hmac::Key::new(hmac::HMAC_SHA256, index),
+            index,
+            pseudonym,
         })
     }
 
@@ -215,6 +225,14 @@ impl NamespaceKeys {
             .open_in_place(nonce, aead::Aad::from(self.binding(pseudonym)), &mut body)
             .map_err(|_| bad())?;
         String::from_utf8(plain.to_vec()).map_err(|_| bad())
+    }
+}
+
+impl vfps_core::generate::PseudonymKey for NamespaceKeys {
+    fn mac(&self, original: &str) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(hmac::sign(&self.pseudonym, original.as_bytes()).as_ref());
+        out
     }
 }
 

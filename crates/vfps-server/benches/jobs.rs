@@ -228,7 +228,7 @@ async fn ceiling(
                 originals.sort();
                 let pseudonyms: Vec<String> = originals
                     .iter()
-                    .map(|o| generate(&settings, &OriginalValue::parse(o).unwrap()))
+                    .map(|o| generate(&settings, &OriginalValue::parse(o).unwrap(), None).unwrap())
                     .collect();
                 let n = originals.len();
                 let namespaces = vec![ns.as_str(); n];

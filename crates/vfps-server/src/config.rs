@@ -433,6 +433,18 @@ impl Settings {
             jobs,
             ui: UiConfig::from_env(&env, &mut errors),
         };
+        if settings.keys.is_none() {
+            for ns in &settings.init_namespaces {
+                if ns.settings.method.is_keyed() {
+                    errors.push(format!(
+                        "initial namespace {}: {} keys each pseudonym with a key held apart \
+                         from the database: set VFPS_KEYS",
+                        ns.name,
+                        ns.settings.method.wire_name()
+                    ));
+                }
+            }
+        }
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));
         }
@@ -1105,6 +1117,27 @@ mod tests {
             assert!(all.contains(needle), "{needle:?} missing from:\n{all}");
         }
         assert!(!all.contains("non-blank"), "{all}");
+    }
+
+    /// A keyed initial namespace needs a key source.
+    #[test]
+    fn a_keyed_initial_namespace_needs_vfps_keys() {
+        let keyed = [
+            ("Init__v1__Namespaces__0__Name", "keyed"),
+            (
+                "Init__v1__Namespaces__0__PseudonymGenerationMethod",
+                "HmacSha256HexEncoded",
+            ),
+        ];
+        let all = load(&keyed).unwrap_err().0.join("\n");
+        assert!(
+            all.contains("initial namespace keyed: PSEUDONYM_GENERATION_METHOD_HMAC_SHA256")
+                && all.contains("VFPS_KEYS"),
+            "{all}"
+        );
+        let with_keys = [keyed[0], keyed[1], ("VFPS_KEYS", "file:/etc/vfps/keys")];
+        let s = load(&with_keys).unwrap();
+        assert_eq!(s.init_namespaces[0].settings.length, 64);
     }
 
     #[test]

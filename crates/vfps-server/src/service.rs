@@ -9,9 +9,9 @@ use std::{
 use opentelemetry::{trace::SpanKind, KeyValue};
 use tokio::time::timeout_at;
 use vfps_core::{
-    generate::generate, now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace,
-    NamespaceName, NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
-    PseudonymPage, PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
+    now_micros, storable, Error, ErrorKind, GenerationMethod, Namespace, NamespaceName,
+    NamespaceSettings, NamespaceUid, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
+    PseudonymValue, TransientCause, MAX_DESCRIPTION_BYTES,
 };
 use vfps_store::{coalesce::Coalescer, trace, Candidate, Lookup, Store, Upserted};
 
@@ -418,6 +418,13 @@ impl Service {
                     .transpose()?,
             )
             .with_sealed(self.keys.is_some());
+        if method.is_keyed() && self.keys.is_none() {
+            return Err(Error::failed_precondition(format!(
+                "{} keys each pseudonym with a key held apart from the database, and this \
+                 server has no key source: set VFPS_KEYS (docs/privacy.md)",
+                method.wire_name()
+            )));
+        }
         storable("description", &req.description)?;
         if req.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(Error::invalid_argument(format!(
@@ -586,7 +593,7 @@ impl Service {
         let mut stored = self.stored_original(&ns, &original, deadline).await?;
         while collisions < MAX_COLLISIONS {
             let read_at = Instant::now();
-            let pseudonym = generate(&ns.settings, &original);
+            let pseudonym = stored.generate(&ns.settings, &original)?;
             let candidate = Candidate {
                 namespace: name.clone(),
                 namespace_uid: ns.uid,

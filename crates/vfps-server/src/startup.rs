@@ -533,7 +533,12 @@ async fn create_initial_namespaces(
                 name: name.clone(),
                 uid: NamespaceUid::random(),
                 description: init.description.clone(),
-                settings: init.settings.clone(),
+                // Sealed where there is a key source, as a namespace
+                // created through the API is.
+                settings: init
+                    .settings
+                    .clone()
+                    .with_sealed(state.service.keys().is_some()),
                 created_at: now,
                 last_updated_at: now,
             };

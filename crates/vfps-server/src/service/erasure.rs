@@ -68,8 +68,12 @@ impl Service {
                 )));
             }
             Erasure::Anonymize if ns.settings.method.is_deterministic() => {
+                let who = match ns.settings.method.is_keyed() {
+                    true => "whoever holds its key",
+                    false => "anyone",
+                };
                 return Err(Error::failed_precondition(format!(
-                    "namespace {name} derives each pseudonym from its original ({}): anyone can \
+                    "namespace {name} derives each pseudonym from its original ({}): {who} can \
                      recompute the link, so an entry cannot be anonymized",
                     ns.settings.method.wire_name()
                 )));

@@ -125,7 +125,7 @@ impl Service {
                 if fresh.len() == wanted - made.len() {
                     break;
                 }
-                fresh.insert(generate(&ns.settings, &original));
+                fresh.insert(generate(&ns.settings, &original, None)?);
             }
             let fresh: Vec<String> = fresh.into_iter().collect();
             // Each row its own ciphertext (a shared one would link them).

@@ -4,8 +4,8 @@
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use vfps_core::{
-    generate::generate, now_micros, Error, ErrorKind, Namespace, NamespaceName, OriginalValue,
-    Pseudonym, PseudonymValue,
+    now_micros, Error, ErrorKind, Namespace, NamespaceName, OriginalValue, Pseudonym,
+    PseudonymValue,
 };
 use vfps_store::{Candidate, Lookup};
 
@@ -99,7 +99,8 @@ impl Service {
                 rand::seq::SliceRandom::shuffle(making.as_mut_slice(), &mut rand::rng());
             }
             for (name, original) in making {
-                chosen.insert((name, original), generate(&spaces[name].settings, original));
+                let made = kept[&(name, original)].generate(&spaces[name].settings, original)?;
+                chosen.insert((name, original), made);
             }
             // One time for all of them, for the same reason.
             let created_at = now_micros();
@@ -114,19 +115,20 @@ impl Service {
                     continue;
                 }
                 let ns = &spaces[name];
-                let mut pseudonym = chosen
-                    .remove(&(name, original))
-                    .unwrap_or_else(|| generate(&ns.settings, original));
+                let stored = &kept[&(name, original)];
+                let mut pseudonym = match chosen.remove(&(name, original)) {
+                    Some(p) => p,
+                    None => stored.generate(&ns.settings, original)?,
+                };
                 for _ in 0..MAX_COLLISIONS {
                     if !taken.contains(&(name, pseudonym.clone())) {
                         break;
                     }
-                    pseudonym = generate(&ns.settings, original);
+                    pseudonym = stored.generate(&ns.settings, original)?;
                 }
                 taken.insert((name, pseudonym.clone()));
                 chosen.insert((name, original), pseudonym.clone());
                 candidate_of.insert((name, original), candidates.len());
-                let stored = &kept[&(name, original)];
                 candidates.push(Candidate {
                     namespace: name.clone(),
                     namespace_uid: ns.uid,

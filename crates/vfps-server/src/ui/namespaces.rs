@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// The methods offered, in upstream's order, with the names users know.
-pub const METHODS: [(GenerationMethod, &str); 6] = [
+pub const METHODS: [(GenerationMethod, &str); 7] = [
     (
         GenerationMethod::SecureRandomBase64UrlEncoded,
         "Secure random, base64url",
@@ -35,6 +35,10 @@ pub const METHODS: [(GenerationMethod, &str); 6] = [
     (
         GenerationMethod::FullRandomBase62Encoded,
         "Full random, base62",
+    ),
+    (
+        GenerationMethod::HmacSha256HexEncoded,
+        "HMAC-SHA-256, hex (keyed)",
     ),
 ];
 

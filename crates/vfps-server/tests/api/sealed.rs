@@ -275,3 +275,147 @@ async fn the_key_file_is_made_once_and_kept_private() {
         "{said}"
     );
 }
+
+const HMAC: i32 = 7;
+
+async fn keyed_namespace(app: &TestApp, name: &str) -> Result<(), tonic::Status> {
+    app.namespaces
+        .clone()
+        .create(vfps_proto::v1::NamespaceServiceCreateRequest {
+            name: name.into(),
+            pseudonym_generation_method: HMAC,
+            pseudonym_length: 64,
+            pseudonym_deletion_allowed: Some(true),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
+/// The keyed method (HMAC-SHA-256 under the namespace's key): deterministic
+/// within a namespace, across replicas and after a delete, different in
+/// another namespace, not SHA-256 of the original, and refused where there
+/// is no key source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_pseudonyms_follow_their_namespace_key_and_need_one() {
+    use sha2::Digest;
+    use vfps_proto::v1::{ErasureMode, PseudonymServiceEraseRequest};
+    // PostgreSQL: two replicas on one database.
+    let (mut env, _) = backend_env(Backend::Postgres);
+    let keys = vfps_testkit::scratch_dir("keyed-pg").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&keys).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", keys.display())));
+    let app = spawn_app_with(env.clone()).await;
+    keyed_namespace(&app, "keyed").await.unwrap();
+    keyed_namespace(&app, "other").await.unwrap();
+    let p = app
+        .create("keyed", "patient-1")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    assert_eq!(p.len(), 64);
+    assert!(
+        p.chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()),
+        "{p}"
+    );
+    let sha: String = sha2::Sha256::digest("patient-1")
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    assert_ne!(p, sha);
+    assert_ne!(
+        p,
+        app.create("other", "patient-1")
+            .await
+            .unwrap()
+            .pseudonym_value
+    );
+    // Deleted and made again: the same pseudonym, as SHA-256's would be.
+    let erase = |mode: ErasureMode| PseudonymServiceEraseRequest {
+        namespace: "keyed".into(),
+        original_value: "patient-1".into(),
+        mode: mode as i32,
+    };
+    app.pseudonyms
+        .clone()
+        .erase(erase(ErasureMode::Delete))
+        .await
+        .unwrap();
+    assert_eq!(
+        app.create("keyed", "patient-1")
+            .await
+            .unwrap()
+            .pseudonym_value,
+        p
+    );
+    // A second replica on the same database and key source makes a new
+    // original's pseudonym as the first would.
+    let second = spawn_app_with(env.clone()).await;
+    let q = second
+        .create("keyed", "patient-2")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    app.pseudonyms
+        .clone()
+        .erase(PseudonymServiceEraseRequest {
+            original_value: "patient-2".into(),
+            ..erase(ErasureMode::Delete)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        app.create("keyed", "patient-2")
+            .await
+            .unwrap()
+            .pseudonym_value,
+        q
+    );
+    // Anonymizing cannot cut a link the key holder can recompute.
+    let e = app
+        .pseudonyms
+        .clone()
+        .erase(erase(ErasureMode::Anonymize))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("whoever holds its key"),
+        "{}",
+        e.message()
+    );
+    // No key source: such a namespace cannot be made, nor used.
+    let mut keyless_env = env;
+    keyless_env.retain(|(k, _)| k != "VFPS_KEYS");
+    let keyless = spawn_app_with(keyless_env).await;
+    let e = keyed_namespace(&keyless, "keyless").await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message()
+            .contains("PSEUDONYM_GENERATION_METHOD_HMAC_SHA256_HEX_ENCODED")
+            && e.message().contains("VFPS_KEYS"),
+        "{}",
+        e.message()
+    );
+    let e = keyless.create("keyed", "patient-3").await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("VFPS_KEYS"), "{}", e.message());
+}
+
+/// The configured initial namespaces are sealed where there is a key
+/// source, as those created through the API are (they were not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_namespaces_are_sealed_too() {
+    let (mut env, _) = backend_env(Backend::Sqlite);
+    env.push(("Init__v1__Namespaces__0__Name".into(), "initial".into()));
+    let file =
+        std::path::PathBuf::from(&env.iter().find(|(k, _)| k == "VFPS_SQLITE_PATH").unwrap().1);
+    let app = spawn_app_with(env).await;
+    let originals = originals(5);
+    for o in &originals {
+        app.create("initial", o).await.unwrap();
+    }
+    let bytes = bytes_under(file.parent().unwrap());
+    assert_eq!(found_in(&bytes, &originals), Vec::<String>::new());
+}
