@@ -190,6 +190,28 @@ impl Keyring {
             })
     }
 
+    /// Unwraps the stored keys of every namespace that has any: whether this
+    /// key source opens them. Answers how many namespaces' keys it opened;
+    /// a key of another source, or one altered, is refused by name
+    /// (`FAILED_PRECONDITION`, `INTERNAL`), an unreachable database as
+    /// `UNAVAILABLE`.
+    pub async fn check(&self) -> Result<usize, Error> {
+        let mut opened = 0;
+        for ns in self.store.list_namespaces().await? {
+            if !ns.settings.sealed && !ns.settings.method.is_keyed() {
+                continue;
+            }
+            let keys = self.load(ns.uid).await.map_err(|e| {
+                Error::new(
+                    e.kind,
+                    format!("the keys of namespace {}: {}", ns.name, e.message),
+                )
+            })?;
+            opened += usize::from(!keys.is_empty());
+        }
+        Ok(opened)
+    }
+
     /// The keys of the keyed method's pseudonym key: the first version's,
     /// made when `uid` has none yet.
     pub async fn pseudonym_keys(&self, uid: NamespaceUid) -> Result<Arc<NamespaceKeys>, Error> {

@@ -558,7 +558,40 @@ async fn create_initial_namespaces(
             }
         }
     }
+    if let Some(keyring) = state.service.keys().cloned() {
+        check_keys(&state, &keyring, &shutdown).await;
+    }
     state.health.mark_initialised();
+}
+
+/// Until the key source opens every namespace's stored keys: not ready,
+/// saying why (a key file of another deployment, a KMS key refused), and
+/// checked again every few seconds, so a fixed source is taken up.
+async fn check_keys(state: &AppState, keyring: &vfps_keys::Keyring, shutdown: &CancellationToken) {
+    let mut said: Option<String> = None;
+    loop {
+        let wait = match keyring.check().await {
+            Ok(opened) => {
+                state.health.set_keys_problem(None);
+                tracing::info!(namespaces = opened, source = %keyring.describe(), "the key source opens every namespace's keys");
+                return;
+            }
+            // The database, not the keys: ready or not as it says.
+            Err(e) if e.kind == ErrorKind::Unavailable => Duration::from_secs(1),
+            Err(e) => {
+                if said.as_deref() != Some(e.message.as_str()) {
+                    tracing::error!(error = %e, source = %keyring.describe(), "the key source cannot open the namespaces' keys; not ready");
+                    said = Some(e.message.clone());
+                }
+                state.health.set_keys_problem(Some(e.message));
+                Duration::from_secs(5)
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
 }
 
 /// Keeps gRPC health in step with readiness until draining starts; never

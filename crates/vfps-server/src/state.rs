@@ -38,6 +38,9 @@ pub struct Health {
     draining: AtomicBool,
     /// Set once the configured initial namespaces exist.
     initialised: AtomicBool,
+    /// Why the key source cannot open the namespaces' keys, while it cannot:
+    /// a replica that cannot read its namespaces' originals is not ready.
+    keys_problem: std::sync::Mutex<Option<String>>,
     /// Held while the gRPC health status is written, so a status computed before
     /// draining began is never written after the drain's `NOT_SERVING`.
     pub(crate) grpc_status: tokio::sync::Mutex<()>,
@@ -52,6 +55,13 @@ impl Health {
     }
     pub fn mark_initialised(&self) {
         self.initialised.store(true, Ordering::SeqCst);
+    }
+    /// Records why the key source cannot open the namespaces' keys
+    /// (`None`: it can).
+    pub fn set_keys_problem(&self, why: Option<String>) {
+        if let Ok(mut p) = self.keys_problem.lock() {
+            *p = why;
+        }
     }
 }
 
@@ -103,6 +113,11 @@ impl AppState {
     fn serving(&self) -> Result<(), String> {
         if self.health.is_draining() {
             return Err("shutting down".into());
+        }
+        if let Some(why) = self.health.keys_problem.lock().ok().and_then(|p| p.clone()) {
+            return Err(format!(
+                "the key source cannot open the namespaces' keys: {why}"
+            ));
         }
         if !self.health.initialised.load(Ordering::SeqCst) {
             return Err("initial namespaces are not created yet".into());

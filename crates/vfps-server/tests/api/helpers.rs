@@ -87,6 +87,13 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(env: Vec<(String, String)>) -> TestApp {
+    let app = spawn_app_unready(env).await;
+    app.wait_ready().await;
+    app
+}
+
+/// A server on `env`, not waited for: for tests of its readiness.
+pub async fn spawn_app_unready(env: Vec<(String, String)>) -> TestApp {
     let running = vfps_server::startup::spawn(env, Flags::default())
         .await
         .expect("application starts");
@@ -94,7 +101,7 @@ pub async fn spawn_app_with(env: Vec<(String, String)>) -> TestApp {
     let grpc = format!("http://{}", running.grpc_addr);
     let metrics = format!("http://{}", running.metrics_addr);
     let channel = Channel::from_shared(grpc.clone()).unwrap().connect_lazy();
-    let app = TestApp {
+    TestApp {
         http,
         grpc,
         metrics,
@@ -103,9 +110,7 @@ pub async fn spawn_app_with(env: Vec<(String, String)>) -> TestApp {
         namespaces: NamespaceServiceClient::new(channel.clone()),
         pseudonyms: PseudonymServiceClient::new(channel),
         http_client: reqwest::Client::new(),
-    };
-    app.wait_ready().await;
-    app
+    }
 }
 
 impl TestApp {

@@ -419,3 +419,43 @@ async fn initial_namespaces_are_sealed_too() {
     let bytes = bytes_under(file.parent().unwrap());
     assert_eq!(found_in(&bytes, &originals), Vec::<String>::new());
 }
+
+/// A replica whose key source does not open the stored keys (another
+/// deployment's key file) is not ready, and says why; with the right one it
+/// is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_cannot_open_the_keys_is_not_ready_and_says_why() {
+    let (env, _) = backend_env(Backend::Postgres);
+    let dir = vfps_testkit::scratch_dir("wrong-key");
+    let (right, wrong) = (dir.join("right.keys"), dir.join("wrong.keys"));
+    vfps_keys::source::FileKey::init(&right).unwrap();
+    vfps_keys::source::FileKey::init(&wrong).unwrap();
+    let with = |env: &Vec<(String, String)>, key: &std::path::Path| {
+        let mut env = env.clone();
+        env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+        env
+    };
+    let app = spawn_app_with(with(&env, &right)).await;
+    app.namespace("sealed", UUID4, 36).await;
+    app.create("sealed", "patient-1").await.unwrap();
+    let other = crate::helpers::spawn_app_unready(with(&env, &wrong)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let r = other.get("/readyz").await;
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        if body.contains("key source") {
+            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        body.contains("namespace sealed") && body.contains("wrapped by key"),
+        "{body}"
+    );
+    // The right key source: ready.
+    let again = spawn_app_with(with(&env, &right)).await;
+    assert_eq!(again.get("/readyz").await.status(), reqwest::StatusCode::OK);
+}
