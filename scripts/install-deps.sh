@@ -10,7 +10,7 @@ set -euo pipefail
 # local platform's PostgreSQL to its object store (the tool family CloudNativePG
 # runs on the kind path; docs/backup.md). Patroni comes from PyPI, pinned (below): the
 # Debian package (3.0.2) can split the brain after a paused leader resumes.
-packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core haproxy barman-cli-cloud)
+packages=(postgresql-15 postgresql-client-15 etcd-server etcd-client iproute2 nftables util-linux procps curl openssl python3-venv fonts-dejavu-core haproxy barman-cli-cloud softhsm2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

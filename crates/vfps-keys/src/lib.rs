@@ -7,7 +7,8 @@
 //! # Layout
 //! - this file: [`NamespaceKeys`] (index, seal, open) and [`WrappedKeys`],
 //!   their form at rest.
-//! - [`source`]: the key sources (`VFPS_KEYS`): a key file today.
+//! - [`source`]: the key sources (`VFPS_KEYS`): a key file, or a key on
+//!   a PKCS#11 token ([`pkcs11`]).
 //! - [`keyring`]: a process's keys, made and unwrapped through the store;
 //!   what every path that reads or writes originals asks of them.
 //!
@@ -25,6 +26,7 @@ use ring::{aead, hmac, rand::SecureRandom};
 use vfps_core::{Error, NamespaceUid};
 
 pub mod keyring;
+pub mod pkcs11;
 pub mod source;
 
 pub use keyring::{Keyring, Stored};

@@ -6,6 +6,9 @@
 //!   the key 32 random bytes in base64, the id the first 8 bytes of its
 //!   SHA-256 in hex. `vfps keys init PATH` writes one (mode 0600, refusing
 //!   to overwrite).
+//! - `pkcs11:…` — an RFC 7512 URI naming an AES key on a PKCS#11 token
+//!   ([`crate::pkcs11`]); `vfps keys init` with the URI makes the key on
+//!   the token.
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +35,8 @@ pub trait Wrap: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
     File(PathBuf),
+    /// An RFC 7512 URI: a key on a PKCS#11 token ([`crate::pkcs11`]).
+    Pkcs11(crate::pkcs11::Pkcs11Uri),
 }
 
 impl KeySource {
@@ -42,8 +47,11 @@ impl KeySource {
                 Ok(Self::File(PathBuf::from(path.trim())))
             }
             Some(("file", _)) => Err("VFPS_KEYS=file: needs a path (file:/etc/vfps/keys)".into()),
+            Some(("pkcs11", rest)) => crate::pkcs11::Pkcs11Uri::parse(rest).map(Self::Pkcs11),
             _ => Err(format!(
-                "VFPS_KEYS={setting:?} is not a key source: file:PATH is taken"
+                "VFPS_KEYS={:?} is not a key source: file:PATH or a pkcs11: URI is taken",
+                // A PIN in a URI is not shown.
+                setting.split('?').next().unwrap_or_default()
             )),
         }
     }
@@ -52,6 +60,7 @@ impl KeySource {
     pub fn open(&self) -> Result<Box<dyn Wrap>, Error> {
         match self {
             Self::File(path) => Ok(Box::new(FileKey::read(path)?)),
+            Self::Pkcs11(uri) => Ok(Box::new(uri.open()?)),
         }
     }
 }

@@ -72,12 +72,14 @@ enum Command {
 #[derive(Subcommand)]
 enum KeysAction {
     /// Write a new key file (mode 0600; an existing file is never
-    /// overwritten) and print its key id. Keep it apart from the database
-    /// and its backups, and back it up: losing it loses every sealed
-    /// original (docs/privacy.md).
+    /// overwritten), or make the key on a PKCS#11 token (AES-256, never
+    /// extractable; an existing one is never replaced), and print its key
+    /// id. Keep a key file apart from the database and its backups, and
+    /// back it up: losing it loses every sealed original (docs/privacy.md).
     Init {
-        /// Where to write it, e.g. /etc/vfps/keys; VFPS_KEYS=file:<it> then.
-        path: std::path::PathBuf,
+        /// Where: a file path, e.g. /etc/vfps/keys (VFPS_KEYS=file:<it>
+        /// then), or a pkcs11: URI (VFPS_KEYS=<it> then).
+        path: String,
     },
 }
 
@@ -126,21 +128,33 @@ fn main() -> ExitCode {
         Some(Command::Keys {
             action: KeysAction::Init { path },
         }) => {
-            return match vfps_keys::source::FileKey::init(&path) {
-                Ok(id) => {
+            let made = match path.strip_prefix("pkcs11:") {
+                Some(rest) => vfps_keys::pkcs11::Pkcs11Uri::parse(rest)
+                    .map_err(vfps_core::Error::invalid_argument)
+                    .and_then(|uri| uri.init())
+                    .map(|id| {
+                        (
+                            id,
+                            "made key",
+                            "on the token; set VFPS_KEYS to the URI".to_owned(),
+                        )
+                    }),
+                None => vfps_keys::source::FileKey::init(std::path::Path::new(&path)).map(|id| {
+                    let at = format!("to {path}; set VFPS_KEYS=file:{path}");
+                    (id, "wrote key", at)
+                }),
+            };
+            return match made {
+                Ok((id, did, at)) => {
                     println!("{id}");
-                    eprintln!(
-                        "vfps keys: wrote key {id} to {}; set VFPS_KEYS=file:{} on every replica",
-                        path.display(),
-                        path.display()
-                    );
+                    eprintln!("vfps keys: {did} {id} {at} on every replica");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
                     eprintln!("vfps keys: {}", e.message);
                     ExitCode::FAILURE
                 }
-            }
+            };
         }
         None | Some(Command::Serve) => (Duration::ZERO, false, false),
         Some(Command::Migrate { wait, check }) => (wait, true, check),

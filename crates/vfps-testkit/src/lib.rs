@@ -25,6 +25,7 @@ pub mod fault_proxy;
 pub mod garage;
 pub mod oidc;
 pub mod otlp;
+pub mod softhsm;
 
 use std::{
     collections::BTreeSet,
