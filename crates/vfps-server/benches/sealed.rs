@@ -1,0 +1,215 @@
+//! What sealing originals at rest costs (`VFPS_KEYS`, docs/privacy.md):
+//! two `vfps` processes side by side on databases of their own in one
+//! PostgreSQL cluster — one plain, one with a key file — driven in turns
+//! by the same closed loop of `BENCH_CLIENTS` (16) gRPC callers for
+//! `BENCH_SECONDS` (5) a phase: Creates of new originals, then Gets of
+//! what was made; then a CSV job of `BENCH_JOB_ROWS` (100,000) rows with
+//! two mapped columns on each. Each phase runs `BENCH_ROUNDS` (3) times,
+//! alternating which server goes first; the median of each is reported.
+//!
+//! Printed: calls/s and server CPU per call (user + system, from
+//! `/proc/<pid>/stat`) of each, a job's µs per row, and sealed ÷ plain.
+//! Targets: ≥ 0.9× in throughput for Create, Get and a job's rows/s.
+//!
+//! `cargo bench -p vfps-server --bench sealed`
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use common::{env_or, namespace, run_job, start, write_input, Server};
+use tonic::transport::Channel;
+use vfps_proto::v1::{
+    pseudonym_service_client::PseudonymServiceClient, PseudonymServiceCreateRequest,
+    PseudonymServiceGetRequest,
+};
+
+/// CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // After the name: state is field 0, utime 11, stime 12 (clock ticks).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// A server on its own database, with a namespace `bench`.
+async fn serve(keys: Option<&std::path::Path>) -> Server {
+    let db = vfps_testkit::shared().create_database().unwrap();
+    let files = vfps_testkit::scratch_dir("bench-sealed-files");
+    let mut env = vec![
+        (
+            "ConnectionStrings__PostgreSQL".to_owned(),
+            db.connection_string,
+        ),
+        ("ForceRunDatabaseMigrations".to_owned(), "true".to_owned()),
+        ("VFPS_JOBS_DIR".to_owned(), files.display().to_string()),
+        ("CsvProcessing__PollInterval".to_owned(), "100ms".to_owned()),
+    ];
+    if let Some(keys) = keys {
+        env.push(("VFPS_KEYS".to_owned(), format!("file:{}", keys.display())));
+    }
+    let server = start(&env).await;
+    namespace(&server, "bench").await;
+    server
+}
+
+#[derive(Clone, Copy)]
+enum Phase {
+    Create,
+    Get,
+}
+
+/// One phase against `server`: (calls/s, CPU ms per call). Creates make
+/// `made` grow; Gets read it.
+async fn phase(
+    server: &Server,
+    phase: Phase,
+    clients: usize,
+    seconds: u64,
+    made: &Arc<std::sync::Mutex<Vec<String>>>,
+    round: u64,
+) -> (f64, f64) {
+    let channel = Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect_lazy();
+    let calls = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu_seconds(server.child.id());
+    let started = Instant::now();
+    let until = started + Duration::from_secs(seconds);
+    let known: Arc<Vec<String>> = Arc::new(made.lock().unwrap().clone());
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (mut client, calls, made, known) = (
+            PseudonymServiceClient::new(channel.clone()),
+            calls.clone(),
+            made.clone(),
+            known.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0usize;
+            while Instant::now() < until {
+                match phase {
+                    Phase::Create => {
+                        let p = client
+                            .create(PseudonymServiceCreateRequest {
+                                namespace: "bench".into(),
+                                original_value: format!("r{round}-c{c}-o{i}"),
+                            })
+                            .await
+                            .unwrap()
+                            .into_inner()
+                            .pseudonym
+                            .unwrap();
+                        made.lock().unwrap().push(p.pseudonym_value);
+                    }
+                    Phase::Get => {
+                        let p = &known[(c * 7919 + i * 104_729) % known.len()];
+                        client
+                            .get(PseudonymServiceGetRequest {
+                                namespace: "bench".into(),
+                                pseudonym_value: p.clone(),
+                            })
+                            .await
+                            .unwrap();
+                    }
+                }
+                calls.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let n = calls.load(Ordering::Relaxed) as f64;
+    let cpu = cpu_seconds(server.child.id()) - cpu_before;
+    (n / elapsed, cpu * 1000.0 / n)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let clients = env_or("BENCH_CLIENTS", 16) as usize;
+    let seconds = env_or("BENCH_SECONDS", 5);
+    let rounds = env_or("BENCH_ROUNDS", 3);
+    let keys = vfps_testkit::scratch_dir("bench-sealed").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&keys).unwrap();
+    let servers = [serve(None).await, serve(Some(&keys)).await];
+    let names = ["plain", "sealed"];
+    let made: Vec<Arc<std::sync::Mutex<Vec<String>>>> = (0..2).map(|_| Arc::default()).collect();
+    println!(
+        "sealed vs plain: {clients} gRPC callers, {seconds} s a phase, {rounds} rounds, FULL_RANDOM_HEX namespace on PostgreSQL"
+    );
+    for (what, kind) in [("Create", Phase::Create), ("Get", Phase::Get)] {
+        let mut rate = [Vec::new(), Vec::new()];
+        let mut cpu = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            // Alternate who goes first: neither always gets a warmer cache.
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for s in order {
+                let (r, c) = phase(&servers[s], kind, clients, seconds, &made[s], round).await;
+                println!(
+                    "  {what} round {round} {:>6}: {r:>8.0} calls/s, {c:.3} ms CPU a call",
+                    names[s]
+                );
+                rate[s].push(r);
+                cpu[s].push(c);
+            }
+        }
+        let (rate, cpu) = (rate.map(median), cpu.map(median));
+        println!(
+            "{what}: plain {:.0} calls/s ({:.3} ms CPU a call), sealed {:.0} calls/s ({:.3} ms CPU a call): sealed/plain = {:.2}x throughput (target >= 0.90), {:.2}x CPU a call",
+            rate[0],
+            cpu[0],
+            rate[1],
+            cpu[1],
+            rate[1] / rate[0],
+            cpu[1] / cpu[0]
+        );
+    }
+    let rows = env_or("BENCH_JOB_ROWS", 100_000);
+    let input = vfps_testkit::scratch_dir("bench-sealed-input").join("input.csv");
+    write_input(&input, rows, 8, u64::MAX);
+    let mut rates = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for s in order {
+            let ns = format!("job-{round}");
+            namespace(&servers[s], &ns).await;
+            let job = run_job(&servers[s], &input, &ns, |_| {}).await;
+            let rate = job["rowsPerSecond"].as_f64().unwrap();
+            println!(
+                "  CSV job round {round} {:>6}: {rate:>8.0} rows/s, {:.1} µs a row",
+                names[s],
+                1e6 / rate
+            );
+            rates[s].push(rate);
+        }
+    }
+    let rate = rates.map(median);
+    println!(
+        "CSV job ({rows} rows, 2 mapped columns): plain {:.1} µs a row, sealed {:.1} µs a row: sealed/plain = {:.2}x rows/s (target >= 0.90)",
+        1e6 / rate[0],
+        1e6 / rate[1],
+        rate[1] / rate[0]
+    );
+}
