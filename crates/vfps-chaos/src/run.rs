@@ -12,19 +12,26 @@ use vfps_client::{Client, Endpoints, Outcome, RetryPolicy};
 use vfps_proto::v1::NamespaceServiceCreateRequest;
 
 use crate::{
-    checker::{self, Answer, Budgets, FinalChecks, History, Observation},
+    checker::{self, Budgets},
     config::{Credentials, LoadConfig, Service},
-    history::{self, Calls, CallsReport, Entry, Ledger, Leftovers, Row, Status, Timeline},
-    operation::Operation,
+    history::{self, Calls, CallsReport, Entry, Ledger, Leftovers, Row, Timeline},
     report::{self, markers, Summary},
-    verify,
     workload::{
         generator::{self, Schedule},
         jobs::{Jobs, Submitted},
         mix::Mix,
-        ui::UiProbe,
         Mixed,
     },
+};
+
+mod judge;
+mod observe;
+
+pub use judge::{assert, report, Evidence};
+pub use observe::verify;
+use observe::{
+    mii_in, ui_probe, verify_erasures, verify_jobs, verify_privacy, verify_ui, ERASURES_FILE,
+    PRIVACY_FILE,
 };
 
 /// How long verification follows the run's CSV jobs (and their
@@ -401,93 +408,6 @@ pub async fn load(
     })
 }
 
-/// What P10 judges beside the ledger, into `privacy.json`.
-async fn verify_privacy(
-    dir: &Path,
-    probe: crate::workload::privacy::Probe,
-    early: crate::workload::privacy::Early,
-    erasures: Option<&history::erasures::ErasureHistory>,
-    jobs: Option<&[checker::jobs::JobObservation]>,
-) -> anyhow::Result<checker::privacy::Observed> {
-    let observed = probe.late_with_load(early, erasures, jobs).await;
-    report::write_file(dir, PRIVACY_FILE, serde_json::to_string(&observed)?)?;
-    Ok(observed)
-}
-
-/// What P10 judged beside the ledger.
-const PRIVACY_FILE: &str = "privacy.json";
-
-/// What the MII side of a run keeps: its answers and erasures, and what
-/// verification asked every replica about them.
-const ERASURES_FILE: &str = "erasures.json";
-const ERASURES_VERIFY_FILE: &str = "erasures-verify.json";
-
-/// Whether the mix has any of the MII interface's operations.
-fn mii_in(mix: &Mix) -> bool {
-    [Operation::Mii, Operation::Bundle, Operation::Erase]
-        .into_iter()
-        .any(|op| mix.weight(op) > 0)
-}
-
-/// Asks every replica about every erasure and live subject of the MII side.
-async fn verify_erasures(
-    dir: &Path,
-    endpoints: &Endpoints,
-    http: Option<&str>,
-    bearer: Option<&str>,
-    history: &history::erasures::ErasureHistory,
-    concurrency: usize,
-) -> anyhow::Result<crate::workload::mii::verify::Observed> {
-    use crate::workload::mii::{http_bases, verify};
-    let any = Client::new(endpoints.clone(), RetryPolicy::verification()).with_bearer(bearer)?;
-    let mut bases = http_bases(&any, http);
-    if bases.len() != any.endpoints().uris().len() {
-        // One address for all (kind's Service): each replica asked on its
-        // own host, as resolved now, so that every one is asked.
-        bases = http_bases(&any, None);
-    }
-    let mut replicas = Vec::new();
-    for (e, base) in endpoints.each()?.into_iter().zip(bases) {
-        replicas.push(verify::Replica {
-            grpc: Client::new(e, RetryPolicy::verification()).with_bearer(bearer)?,
-            http: base,
-        });
-    }
-    eprintln!(
-        "erasures: verifying {} erasures through {} replicas",
-        history.erasures.len(),
-        replicas.len()
-    );
-    let bearer_header = any.bearer_header().map(str::to_owned);
-    let seen = verify::observe(
-        &replicas,
-        bearer_header.as_deref(),
-        history,
-        concurrency,
-        VERIFY_DEADLINE,
-    )
-    .await?;
-    report::write_file(dir, ERASURES_VERIFY_FILE, serde_json::to_string(&seen)?)?;
-    Ok(seen)
-}
-
-/// The browser probe of a run that names the UI's address; refused at once
-/// when it cannot run.
-fn ui_probe(cfg: &LoadConfig, seed: u64) -> anyhow::Result<Option<UiProbe>> {
-    let Some(address) = &cfg.workload.ui_address else {
-        return Ok(None);
-    };
-    let probe = UiProbe {
-        address: address.trim_end_matches('/').to_owned(),
-        namespace: cfg.service.namespace.clone(),
-        user: cfg.workload.ui_user.clone(),
-        tests_dir: cfg.workload.ui_tests_dir.clone(),
-        seed,
-    };
-    probe.check_installed()?;
-    Ok(Some(probe))
-}
-
 /// Settle: a quiet period before verification, so the service has recovered.
 pub async fn settle(seconds: u64, progress: bool) {
     if seconds > 0 {
@@ -496,235 +416,6 @@ pub async fn settle(seconds: u64, progress: bool) {
         }
         tokio::time::sleep(Duration::from_secs(seconds)).await;
     }
-}
-
-/// Verify: re-Create every ledger original and Get every pseudonym through
-/// each replica separately, and look at the workload's leftovers, with the
-/// verification retry policy.
-pub async fn verify(
-    endpoints: &Endpoints,
-    bearer: Option<&str>,
-    namespace: &str,
-    ledger: &[Entry],
-    leftovers: &Leftovers,
-    concurrency: usize,
-    progress: bool,
-) -> anyhow::Result<(Vec<Observation>, FinalChecks)> {
-    let replicas: Vec<Client> = endpoints
-        .each()?
-        .into_iter()
-        .map(|e| Client::new(e, RetryPolicy::verification()).with_bearer(bearer))
-        .collect::<Result<_, _>>()?;
-    let observations = verify::observe(
-        &replicas,
-        namespace,
-        ledger,
-        concurrency,
-        VERIFY_DEADLINE,
-        progress,
-    )
-    .await;
-    let any = Client::new(endpoints.clone(), RetryPolicy::verification()).with_bearer(bearer)?;
-    let finals = verify::leftovers(&any, namespace, leftovers, concurrency, VERIFY_DEADLINE).await;
-    Ok((observations, finals))
-}
-
-/// Seconds of acknowledged Creates that were lost (P2/P3, on any replica or
-/// online), and seconds with one verified intact through every replica.
-fn lost_and_verified_seconds(
-    ledger: &[Entry],
-    observations: &[Observation],
-    calls: &CallsReport,
-) -> (Vec<u64>, Vec<u64>) {
-    let mut lost = std::collections::BTreeSet::new();
-    let mut verified = std::collections::BTreeSet::new();
-    for (e, o) in ledger.iter().zip(observations) {
-        let (Status::Ok, Some(acked)) = (e.status, e.pseudonym.as_deref()) else {
-            continue;
-        };
-        let intact = |a: &checker::ReplicaAnswer| {
-            a.recreated == Answer::Value(acked.to_owned())
-                && a.reverse == Some(Answer::Value(e.original.clone()))
-        };
-        let broken = |a: &checker::ReplicaAnswer| {
-            matches!(&a.recreated, Answer::Value(p) if p != acked)
-                || a.recreated == Answer::NotFound
-                || matches!(&a.reverse, Some(Answer::Value(v)) if *v != e.original)
-                || a.reverse == Some(Answer::NotFound)
-        };
-        if o.replicas.iter().any(broken) {
-            lost.insert(e.second);
-        } else if !o.replicas.is_empty() && o.replicas.iter().all(intact) {
-            verified.insert(e.second);
-        }
-    }
-    // An online finding about a pair counts at the second the pair was
-    // acknowledged, not the second it was found broken.
-    let acknowledged: std::collections::HashMap<String, u64> = ledger
-        .iter()
-        .filter(|e| e.status == Status::Ok)
-        .filter_map(|e| {
-            Some((
-                checker::pair(&e.original, e.pseudonym.as_deref()?),
-                e.second,
-            ))
-        })
-        .collect();
-    for f in calls
-        .findings_of(history::Broken::Stability)
-        .chain(calls.findings_of(history::Broken::ReverseLookup))
-    {
-        let at = f.pair.as_ref().and_then(|p| acknowledged.get(p));
-        lost.insert(at.copied().unwrap_or(f.second));
-    }
-    (lost.into_iter().collect(), verified.into_iter().collect())
-}
-
-/// What assert judges.
-pub struct Evidence<'a> {
-    pub info: &'a RunInfo,
-    pub rows: &'a [Row],
-    pub ledger: &'a [Entry],
-    pub observations: &'a [Observation],
-    pub calls: &'a CallsReport,
-    pub finals: &'a FinalChecks,
-    /// Acknowledged lines and entries read back from `ledger.jsonl`, when the
-    /// ledger came from the file.
-    pub ledger_read: Option<(u64, u64)>,
-    /// The run's CSV jobs, when it ran any (P7).
-    pub jobs: Option<&'a [checker::jobs::JobObservation]>,
-    /// P10's samples beside the ledger, when the probe ran.
-    pub privacy: Option<&'a checker::privacy::Observed>,
-    /// The browser probe's steps and the API's word on what it created.
-    pub ui: Option<(&'a [checker::ui::StepRecord], &'a [checker::ui::Agreement])>,
-    pub erasures: Option<(
-        &'a history::erasures::ErasureHistory,
-        Option<&'a crate::workload::mii::verify::Observed>,
-    )>,
-}
-
-/// Assert: every checker over the history, into the run's summary.
-pub fn assert(e: Evidence<'_>) -> anyhow::Result<Summary> {
-    let Evidence {
-        info,
-        rows,
-        ledger,
-        observations,
-        calls,
-        finals,
-        ledger_read,
-        jobs,
-        ui,
-        erasures,
-        privacy,
-    } = e;
-    let mix = Mix::parse(&info.mix)?;
-    let operations: Vec<Operation> = mix.operations().collect();
-    let history = History {
-        calls,
-        finals,
-        operations: &operations,
-        ledger_ok_seen: info.ledger_ok_seen,
-        ledger_file: info.ledger_ok_written.zip(ledger_read).map(
-            |(ok_written, (ok_read, read))| checker::LedgerFile {
-                ok_written,
-                ok_read,
-                kept: info.ledger_kept,
-                read,
-            },
-        ),
-        ..History::new(
-            rows,
-            info.rate_per_second,
-            info.budgets(),
-            ledger,
-            observations,
-        )
-    };
-    let mut verdicts = checker::compose(&history, checker::LOAD_CHECKS);
-    if let Some(jobs) = jobs {
-        verdicts.push(checker::jobs::check(jobs));
-    }
-    verdicts.extend(checker::privacy::check(ledger, privacy));
-    let mut margins = checker::margins::of_run(history.availability, history.budgets);
-    if let Some((steps, agreements)) = ui {
-        let window_end = info.load_start_unix + rows.len() as f64;
-        let api_seen = checker::availability::longest_outage_seen_every(
-            rows,
-            checker::ui::PROBE_PERIOD_SECONDS,
-        );
-        verdicts.extend(checker::ui::check(
-            steps,
-            agreements,
-            info.budgets(),
-            api_seen,
-            window_end,
-        ));
-        margins.extend(checker::margins::of_ui(
-            steps,
-            info.budgets(),
-            api_seen,
-            window_end,
-        ));
-    }
-    if let Some((h, seen)) = erasures {
-        verdicts.extend(checker::erasure::check(h, seen));
-    }
-    let mut warnings = info.warnings.clone();
-    warnings.extend(checker::margins::warnings(&margins));
-    let (lost_seconds, verified_seconds) = lost_and_verified_seconds(ledger, observations, calls);
-    let mut per_operation = std::collections::BTreeMap::new();
-    for op in Operation::ALL {
-        let mut total = history::OpCounts::default();
-        for r in rows {
-            let c = r.ops[op.index()];
-            total.offered += c.offered;
-            total.ok += c.ok;
-            total.failed += c.failed;
-        }
-        if total.offered > 0 {
-            per_operation.insert(op.name().to_owned(), total);
-        }
-    }
-    Ok(Summary {
-        passed: verdicts.iter().all(checker::Verdict::passed),
-        seed: info.seed,
-        rate_per_second: info.rate_per_second,
-        availability: history.availability,
-        verdicts,
-        failures_by_code: info.failures_by_code.clone(),
-        ledger_entries: ledger.len(),
-        ledger_indeterminate: ledger
-            .iter()
-            .filter(|e| e.status == Status::Indeterminate)
-            .count(),
-        max_dispatch_lag_ms: info.max_dispatch_lag_ms,
-        warnings,
-        mix: info.mix.clone(),
-        operations: per_operation,
-        calls: calls.clone(),
-        lost_seconds,
-        verified_seconds,
-        load_start_unix: info.load_start_unix,
-        one_node_commits: Vec::new(),
-        margins,
-        cpu: info.cpu.clone(),
-        caveats: info
-            .cpu
-            .as_ref()
-            .map(checker::cost::caveats)
-            .unwrap_or_default(),
-        failovers: Vec::new(),
-    })
-}
-
-/// Report: the summary into the run directory (once) and on stdout between
-/// markers, the verdicts on stderr.
-pub fn report(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
-    report::write(dir, summary)?;
-    markers::emit_summary(summary).context("cannot print the summary")?;
-    report::print_verdicts(summary);
-    Ok(())
 }
 
 /// Every phase but the report: the load's own summary.
@@ -803,42 +494,6 @@ pub async fn under_chaos(
             .as_ref()
             .map(|h| (h, erasures_seen.as_ref())),
     })
-}
-
-/// What the API answers for every original the UI created, into
-/// `ui-agreements.json`.
-async fn verify_ui(
-    dir: &Path,
-    client: &Client,
-    namespace: &str,
-    steps: &[checker::ui::StepRecord],
-) -> anyhow::Result<Vec<checker::ui::Agreement>> {
-    let agreements = crate::workload::ui::verify(client, namespace, steps).await;
-    eprintln!(
-        "ui: {} of the UI's pseudonyms asked of the API",
-        agreements.len()
-    );
-    report::write_file(
-        dir,
-        "ui-agreements.json",
-        serde_json::to_string_pretty(&agreements)?,
-    )?;
-    Ok(agreements)
-}
-
-/// The run's CSV jobs followed to their end and looked at; what was seen goes
-/// to `jobs.json` (which `check` reads to look again).
-async fn verify_jobs(
-    dir: &Path,
-    jobs: &Jobs,
-    submitted: Vec<Submitted>,
-) -> anyhow::Result<Vec<checker::jobs::JobObservation>> {
-    eprintln!("jobs: verifying {} jobs", submitted.len());
-    let observed = jobs
-        .verify(submitted, tokio::time::Instant::now() + JOB_VERIFY_DEADLINE)
-        .await;
-    report::write_file(dir, "jobs.json", serde_json::to_string_pretty(&observed)?)?;
-    Ok(observed)
 }
 
 /// `vfps-chaos load`: every phase. The summary's `passed` decides exit 0 or 1.
@@ -965,37 +620,4 @@ pub async fn check(
     })?;
     report(dir, &summary)?;
     Ok(summary)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{checker::test_support::*, history::Calls, operation::Operation};
-
-    /// A write acknowledged at second 0 and found lost online at 8 and 11 is a
-    /// loss of second 0 (what the one-node-commit verdict and the plots place).
-    #[test]
-    fn an_online_finding_places_its_loss_at_the_acknowledgement() {
-        let calls = Calls::default();
-        for second in [8, 11] {
-            calls.found_pair(
-                second,
-                history::Broken::ReverseLookup,
-                Operation::Get,
-                checker::pair("o1", "p1"),
-                "does not resolve (lost write)",
-            );
-        }
-        calls.found(
-            5,
-            history::Broken::Stability,
-            Operation::Recreate,
-            "t=5s a finding of an older harness".into(),
-        );
-        let ledger = [ok_entry("o1", "p1")];
-        let observations = [obs(value("p1"), Some(value("o1")))];
-        let (lost, verified) = lost_and_verified_seconds(&ledger, &observations, &calls.report());
-        assert_eq!(lost, [0, 5]);
-        assert_eq!(verified, [0]);
-    }
 }
