@@ -139,7 +139,7 @@ impl Keyring {
             match self.cached(uid, version) {
                 Some(k) => out.push(k),
                 None => {
-                    let k = NamespaceKeys::unwrap(&from_stored(s), self.wrap.as_ref())?;
+                    let k = NamespaceKeys::unwrap(&from_stored(s), self.wrap.as_ref()).await?;
                     out.push(self.remember(k));
                 }
             }
@@ -157,7 +157,8 @@ impl Keyring {
         if let Some(k) = self.load(uid).await?.into_iter().next() {
             return Ok(k);
         }
-        let (keys, wrapped) = NamespaceKeys::generate(uid, FIRST_VERSION, self.wrap.as_ref())?;
+        let (keys, wrapped) =
+            NamespaceKeys::generate(uid, FIRST_VERSION, self.wrap.as_ref()).await?;
         if self.store.put_namespace_keys(&to_stored(&wrapped)).await? {
             return Ok(self.remember(keys));
         }

@@ -126,7 +126,7 @@ impl NamespaceKeys {
     }
 
     /// New keys for `uid` (version `version`), and their wrapped form.
-    pub fn generate(
+    pub async fn generate(
         uid: NamespaceUid,
         version: u32,
         wrap: &dyn Wrap,
@@ -136,15 +136,17 @@ impl NamespaceKeys {
         let wrapped = WrappedKeys {
             uid,
             version,
-            data: wrap.wrap(&data, &key_context("data", uid, version))?,
-            index: wrap.wrap(&index, &key_context("index", uid, version))?,
+            data: wrap.wrap(&data, &key_context("data", uid, version)).await?,
+            index: wrap
+                .wrap(&index, &key_context("index", uid, version))
+                .await?,
             wrapped_by: wrap.key_id(),
         };
         Ok((Self::from_bytes(uid, version, &data, &index)?, wrapped))
     }
 
     /// The keys `wrapped` holds, unwrapped by `wrap`.
-    pub fn unwrap(wrapped: &WrappedKeys, wrap: &dyn Wrap) -> Result<Self, Error> {
+    pub async fn unwrap(wrapped: &WrappedKeys, wrap: &dyn Wrap) -> Result<Self, Error> {
         if wrapped.wrapped_by != wrap.key_id() {
             return Err(Error::failed_precondition(format!(
                 "namespace keys (version {}) are wrapped by key {}, but the key source holds {}",
@@ -154,8 +156,12 @@ impl NamespaceKeys {
             )));
         }
         let (uid, version) = (wrapped.uid, wrapped.version);
-        let data = wrap.unwrap(&wrapped.data, &key_context("data", uid, version))?;
-        let index = wrap.unwrap(&wrapped.index, &key_context("index", uid, version))?;
+        let data = wrap
+            .unwrap(&wrapped.data, &key_context("data", uid, version))
+            .await?;
+        let index = wrap
+            .unwrap(&wrapped.index, &key_context("index", uid, version))
+            .await?;
         Self::from_bytes(uid, version, &data, &index)
     }
 
@@ -248,22 +254,24 @@ mod tests {
     use super::*;
     use crate::source::FileKey;
 
-    fn keys(uid: i64) -> (NamespaceKeys, WrappedKeys, FileKey) {
+    async fn keys(uid: i64) -> (NamespaceKeys, WrappedKeys, FileKey) {
         let file = FileKey::generate().unwrap();
-        let (k, w) = NamespaceKeys::generate(NamespaceUid(uid), 1, &file).unwrap();
+        let (k, w) = NamespaceKeys::generate(NamespaceUid(uid), 1, &file)
+            .await
+            .unwrap();
         (k, w, file)
     }
 
-    #[test]
-    fn an_original_seals_and_opens_for_its_row_only() {
-        let (k, _, _) = keys(7);
+    #[tokio::test]
+    async fn an_original_seals_and_opens_for_its_row_only() {
+        let (k, _, _) = keys(7).await;
         let sealed = k.seal("p-1", "patient 4711").unwrap();
         assert!(!sealed.windows(b"patient".len()).any(|w| w == b"patient"));
         assert_eq!(k.open("p-1", &sealed).unwrap(), "patient 4711");
         // Another row, another namespace, altered bytes: refused, naming no value.
         let e = k.open("p-2", &sealed).unwrap_err();
         assert!(!e.message.contains("4711"), "{}", e.message);
-        let (other, _, _) = keys(8);
+        let (other, _, _) = keys(8).await;
         assert!(other.open("p-1", &sealed).is_err());
         let mut altered = sealed.clone();
         let last = altered.len() - 1;
@@ -273,9 +281,9 @@ mod tests {
         assert_ne!(k.seal("p-1", "patient 4711").unwrap(), sealed);
     }
 
-    #[test]
-    fn the_index_is_stable_keyed_and_reveals_no_original() {
-        let (k, wrapped, file) = keys(7);
+    #[tokio::test]
+    async fn the_index_is_stable_keyed_and_reveals_no_original() {
+        let (k, wrapped, file) = keys(7).await;
         let i = k.index("patient 4711");
         assert_eq!(i, k.index("patient 4711"));
         assert_ne!(i, k.index("patient 4712"));
@@ -283,33 +291,33 @@ mod tests {
         assert_eq!(i.len(), 4 + 43);
         assert!(!i.contains("4711"));
         // Another namespace's key gives another index.
-        let (other, _, _) = keys(7);
+        let (other, _, _) = keys(7).await;
         assert_ne!(other.index("patient 4711"), i);
         // Unwrapped again, the same keys.
-        let again = NamespaceKeys::unwrap(&wrapped, &file).unwrap();
+        let again = NamespaceKeys::unwrap(&wrapped, &file).await.unwrap();
         assert_eq!(again.index("patient 4711"), i);
         let sealed = k.seal("p", "x").unwrap();
         assert_eq!(again.open("p", &sealed).unwrap(), "x");
     }
 
-    #[test]
-    fn wrapped_keys_open_only_under_their_key_and_place() {
-        let (_, wrapped, file) = keys(7);
+    #[tokio::test]
+    async fn wrapped_keys_open_only_under_their_key_and_place() {
+        let (_, wrapped, file) = keys(7).await;
         let other = FileKey::generate().unwrap();
-        let e = NamespaceKeys::unwrap(&wrapped, &other).unwrap_err();
+        let e = NamespaceKeys::unwrap(&wrapped, &other).await.unwrap_err();
         assert!(e.message.contains(&file.key_id()), "{}", e.message);
         // Moved to another namespace: the wrap is bound to its uid.
         let moved = WrappedKeys {
             uid: NamespaceUid(8),
             ..wrapped.clone()
         };
-        assert!(NamespaceKeys::unwrap(&moved, &file).is_err());
+        assert!(NamespaceKeys::unwrap(&moved, &file).await.is_err());
         // The data key wrapped where the index key goes: refused.
         let swapped = WrappedKeys {
             data: wrapped.index.clone(),
             index: wrapped.data.clone(),
             ..wrapped
         };
-        assert!(NamespaceKeys::unwrap(&swapped, &file).is_err());
+        assert!(NamespaceKeys::unwrap(&swapped, &file).await.is_err());
     }
 }

@@ -318,12 +318,13 @@ impl Pkcs11Key {
     }
 }
 
+#[async_trait::async_trait]
 impl Wrap for Pkcs11Key {
     fn key_id(&self) -> String {
         self.id.clone()
     }
 
-    fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error> {
+    async fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error> {
         let mut nonce = random_bytes::<NONCE_LEN>()?;
         let sealed = self.with_session(|s| {
             let params = GcmParams::new(&mut nonce, context, 128.into())
@@ -341,7 +342,7 @@ impl Wrap for Pkcs11Key {
         Ok(out)
     }
 
-    fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error> {
+    async fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error> {
         let bad = || {
             Error::failed_precondition(format!(
                 "a data key does not unwrap under key {} of {} (altered, or wrapped for another \

@@ -19,14 +19,16 @@ use vfps_core::Error;
 
 use crate::{random_bytes, KEY_LEN};
 
-/// What wraps and unwraps data keys.
+/// What wraps and unwraps data keys: in this process (a key file), on a
+/// token (PKCS#11), or by a service (a KMS), hence asynchronous.
+#[async_trait::async_trait]
 pub trait Wrap: Send + Sync {
     /// The wrapping key's id (stored beside what it wrapped).
     fn key_id(&self) -> String;
     /// `key` wrapped, bound to `context`.
-    fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error>;
+    async fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error>;
     /// The key `wrapped` holds, if it was wrapped by this key for `context`.
-    fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error>;
+    async fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error>;
     /// For people and logs: the kind of source and its key id, never a key.
     fn describe(&self) -> String;
 }
@@ -177,12 +179,13 @@ impl FileKey {
     }
 }
 
+#[async_trait::async_trait]
 impl Wrap for FileKey {
     fn key_id(&self) -> String {
         self.id.clone()
     }
 
-    fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error> {
+    async fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error> {
         let nonce = random_bytes::<NONCE_LEN>()?;
         let mut body = key.to_vec();
         self.key
@@ -197,7 +200,7 @@ impl Wrap for FileKey {
         Ok(out)
     }
 
-    fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error> {
+    async fn unwrap(&self, wrapped: &[u8], context: &[u8]) -> Result<[u8; KEY_LEN], Error> {
         let bad = || {
             Error::failed_precondition(format!(
                 "a data key does not unwrap under key {} (altered, or wrapped for another namespace)",
@@ -236,8 +239,8 @@ mod tests {
         dir.join("keys")
     }
 
-    #[test]
-    fn a_key_file_is_written_once_private_and_read_back() {
+    #[tokio::test]
+    async fn a_key_file_is_written_once_private_and_read_back() {
         use std::os::unix::fs::PermissionsExt;
         let path = scratch("init");
         let id = FileKey::init(&path).unwrap();
@@ -251,9 +254,9 @@ mod tests {
         assert!(e.message.contains("cannot create"), "{}", e.message);
         // A wrap round-trips, bound to its context.
         let secret = random_bytes::<KEY_LEN>().unwrap();
-        let wrapped = key.wrap(&secret, b"ctx").unwrap();
-        assert_eq!(key.unwrap(&wrapped, b"ctx").unwrap(), secret);
-        assert!(key.unwrap(&wrapped, b"other").is_err());
+        let wrapped = key.wrap(&secret, b"ctx").await.unwrap();
+        assert_eq!(key.unwrap(&wrapped, b"ctx").await.unwrap(), secret);
+        assert!(key.unwrap(&wrapped, b"other").await.is_err());
     }
 
     #[test]

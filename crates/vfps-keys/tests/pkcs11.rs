@@ -11,8 +11,8 @@ use cryptoki::{
 };
 use vfps_keys::{source::KeySource, NamespaceKeys};
 
-#[test]
-fn a_key_on_a_pkcs11_token_wraps_data_keys_and_never_leaves_it() {
+#[tokio::test]
+async fn a_key_on_a_pkcs11_token_wraps_data_keys_and_never_leaves_it() {
     let token = vfps_testkit::softhsm::Token::new("vfps-keys-test");
     let uri = token.uri("vfps-master");
     let KeySource::Pkcs11(p11) = KeySource::parse(&uri).unwrap() else {
@@ -34,23 +34,29 @@ fn a_key_on_a_pkcs11_token_wraps_data_keys_and_never_leaves_it() {
     assert_eq!(wrap.key_id(), id);
     assert!(!wrap.describe().contains(&token.pin), "{}", wrap.describe());
     let uid = vfps_core::NamespaceUid(42);
-    let (keys, wrapped) = NamespaceKeys::generate(uid, 1, wrap.as_ref()).unwrap();
+    let (keys, wrapped) = NamespaceKeys::generate(uid, 1, wrap.as_ref())
+        .await
+        .unwrap();
     assert_eq!(wrapped.wrapped_by, id);
     // Another process's view: the same token opens what this one wrapped.
     let again = KeySource::parse(&uri).unwrap().open().unwrap();
-    let opened = NamespaceKeys::unwrap(&wrapped, again.as_ref()).unwrap();
+    let opened = NamespaceKeys::unwrap(&wrapped, again.as_ref())
+        .await
+        .unwrap();
     assert_eq!(opened.index("patient-1"), keys.index("patient-1"));
     let sealed = keys.seal("P-1", "patient-1").unwrap();
     assert_eq!(opened.open("P-1", &sealed).unwrap(), "patient-1");
     // A wrapped key altered, or moved to another namespace, does not unwrap.
     let mut altered = wrapped.clone();
     *altered.data.last_mut().unwrap() ^= 1;
-    assert!(NamespaceKeys::unwrap(&altered, again.as_ref()).is_err());
+    assert!(NamespaceKeys::unwrap(&altered, again.as_ref())
+        .await
+        .is_err());
     let moved = vfps_keys::WrappedKeys {
         uid: vfps_core::NamespaceUid(43),
         ..wrapped.clone()
     };
-    assert!(NamespaceKeys::unwrap(&moved, again.as_ref()).is_err());
+    assert!(NamespaceKeys::unwrap(&moved, again.as_ref()).await.is_err());
 
     // The key's bytes cannot be read off the token.
     let ctx = Pkcs11::new(vfps_testkit::softhsm::MODULE).unwrap();
