@@ -18,8 +18,7 @@ use futures::Stream;
 
 pub mod folder;
 pub mod s3;
-mod sigv4;
-mod xml;
+use vfps_aws::{sigv4, xml};
 
 /// The bytes of an object, in chunks.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, StorageError>> + Send>>;
@@ -78,6 +77,16 @@ pub enum StorageError {
     /// Anything else (refused credentials, a bad request): not retried.
     #[error("the object store refused the request: {0}")]
     Refused(String),
+}
+
+/// An AWS call's failure (the credentials' STS), as the store's.
+impl From<vfps_aws::AwsError> for StorageError {
+    fn from(e: vfps_aws::AwsError) -> Self {
+        match e {
+            vfps_aws::AwsError::Unavailable(text) => Self::Unavailable(text),
+            vfps_aws::AwsError::Refused(text) => Self::Refused(text),
+        }
+    }
 }
 
 impl StorageError {

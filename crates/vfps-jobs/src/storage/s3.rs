@@ -36,19 +36,19 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use reqwest::{header, Method, StatusCode};
 
+pub use self::config::S3Config;
 use self::{
     config::Layout,
-    credentials::Provider,
     request::{idle_limited, Deadline, Payload},
 };
-pub use self::{
-    config::S3Config,
-    credentials::{sts_endpoint, CredentialSource, WebIdentity},
-};
-pub use super::sigv4::Credentials;
 use super::{
     sigv4::{self, Signer},
     xml, ByteStream, ListedPart, ObjectStore, StorageError, Transfer,
+};
+use vfps_aws::credentials::Provider;
+pub use vfps_aws::{
+    credentials::{sts_endpoint, CredentialSource, WebIdentity},
+    sigv4::Credentials,
 };
 
 /// A bucket that does not accept a connection within this is down.
@@ -532,7 +532,6 @@ pub fn content_disposition(name: &str) -> String {
 }
 
 mod config;
-mod credentials;
 mod multipart;
 mod request;
 mod rules;

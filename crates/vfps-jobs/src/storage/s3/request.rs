@@ -11,6 +11,8 @@ use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use reqwest::{header, Method, Response, StatusCode};
 
+use vfps_aws::AwsError;
+
 use super::{S3, TIMEOUT_PER_MIB};
 use crate::storage::{sigv4, xml, ByteStream, StorageError};
 
@@ -299,107 +301,20 @@ fn content_md5(body: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(Md5::digest(body))
 }
 
-/// A failure to reach S3 or to hear it out. A refused or reset connection, a
-/// timeout, an answer cut short may all pass: `Unavailable`. A TLS failure
-/// (a certificate that is not trusted or does not name the host, no common
-/// protocol) does not pass by waiting: `Refused`, with its cause, so the
-/// runner stops at once rather than retrying until its deadline.
+/// A failure to reach S3 or to hear it out (see [`vfps_aws::transport`]),
+/// named as S3's unless it was STS's.
 pub(super) fn transport(what: &str, e: reqwest::Error) -> StorageError {
-    let builder = e.is_builder();
-    let reset_in_handshake = handshake_reset(&e);
-    // The host names the endpoint (a DNS failure says none); the URL itself
-    // is never written: a presigned one carries a signature.
-    let host = e.url().and_then(|u| {
-        u.host_str()
-            .map(|h| u.port().map_or(h.to_owned(), |p| format!("{h}:{p}")))
-    });
-    let e = e.without_url();
-    let mut text = match &host {
-        Some(h) => format!("{what} to {h}: {e}"),
-        None => format!("{what}: {e}"),
-    };
-    if !what.starts_with("STS") {
-        text.insert_str(0, "S3 ");
+    let prefix = if what.starts_with("STS") { "" } else { "S3 " };
+    match vfps_aws::transport(what, e) {
+        AwsError::Unavailable(text) => StorageError::Unavailable(format!("{prefix}{text}")),
+        AwsError::Refused(text) => StorageError::Refused(format!("{prefix}{text}")),
     }
-    let mut tls = false;
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        tls |= is_tls(cause);
-        source = cause.source();
-    }
-    if builder || tls {
-        return StorageError::Refused(text);
-    }
-    if reset_in_handshake {
-        // Accepted, then cut off before TLS was agreed: what a port that
-        // speaks plain HTTP (or something else) does to a TLS handshake.
-        text.push_str(&format!(
-            " (the connection was reset during the TLS handshake: does {} speak TLS, or is \
-             the address http://?)",
-            host.as_deref().unwrap_or("the endpoint")
-        ));
-    }
-    StorageError::Unavailable(text)
 }
 
-/// Whether `e` is a connection to an `https://` address reset during the
-/// TLS handshake (see [`transport`]).
-pub(super) fn handshake_reset(e: &reqwest::Error) -> bool {
-    let https = e.url().is_some_and(|u| u.scheme() == "https");
-    let mut source = std::error::Error::source(e);
-    let mut reset = false;
-    while let Some(cause) = source {
-        reset |= io_reset(cause);
-        source = cause.source();
-    }
-    https && e.is_connect() && reset
-}
-
-/// Whether `e` is an I/O error of a reset or cut-off connection, as itself
-/// or wrapped in I/O errors (an I/O error's `source` skips what it wraps).
-fn io_reset(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut e = e;
-    for _ in 0..8 {
-        let Some(io) = e.downcast_ref::<std::io::Error>() else {
-            return false;
-        };
-        if matches!(
-            io.kind(),
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
-        ) {
-            return true;
-        }
-        match io.get_ref() {
-            Some(inner) => e = inner,
-            None => return false,
-        }
-    }
-    false
-}
+pub(super) use vfps_aws::handshake_reset;
 
 /// TLS handshakes reset in a row before the endpoint is refused.
 pub(super) const MAX_HANDSHAKE_RESETS: u32 = 3;
-
-/// Whether `e` is a TLS failure: rustls's error, as itself or wrapped in I/O
-/// errors (the TLS stream wraps it in one, the connector that in another, and
-/// an I/O error's `source` skips what it wraps).
-fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut e = e;
-    for _ in 0..8 {
-        if e.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        match e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            Some(inner) => e = inner,
-            None => return false,
-        }
-    }
-    false
-}
 
 /// Up to [`MAX_ERROR_BODY_BYTES`] of an answer, as text.
 async fn read_capped(response: Response) -> String {

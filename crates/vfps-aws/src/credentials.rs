@@ -1,7 +1,7 @@
-//! Where the bucket's credentials come from: a key pair given in the settings
-//! (with a session token when it is temporary), or a role assumed with the
-//! pod's web identity through STS `AssumeRoleWithWebIdentity` — what IAM roles
-//! for service accounts (EKS) give a pod — replaced before they expire.
+//! Where AWS credentials come from: a key pair given in the settings (with a
+//! session token when it is temporary), or a role assumed with the pod's web
+//! identity through STS `AssumeRoleWithWebIdentity` — what IAM roles for
+//! service accounts (EKS) give a pod — replaced before they expire.
 //!
 //! Temporary credentials are replaced early enough that an address presigned
 //! with them is valid for its whole announced expiry: S3 refuses a presigned
@@ -16,8 +16,10 @@ use std::{
 
 use reqwest::StatusCode;
 
-use super::request::transport;
-use crate::storage::{sigv4::Credentials, xml, StorageError};
+use crate::{sigv4::Credentials, transport, xml, AwsError};
+
+/// How long STS has to answer.
+const STS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the bucket's credentials are had.
 #[derive(Clone, PartialEq, Eq)]
@@ -79,13 +81,15 @@ struct Held {
 }
 
 /// Hands out the current credentials, renewing temporary ones. Cheap to share.
-pub(super) struct Provider {
+pub struct Provider {
     source: CredentialSource,
     http: reqwest::Client,
     /// How long presigned addresses are valid: temporary credentials are
     /// replaced at least this long before they expire (when their lifetime
     /// allows; see [`Provider::refresh_ahead`]).
     presign_expiry: Duration,
+    /// Whose credentials these are, in logs (`S3`, `KMS`).
+    service: &'static str,
     /// The last credentials STS gave. A plain lock, never held across an
     /// await.
     held: RwLock<Option<Held>>,
@@ -105,23 +109,25 @@ impl fmt::Debug for Provider {
 }
 
 impl Provider {
-    pub(super) fn new(
-        source: CredentialSource,
-        http: reqwest::Client,
-        presign_expiry: Duration,
-    ) -> Self {
+    pub fn new(source: CredentialSource, http: reqwest::Client, presign_expiry: Duration) -> Self {
         Self {
             source,
             http,
             presign_expiry,
+            service: "S3",
             held: RwLock::new(None),
             renewing: tokio::sync::Mutex::new(()),
             not_before: Mutex::new(None),
         }
     }
 
+    /// These credentials, named in logs as `service`'s.
+    pub fn for_service(self, service: &'static str) -> Self {
+        Self { service, ..self }
+    }
+
     /// The credentials to sign with now.
-    pub(super) async fn current(&self) -> Result<Credentials, StorageError> {
+    pub async fn current(&self) -> Result<Credentials, AwsError> {
         let identity = match &self.source {
             CredentialSource::Static(c) => return Ok(c.clone()),
             CredentialSource::WebIdentity(w) => w,
@@ -155,7 +161,8 @@ impl Provider {
                 tracing::info!(
                     role = %identity.role_arn,
                     valid_for_s = lifetime.as_secs(),
-                    "S3 credentials had from STS (web identity)"
+                    service = self.service,
+                    "credentials had from STS (web identity)"
                 );
                 if lifetime / 2 < self.presign_expiry {
                     // S3 refuses a presigned URL once its credentials expired.
@@ -173,7 +180,7 @@ impl Provider {
             }
             Err(e) => match usable {
                 Some(usable) => {
-                    tracing::warn!(error = %e, "cannot renew the S3 credentials yet; the held ones are still valid");
+                    tracing::warn!(error = %e, service = self.service, "cannot renew the credentials yet; the held ones are still valid");
                     if let Ok(mut t) = self.not_before.lock() {
                         *t = Some(Instant::now() + RETRY_RENEWAL_AFTER);
                     }
@@ -186,7 +193,7 @@ impl Provider {
 
     /// Whether `text` holds the secret or the session token of any
     /// credentials in use.
-    pub(super) fn revealed_in(&self, text: &str) -> bool {
+    pub fn revealed_in(&self, text: &str) -> bool {
         match &self.source {
             CredentialSource::Static(c) => c.revealed_in(text),
             CredentialSource::WebIdentity(_) => self
@@ -229,7 +236,7 @@ const STS_TRANSIENT: &[&str] = &["IDPCommunicationError", "Throttling", "Service
 
 /// `AssumeRoleWithWebIdentity`: the role's temporary credentials for the
 /// token in the file (no signature: the token is the proof).
-async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<Held, StorageError> {
+async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<Held, AwsError> {
     let what = "STS AssumeRoleWithWebIdentity";
     let file = identity.token_file.display();
     // Any failure to read it may pass (the kubelet writes it at start and
@@ -237,13 +244,13 @@ async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<H
     let token = tokio::fs::read_to_string(&identity.token_file)
         .await
         .map_err(|e| {
-            StorageError::Unavailable(format!(
+            AwsError::Unavailable(format!(
                 "{what}: cannot read AWS_WEB_IDENTITY_TOKEN_FILE={file:?}: {e}"
             ))
         })?;
     let token = token.trim();
     if token.is_empty() {
-        return Err(StorageError::Unavailable(format!(
+        return Err(AwsError::Unavailable(format!(
             "{what}: AWS_WEB_IDENTITY_TOKEN_FILE={file:?} is empty"
         )));
     }
@@ -256,7 +263,7 @@ async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<H
     ];
     let body: String = form
         .iter()
-        .map(|(k, v)| format!("{k}={}", crate::storage::sigv4::encode(v)))
+        .map(|(k, v)| format!("{k}={}", crate::sigv4::encode(v)))
         .collect::<Vec<_>>()
         .join("&");
     let response = http
@@ -264,7 +271,7 @@ async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<H
         .header("content-type", "application/x-www-form-urlencoded")
         .header("accept", "application/xml")
         .body(body)
-        .timeout(super::REQUEST_TIMEOUT)
+        .timeout(STS_TIMEOUT)
         .send()
         .await
         .map_err(|e| transport(what, e))?;
@@ -286,15 +293,15 @@ async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<H
             || status == StatusCode::TOO_MANY_REQUESTS
             || STS_TRANSIENT.contains(&code.as_str());
         return Err(if transient {
-            StorageError::Unavailable(said)
+            AwsError::Unavailable(said)
         } else {
-            StorageError::Refused(said)
+            AwsError::Refused(said)
         });
     }
     let field = |name: &str| {
         xml::text(&text, name)
             .filter(|v| !v.is_empty())
-            .ok_or_else(|| StorageError::Refused(format!("{what} answered no {name}")))
+            .ok_or_else(|| AwsError::Refused(format!("{what} answered no {name}")))
     };
     let credentials = Credentials {
         access_key: field("AccessKeyId")?,
@@ -303,7 +310,7 @@ async fn assume_role(http: &reqwest::Client, identity: &WebIdentity) -> Result<H
     };
     let expiration = field("Expiration")?;
     let expires = parse_timestamp(&expiration).ok_or_else(|| {
-        StorageError::Refused(format!(
+        AwsError::Refused(format!(
             "{what} answered an Expiration that is not a UTC time: {expiration:?}"
         ))
     })?;
