@@ -65,6 +65,66 @@ pub fn sts_endpoint(region: &str) -> String {
     format!("https://sts.{region}.{domain}")
 }
 
+/// AWS's own environment variables, in AWS's order: `AWS_ACCESS_KEY_ID` and
+/// `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), else a role's web
+/// identity (`AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`, what an EKS
+/// pod with IAM roles for service accounts is given; STS at
+/// `AWS_ENDPOINT_URL_STS`, else that of `AWS_REGION`, `AWS_DEFAULT_REGION`
+/// or `region`). `None` when neither is given; every half-given one is
+/// pushed to `errors`, named.
+pub fn from_environment(
+    get: &dyn Fn(&str) -> Option<String>,
+    region: &str,
+    errors: &mut Vec<String>,
+) -> Option<CredentialSource> {
+    let text = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    let (key, secret) = (text("AWS_ACCESS_KEY_ID"), text("AWS_SECRET_ACCESS_KEY"));
+    if key.is_some() || secret.is_some() {
+        for (name, value) in [
+            ("AWS_ACCESS_KEY_ID", &key),
+            ("AWS_SECRET_ACCESS_KEY", &secret),
+        ] {
+            if value.is_none() {
+                errors.push(format!(
+                    "{name} is required with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (one is set)"
+                ));
+            }
+        }
+        return Some(CredentialSource::Static(Credentials {
+            access_key: key.unwrap_or_default(),
+            secret_key: secret.unwrap_or_default(),
+            session_token: text("AWS_SESSION_TOKEN"),
+        }));
+    }
+    let (file, role) = (text("AWS_WEB_IDENTITY_TOKEN_FILE"), text("AWS_ROLE_ARN"));
+    if file.is_none() && role.is_none() {
+        return None;
+    }
+    let file = file.unwrap_or_else(|| {
+        errors.push("AWS_WEB_IDENTITY_TOKEN_FILE is required with AWS_ROLE_ARN".into());
+        String::new()
+    });
+    if !file.is_empty() {
+        if let Err(e) = std::fs::metadata(&file) {
+            errors.push(format!(
+                "AWS_WEB_IDENTITY_TOKEN_FILE={file:?} cannot be read: {e}"
+            ));
+        }
+    }
+    let sts_region = text("AWS_REGION")
+        .or_else(|| text("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| region.to_owned());
+    Some(CredentialSource::WebIdentity(WebIdentity {
+        role_arn: role.unwrap_or_else(|| {
+            errors.push("AWS_ROLE_ARN is required with AWS_WEB_IDENTITY_TOKEN_FILE".into());
+            String::new()
+        }),
+        token_file: PathBuf::from(file),
+        session_name: text("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "vfps".into()),
+        sts_endpoint: text("AWS_ENDPOINT_URL_STS").unwrap_or_else(|| sts_endpoint(&sts_region)),
+    }))
+}
+
 /// Temporary credentials are replaced at least this long before they expire.
 const MIN_REFRESH_AHEAD: Duration = Duration::from_secs(60);
 /// After a failed renewal, the held credentials (still valid) are used for

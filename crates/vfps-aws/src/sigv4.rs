@@ -94,12 +94,21 @@ impl Credentials {
 #[derive(Debug, Clone)]
 pub struct Signer {
     region: String,
+    /// The service signed for: `s3`, `kms`.
+    service: &'static str,
 }
 
 impl Signer {
+    /// A signer for S3 in `region`.
     pub fn new(region: &str) -> Self {
+        Self::for_service(region, "s3")
+    }
+
+    /// A signer for `service` (`kms`, …) in `region`.
+    pub fn for_service(region: &str, service: &'static str) -> Self {
         Self {
             region: region.to_owned(),
+            service,
         }
     }
 
@@ -199,7 +208,7 @@ impl Signer {
     }
 
     fn scope(&self, date: &str) -> String {
-        format!("{date}/{}/s3/aws4_request", self.region)
+        format!("{date}/{}/{}/aws4_request", self.region, self.service)
     }
 
     fn signature(
@@ -214,10 +223,12 @@ impl Signer {
             "{ALGORITHM}\n{time}\n{scope}\n{}",
             hex::encode(Sha256::digest(canonical.as_bytes()))
         );
-        let key = [date, &self.region, "s3", "aws4_request"].iter().fold(
-            format!("AWS4{}", creds.secret_key).into_bytes(),
-            |key, part| hmac(&key, part.as_bytes()),
-        );
+        let key = [date, &self.region, self.service, "aws4_request"]
+            .iter()
+            .fold(
+                format!("AWS4{}", creds.secret_key).into_bytes(),
+                |key, part| hmac(&key, part.as_bytes()),
+            );
         hex::encode(hmac(&key, string_to_sign.as_bytes()))
     }
 }

@@ -13,7 +13,7 @@ use vfps_jobs::{
     runner::RunnerSettings,
     service::ServiceSettings,
     storage::{
-        s3::{sts_endpoint, CredentialSource, Credentials, S3Config, WebIdentity},
+        s3::{CredentialSource, Credentials, S3Config},
         MAX_PARTS, MIN_PART_BYTES,
     },
 };
@@ -356,57 +356,19 @@ impl JobsConfig {
         if env.text("S3__SessionToken").is_some() {
             errors.push("S3__SessionToken needs S3__AccessKey and S3__SecretKey".into());
         }
-        if let Some(given) = pair(
-            errors,
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-        ) {
+        let get = |k: &str| env.text(k);
+        if let Some(given) = vfps_aws::credentials::from_environment(&get, region, errors) {
             return given;
         }
-        let (file, role) = (
-            env.text("AWS_WEB_IDENTITY_TOKEN_FILE"),
-            env.text("AWS_ROLE_ARN"),
+        errors.push(
+            "S3__AccessKey and S3__SecretKey are required with S3__IsEnabled=true \
+             (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)"
+                .into(),
         );
-        if file.is_none() && role.is_none() {
-            errors.push(
-                "S3__AccessKey and S3__SecretKey are required with S3__IsEnabled=true \
-                 (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)"
-                    .into(),
-            );
-            return CredentialSource::Static(Credentials {
-                access_key: String::new(),
-                secret_key: String::new(),
-                session_token: None,
-            });
-        }
-        let file = file.unwrap_or_else(|| {
-            errors.push("AWS_WEB_IDENTITY_TOKEN_FILE is required with AWS_ROLE_ARN".into());
-            String::new()
-        });
-        if !file.is_empty() {
-            if let Err(e) = std::fs::metadata(&file) {
-                errors.push(format!(
-                    "AWS_WEB_IDENTITY_TOKEN_FILE={file:?} cannot be read: {e}"
-                ));
-            }
-        }
-        let sts_region = env
-            .text("AWS_REGION")
-            .or_else(|| env.text("AWS_DEFAULT_REGION"))
-            .unwrap_or_else(|| region.to_owned());
-        CredentialSource::WebIdentity(WebIdentity {
-            role_arn: role.unwrap_or_else(|| {
-                errors.push("AWS_ROLE_ARN is required with AWS_WEB_IDENTITY_TOKEN_FILE".into());
-                String::new()
-            }),
-            token_file: PathBuf::from(file),
-            session_name: env
-                .text("AWS_ROLE_SESSION_NAME")
-                .unwrap_or_else(|| "vfps".into()),
-            sts_endpoint: env
-                .text("AWS_ENDPOINT_URL_STS")
-                .unwrap_or_else(|| sts_endpoint(&sts_region)),
+        CredentialSource::Static(Credentials {
+            access_key: String::new(),
+            secret_key: String::new(),
+            session_token: None,
         })
     }
 
@@ -473,6 +435,7 @@ impl JobsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vfps_jobs::storage::s3::WebIdentity;
 
     fn load(vars: &[(&str, &str)]) -> Result<JobsConfig, Vec<String>> {
         let env = Env::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
