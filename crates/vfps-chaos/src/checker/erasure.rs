@@ -456,18 +456,21 @@ pub fn in_database(h: Option<&ErasureHistory>, asked: Option<&[DatabaseRows]>) -
     };
     let mut violations = Vec::new();
     let mut undecided = 0;
-    let acked: HashMap<(&str, &str), &crate::history::erasures::Erasure> = h
+    let acked: HashMap<&str, &crate::history::erasures::Erasure> = h
         .erasures
         .iter()
         .filter(|e| e.meaning == Meaning::Acknowledged)
-        .map(|e| ((e.pseudonym.as_str(), e.original.as_str()), e))
+        .map(|e| (e.pseudonym.as_str(), e))
         .collect();
     for instance in asked {
         if instance.error.is_some() {
             undecided += 1;
         }
-        for (p, o) in &instance.rows {
-            if let Some(e) = acked.get(&(p.as_str(), o.as_str())) {
+        for (p, stored) in &instance.rows {
+            let held = acked
+                .get(p.as_str())
+                .filter(|e| crate::history::erasures::stands_for(stored, &e.original));
+            if let Some(e) = held {
                 violations.push(format!(
                     "t={}s {} of {} acknowledged, yet {} still holds the mapping",
                     e.second,

@@ -385,6 +385,22 @@ fn a_database_instance_still_holding_an_acknowledged_erasure_fails() {
     let v = in_database(Some(&h), Some(&held));
     assert_eq!(validity(&v), Validity::Invalid);
     assert!(v.evidence[0].starts_with("t=9s"));
+    // Sealed at rest, the row keeps the original's blind index: still held
+    // (CI's erasure self-test passed unseen when only the original counted);
+    // anonymized, a tombstone: not.
+    let sealed = [rows(vec![("p1".into(), format!("~k1.{}", "A".repeat(43)))])];
+    assert_eq!(
+        validity(&in_database(Some(&h), Some(&sealed))),
+        Validity::Invalid
+    );
+    let tombstone = [rows(vec![(
+        "p1".into(),
+        format!("{}0123", "~".repeat(2049)),
+    )])];
+    assert_eq!(
+        validity(&in_database(Some(&h), Some(&tombstone))),
+        Validity::Valid
+    );
     assert_eq!(validity(&in_database(Some(&h), None)), Validity::Unknown);
     let unread = [DatabaseRows {
         instance: "db-b".into(),

@@ -99,15 +99,18 @@ pub fn erased_pseudonyms(h: &MultiHistory) -> Vec<(&str, &str, &MultiErasure)> {
 /// P8 in the database for multi originals: every acknowledged erasure's
 /// pseudonym a database instance still holds with its original.
 pub fn held_in_database(h: &MultiHistory, asked: &[DatabaseRows]) -> Vec<String> {
-    let erased: HashMap<(&str, &str), &MultiErasure> = erased_pseudonyms(h)
+    let erased: HashMap<&str, (&str, &MultiErasure)> = erased_pseudonyms(h)
         .into_iter()
         .filter(|(_, _, e)| e.meaning == Meaning::Acknowledged)
-        .map(|(p, o, e)| ((p, o), e))
+        .map(|(p, o, e)| (p, (o, e)))
         .collect();
     let mut found = Vec::new();
     for instance in asked {
-        for (p, o) in &instance.rows {
-            if let Some(e) = erased.get(&(p.as_str(), o.as_str())) {
+        for (p, stored) in &instance.rows {
+            let held = erased
+                .get(p.as_str())
+                .filter(|(o, _)| crate::history::erasures::stands_for(stored, o));
+            if let Some((_, e)) = held {
                 found.push(format!(
                     "t={}s {} of the multi original {} acknowledged, yet {} still holds {}… with it",
                     e.second,

@@ -352,3 +352,11 @@ pub struct DatabaseRows {
     pub rows: Vec<(String, String)>,
     pub error: Option<String>,
 }
+
+/// Whether a row's stored original still stands for `original`: it is the
+/// original itself, or — where originals are sealed at rest — a blind index
+/// (`~k…`), which the row keeps until its mapping is erased (anonymization
+/// leaves a tombstone, a delete no row).
+pub fn stands_for(stored: &str, original: &str) -> bool {
+    stored == original || vfps_keys::is_index(stored)
+}
