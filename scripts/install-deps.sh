@@ -44,6 +44,20 @@ if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$patroni_dir/bin/pat
 fi
 "$patroni_dir/bin/patroni" --version
 
+# moto, pinned, in its own virtual environment (VFPS_MOTO_DIR): AWS KMS and STS
+# for the tests of the aws-kms key source.
+requirements="$(dirname "$0")/moto-requirements.txt"
+moto_dir=${VFPS_MOTO_DIR:-/opt/vfps-chaos/moto}
+stamp="$moto_dir/requirements.txt"
+if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$moto_dir/bin/python" ]; then
+  echo "install-deps: moto from PyPI into $moto_dir"
+  "${sudo_cmd[@]}" rm -rf "$moto_dir"
+  "${sudo_cmd[@]}" /usr/bin/python3 -m venv "$moto_dir"
+  "${sudo_cmd[@]}" "$moto_dir/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
+  "${sudo_cmd[@]}" cp "$requirements" "$stamp"
+fi
+"$moto_dir/bin/python" -c 'import moto.server, boto3; print("moto", moto.__version__)'
+
 # Garage, pinned, from crates.io: the S3-compatible store the job tests and the
 # local platform run (built once per machine; CI builds it in the background).
 if [ -z "${VFPS_GARAGE_IN_BACKGROUND:-}" ]; then

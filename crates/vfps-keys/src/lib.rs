@@ -7,8 +7,8 @@
 //! # Layout
 //! - this file: [`NamespaceKeys`] (index, seal, open) and [`WrappedKeys`],
 //!   their form at rest.
-//! - [`source`]: the key sources (`VFPS_KEYS`): a key file, or a key on
-//!   a PKCS#11 token ([`pkcs11`]).
+//! - [`source`]: the key sources (`VFPS_KEYS`): a key file, a key on a
+//!   PKCS#11 token ([`pkcs11`]), or an AWS KMS key ([`kms`]).
 //! - [`keyring`]: a process's keys, made and unwrapped through the store;
 //!   what every path that reads or writes originals asks of them.
 //!
@@ -26,6 +26,7 @@ use ring::{aead, hmac, rand::SecureRandom};
 use vfps_core::{Error, NamespaceUid};
 
 pub mod keyring;
+pub mod kms;
 pub mod pkcs11;
 pub mod source;
 
@@ -131,15 +132,13 @@ impl NamespaceKeys {
         version: u32,
         wrap: &dyn Wrap,
     ) -> Result<(Self, WrappedKeys), Error> {
-        let data = random_bytes::<KEY_LEN>()?;
-        let index = random_bytes::<KEY_LEN>()?;
+        let (data, wrapped_data) = wrap.generate(&key_context("data", uid, version)).await?;
+        let (index, wrapped_index) = wrap.generate(&key_context("index", uid, version)).await?;
         let wrapped = WrappedKeys {
             uid,
             version,
-            data: wrap.wrap(&data, &key_context("data", uid, version)).await?,
-            index: wrap
-                .wrap(&index, &key_context("index", uid, version))
-                .await?,
+            data: wrapped_data,
+            index: wrapped_index,
             wrapped_by: wrap.key_id(),
         };
         Ok((Self::from_bytes(uid, version, &data, &index)?, wrapped))

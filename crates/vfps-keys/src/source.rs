@@ -6,6 +6,8 @@
 //!   the key 32 random bytes in base64, the id the first 8 bytes of its
 //!   SHA-256 in hex. `vfps keys init PATH` writes one (mode 0600, refusing
 //!   to overwrite).
+//! - `aws-kms:KEY-ARN` — an AWS KMS key ([`crate::kms`]): data keys made
+//!   by `GenerateDataKey`, opened by `Decrypt`.
 //! - `pkcs11:…` — an RFC 7512 URI naming an AES key on a PKCS#11 token
 //!   ([`crate::pkcs11`]); `vfps keys init` with the URI makes the key on
 //!   the token.
@@ -25,6 +27,13 @@ use crate::{random_bytes, KEY_LEN};
 pub trait Wrap: Send + Sync {
     /// The wrapping key's id (stored beside what it wrapped).
     fn key_id(&self) -> String;
+    /// A new data key and its wrapped form, bound to `context`: random from
+    /// this machine's generator, wrapped; a KMS makes its own.
+    async fn generate(&self, context: &[u8]) -> Result<([u8; KEY_LEN], Vec<u8>), Error> {
+        let key = random_bytes::<KEY_LEN>()?;
+        let wrapped = self.wrap(&key, context).await?;
+        Ok((key, wrapped))
+    }
     /// `key` wrapped, bound to `context`.
     async fn wrap(&self, key: &[u8; KEY_LEN], context: &[u8]) -> Result<Vec<u8>, Error>;
     /// The key `wrapped` holds, if it was wrapped by this key for `context`.
@@ -39,19 +48,29 @@ pub enum KeySource {
     File(PathBuf),
     /// An RFC 7512 URI: a key on a PKCS#11 token ([`crate::pkcs11`]).
     Pkcs11(crate::pkcs11::Pkcs11Uri),
+    /// An AWS KMS key ([`crate::kms`]).
+    AwsKms(crate::kms::KmsSettings),
 }
 
 impl KeySource {
-    /// Parses `file:PATH`; anything else is refused naming what is taken.
+    /// Parses `file:PATH`, `pkcs11:…` or `aws-kms:ARN` (its credentials
+    /// and endpoint from this process's environment); anything else is
+    /// refused naming what is taken.
     pub fn parse(setting: &str) -> Result<Self, String> {
+        Self::parse_with(setting, &|k| std::env::var(k).ok())
+    }
+
+    /// [`KeySource::parse`], the environment read through `get`.
+    pub fn parse_with(setting: &str, get: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         match setting.split_once(':') {
             Some(("file", path)) if !path.trim().is_empty() => {
                 Ok(Self::File(PathBuf::from(path.trim())))
             }
             Some(("file", _)) => Err("VFPS_KEYS=file: needs a path (file:/etc/vfps/keys)".into()),
             Some(("pkcs11", rest)) => crate::pkcs11::Pkcs11Uri::parse(rest).map(Self::Pkcs11),
+            Some(("aws-kms", arn)) => crate::kms::KmsSettings::parse(arn, get).map(Self::AwsKms),
             _ => Err(format!(
-                "VFPS_KEYS={:?} is not a key source: file:PATH or a pkcs11: URI is taken",
+                "VFPS_KEYS={:?} is not a key source: file:PATH, a pkcs11: URI or aws-kms:KEY-ARN is taken",
                 // A PIN in a URI is not shown.
                 setting.split('?').next().unwrap_or_default()
             )),
@@ -63,6 +82,7 @@ impl KeySource {
         match self {
             Self::File(path) => Ok(Box::new(FileKey::read(path)?)),
             Self::Pkcs11(uri) => Ok(Box::new(uri.open()?)),
+            Self::AwsKms(kms) => Ok(Box::new(kms.open()?)),
         }
     }
 }

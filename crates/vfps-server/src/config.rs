@@ -410,7 +410,7 @@ impl Settings {
             init_namespaces: init_namespaces::from_env(&env, &mut errors),
             unsafe_erasure: unsafe_erasure::from_env(&env, &mut errors),
             keys: match env.get("VFPS_KEYS").filter(|v| !v.trim().is_empty()) {
-                Some(v) => match vfps_keys::KeySource::parse(v.trim()) {
+                Some(v) => match vfps_keys::KeySource::parse_with(v.trim(), &|k| env.text(k)) {
                     Ok(source) => Some(source),
                     Err(e) => {
                         errors.push(e);

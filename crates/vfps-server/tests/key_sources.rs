@@ -1,8 +1,11 @@
-//! `VFPS_KEYS=pkcs11:…` end to end, on a SoftHSM2 token: `vfps keys init`
-//! makes the key on the token, the service seals originals under it (the
-//! SQLite files hold none) and makes keyed pseudonyms, and a wrong PIN is
-//! refused at start, named. One test: the token's configuration is this
-//! process's environment.
+#![allow(clippy::unwrap_used)]
+
+//! The key sources end to end: `VFPS_KEYS=pkcs11:…` on a SoftHSM2 token
+//! (`vfps keys init` makes the key on the token, a wrong PIN is refused,
+//! named; the token's configuration is this process's environment) and
+//! `VFPS_KEYS=aws-kms:…` against moto's KMS (a replica given another KMS
+//! key is not ready, and says why). Each time the service seals originals
+//! under it (the SQLite files hold none) and makes keyed pseudonyms.
 
 use std::{process::Command, time::Duration};
 
@@ -55,17 +58,52 @@ async fn the_service_seals_under_a_key_on_a_pkcs11_token() {
     )
     .await
     .expect("the server starts with a pkcs11 key source");
-    let http = reqwest::Client::new();
-    let base = format!("http://{}", running.http_addr);
+    let originals = exercise(&running).await;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    sealed_under(&sqlite, &originals, &id);
+}
+
+/// The SQLite files next to `sqlite` hold none of `originals`, and name the
+/// key `id` that wrapped the namespaces' keys.
+fn sealed_under(sqlite: &std::path::Path, originals: &[String], id: &str) {
+    let mut bytes = Vec::new();
+    for e in std::fs::read_dir(sqlite.parent().unwrap())
+        .unwrap()
+        .flatten()
+    {
+        bytes.extend(std::fs::read(e.path()).unwrap_or_default());
+    }
+    assert!(bytes.len() > 10_000, "the database's files were read");
+    let found: Vec<&String> = originals
+        .iter()
+        .filter(|o| bytes.windows(o.len()).any(|w| w == o.as_bytes()))
+        .collect();
+    assert!(found.is_empty(), "originals in the SQLite files: {found:?}");
+    assert!(
+        bytes.windows(id.len()).any(|w| w == id.as_bytes()),
+        "key id {id} not stored"
+    );
+}
+
+async fn ready(base: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let ready = http.get(format!("{base}/readyz")).send().await;
-        if ready.is_ok_and(|r| r.status().is_success()) {
-            break;
+        let r = reqwest::get(format!("{base}/readyz")).await;
+        if r.is_ok_and(|r| r.status().is_success()) {
+            return;
         }
         assert!(std::time::Instant::now() < deadline, "never ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A random and a keyed namespace, 20 originals each made and read back:
+/// the originals.
+async fn exercise(running: &vfps_server::startup::Running) -> Vec<String> {
+    let http = reqwest::Client::new();
+    let base = format!("http://{}", running.http_addr);
+    ready(&base).await;
     let post = |path: String, body: Value| {
         let http = http.clone();
         async move {
@@ -113,24 +151,45 @@ async fn the_service_seals_under_a_key_on_a_pkcs11_token() {
             assert_eq!(back["pseudonym"]["originalValue"], json!(o), "{back}");
         }
     }
+    originals
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_seals_under_a_kms_key() {
+    let moto = vfps_testkit::moto::Moto::start();
+    let arn = moto.kms_key();
+    let sqlite = vfps_testkit::scratch_dir("kms-sqlite").join("vfps.sqlite");
+    let env = |arn: &str| {
+        let mut env = moto.env();
+        env.push(("VFPS_SQLITE_PATH".into(), sqlite.display().to_string()));
+        env.push(("VFPS_KEYS".into(), format!("aws-kms:{arn}")));
+        env
+    };
+    let running = vfps_server::startup::spawn(env(&arn), vfps_server::config::Flags::default())
+        .await
+        .expect("the server starts with an aws-kms key source");
+    let originals = exercise(&running).await;
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
-    let mut bytes = Vec::new();
-    for e in std::fs::read_dir(sqlite.parent().unwrap())
-        .unwrap()
-        .flatten()
-    {
-        bytes.extend(std::fs::read(e.path()).unwrap_or_default());
-    }
-    assert!(bytes.len() > 10_000, "the database's files were read");
-    let found: Vec<&String> = originals
-        .iter()
-        .filter(|o| bytes.windows(o.len()).any(|w| w == o.as_bytes()))
-        .collect();
-    assert!(found.is_empty(), "originals in the SQLite files: {found:?}");
-    // What wrapped the namespaces' keys is the token's key, by its id.
-    assert!(
-        bytes.windows(id.len()).any(|w| w == id.as_bytes()),
-        "key id {id} not stored"
-    );
+    sealed_under(&sqlite, &originals, &arn);
+    // Another KMS key: not ready, and why.
+    let other = moto.kms_key();
+    let running = vfps_server::startup::spawn(env(&other), vfps_server::config::Flags::default())
+        .await
+        .unwrap();
+    let base = format!("http://{}", running.http_addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
+        let (status, body) = (r.status(), r.text().await.unwrap());
+        if body.contains("key source") {
+            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(body.contains(&arn) && body.contains(&other), "{body}");
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
 }

@@ -23,6 +23,7 @@ pub mod aws_s3;
 pub mod fake_vfps;
 pub mod fault_proxy;
 pub mod garage;
+pub mod moto;
 pub mod oidc;
 pub mod otlp;
 pub mod softhsm;
