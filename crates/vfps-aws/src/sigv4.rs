@@ -223,14 +223,18 @@ impl Signer {
             "{ALGORITHM}\n{time}\n{scope}\n{}",
             hex::encode(Sha256::digest(canonical.as_bytes()))
         );
-        let key = [date, &self.region, self.service, "aws4_request"]
-            .iter()
-            .fold(
-                format!("AWS4{}", creds.secret_key).into_bytes(),
-                |key, part| hmac(&key, part.as_bytes()),
-            );
+        let key = signing_key(&creds.secret_key, date, &self.region, self.service);
         hex::encode(hmac(&key, string_to_sign.as_bytes()))
     }
+}
+
+/// The key a day's signatures of one region and service are made with.
+fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> Vec<u8> {
+    [date, region, service, "aws4_request"]
+        .iter()
+        .fold(format!("AWS4{secret}").into_bytes(), |key, part| {
+            hmac(&key, part.as_bytes())
+        })
 }
 
 /// A presigned address asked to live longer than SigV4 allows.
@@ -324,6 +328,44 @@ mod tests {
             session_token: Some("IQoJb3JpZ2luX2VjEXAMPLE/token+with=chars".to_owned()),
             ..creds()
         }
+    }
+
+    /// AWS's example of the signing key's derivation, for another service
+    /// than S3 (IAM): what a KMS signature's key is derived as too.
+    #[test]
+    fn the_signing_key_follows_the_service() {
+        let key = signing_key(
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            "20120215",
+            "us-east-1",
+            "iam",
+        );
+        assert_eq!(
+            hex::encode(key),
+            "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d"
+        );
+        let kms = Signer::for_service("eu-central-1", "kms");
+        let signed = kms.sign(
+            &creds(),
+            &Request {
+                method: "POST",
+                host: "kms.eu-central-1.amazonaws.com",
+                path: "/",
+                query: &[],
+                headers: &[],
+            },
+            EMPTY_SHA256,
+            at(),
+        );
+        let auth = &signed
+            .iter()
+            .find(|(n, _)| *n == "authorization")
+            .unwrap()
+            .1;
+        assert!(
+            auth.contains("/20130524/eu-central-1/kms/aws4_request,"),
+            "{auth}"
+        );
     }
 
     fn at() -> SystemTime {
