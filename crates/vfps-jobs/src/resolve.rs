@@ -111,10 +111,19 @@ impl Resolver {
             originals.push(original);
         }
         // How each is kept: its blind index in a sealed namespace.
+        // Each namespace's keys once for the batch.
+        let mut keepers: Vec<Option<vfps_keys::keyring::Keeper>> =
+            vec![None; self.namespaces.len()];
         let mut kept = Vec::with_capacity(requests.len());
         for (i, original) in originals.iter().enumerate() {
-            let ns = &self.namespaces[requests[i].0];
-            kept.push(vfps_keys::keyring::stored(self.keys.as_deref(), ns, original).await?);
+            let n = requests[i].0;
+            if keepers[n].is_none() {
+                let ns = &self.namespaces[n];
+                keepers[n] = Some(vfps_keys::keyring::keeper(self.keys.as_deref(), ns).await?);
+            }
+            if let Some(keeper) = &keepers[n] {
+                kept.push(keeper.keep(original)?);
+            }
         }
         // Sorted by (namespace, kept original), as the API's batches:
         // concurrent upserts lock rows in one order and cannot deadlock

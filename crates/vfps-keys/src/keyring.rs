@@ -44,15 +44,6 @@ pub struct Stored {
 }
 
 impl Stored {
-    /// An original kept as it is.
-    pub fn plain(original: &OriginalValue) -> Self {
-        Self {
-            key: original.clone(),
-            keys: None,
-            pseudonym: None,
-        }
-    }
-
     /// A new pseudonym for `original` in a namespace of `settings`.
     pub fn generate(
         &self,
@@ -76,6 +67,37 @@ impl Stored {
             .as_ref()
             .map(|k| k.seal(pseudonym, original.as_str()))
             .transpose()
+    }
+}
+
+/// How originals are kept in one namespace: its keys, for many originals.
+#[derive(Clone, Default)]
+pub struct Keeper {
+    keys: Option<Arc<NamespaceKeys>>,
+    pseudonym: Option<Arc<NamespaceKeys>>,
+}
+
+impl Keeper {
+    /// How `original` is kept.
+    pub fn keep(&self, original: &OriginalValue) -> Result<Stored, Error> {
+        Ok(Stored {
+            key: match &self.keys {
+                Some(keys) => OriginalValue::parse(&keys.index(original.as_str()))?,
+                None => original.clone(),
+            },
+            keys: self.keys.clone(),
+            pseudonym: self.pseudonym.clone(),
+        })
+    }
+}
+
+/// [`Keyring::keeper`] where there may be no keyring: a sealed or keyed
+/// namespace then cannot be used, and says why.
+pub async fn keeper(keyring: Option<&Keyring>, ns: &Namespace) -> Result<Keeper, Error> {
+    match keyring {
+        Some(k) => k.keeper(ns).await,
+        None if ns.settings.sealed || ns.settings.method.is_keyed() => Err(no_keys(ns)),
+        None => Ok(Keeper::default()),
     }
 }
 
@@ -225,24 +247,22 @@ impl Keyring {
         self.version(uid, FIRST_VERSION).await
     }
 
-    /// How `original` is kept in `ns`.
-    pub async fn stored(&self, ns: &Namespace, original: &OriginalValue) -> Result<Stored, Error> {
+    /// How originals are kept in `ns`: its keys, fetched once for a batch.
+    pub async fn keeper(&self, ns: &Namespace) -> Result<Keeper, Error> {
         let pseudonym = match ns.settings.method.is_keyed() {
             true => Some(self.pseudonym_keys(ns.uid).await?),
             false => None,
         };
-        if !ns.settings.sealed {
-            return Ok(Stored {
-                pseudonym,
-                ..Stored::plain(original)
-            });
-        }
-        let keys = self.current(ns.uid).await?;
-        Ok(Stored {
-            key: OriginalValue::parse(&keys.index(original.as_str()))?,
-            keys: Some(keys),
-            pseudonym,
-        })
+        let keys = match ns.settings.sealed {
+            true => Some(self.current(ns.uid).await?),
+            false => None,
+        };
+        Ok(Keeper { keys, pseudonym })
+    }
+
+    /// How `original` is kept in `ns`.
+    pub async fn stored(&self, ns: &Namespace, original: &OriginalValue) -> Result<Stored, Error> {
+        self.keeper(ns).await?.keep(original)
     }
 
     /// `p`, a row of `ns` as the store read it, with its original opened
@@ -266,11 +286,7 @@ pub async fn stored(
     ns: &Namespace,
     original: &OriginalValue,
 ) -> Result<Stored, Error> {
-    match keyring {
-        Some(k) => k.stored(ns, original).await,
-        None if ns.settings.sealed || ns.settings.method.is_keyed() => Err(no_keys(ns)),
-        None => Ok(Stored::plain(original)),
-    }
+    keeper(keyring, ns).await?.keep(original)
 }
 
 /// [`Keyring::open`] where there may be no keyring.

@@ -128,6 +128,15 @@ fn main() -> ExitCode {
         Some(Command::Keys {
             action: KeysAction::Init { path },
         }) => {
+            // `file:PATH` as VFPS_KEYS spells it is taken too.
+            let path = path.strip_prefix("file:").unwrap_or(&path).to_owned();
+            if path.starts_with("aws-kms:") {
+                eprintln!(
+                    "vfps keys: an AWS KMS key is made in KMS (aws kms create-key), not by vfps; \
+                     set VFPS_KEYS=aws-kms:<its ARN>"
+                );
+                return ExitCode::from(2);
+            }
             let made = match path.strip_prefix("pkcs11:") {
                 Some(rest) => vfps_keys::pkcs11::Pkcs11Uri::parse(rest)
                     .map_err(vfps_core::Error::invalid_argument)

@@ -680,7 +680,15 @@ impl Service {
         if found.original_sealed.is_none() {
             return Ok(found);
         }
-        let ns = self.namespace_for_read(&name, deadline).await?;
+        // Its keys are the namespace's incarnation's: any cached one will do,
+        // whether reads use the cache or not (they read the row, not the
+        // namespace). A row of another incarnation does not open under it
+        // (its ciphertext is bound to its namespace's uid), and then the
+        // namespace is read anew.
+        let ns = match self.namespaces.get(&name) {
+            Some((ns, _)) => ns,
+            None => self.read_namespace(&name, deadline).await?,
+        };
         match self.opened(&ns, found.clone(), deadline).await {
             Ok(p) => Ok(p),
             // Sealed for another incarnation than the one cached: read it anew.

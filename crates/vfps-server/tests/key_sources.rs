@@ -158,6 +158,19 @@ async fn exercise(running: &vfps_server::startup::Running) -> Vec<String> {
 async fn the_service_seals_under_a_kms_key() {
     let moto = vfps_testkit::moto::Moto::start();
     let arn = moto.kms_key();
+    // `vfps keys init` makes no KMS key (nor a file named after one).
+    let dir = vfps_testkit::scratch_dir("kms-init");
+    let out = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(["keys", "init", &format!("aws-kms:{arn}")])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("made in KMS"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     let sqlite = vfps_testkit::scratch_dir("kms-sqlite").join("vfps.sqlite");
     let env = |arn: &str| {
         let mut env = moto.env();

@@ -459,3 +459,52 @@ async fn a_replica_that_cannot_open_the_keys_is_not_ready_and_says_why() {
     let again = spawn_app_with(with(&env, &right)).await;
     assert_eq!(again.get("/readyz").await.status(), reqwest::StatusCode::OK);
 }
+
+/// A Get opens a sealed row with the namespace this replica has cached,
+/// whatever the cache settings; a row of a newer incarnation (the namespace
+/// deleted and made again through another replica) does not open under the
+/// cached one, and is read through the namespace read anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_get_through_a_replica_that_cached_an_older_incarnation() {
+    use vfps_proto::v1::{NamespaceServiceDeleteRequest, PseudonymServiceGetRequest};
+    let (mut env, _) = backend_env(Backend::Postgres);
+    let keys = vfps_testkit::scratch_dir("sealed-incarnation").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&keys).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", keys.display())));
+    let (a, b) = (spawn_app_with(env.clone()).await, spawn_app_with(env).await);
+    a.namespace("again", UUID4, 36).await;
+    let first = a
+        .create("again", "patient-1")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    let get = |app: &TestApp, p: String| {
+        let mut client = app.pseudonyms.clone();
+        async move {
+            client
+                .get(PseudonymServiceGetRequest {
+                    namespace: "again".into(),
+                    pseudonym_value: p,
+                })
+                .await
+                .map(|r| r.into_inner().pseudonym.unwrap())
+        }
+    };
+    let got = get(&a, first).await.unwrap();
+    assert_eq!(got.original_value.as_deref(), Some("patient-1"));
+    b.namespaces
+        .clone()
+        .delete(NamespaceServiceDeleteRequest {
+            name: "again".into(),
+        })
+        .await
+        .unwrap();
+    b.namespace("again", UUID4, 36).await;
+    let second = b
+        .create("again", "patient-2")
+        .await
+        .unwrap()
+        .pseudonym_value;
+    let got = get(&a, second).await.unwrap();
+    assert_eq!(got.original_value.as_deref(), Some("patient-2"));
+}
