@@ -30,32 +30,28 @@ else
   done
 fi
 
-# Patroni, pinned, in its own virtual environment (VFPS_PATRONI_DIR; the local
-# platform runs $VFPS_PATRONI_DIR/bin/patroni).
-requirements="$(dirname "$0")/patroni-requirements.txt"
+# A pinned Python tool in a virtual environment of its own, made anew when its
+# requirements change: venv NAME DIR REQUIREMENTS PROGRAM (PROGRAM, inside DIR,
+# must exist afterwards).
+venv() {
+  local name=$1 dir=$2 requirements=$3 program=$4
+  if ! cmp -s "$requirements" "$dir/requirements.txt" 2>/dev/null || [ ! -x "$dir/$program" ]; then
+    echo "install-deps: $name from PyPI into $dir"
+    "${sudo_cmd[@]}" rm -rf "$dir"
+    "${sudo_cmd[@]}" /usr/bin/python3 -m venv "$dir"
+    "${sudo_cmd[@]}" "$dir/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
+    "${sudo_cmd[@]}" cp "$requirements" "$dir/requirements.txt"
+  fi
+}
+
+# Patroni (VFPS_PATRONI_DIR; the local platform runs $VFPS_PATRONI_DIR/bin/patroni).
 patroni_dir=${VFPS_PATRONI_DIR:-/opt/vfps-chaos/patroni}
-stamp="$patroni_dir/requirements.txt"
-if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$patroni_dir/bin/patroni" ]; then
-  echo "install-deps: Patroni from PyPI into $patroni_dir"
-  "${sudo_cmd[@]}" rm -rf "$patroni_dir"
-  "${sudo_cmd[@]}" /usr/bin/python3 -m venv "$patroni_dir"
-  "${sudo_cmd[@]}" "$patroni_dir/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
-  "${sudo_cmd[@]}" cp "$requirements" "$stamp"
-fi
+venv Patroni "$patroni_dir" "$(dirname "$0")/patroni-requirements.txt" bin/patroni
 "$patroni_dir/bin/patroni" --version
 
-# moto, pinned, in its own virtual environment (VFPS_MOTO_DIR): AWS KMS and STS
-# for the tests of the aws-kms key source.
-requirements="$(dirname "$0")/moto-requirements.txt"
+# moto (VFPS_MOTO_DIR): AWS KMS and STS for the tests of the aws-kms key source.
 moto_dir=${VFPS_MOTO_DIR:-/opt/vfps-chaos/moto}
-stamp="$moto_dir/requirements.txt"
-if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$moto_dir/bin/python" ]; then
-  echo "install-deps: moto from PyPI into $moto_dir"
-  "${sudo_cmd[@]}" rm -rf "$moto_dir"
-  "${sudo_cmd[@]}" /usr/bin/python3 -m venv "$moto_dir"
-  "${sudo_cmd[@]}" "$moto_dir/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
-  "${sudo_cmd[@]}" cp "$requirements" "$stamp"
-fi
+venv moto "$moto_dir" "$(dirname "$0")/moto-requirements.txt" bin/python
 "$moto_dir/bin/python" -c 'import moto.server, boto3; print("moto", moto.__version__)'
 
 # Garage, pinned, from crates.io: the S3-compatible store the job tests and the
