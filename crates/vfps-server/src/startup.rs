@@ -576,15 +576,18 @@ async fn check_keys(state: &AppState, keyring: &vfps_keys::Keyring, shutdown: &C
                 tracing::info!(namespaces = opened, source = %keyring.describe(), "the key source opens every namespace's keys");
                 return;
             }
-            // The database, not the keys: ready or not as it says.
-            Err(e) if e.kind == ErrorKind::Unavailable => Duration::from_secs(1),
+            // Unreachable (the database, a KMS): soon again; refused: later.
             Err(e) => {
                 if said.as_deref() != Some(e.message.as_str()) {
                     tracing::error!(error = %e, source = %keyring.describe(), "the key source cannot open the namespaces' keys; not ready");
                     said = Some(e.message.clone());
                 }
+                let wait = match e.kind {
+                    ErrorKind::Unavailable => Duration::from_secs(1),
+                    _ => Duration::from_secs(5),
+                };
                 state.health.set_keys_problem(Some(e.message));
-                Duration::from_secs(5)
+                wait
             }
         };
         tokio::select! {

@@ -205,4 +205,33 @@ async fn the_service_seals_under_a_kms_key() {
     assert!(body.contains(&arn) && body.contains(&other), "{body}");
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
+    // KMS unreachable: not ready either, and why.
+    let mut unreachable = env(&arn);
+    let port = vfps_testkit::free_port().unwrap();
+    for (k, v) in &mut unreachable {
+        if k == "AWS_ENDPOINT_URL_KMS" {
+            *v = format!("http://127.0.0.1:{port}");
+        }
+    }
+    let running = vfps_server::startup::spawn(unreachable, vfps_server::config::Flags::default())
+        .await
+        .unwrap();
+    let base = format!("http://{}", running.http_addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
+        let (status, body) = (r.status(), r.text().await.unwrap());
+        if body.contains("key source") {
+            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        body.contains("KMS Decrypt") && body.contains(&port.to_string()),
+        "{body}"
+    );
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
 }
