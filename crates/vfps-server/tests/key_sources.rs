@@ -86,6 +86,22 @@ fn sealed_under(sqlite: &std::path::Path, originals: &[String], id: &str) {
     );
 }
 
+/// `/readyz` once it answers why the key source fails: 503, that reason.
+async fn unready_for_keys(running: &vfps_server::startup::Running) -> String {
+    let base = format!("http://{}", running.http_addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
+        let (status, body) = (r.status(), r.text().await.unwrap());
+        if body.contains("key source") {
+            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+            return body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn ready(base: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -190,18 +206,7 @@ async fn the_service_seals_under_a_kms_key() {
     let running = vfps_server::startup::spawn(env(&other), vfps_server::config::Flags::default())
         .await
         .unwrap();
-    let base = format!("http://{}", running.http_addr);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = loop {
-        let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
-        let (status, body) = (r.status(), r.text().await.unwrap());
-        if body.contains("key source") {
-            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
-            break body;
-        }
-        assert!(std::time::Instant::now() < deadline, "{status} {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let body = unready_for_keys(&running).await;
     assert!(body.contains(&arn) && body.contains(&other), "{body}");
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
@@ -216,18 +221,7 @@ async fn the_service_seals_under_a_kms_key() {
     let running = vfps_server::startup::spawn(unreachable, vfps_server::config::Flags::default())
         .await
         .unwrap();
-    let base = format!("http://{}", running.http_addr);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = loop {
-        let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
-        let (status, body) = (r.status(), r.text().await.unwrap());
-        if body.contains("key source") {
-            assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
-            break body;
-        }
-        assert!(std::time::Instant::now() < deadline, "{status} {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let body = unready_for_keys(&running).await;
     assert!(
         body.contains("KMS Decrypt") && body.contains(&port.to_string()),
         "{body}"
