@@ -419,6 +419,29 @@ impl Probe {
 
     /// Sequential originals made one after another, then listed in pages
     /// of 25 and in one page of all.
+    /// One List page of `namespace` after `token`; a failure is noted.
+    async fn list_page(
+        &self,
+        namespace: &str,
+        page_size: i32,
+        token: &str,
+        notes: &mut Vec<String>,
+    ) -> Option<vfps_proto::v1::PseudonymServiceListResponse> {
+        let asked = PseudonymServiceListRequest {
+            namespace: namespace.to_owned(),
+            page_size,
+            page_token: token.to_owned(),
+            include_total_size: false,
+        };
+        match self.any.list(asked, CALL).await {
+            Outcome::Ok(p) => Some(p),
+            other => {
+                notes.push(format!("List of {namespace}: {:?}", other.code()));
+                None
+            }
+        }
+    }
+
     async fn listed(&self, orders: &mut Vec<Order>, notes: &mut Vec<String>) {
         let name = self.named("listed");
         if let Err(e) = self.ensure(&name, 1, 32, false).await {
@@ -439,24 +462,8 @@ impl Probe {
             let mut token = String::new();
             let mut page_number = 0;
             loop {
-                let page = match self
-                    .any
-                    .list(
-                        PseudonymServiceListRequest {
-                            namespace: name.clone(),
-                            page_size,
-                            page_token: token.clone(),
-                            include_total_size: false,
-                        },
-                        CALL,
-                    )
-                    .await
-                {
-                    Outcome::Ok(p) => p,
-                    other => {
-                        notes.push(format!("List of {name}: {:?}", other.code()));
-                        break;
-                    }
+                let Some(page) = self.list_page(&name, page_size, &token, notes).await else {
+                    break;
                 };
                 let pairs: Vec<(u64, u64)> = page
                     .pseudonyms
@@ -540,24 +547,8 @@ impl Probe {
     ) {
         let mut token = String::new();
         for _ in 0..10_000 {
-            let page = match self
-                .any
-                .list(
-                    PseudonymServiceListRequest {
-                        namespace: namespace.to_owned(),
-                        page_size: 1000,
-                        page_token: token.clone(),
-                        include_total_size: false,
-                    },
-                    CALL,
-                )
-                .await
-            {
-                Outcome::Ok(p) => p,
-                other => {
-                    notes.push(format!("List of {namespace}: {:?}", other.code()));
-                    return;
-                }
+            let Some(page) = self.list_page(namespace, 1000, &token, notes).await else {
+                return;
             };
             for p in page.pseudonyms {
                 if let Some(t) = p.meta.and_then(|m| m.created_at) {
