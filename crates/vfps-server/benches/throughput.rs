@@ -24,6 +24,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::{
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -32,6 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use common::{spawn_binary, Server};
 use tonic::transport::Channel;
 use vfps_proto::v1::{
     namespace_service_client::NamespaceServiceClient,
@@ -132,68 +135,10 @@ fn env_or(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A `vfps` process; killed when dropped.
-struct Server {
-    grpc: String,
-    /// The Prometheus endpoint.
-    metrics: String,
-    child: std::process::Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
 /// Spawns the `vfps` binary on free loopback ports; answers it and the time
 /// from spawn until `/readyz` answered 200.
 async fn spawn_ready(env: &[(String, String)]) -> (Server, Duration) {
     spawn_binary(env!("CARGO_BIN_EXE_vfps"), env).await
-}
-
-/// [`spawn_ready`] for the `vfps` binary at `binary`.
-async fn spawn_binary(binary: &str, env: &[(String, String)]) -> (Server, Duration) {
-    let port = || vfps_testkit::free_port().unwrap().to_string();
-    let (http, grpc, metrics) = (port(), port(), port());
-    let started = Instant::now();
-    let child = std::process::Command::new(binary)
-        .args(["serve", "--listen-address", "127.0.0.1"])
-        .args(["--http-port", &http, "--grpc-port", &grpc])
-        .args(["--metrics-port", &metrics])
-        .envs(env.iter().cloned())
-        .env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the vfps binary starts");
-    let server = Server {
-        grpc: format!("http://127.0.0.1:{grpc}"),
-        metrics: format!("http://127.0.0.1:{metrics}/metrics"),
-        child,
-    };
-    let client = reqwest::Client::new();
-    let ready = format!("http://127.0.0.1:{http}/readyz");
-    loop {
-        if let Ok(r) = client.get(&ready).send().await {
-            if r.status().is_success() {
-                return (server, started.elapsed());
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "vfps never became ready"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 async fn start(env: Vec<(String, String)>) -> Server {

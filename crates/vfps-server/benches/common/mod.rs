@@ -19,10 +19,12 @@ pub fn env_or(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A `vfps` process on free loopback ports.
+/// A `vfps` process on free loopback ports; killed when dropped.
 pub struct Server {
     pub http: String,
     pub grpc: String,
+    /// The Prometheus endpoint.
+    pub metrics: String,
     pub child: std::process::Child,
 }
 
@@ -33,10 +35,24 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// The `vfps` binary of this build, ready.
 pub async fn start(env: &[(String, String)]) -> Server {
+    spawn_binary(env!("CARGO_BIN_EXE_vfps"), env).await.0
+}
+
+/// The `vfps` binary at `binary` on free loopback ports; answers it and the
+/// time from spawn until `/readyz` answered 200.
+pub async fn spawn_binary(binary: &str, env: &[(String, String)]) -> (Server, Duration) {
     let port = || vfps_testkit::free_port().unwrap().to_string();
     let (http, grpc, metrics) = (port(), port(), port());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+    let started = Instant::now();
+    let child = std::process::Command::new(binary)
         .args(["serve", "--listen-address", "127.0.0.1"])
         .args(["--http-port", &http, "--grpc-port", &grpc])
         .args(["--metrics-port", &metrics])
@@ -50,21 +66,21 @@ pub async fn start(env: &[(String, String)]) -> Server {
     let server = Server {
         http: format!("http://127.0.0.1:{http}"),
         grpc: format!("http://127.0.0.1:{grpc}"),
+        metrics: format!("http://127.0.0.1:{metrics}/metrics"),
         child,
     };
     let client = reqwest::Client::new();
-    let started = Instant::now();
     loop {
         if let Ok(r) = client.get(format!("{}/readyz", server.http)).send().await {
             if r.status().is_success() {
-                return server;
+                return (server, started.elapsed());
             }
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "vfps never became ready"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
