@@ -13,12 +13,31 @@ use std::{
 };
 
 use vfps_core::{Error, Namespace, NamespaceSettings, NamespaceUid, OriginalValue, Pseudonym};
-use vfps_store::{keys::StoredKeys, Store};
+use vfps_store::{
+    keys::{Resealed, SealedTable, StoredKeys},
+    Store,
+};
 
 use crate::{NamespaceKeys, Wrap, WrappedKeys};
 
 /// The first key version of a namespace.
 const FIRST_VERSION: u32 = 1;
+
+/// Rows read and re-sealed at once by [`Keyring::reseal`].
+const RESEAL_PAGE: usize = 500;
+
+/// How far a re-seal got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resealing {
+    /// Originals now sealed under the newest key version.
+    pub resealed: u64,
+    /// Rows changed by someone else since read (re-sealed by another
+    /// replica, erased): left as they are.
+    pub skipped: u64,
+    /// Rows whose sealed original does not open (altered, or of a key
+    /// version no longer stored): left as they are, and counted.
+    pub unopened: u64,
+}
 
 /// The keys of this process.
 pub struct Keyring {
@@ -73,7 +92,11 @@ impl Stored {
 /// How originals are kept in one namespace: its keys, for many originals.
 #[derive(Clone, Default)]
 pub struct Keeper {
+    /// The newest keys: what new originals are sealed under.
     keys: Option<Arc<NamespaceKeys>>,
+    /// The first version's keys: their index key finds an original whatever
+    /// version sealed it, and their pseudonym key makes keyed pseudonyms.
+    first: Option<Arc<NamespaceKeys>>,
     pseudonym: Option<Arc<NamespaceKeys>>,
 }
 
@@ -81,9 +104,9 @@ impl Keeper {
     /// How `original` is kept.
     pub fn keep(&self, original: &OriginalValue) -> Result<Stored, Error> {
         Ok(Stored {
-            key: match &self.keys {
-                Some(keys) => OriginalValue::parse(&keys.index(original.as_str()))?,
-                None => original.clone(),
+            key: match (&self.keys, &self.first) {
+                (Some(_), Some(first)) => OriginalValue::parse(&first.index(original.as_str()))?,
+                _ => original.clone(),
             },
             keys: self.keys.clone(),
             pseudonym: self.pseudonym.clone(),
@@ -213,6 +236,85 @@ impl Keyring {
             })
     }
 
+    /// The newest key version of `uid`, read anew from the database and
+    /// taken up for new seals (`None`: it has no keys yet).
+    pub async fn refresh(&self, uid: NamespaceUid) -> Result<Option<u32>, Error> {
+        Ok(self.load(uid).await?.first().map(|k| k.version))
+    }
+
+    /// Starts a new key version of `uid` for new seals: every replica takes
+    /// it up at its next key refresh, and re-seals the older versions'
+    /// originals in the background ([`Keyring::reseal`]). Answers the
+    /// version now newest (another rotation's, when one ran at once). The
+    /// first version's index key keeps finding originals, so an original
+    /// is stored under the same key, and keeps its pseudonym, whatever
+    /// version sealed it.
+    pub async fn rotate(&self, uid: NamespaceUid) -> Result<u32, Error> {
+        let Some(newest) = self.refresh(uid).await? else {
+            return Ok(self.current(uid).await?.version);
+        };
+        let next = newest
+            .checked_add(1)
+            .ok_or_else(|| Error::failed_precondition("no key version after 2^32-1"))?;
+        let (keys, wrapped) = NamespaceKeys::generate(uid, next, self.wrap.as_ref()).await?;
+        if self.store.put_namespace_keys(&to_stored(&wrapped)).await? {
+            self.remember(keys);
+        }
+        Ok(self.refresh(uid).await?.unwrap_or(next))
+    }
+
+    /// Re-seals, under the newest key version, every original of `ns` sealed
+    /// under an older one, a page at a time (both tables). Each row is
+    /// replaced only where its ciphertext is still the one read, so other
+    /// replicas re-sealing at once, and erasures and Creates in between,
+    /// are safe; dropped at any await, what is written stays written and a
+    /// later pass goes on from there. `progress` hears after every page.
+    pub async fn reseal(
+        &self,
+        ns: &Namespace,
+        mut progress: impl FnMut(&Resealing) + Send,
+    ) -> Result<Resealing, Error> {
+        let mut done = Resealing::default();
+        let Some(newest) = self.refresh(ns.uid).await? else {
+            return Ok(done);
+        };
+        let keys = self.version(ns.uid, newest).await?;
+        for table in SealedTable::ALL {
+            let mut after: Option<String> = None;
+            loop {
+                let page = self
+                    .store
+                    .sealed_rows(&ns.name, table, newest, after.as_deref(), RESEAL_PAGE)
+                    .await?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.pseudonym.clone());
+                let mut rows = Vec::with_capacity(page.len());
+                for row in page {
+                    let opened = match NamespaceKeys::sealed_version(&row.sealed) {
+                        Some(v) => match self.version(ns.uid, v).await {
+                            Ok(old) => old.open(&row.pseudonym, &row.sealed),
+                            Err(e) => Err(e),
+                        },
+                        None => Err(Error::internal("a sealed original of an unknown format")),
+                    };
+                    match opened {
+                        Ok(original) => rows.push(Resealed {
+                            new: keys.seal(&row.pseudonym, &original)?,
+                            pseudonym: row.pseudonym,
+                            old: row.sealed,
+                        }),
+                        Err(_) => done.unopened += 1,
+                    }
+                }
+                let n = self.store.reseal(&ns.name, table, &rows).await?;
+                done.resealed += n;
+                done.skipped += rows.len() as u64 - n;
+                progress(&done);
+            }
+        }
+        Ok(done)
+    }
+
     /// Unwraps the stored keys of every namespace that has any: whether this
     /// key source opens them. Answers how many namespaces' keys it opened;
     /// a key of another source, or one altered, is refused by name
@@ -235,8 +337,9 @@ impl Keyring {
         Ok(opened)
     }
 
-    /// The keys of the keyed method's pseudonym key: the first version's,
-    /// made when `uid` has none yet.
+    /// The first version's keys, made when `uid` has none yet: their index
+    /// key finds originals whatever version sealed them, and their
+    /// pseudonym key makes the keyed method's pseudonyms.
     pub async fn pseudonym_keys(&self, uid: NamespaceUid) -> Result<Arc<NamespaceKeys>, Error> {
         if let Some(k) = self.cached(uid, FIRST_VERSION) {
             return Ok(k);
@@ -253,11 +356,18 @@ impl Keyring {
             true => Some(self.pseudonym_keys(ns.uid).await?),
             false => None,
         };
-        let keys = match ns.settings.sealed {
-            true => Some(self.current(ns.uid).await?),
-            false => None,
+        let (keys, first) = match ns.settings.sealed {
+            true => (
+                Some(self.current(ns.uid).await?),
+                Some(self.pseudonym_keys(ns.uid).await?),
+            ),
+            false => (None, None),
         };
-        Ok(Keeper { keys, pseudonym })
+        Ok(Keeper {
+            keys,
+            first,
+            pseudonym,
+        })
     }
 
     /// How `original` is kept in `ns`.

@@ -68,6 +68,11 @@ pub struct Settings {
     /// (`file:PATH`); with one, new namespaces' originals are sealed at rest
     /// (docs/privacy.md). Unset: originals are stored as they are.
     pub keys: Option<vfps_keys::KeySource>,
+    /// `VFPS_KEYS_REFRESH_INTERVAL` (5 s): how often a replica looks for a
+    /// namespace's new key version (a rotation) to seal new originals
+    /// under; it re-seals the older versions' originals two intervals
+    /// after it learns of one.
+    pub keys_refresh: Duration,
     /// `Authorization__*`: who may call what.
     pub authorization: Authorization,
     /// `VFPS_GRPC_REFLECTION`: whether gRPC server reflection is served.
@@ -418,6 +423,18 @@ impl Settings {
                     }
                 },
                 None => None,
+            },
+            keys_refresh: {
+                let every = duration(
+                    &env,
+                    &mut errors,
+                    "VFPS_KEYS_REFRESH_INTERVAL",
+                    Duration::from_secs(5),
+                );
+                if every.is_zero() {
+                    errors.push("VFPS_KEYS_REFRESH_INTERVAL must be greater than zero".into());
+                }
+                every
             },
             unsafe_revealing: setting(
                 &env,

@@ -28,6 +28,8 @@ pub mod grpc;
 pub mod http;
 pub mod jobs;
 pub mod jobs_cli;
+pub mod keys;
+pub mod keys_cli;
 pub mod metrics;
 pub mod pseudonyms_cli;
 pub mod restore_cli;

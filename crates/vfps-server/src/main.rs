@@ -81,6 +81,8 @@ enum KeysAction {
         /// then), or a pkcs11: URI (VFPS_KEYS=<it> then).
         path: String,
     },
+    #[command(flatten)]
+    Versions(vfps_server::keys_cli::KeysCommand),
 }
 
 #[derive(Subcommand)]
@@ -117,6 +119,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut tokens = None;
     let mut restore = None;
+    let mut keys = None;
     let flags = cli.flags;
     let (wait, migrate_only, check_only) = match cli.command {
         Some(Command::Jobs { action }) => {
@@ -165,6 +168,12 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Some(Command::Keys {
+            action: KeysAction::Versions(command),
+        }) => {
+            keys = Some(command);
+            (Duration::ZERO, false, false)
+        }
         None | Some(Command::Serve) => (Duration::ZERO, false, false),
         Some(Command::Migrate { wait, check }) => (wait, true, check),
         Some(Command::Tokens { action }) => {
@@ -194,7 +203,7 @@ fn main() -> ExitCode {
         }
     };
     // Only `serve` answers calls worth tracing.
-    let serving = tokens.is_none() && restore.is_none() && !migrate_only;
+    let serving = tokens.is_none() && restore.is_none() && keys.is_none() && !migrate_only;
     let tracing_settings = if serving {
         settings.tracing.clone()
     } else {
@@ -215,6 +224,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         if let Some(action) = tokens {
             manage_tokens(&settings, action).await
+        } else if let Some(command) = keys {
+            let store = command_store(&settings).await?;
+            vfps_server::keys_cli::run(&settings, store, command).await
         } else if let Some(action) = restore {
             match &settings.store {
                 StoreConfig::Postgres(options) => {
@@ -271,16 +283,24 @@ fn client(name: &str, command: impl std::future::Future<Output = anyhow::Result<
     }
 }
 
-/// `vfps tokens …`: the same store `serve` would use, its schema migrated first.
-async fn manage_tokens(settings: &Settings, action: TokensAction) -> anyhow::Result<()> {
-    let store = match &settings.store {
+/// The store `serve` would use, its schema migrated first: for `vfps
+/// tokens …` and `vfps keys …`.
+async fn command_store(
+    settings: &Settings,
+) -> anyhow::Result<std::sync::Arc<dyn vfps_store::Store>> {
+    Ok(match &settings.store {
         StoreConfig::Postgres(options) => {
             let store = PgStore::new(options)?;
             store.migrate().await.map_err(|e| anyhow::anyhow!("{e}"))?;
             std::sync::Arc::new(store) as std::sync::Arc<dyn vfps_store::Store>
         }
         StoreConfig::Sqlite(_) => open_store(settings).await?,
-    };
+    })
+}
+
+/// `vfps tokens …`.
+async fn manage_tokens(settings: &Settings, action: TokensAction) -> anyhow::Result<()> {
+    let store = command_store(settings).await?;
     match action {
         TokensAction::Create {
             kind,

@@ -322,6 +322,14 @@ impl Application {
             "vfps listening"
         );
         let background = CancellationToken::new();
+        if let Some(keyring) = state.service.keys().cloned() {
+            tokio::spawn(crate::keys::refresh_and_reseal(
+                keyring,
+                state.service.store().clone(),
+                settings.keys_refresh,
+                background.clone(),
+            ));
+        }
         tokio::spawn(create_initial_namespaces(
             state.clone(),
             settings.init_namespaces.clone(),
@@ -559,42 +567,9 @@ async fn create_initial_namespaces(
         }
     }
     if let Some(keyring) = state.service.keys().cloned() {
-        check_keys(&state, &keyring, &shutdown).await;
+        crate::keys::check(&state, &keyring, &shutdown).await;
     }
     state.health.mark_initialised();
-}
-
-/// Until the key source opens every namespace's stored keys: not ready,
-/// saying why (a key file of another deployment, a KMS key refused), and
-/// checked again every few seconds, so a fixed source is taken up.
-async fn check_keys(state: &AppState, keyring: &vfps_keys::Keyring, shutdown: &CancellationToken) {
-    let mut said: Option<String> = None;
-    loop {
-        let wait = match keyring.check().await {
-            Ok(opened) => {
-                state.health.set_keys_problem(None);
-                tracing::info!(namespaces = opened, source = %keyring.describe(), "the key source opens every namespace's keys");
-                return;
-            }
-            // Unreachable (the database, a KMS): soon again; refused: later.
-            Err(e) => {
-                if said.as_deref() != Some(e.message.as_str()) {
-                    tracing::error!(error = %e, source = %keyring.describe(), "the key source cannot open the namespaces' keys; not ready");
-                    said = Some(e.message.clone());
-                }
-                let wait = match e.kind {
-                    ErrorKind::Unavailable => Duration::from_secs(1),
-                    _ => Duration::from_secs(5),
-                };
-                state.health.set_keys_problem(Some(e.message));
-                wait
-            }
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
 }
 
 /// Keeps gRPC health in step with readiness until draining starts; never

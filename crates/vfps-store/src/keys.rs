@@ -40,3 +40,91 @@ pub trait KeyStore: Send + Sync {
     /// like a write.
     async fn put_namespace_keys(&self, keys: &StoredKeys) -> Result<bool, Error>;
 }
+
+/// Which table a sealed row lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealedTable {
+    /// `pseudonyms`: one pseudonym an original.
+    Pseudonyms,
+    /// `multi_pseudonyms`: many pseudonyms an original.
+    Multi,
+}
+
+impl SealedTable {
+    pub const ALL: [SealedTable; 2] = [SealedTable::Pseudonyms, SealedTable::Multi];
+
+    /// The table's name in both stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            SealedTable::Pseudonyms => "pseudonyms",
+            SealedTable::Multi => "multi_pseudonyms",
+        }
+    }
+}
+
+/// A row whose original is sealed, as found for re-sealing: its pseudonym
+/// (what the seal is bound to) and its sealed original.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedRow {
+    pub pseudonym: String,
+    pub sealed: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedRow").finish_non_exhaustive()
+    }
+}
+
+/// A row's sealed original replaced by `new` where it still is `old`.
+#[derive(Clone)]
+pub struct Resealed {
+    pub pseudonym: String,
+    pub old: Vec<u8>,
+    pub new: Vec<u8>,
+}
+
+/// The key version a sealed original was written under, as stored (bytes
+/// 2–5, little-endian): what [`SealedStore`] pages and counts by.
+pub fn version_bytes(version: u32) -> [u8; 4] {
+    version.to_le_bytes()
+}
+
+/// The key version of [`version_bytes`] read back.
+pub fn version_of(bytes: &[u8]) -> Result<u32, Error> {
+    <[u8; 4]>::try_from(bytes)
+        .map(u32::from_le_bytes)
+        .map_err(|_| Error::internal("a sealed original too short to name its key version"))
+}
+
+/// Sealed originals found and replaced under a newer key version, in both
+/// stores: the re-seal after a rotation. A replacement is a compare-and-set
+/// on the old ciphertext, so two replicas re-sealing at once, an erasure
+/// or a namespace delete in between, lose nothing and write nothing twice.
+#[async_trait]
+pub trait SealedStore: Send + Sync {
+    /// Up to `limit` rows of `namespace` in `table` sealed under a key
+    /// version other than `version`, by pseudonym after `after`.
+    async fn sealed_rows(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error>;
+    /// Writes each row's `new` where its sealed original is still `old`:
+    /// how many were replaced. Durable like a write.
+    async fn reseal(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        table: SealedTable,
+        rows: &[Resealed],
+    ) -> Result<u64, Error>;
+    /// How many sealed originals of `namespace` (both tables) each key
+    /// version holds, by version.
+    async fn sealed_versions(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+    ) -> Result<Vec<(u32, u64)>, Error>;
+}

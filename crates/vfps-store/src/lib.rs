@@ -126,7 +126,13 @@ pub trait Upsert: Send + Sync + 'static {
 /// The persistence contract both stores fulfil (one test suite runs against both).
 #[async_trait]
 pub trait Store:
-    Upsert + jobs::JobStore + sessions::SessionEnds + erasure::Erase + multi::Multi + keys::KeyStore
+    Upsert
+    + jobs::JobStore
+    + sessions::SessionEnds
+    + erasure::Erase
+    + multi::Multi
+    + keys::KeyStore
+    + keys::SealedStore
 {
     /// Fails with `AlreadyExists` when the name is taken. Like every answer about
     /// a namespace, only given once the synchronous standby has it too.

@@ -786,6 +786,122 @@ async fn namespace_keys_are_stored_once_a_version(store: Arc<dyn Store>) {
         .is_empty());
 }
 
+/// Sealed rows found by the key version they are not under, in pages, and
+/// replaced only where their ciphertext is still the one read (a row
+/// re-sealed or anonymized in between is left as it is), in both tables.
+async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
+    use vfps_store::erasure::Erasure;
+    use vfps_store::keys::{Resealed, SealedTable};
+    let ns = NamespaceName::parse("n").unwrap();
+    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let under = |v: u32, p: &str| {
+        let mut s = vec![1u8];
+        s.extend_from_slice(&v.to_le_bytes());
+        s.extend_from_slice(format!("ciphertext of {p}").as_bytes());
+        s
+    };
+    let batch: Vec<Candidate> = (0..5)
+        .map(|i| Candidate {
+            sealed: Some(under(if i == 2 { 2 } else { 1 }, &format!("p-{i}"))),
+            ..candidate("n", &format!("~k1.index-{i}"), &format!("p-{i}"))
+        })
+        .collect();
+    store.upsert_pseudonyms(&batch).await.unwrap();
+    assert_eq!(store.sealed_versions(&ns).await.unwrap(), [(1, 4), (2, 1)]);
+    let page = |after: Option<&'static str>| {
+        let store = store.clone();
+        let ns = ns.clone();
+        async move {
+            store
+                .sealed_rows(&ns, SealedTable::Pseudonyms, 2, after, 2)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.pseudonym)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(None).await, ["p-0", "p-1"]);
+    assert_eq!(page(Some("p-1")).await, ["p-3", "p-4"]);
+    assert!(page(Some("p-4")).await.is_empty());
+    // p-3 anonymized and p-4 re-sealed by someone else since they were read.
+    store
+        .erase(
+            &ns,
+            &OriginalValue::parse("~k1.index-3").unwrap(),
+            Erasure::Anonymize,
+        )
+        .await
+        .unwrap();
+    let other = [Resealed {
+        pseudonym: "p-4".into(),
+        old: under(1, "p-4"),
+        new: under(2, "p-4 by another"),
+    }];
+    assert_eq!(
+        store
+            .reseal(&ns, SealedTable::Pseudonyms, &other)
+            .await
+            .unwrap(),
+        1
+    );
+    let mine: Vec<Resealed> = ["p-0", "p-1", "p-3", "p-4"]
+        .iter()
+        .map(|p| Resealed {
+            pseudonym: (*p).into(),
+            old: under(1, p),
+            new: under(2, p),
+        })
+        .collect();
+    assert_eq!(
+        store
+            .reseal(&ns, SealedTable::Pseudonyms, &mine)
+            .await
+            .unwrap(),
+        2
+    );
+    let read = store.get_pseudonym(&ns, &pv("p-4")).await.unwrap().unwrap();
+    assert_eq!(read.original_sealed, Some(under(2, "p-4 by another")));
+    let read = store.get_pseudonym(&ns, &pv("p-0")).await.unwrap().unwrap();
+    assert_eq!(read.original_sealed, Some(under(2, "p-0")));
+    assert!(page(None).await.is_empty());
+    assert_eq!(store.sealed_versions(&ns).await.unwrap(), [(2, 4)]);
+    // The multi-pseudonym table likewise.
+    let mut m = namespace("m", 8);
+    m.settings = m.settings.with_multi(true).unwrap().with_sealed(true);
+    store.create_namespace(&m).await.unwrap();
+    store
+        .add_pseudonyms(
+            &m.name,
+            m.uid,
+            &OriginalValue::parse("~k1.index-m").unwrap(),
+            &["q-1".to_owned(), "q-2".to_owned()],
+            &[under(1, "q-1"), under(3, "q-2")],
+            now_micros(),
+        )
+        .await
+        .unwrap();
+    let old = store
+        .sealed_rows(&m.name, SealedTable::Multi, 3, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].pseudonym, "q-1");
+    let redo = [Resealed {
+        pseudonym: "q-1".into(),
+        old: old[0].sealed.clone(),
+        new: under(3, "q-1"),
+    }];
+    assert_eq!(
+        store
+            .reseal(&m.name, SealedTable::Multi, &redo)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.sealed_versions(&m.name).await.unwrap(), [(3, 2)]);
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -825,6 +941,7 @@ contract!(
     an_original_system_is_declared_or_adopted_once,
     sealed_rows_keep_their_ciphertext_until_anonymized,
     namespace_keys_are_stored_once_a_version,
+    sealed_rows_are_resealed_only_where_unchanged,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

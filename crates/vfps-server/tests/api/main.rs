@@ -24,6 +24,7 @@ mod resilience;
 mod rest;
 mod restore;
 mod rights;
+mod rotation;
 mod safety;
 mod sealed;
 mod tls;

@@ -14,14 +14,14 @@ const UUID4: i32 = 3;
 const SYSTEM: &str = "https://example.org/patient";
 
 /// Originals that are easy to find in bytes.
-fn originals(n: usize) -> Vec<String> {
+pub(crate) fn originals(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("plain-original-{i:05}")).collect()
 }
 
 /// Every way an original reaches the store: Create, `$pseudonymize`, a
 /// transaction Bundle, `$pseudonymize-multiple`; each answered and looked
 /// up back.
-async fn write_every_way(app: &TestApp, originals: &[String]) {
+pub(crate) async fn write_every_way(app: &TestApp, originals: &[String]) {
     app.namespace("sealed", UUID4, 36).await;
     crate::mii::namespace(app, "mii", UUID4, 36, true).await;
     app.namespaces

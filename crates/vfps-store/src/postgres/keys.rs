@@ -1,10 +1,12 @@
 //! [`KeyStore`] on PostgreSQL.
 
 use async_trait::async_trait;
-use vfps_core::{Error, NamespaceUid};
+use vfps_core::{Error, NamespaceName, NamespaceUid};
 
 use super::{classify, PgStore};
-use crate::keys::{KeyStore, StoredKeys};
+use crate::keys::{
+    version_bytes, KeyStore, Resealed, SealedRow, SealedStore, SealedTable, StoredKeys,
+};
 
 #[async_trait]
 impl KeyStore for PgStore {
@@ -46,5 +48,96 @@ impl KeyStore for PgStore {
             .await?;
         lease.finish();
         Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl SealedStore for PgStore {
+    async fn sealed_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let version = version_bytes(version).to_vec();
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                &format!(
+                    "SELECT pseudonym_value, original_sealed FROM {} \
+                     WHERE namespace = $1 AND original_sealed IS NOT NULL \
+                       AND substring(original_sealed from 2 for 4) <> $2 \
+                       AND ($3::text IS NULL OR pseudonym_value > $3) \
+                     ORDER BY pseudonym_value LIMIT $4",
+                    table.name()
+                ),
+                &[&namespace.as_str(), &version, &after, &limit],
+            ))
+            .await?;
+        lease.finish();
+        rows.iter()
+            .map(|r| {
+                Ok(SealedRow {
+                    pseudonym: r.try_get(0).map_err(|e| classify(&e))?,
+                    sealed: r.try_get(1).map_err(|e| classify(&e))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn reseal(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        rows: &[Resealed],
+    ) -> Result<u64, Error> {
+        let pseudonyms: Vec<&str> = rows.iter().map(|r| r.pseudonym.as_str()).collect();
+        let old: Vec<&[u8]> = rows.iter().map(|r| r.old.as_slice()).collect();
+        let new: Vec<&[u8]> = rows.iter().map(|r| r.new.as_slice()).collect();
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                &format!(
+                    "UPDATE {} AS t SET original_sealed = r.new \
+                     FROM unnest($2::text[], $3::bytea[], $4::bytea[]) AS r(pseudonym, old, new) \
+                     WHERE t.namespace = $1 AND t.pseudonym_value = r.pseudonym \
+                       AND t.original_sealed = r.old",
+                    table.name()
+                ),
+                &[&namespace.as_str(), &pseudonyms, &old, &new],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n)
+    }
+
+    async fn sealed_versions(&self, namespace: &NamespaceName) -> Result<Vec<(u32, u64)>, Error> {
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                "SELECT v, sum(n)::int8 FROM ( \
+                   SELECT substring(original_sealed from 2 for 4) AS v, count(*) AS n \
+                   FROM pseudonyms WHERE namespace = $1 AND original_sealed IS NOT NULL GROUP BY 1 \
+                   UNION ALL \
+                   SELECT substring(original_sealed from 2 for 4), count(*) \
+                   FROM multi_pseudonyms WHERE namespace = $1 AND original_sealed IS NOT NULL GROUP BY 1 \
+                 ) AS c GROUP BY v",
+                &[&namespace.as_str()],
+            ))
+            .await?;
+        lease.finish();
+        let mut out = rows
+            .iter()
+            .map(|r| {
+                let v: Vec<u8> = r.try_get(0).map_err(|e| classify(&e))?;
+                let n: i64 = r.try_get(1).map_err(|e| classify(&e))?;
+                Ok((crate::keys::version_of(&v)?, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        out.sort_unstable();
+        Ok(out)
     }
 }

@@ -2,10 +2,12 @@
 
 use async_trait::async_trait;
 use rusqlite::params;
-use vfps_core::{now_micros, to_micros, Error, NamespaceUid};
+use vfps_core::{now_micros, to_micros, Error, NamespaceName, NamespaceUid};
 
 use super::{sql_err, SqliteStore};
-use crate::keys::{KeyStore, StoredKeys};
+use crate::keys::{
+    version_bytes, version_of, KeyStore, Resealed, SealedRow, SealedStore, SealedTable, StoredKeys,
+};
 
 #[async_trait]
 impl KeyStore for SqliteStore {
@@ -54,5 +56,106 @@ impl KeyStore for SqliteStore {
             Ok(n == 1)
         })
         .await
+    }
+}
+
+#[async_trait]
+impl SealedStore for SqliteStore {
+    async fn sealed_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let after = after.map(str::to_owned);
+        let version = version_bytes(version).to_vec();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_reader(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT pseudonym_value, original_sealed FROM {} \
+                     WHERE namespace = ?1 AND original_sealed IS NOT NULL \
+                       AND substr(original_sealed, 2, 4) <> ?2 \
+                       AND (?3 IS NULL OR pseudonym_value > ?3) \
+                     ORDER BY pseudonym_value LIMIT ?4",
+                    table.name()
+                ))
+                .map_err(sql_err)?;
+            let rows = st
+                .query_map(params![namespace, version, after, limit], |r| {
+                    Ok(SealedRow {
+                        pseudonym: r.get(0)?,
+                        sealed: r.get(1)?,
+                    })
+                })
+                .map_err(sql_err)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn reseal(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        rows: &[Resealed],
+    ) -> Result<u64, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let rows = rows.to_vec();
+        self.with_writer(move |c| {
+            let tx = c.transaction().map_err(sql_err)?;
+            let mut n = 0;
+            {
+                let mut st = tx
+                    .prepare_cached(&format!(
+                        "UPDATE {} SET original_sealed = ?4 \
+                         WHERE namespace = ?1 AND pseudonym_value = ?2 AND original_sealed = ?3",
+                        table.name()
+                    ))
+                    .map_err(sql_err)?;
+                for r in &rows {
+                    n += st
+                        .execute(params![namespace, r.pseudonym, r.old, r.new])
+                        .map_err(sql_err)? as u64;
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn sealed_versions(&self, namespace: &NamespaceName) -> Result<Vec<(u32, u64)>, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let counted = self
+            .with_reader(move |c| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT v, sum(n) FROM ( \
+                           SELECT substr(original_sealed, 2, 4) AS v, count(*) AS n \
+                           FROM pseudonyms WHERE namespace = ?1 AND original_sealed IS NOT NULL GROUP BY 1 \
+                           UNION ALL \
+                           SELECT substr(original_sealed, 2, 4), count(*) \
+                           FROM multi_pseudonyms WHERE namespace = ?1 AND original_sealed IS NOT NULL GROUP BY 1 \
+                         ) GROUP BY v",
+                    )
+                    .map_err(sql_err)?;
+                let rows = st
+                    .query_map(params![namespace], |r| {
+                        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(sql_err)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
+            })
+            .await?;
+        let mut out = counted
+            .into_iter()
+            .map(|(v, n)| Ok((version_of(&v)?, u64::try_from(n).unwrap_or(0))))
+            .collect::<Result<Vec<_>, Error>>()?;
+        out.sort_unstable();
+        Ok(out)
     }
 }

@@ -1,0 +1,172 @@
+//! `vfps keys rotate | status | reseal`: the namespaces' key versions, run
+//! against the database with the replicas' own `VFPS_KEYS` (docs/privacy.md,
+//! "Rotating keys"). A rotation starts a new key version; the running
+//! replicas take it up for new seals and re-seal the older versions'
+//! originals in the background; `status` shows how far that got, and
+//! `reseal` does it in the foreground, with progress.
+
+use std::{sync::Arc, time::Instant};
+
+use anyhow::{anyhow, bail};
+use clap::Subcommand;
+use vfps_core::{Namespace, NamespaceName};
+use vfps_store::Store;
+
+use crate::config::Settings;
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Start a new key version of every sealed namespace (or of those
+    /// named): replicas seal new originals under it within
+    /// VFPS_KEYS_REFRESH_INTERVAL and re-seal the older versions'
+    /// originals in the background; pseudonyms and lookups are unchanged.
+    Rotate {
+        /// A sealed namespace's name; repeatable. Default: every sealed one.
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
+    /// Each sealed namespace's key versions, and how many of its originals
+    /// each one seals.
+    Status {
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
+    /// Re-seal, now and here, every original under an older key version
+    /// than its namespace's newest (what replicas do in the background).
+    Reseal {
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
+}
+
+pub async fn run(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    command: KeysCommand,
+) -> anyhow::Result<()> {
+    let source = settings.keys.as_ref().ok_or_else(|| {
+        anyhow!("VFPS_KEYS is not set: give the key source the replicas use (file:PATH, pkcs11:…, aws-kms:ARN)")
+    })?;
+    let keyring = vfps_keys::Keyring::new(
+        source.open().map_err(|e| anyhow!("{}", e.message))?,
+        store.clone(),
+    );
+    let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
+    match command {
+        KeysCommand::Rotate { namespaces } => {
+            for ns in sealed(store.as_ref(), &namespaces).await? {
+                let version = keyring.rotate(ns.uid).await.map_err(failed)?;
+                println!("{}: key version {version}", ns.name);
+            }
+            eprintln!(
+                "vfps keys: replicas seal new originals under the new versions within \
+                 VFPS_KEYS_REFRESH_INTERVAL and re-seal older ones in the background \
+                 (`vfps keys status` shows how far)"
+            );
+        }
+        KeysCommand::Status { namespaces } => {
+            for ns in sealed(store.as_ref(), &namespaces).await? {
+                let newest = keyring.refresh(ns.uid).await.map_err(failed)?;
+                let counts = store.sealed_versions(&ns.name).await.map_err(failed)?;
+                println!("{}", status_line(&ns.name, newest, &counts));
+            }
+        }
+        KeysCommand::Reseal { namespaces } => {
+            for ns in sealed(store.as_ref(), &namespaces).await? {
+                let started = Instant::now();
+                let mut said = Instant::now();
+                let done = keyring
+                    .reseal(&ns, |p| {
+                        if said.elapsed().as_secs() >= 1 {
+                            said = Instant::now();
+                            eprintln!("vfps keys: {}: {} re-sealed so far", ns.name, p.resealed);
+                        }
+                    })
+                    .await
+                    .map_err(failed)?;
+                eprintln!(
+                    "vfps keys: {}: {} re-sealed, {} changed by others meanwhile, in {:.1} s",
+                    ns.name,
+                    done.resealed,
+                    done.skipped,
+                    started.elapsed().as_secs_f64()
+                );
+                if done.unopened > 0 {
+                    bail!(
+                        "{}: {} sealed originals open under no stored key version; left as they are",
+                        ns.name,
+                        done.unopened
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sealed namespaces named (each must exist and be sealed), or every
+/// sealed one.
+async fn sealed(store: &dyn Store, names: &[String]) -> anyhow::Result<Vec<Namespace>> {
+    let all = store
+        .list_namespaces()
+        .await
+        .map_err(|e| anyhow!("{}", e.message))?;
+    if names.is_empty() {
+        return Ok(all.into_iter().filter(|ns| ns.settings.sealed).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            let parsed = NamespaceName::parse(name)
+                .map_err(|e| anyhow!("--namespace {name:?}: {}", e.message))?;
+            match all.iter().find(|ns| ns.name == parsed) {
+                Some(ns) if ns.settings.sealed => Ok(ns.clone()),
+                Some(_) => bail!("namespace {name:?} keeps its originals plain: no keys to rotate"),
+                None => bail!("no namespace is named {name:?}"),
+            }
+        })
+        .collect()
+}
+
+/// One namespace's line of `vfps keys status`.
+fn status_line(name: &NamespaceName, newest: Option<u32>, counts: &[(u32, u64)]) -> String {
+    let Some(newest) = newest else {
+        return format!("{name}: no keys yet (made with its first original)");
+    };
+    let total: u64 = counts.iter().map(|(_, n)| n).sum();
+    let under_newest = counts
+        .iter()
+        .find(|(v, _)| *v == newest)
+        .map_or(0, |(_, n)| *n);
+    let by_version: Vec<String> = counts.iter().map(|(v, n)| format!("v{v} {n}")).collect();
+    let share = match total {
+        0 => 100.0,
+        t => under_newest as f64 * 100.0 / t as f64,
+    };
+    format!(
+        "{name}: newest key version {newest}; sealed originals by version: {} ({share:.1} % under the newest)",
+        match by_version.is_empty() {
+            true => "none".to_owned(),
+            false => by_version.join(", "),
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_says_how_much_is_under_the_newest_version() {
+        let n = NamespaceName::parse("research").unwrap();
+        assert_eq!(
+            status_line(&n, Some(2), &[(1, 25), (2, 75)]),
+            "research: newest key version 2; sealed originals by version: v1 25, v2 75 (75.0 % under the newest)"
+        );
+        assert_eq!(
+            status_line(&n, Some(1), &[]),
+            "research: newest key version 1; sealed originals by version: none (100.0 % under the newest)"
+        );
+        assert!(status_line(&n, None, &[]).contains("no keys yet"));
+    }
+}

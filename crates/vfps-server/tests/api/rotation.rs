@@ -1,0 +1,216 @@
+//! Key rotation online (`vfps keys rotate | status | reseal`, docs/privacy.md,
+//! "Rotating keys"): a new key version is taken up by every replica for new
+//! seals, the older versions' originals are re-sealed in the background,
+//! and all along every original keeps its one pseudonym and opens.
+
+use std::{
+    collections::HashMap,
+    process::{Command, Output},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use tokio::sync::Mutex;
+use vfps_proto::v1::{PseudonymServiceGetRequest, PseudonymServiceListRequest};
+
+use crate::{
+    helpers::{backend_env, spawn_app_with, Backend, TestApp},
+    sealed::{originals, write_every_way},
+};
+
+/// `vfps keys …` with the replicas' settings.
+fn keys(env: &[(String, String)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .arg("keys")
+        .args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("vfps runs")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every original of `namespace` with its pseudonym: List's pseudonyms,
+/// each read back through `app` (which opens its sealed original).
+async fn listed(app: &TestApp, namespace: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut token = String::new();
+    loop {
+        let page = app
+            .pseudonyms
+            .clone()
+            .list(PseudonymServiceListRequest {
+                namespace: namespace.into(),
+                page_size: 500,
+                page_token: token.clone(),
+                include_total_size: false,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        for p in page.pseudonyms {
+            let read = app
+                .pseudonyms
+                .clone()
+                .get(PseudonymServiceGetRequest {
+                    namespace: namespace.into(),
+                    pseudonym_value: p.pseudonym_value.clone(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            let original = read.pseudonym.unwrap().original_value.unwrap();
+            out.insert(original, p.pseudonym_value);
+        }
+        if page.next_page_token.is_empty() {
+            return out;
+        }
+        token = page.next_page_token;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_under_creates_keeps_every_pseudonym_and_reseals_in_the_background() {
+    let (mut env, _) = backend_env(Backend::Postgres);
+    let key = vfps_testkit::scratch_dir("rotation").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&key).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+    env.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "100ms".into()));
+    let a = Arc::new(spawn_app_with(env.clone()).await);
+    let b = Arc::new(spawn_app_with(env.clone()).await);
+    let before = originals(40);
+    write_every_way(&a, &before).await;
+    let sealed_before = listed(&a, "sealed").await;
+    assert_eq!(sealed_before.len(), before.len() / 4);
+    let status = stdout(&keys(&env, &["status"]));
+    assert!(status.contains("sealed: newest key version 1"), "{status}");
+
+    // Creates through both replicas, of new originals and of old ones,
+    // while the rotation is taken up and the re-seal runs.
+    let answered: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (a, b, answered, stop) = (a.clone(), b.clone(), answered.clone(), stop.clone());
+        let old: Vec<String> = sealed_before.keys().cloned().collect();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                let original = match i % 3 {
+                    0 => old[i % old.len()].clone(),
+                    _ => format!("during-rotation-{}", i / 2),
+                };
+                let app = if i.is_multiple_of(2) { &a } else { &b };
+                let p = app.create("sealed", &original).await.unwrap();
+                answered
+                    .lock()
+                    .await
+                    .entry(original)
+                    .or_default()
+                    .push(p.pseudonym_value);
+                i += 1;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rotated = stdout(&keys(&env, &["rotate"]));
+    for ns in ["sealed", "mii", "many"] {
+        assert!(
+            rotated.contains(&format!("{ns}: key version 2")),
+            "{rotated}"
+        );
+    }
+    // The replicas re-seal everything under version 2 by themselves.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = stdout(&keys(&env, &["status"]));
+        if status.matches("(100.0 % under the newest)").count() == 3
+            && status.matches("newest key version 2").count() == 3
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not re-sealed: {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.await.unwrap();
+
+    // No original ever got a second pseudonym, the old ones kept theirs,
+    // and every row opens to its original through either replica.
+    let answered = answered.lock().await;
+    assert!(answered.len() > 10, "{}", answered.len());
+    for (original, pseudonyms) in answered.iter() {
+        assert!(
+            pseudonyms.iter().all(|p| p == &pseudonyms[0]),
+            "two pseudonyms"
+        );
+        if let Some(p) = sealed_before.get(original) {
+            assert_eq!(p, &pseudonyms[0]);
+        }
+    }
+    for app in [&a, &b] {
+        let now = listed(app, "sealed").await;
+        for (original, p) in sealed_before.iter() {
+            assert_eq!(now.get(original), Some(p));
+        }
+        for (original, pseudonyms) in answered.iter() {
+            assert_eq!(now.get(original), Some(&pseudonyms[0]));
+        }
+    }
+    let again = a.create("sealed", &before[0]).await.unwrap();
+    assert_eq!(Some(&again.pseudonym_value), sealed_before.get(&before[0]));
+
+    // A second rotation re-sealed here, in the foreground.
+    let rotated = stdout(&keys(&env, &["rotate", "--namespace", "many"]));
+    assert_eq!(rotated.trim(), "many: key version 3");
+    let out = keys(&env, &["reseal", "--namespace", "many"]);
+    stdout(&out);
+    let status = stdout(&keys(&env, &["status", "--namespace", "many"]));
+    assert!(
+        status.contains("newest key version 3; sealed originals by version: v3 ")
+            && status.contains("(100.0 % under the newest)"),
+        "{status}"
+    );
+}
+
+/// `vfps keys rotate` refuses, naming it, a namespace that does not exist
+/// or keeps its originals plain, and refuses to run without a key source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_refuses_what_it_cannot_rotate_by_name() {
+    let (mut env, _) = backend_env(Backend::Postgres);
+    let app = spawn_app_with(env.clone()).await;
+    app.namespace("plain", 3, 36).await;
+    let out = keys(&env, &["rotate"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("VFPS_KEYS is not set"),
+        "{out:?}"
+    );
+    let key = vfps_testkit::scratch_dir("rotation-refused").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&key).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+    for (name, why) in [
+        ("plain", "namespace \"plain\" keeps its originals plain"),
+        ("absent", "no namespace is named \"absent\""),
+    ] {
+        let out = keys(&env, &["rotate", "--namespace", name]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{out:?}"
+        );
+    }
+}
