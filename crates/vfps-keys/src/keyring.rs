@@ -41,7 +41,11 @@ pub struct Resealing {
 
 /// The keys of this process.
 pub struct Keyring {
+    /// What wraps new keys.
     wrap: Box<dyn Wrap>,
+    /// Sources whose wrapped keys are still opened while they are rewrapped
+    /// under `wrap` (`VFPS_KEYS_PREVIOUS`).
+    previous: Vec<Box<dyn Wrap>>,
     store: Arc<dyn Store>,
     /// Unwrapped keys by namespace incarnation and version.
     keys: Mutex<HashMap<(i64, u32), Arc<NamespaceKeys>>>,
@@ -148,15 +152,75 @@ impl Keyring {
     pub fn new(wrap: Box<dyn Wrap>, store: Arc<dyn Store>) -> Self {
         Self {
             wrap,
+            previous: Vec::new(),
             store,
             keys: Mutex::new(HashMap::new()),
             newest: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Also opens keys wrapped by `previous` (a wrapping key being rotated
+    /// away from), until [`Keyring::rewrap`] has rewrapped them.
+    pub fn with_previous(mut self, previous: Box<dyn Wrap>) -> Self {
+        self.previous.push(previous);
+        self
+    }
+
     /// The key source, for people (never a key).
     pub fn describe(&self) -> String {
-        self.wrap.describe()
+        let mut said = self.wrap.describe();
+        for p in &self.previous {
+            said.push_str(&format!(" (and, until rewrapped, {})", p.describe()));
+        }
+        said
+    }
+
+    fn sources(&self) -> Vec<&dyn Wrap> {
+        std::iter::once(self.wrap.as_ref())
+            .chain(self.previous.iter().map(|w| w.as_ref()))
+            .collect()
+    }
+
+    /// Rewraps, under the current source, every stored key version of every
+    /// namespace wrapped by a previous one: the keys themselves, and so
+    /// every sealed original, stay as they are. Each is replaced only
+    /// where it is still as read, so a rewrap may run twice at once or be
+    /// stopped at any await and run again. Answers how many were
+    /// rewrapped, and how many already were under the current source.
+    pub async fn rewrap(&self) -> Result<(usize, usize), Error> {
+        let (mut rewrapped, mut already) = (0, 0);
+        let current = self.wrap.key_id();
+        for ns in self.store.list_namespaces().await? {
+            for stored in self.store.namespace_keys(ns.uid).await? {
+                if stored.wrapped_by == current {
+                    already += 1;
+                    continue;
+                }
+                let wrapped = from_stored(stored.clone());
+                let from = self
+                    .previous
+                    .iter()
+                    .find(|w| w.key_id() == wrapped.wrapped_by)
+                    .ok_or_else(|| {
+                        Error::failed_precondition(format!(
+                            "the keys of namespace {} (version {}) are wrapped by key {}, which \
+                             neither VFPS_KEYS nor VFPS_KEYS_PREVIOUS holds",
+                            ns.name, wrapped.version, wrapped.wrapped_by
+                        ))
+                    })?;
+                let new = wrapped.rewrap(from.as_ref(), self.wrap.as_ref()).await?;
+                if self
+                    .store
+                    .rewrap_namespace_keys(&to_stored(&new), &stored.wrapped_by)
+                    .await?
+                {
+                    rewrapped += 1;
+                } else {
+                    already += 1;
+                }
+            }
+        }
+        Ok((rewrapped, already))
     }
 
     fn cached(&self, uid: NamespaceUid, version: u32) -> Option<Arc<NamespaceKeys>> {
@@ -184,7 +248,7 @@ impl Keyring {
             match self.cached(uid, version) {
                 Some(k) => out.push(k),
                 None => {
-                    let k = NamespaceKeys::unwrap(&from_stored(s), self.wrap.as_ref()).await?;
+                    let k = NamespaceKeys::unwrap_by(&from_stored(s), &self.sources()).await?;
                     out.push(self.remember(k));
                 }
             }

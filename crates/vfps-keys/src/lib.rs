@@ -86,6 +86,29 @@ impl std::fmt::Debug for WrappedKeys {
     }
 }
 
+impl WrappedKeys {
+    /// The same keys wrapped by `to` instead of `from` (a wrapping-key
+    /// rotation: the keys, and so every sealed original, stay as they are).
+    pub async fn rewrap(&self, from: &dyn Wrap, to: &dyn Wrap) -> Result<Self, Error> {
+        if self.wrapped_by != from.key_id() {
+            return Err(Error::failed_precondition(format!(
+                "namespace keys (version {}) are wrapped by key {}, not {}",
+                self.version,
+                self.wrapped_by,
+                from.key_id()
+            )));
+        }
+        let mut out = self.clone();
+        for (purpose, wrapped) in [("data", &mut out.data), ("index", &mut out.index)] {
+            let context = key_context(purpose, self.uid, self.version);
+            let key = from.unwrap(wrapped, &context).await?;
+            *wrapped = to.wrap(&key, &context).await?;
+        }
+        out.wrapped_by = to.key_id();
+        Ok(out)
+    }
+}
+
 /// What a wrapped key is bound to: its purpose, namespace and version.
 fn key_context(purpose: &str, uid: NamespaceUid, version: u32) -> Vec<u8> {
     let mut c = format!("vfps {purpose} key\0").into_bytes();
@@ -146,14 +169,22 @@ impl NamespaceKeys {
 
     /// The keys `wrapped` holds, unwrapped by `wrap`.
     pub async fn unwrap(wrapped: &WrappedKeys, wrap: &dyn Wrap) -> Result<Self, Error> {
-        if wrapped.wrapped_by != wrap.key_id() {
+        Self::unwrap_by(wrapped, &[wrap]).await
+    }
+
+    /// The keys `wrapped` holds, unwrapped by whichever of `sources` holds
+    /// the key that wrapped them (the current one, or one being rotated
+    /// away from); none: refused naming every key id.
+    pub async fn unwrap_by(wrapped: &WrappedKeys, sources: &[&dyn Wrap]) -> Result<Self, Error> {
+        let Some(wrap) = sources.iter().find(|w| w.key_id() == wrapped.wrapped_by) else {
+            let held: Vec<String> = sources.iter().map(|w| w.key_id()).collect();
             return Err(Error::failed_precondition(format!(
                 "namespace keys (version {}) are wrapped by key {}, but the key source holds {}",
                 wrapped.version,
                 wrapped.wrapped_by,
-                wrap.key_id()
+                held.join(" and ")
             )));
-        }
+        };
         let (uid, version) = (wrapped.uid, wrapped.version);
         let data = wrap
             .unwrap(&wrapped.data, &key_context("data", uid, version))

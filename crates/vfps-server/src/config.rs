@@ -68,6 +68,10 @@ pub struct Settings {
     /// (`file:PATH`); with one, new namespaces' originals are sealed at rest
     /// (docs/privacy.md). Unset: originals are stored as they are.
     pub keys: Option<vfps_keys::KeySource>,
+    /// `VFPS_KEYS_PREVIOUS`: a key source whose wrapped keys are still
+    /// opened while `vfps keys rewrap` rewraps them under `VFPS_KEYS` (a
+    /// wrapping-key rotation); only with `VFPS_KEYS`.
+    pub keys_previous: Option<vfps_keys::KeySource>,
     /// `VFPS_KEYS_REFRESH_INTERVAL` (5 s): how often a replica looks for a
     /// namespace's new key version (a rotation) to seal new originals
     /// under; it re-seals the older versions' originals two intervals
@@ -419,6 +423,27 @@ impl Settings {
                     Ok(source) => Some(source),
                     Err(e) => {
                         errors.push(e);
+                        None
+                    }
+                },
+                None => None,
+            },
+            keys_previous: match env
+                .get("VFPS_KEYS_PREVIOUS")
+                .filter(|v| !v.trim().is_empty())
+            {
+                Some(_) if env.get("VFPS_KEYS").is_none_or(|v| v.trim().is_empty()) => {
+                    errors.push(
+                        "VFPS_KEYS_PREVIOUS is set without VFPS_KEYS: set VFPS_KEYS to the key \
+                         source keys are rewrapped under"
+                            .into(),
+                    );
+                    None
+                }
+                Some(v) => match vfps_keys::KeySource::parse_with(v.trim(), &|k| env.text(k)) {
+                    Ok(source) => Some(source),
+                    Err(e) => {
+                        errors.push(format!("VFPS_KEYS_PREVIOUS: {e}"));
                         None
                     }
                 },
@@ -1155,6 +1180,40 @@ mod tests {
         let with_keys = [keyed[0], keyed[1], ("VFPS_KEYS", "file:/etc/vfps/keys")];
         let s = load(&with_keys).unwrap();
         assert_eq!(s.init_namespaces[0].settings.length, 64);
+    }
+
+    /// A previous key source only beside a current one; a refresh interval
+    /// above zero.
+    #[test]
+    fn key_rotation_settings_are_checked() {
+        let all = load(&[("VFPS_KEYS_PREVIOUS", "file:/etc/vfps/old.keys")])
+            .unwrap_err()
+            .0
+            .join("\n");
+        assert!(
+            all.contains("VFPS_KEYS_PREVIOUS is set without VFPS_KEYS"),
+            "{all}"
+        );
+        let all = load(&[
+            ("VFPS_KEYS", "file:/etc/vfps/keys"),
+            ("VFPS_KEYS_PREVIOUS", "vault:x"),
+            ("VFPS_KEYS_REFRESH_INTERVAL", "0s"),
+        ])
+        .unwrap_err()
+        .0
+        .join("\n");
+        assert!(
+            all.contains("VFPS_KEYS_PREVIOUS: ")
+                && all.contains("VFPS_KEYS_REFRESH_INTERVAL must be greater than zero"),
+            "{all}"
+        );
+        let s = load(&[
+            ("VFPS_KEYS", "file:/etc/vfps/keys"),
+            ("VFPS_KEYS_PREVIOUS", "file:/etc/vfps/old.keys"),
+        ])
+        .unwrap();
+        assert!(s.keys_previous.is_some());
+        assert_eq!(s.keys_refresh, Duration::from_secs(5));
     }
 
     #[test]

@@ -15,7 +15,21 @@ use tokio_util::sync::CancellationToken;
 use vfps_core::ErrorKind;
 use vfps_store::Store;
 
-use crate::state::AppState;
+use crate::{config::Settings, state::AppState};
+
+/// The keyring of `settings`: `source` (`VFPS_KEYS`) and, while keys are
+/// rewrapped, `VFPS_KEYS_PREVIOUS`.
+pub fn keyring(
+    settings: &Settings,
+    source: &vfps_keys::KeySource,
+    store: Arc<dyn Store>,
+) -> Result<vfps_keys::Keyring, vfps_core::Error> {
+    let mut keyring = vfps_keys::Keyring::new(source.open()?, store);
+    if let Some(previous) = &settings.keys_previous {
+        keyring = keyring.with_previous(previous.open()?);
+    }
+    Ok(keyring)
+}
 
 /// Until the key source opens every namespace's stored keys: not ready,
 /// saying why (a key file of another deployment, a KMS key refused), and

@@ -37,6 +37,10 @@ pub enum KeysCommand {
         #[arg(long = "namespace")]
         namespaces: Vec<String>,
     },
+    /// Rewrap every namespace's stored keys under VFPS_KEYS where
+    /// VFPS_KEYS_PREVIOUS wrapped them (a wrapping-key rotation: a new key
+    /// file, token key or KMS key); sealed originals are not touched.
+    Rewrap,
 }
 
 pub async fn run(
@@ -47,11 +51,8 @@ pub async fn run(
     let source = settings.keys.as_ref().ok_or_else(|| {
         anyhow!("VFPS_KEYS is not set: give the key source the replicas use (file:PATH, pkcs11:…, aws-kms:ARN)")
     })?;
-    let keyring = vfps_keys::Keyring::new(
-        source.open().map_err(|e| anyhow!("{}", e.message))?,
-        store.clone(),
-    );
     let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
+    let keyring = crate::keys::keyring(settings, source, store.clone()).map_err(failed)?;
     match command {
         KeysCommand::Rotate { namespaces } => {
             for ns in sealed(store.as_ref(), &namespaces).await? {
@@ -65,11 +66,28 @@ pub async fn run(
             );
         }
         KeysCommand::Status { namespaces } => {
+            let mut wrapped_by = std::collections::BTreeMap::<String, usize>::new();
             for ns in sealed(store.as_ref(), &namespaces).await? {
                 let newest = keyring.refresh(ns.uid).await.map_err(failed)?;
                 let counts = store.sealed_versions(&ns.name).await.map_err(failed)?;
                 println!("{}", status_line(&ns.name, newest, &counts));
+                for k in store.namespace_keys(ns.uid).await.map_err(failed)? {
+                    *wrapped_by.entry(k.wrapped_by).or_default() += 1;
+                }
             }
+            for (key, n) in wrapped_by {
+                println!("key versions wrapped by key {key}: {n}");
+            }
+        }
+        KeysCommand::Rewrap => {
+            let (rewrapped, already) = keyring.rewrap().await.map_err(failed)?;
+            println!(
+                "rewrapped {rewrapped} key versions; {already} already were under the current key"
+            );
+            eprintln!(
+                "vfps keys: every namespace key is wrapped by VFPS_KEYS; VFPS_KEYS_PREVIOUS can \
+                 go once every replica runs with this VFPS_KEYS"
+            );
         }
         KeysCommand::Reseal { namespaces } => {
             for ns in sealed(store.as_ref(), &namespaces).await? {

@@ -227,8 +227,7 @@ impl Application {
         }
         let keys = match &settings.keys {
             Some(source) => {
-                let wrap = source.open()?;
-                let keyring = vfps_keys::Keyring::new(wrap, store.clone());
+                let keyring = crate::keys::keyring(&settings, source, store.clone())?;
                 tracing::info!(source = %keyring.describe(), "new namespaces' originals are sealed at rest");
                 Some(Arc::new(keyring))
             }

@@ -39,6 +39,14 @@ pub trait KeyStore: Send + Sync {
     /// stored (`false`: another writer's are there; read those). Durable
     /// like a write.
     async fn put_namespace_keys(&self, keys: &StoredKeys) -> Result<bool, Error>;
+    /// Replaces the wrapped form of `keys`' version with `keys` where it is
+    /// still wrapped by `old_wrapped_by`: whether it was replaced. Durable
+    /// like a write.
+    async fn rewrap_namespace_keys(
+        &self,
+        keys: &StoredKeys,
+        old_wrapped_by: &str,
+    ) -> Result<bool, Error>;
 }
 
 /// Which table a sealed row lives in.

@@ -759,7 +759,8 @@ async fn sealed_rows_keep_their_ciphertext_until_anonymized(store: Arc<dyn Store
 }
 
 /// A namespace incarnation's wrapped keys: stored once a version (a second
-/// writer's are refused, and read the first's), newest version first.
+/// writer's are refused, and read the first's), newest version first, and
+/// rewrapped by compare-and-set on the key that wrapped them.
 async fn namespace_keys_are_stored_once_a_version(store: Arc<dyn Store>) {
     use vfps_store::keys::StoredKeys;
     let keys = |version: u32, by: &str| StoredKeys {
@@ -779,6 +780,25 @@ async fn namespace_keys_are_stored_once_a_version(store: Arc<dyn Store>) {
     assert!(store.put_namespace_keys(&keys(2, "first")).await.unwrap());
     let read = store.namespace_keys(NamespaceUid(42)).await.unwrap();
     assert_eq!(read, vec![keys(2, "first"), keys(1, "first")]);
+    // Rewrapped only where still wrapped by the key named.
+    let rewrapped = StoredKeys {
+        data: vec![7, 8, 9],
+        ..keys(1, "next")
+    };
+    assert!(!store
+        .rewrap_namespace_keys(&rewrapped, "second")
+        .await
+        .unwrap());
+    assert!(store
+        .rewrap_namespace_keys(&rewrapped, "first")
+        .await
+        .unwrap());
+    assert!(!store
+        .rewrap_namespace_keys(&rewrapped, "first")
+        .await
+        .unwrap());
+    let read = store.namespace_keys(NamespaceUid(42)).await.unwrap();
+    assert_eq!(read, vec![keys(2, "first"), rewrapped]);
     assert!(store
         .namespace_keys(NamespaceUid(43))
         .await

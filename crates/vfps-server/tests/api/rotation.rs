@@ -59,18 +59,10 @@ async fn listed(app: &TestApp, namespace: &str) -> HashMap<String, String> {
             .unwrap()
             .into_inner();
         for p in page.pseudonyms {
-            let read = app
-                .pseudonyms
-                .clone()
-                .get(PseudonymServiceGetRequest {
-                    namespace: namespace.into(),
-                    pseudonym_value: p.pseudonym_value.clone(),
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            let original = read.pseudonym.unwrap().original_value.unwrap();
-            out.insert(original, p.pseudonym_value);
+            out.insert(
+                get(app, namespace, &p.pseudonym_value).await,
+                p.pseudonym_value,
+            );
         }
         if page.next_page_token.is_empty() {
             return out;
@@ -213,4 +205,92 @@ async fn rotate_refuses_what_it_cannot_rotate_by_name() {
             "{out:?}"
         );
     }
+}
+
+/// A wrapping-key rotation: replicas run with the new key source and the
+/// old one as `VFPS_KEYS_PREVIOUS` (keys wrapped by either open), `vfps keys
+/// rewrap` rewraps every stored key under the new one, and then the new
+/// source alone opens everything while the old one alone opens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrapping_key_rotation_rewraps_every_key_and_leaves_originals_as_they_are() {
+    let (env, _) = backend_env(Backend::Postgres);
+    let dir = vfps_testkit::scratch_dir("rewrap");
+    let (old, new) = (dir.join("old.keys"), dir.join("new.keys"));
+    vfps_keys::source::FileKey::init(&old).unwrap();
+    let new_id = vfps_keys::source::FileKey::init(&new).unwrap();
+    let with = |keys: &std::path::Path, previous: Option<&std::path::Path>| {
+        let mut env = env.clone();
+        env.push(("VFPS_KEYS".into(), format!("file:{}", keys.display())));
+        if let Some(p) = previous {
+            env.push(("VFPS_KEYS_PREVIOUS".into(), format!("file:{}", p.display())));
+        }
+        env
+    };
+    let before = spawn_app_with(with(&old, None)).await;
+    before.namespace("sealed", 3, 36).await;
+    let mut written = HashMap::new();
+    for o in originals(10) {
+        written.insert(
+            before.create("sealed", &o).await.unwrap().pseudonym_value,
+            o,
+        );
+    }
+    // Rolled to the new source, the old one still opening its keys.
+    let rolling = spawn_app_with(with(&new, Some(&old))).await;
+    rolling.namespace("later", 3, 36).await;
+    for (p, o) in &written {
+        assert_eq!(&get(&rolling, "sealed", p).await, o);
+    }
+    let later = rolling.create("later", "made-while-rolling").await.unwrap();
+    let out = stdout(&keys(&with(&new, Some(&old)), &["rewrap"]));
+    assert_eq!(
+        out.trim(),
+        "rewrapped 1 key versions; 1 already were under the current key"
+    );
+    let status = stdout(&keys(&with(&new, None), &["status"]));
+    assert!(
+        status.ends_with(&format!("key versions wrapped by key {new_id}: 2\n")),
+        "{status}"
+    );
+    let again = stdout(&keys(&with(&new, Some(&old)), &["rewrap"]));
+    assert!(
+        again.starts_with("rewrapped 0 key versions; 2 already"),
+        "{again}"
+    );
+    // The new source alone opens every original; the old one alone nothing.
+    let after = spawn_app_with(with(&new, None)).await;
+    for (p, o) in &written {
+        assert_eq!(&get(&after, "sealed", p).await, o);
+    }
+    assert_eq!(
+        get(&after, "later", &later.pseudonym_value).await,
+        "made-while-rolling"
+    );
+    let stale = crate::helpers::spawn_app_unready(with(&old, None)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = stale.get("/readyz").await.text().await.unwrap();
+        if body.contains(&format!("wrapped by key {new_id}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The original of `pseudonym` in `namespace`, read through `app`.
+async fn get(app: &TestApp, namespace: &str, pseudonym: &str) -> String {
+    app.pseudonyms
+        .clone()
+        .get(PseudonymServiceGetRequest {
+            namespace: namespace.into(),
+            pseudonym_value: pseudonym.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pseudonym
+        .unwrap()
+        .original_value
+        .unwrap()
 }

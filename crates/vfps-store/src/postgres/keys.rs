@@ -49,6 +49,32 @@ impl KeyStore for PgStore {
         lease.finish();
         Ok(n == 1)
     }
+
+    async fn rewrap_namespace_keys(
+        &self,
+        keys: &StoredKeys,
+        old_wrapped_by: &str,
+    ) -> Result<bool, Error> {
+        let version = i32::try_from(keys.version)
+            .map_err(|_| Error::invalid_argument("a key version beyond 2^31"))?;
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                "UPDATE namespace_keys SET data_key = $3, index_key = $4, wrapped_by = $5 \
+                 WHERE namespace_uid = $1 AND version = $2 AND wrapped_by = $6",
+                &[
+                    &keys.uid.0,
+                    &version,
+                    &keys.data,
+                    &keys.index,
+                    &keys.wrapped_by,
+                    &old_wrapped_by,
+                ],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n == 1)
+    }
 }
 
 #[async_trait]

@@ -57,6 +57,32 @@ impl KeyStore for SqliteStore {
         })
         .await
     }
+
+    async fn rewrap_namespace_keys(
+        &self,
+        keys: &StoredKeys,
+        old_wrapped_by: &str,
+    ) -> Result<bool, Error> {
+        let (keys, old) = (keys.clone(), old_wrapped_by.to_owned());
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE namespace_keys SET data_key = ?3, index_key = ?4, wrapped_by = ?5 \
+                     WHERE namespace_uid = ?1 AND version = ?2 AND wrapped_by = ?6",
+                    params![
+                        keys.uid.0,
+                        keys.version,
+                        keys.data,
+                        keys.index,
+                        keys.wrapped_by,
+                        old
+                    ],
+                )
+                .map_err(sql_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
 }
 
 #[async_trait]
