@@ -184,6 +184,12 @@ pub struct NamespaceSettings {
     /// key, never in plain text. Set at creation when the deployment has a
     /// key source (`VFPS_KEYS`).
     pub sealed: bool,
+    /// Whether its rows are being moved to the form `sealed` says (sealed,
+    /// or plain again: `vfps keys encrypt-existing | decrypt-all`): until
+    /// they all are, an original may still be stored in the other form, and
+    /// every lookup by original tries both. No row is written in the other
+    /// form meanwhile (the store refuses it).
+    pub moving: bool,
 }
 
 /// An identifier system as a namespace may declare it: a non-blank URI of at
@@ -287,12 +293,18 @@ impl NamespaceSettings {
             multi: false,
             original_system: None,
             sealed: false,
+            moving: false,
         })
     }
 
     /// These settings, with originals sealed at rest or not.
     pub fn with_sealed(self, sealed: bool) -> Self {
         Self { sealed, ..self }
+    }
+
+    /// These settings, with rows being moved to the form `sealed` says.
+    pub fn with_moving(self, moving: bool) -> Self {
+        Self { moving, ..self }
     }
 }
 

@@ -98,6 +98,32 @@ pub fn version_bytes(version: u32) -> [u8; 4] {
     version.to_le_bytes()
 }
 
+/// A row whose original is stored as it is, as found for sealing: its
+/// pseudonym and original (an anonymized entry's too; the caller skips it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PlainRow {
+    pub pseudonym: String,
+    pub original: String,
+}
+
+impl std::fmt::Debug for PlainRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainRow").finish_non_exhaustive()
+    }
+}
+
+/// A row's stored original moved from one form to the other (plain to
+/// sealed: its blind index and ciphertext; sealed to plain: the original),
+/// where it still is `old_value` and `old_sealed`.
+#[derive(Clone)]
+pub struct Rekeyed {
+    pub pseudonym: String,
+    pub old_value: String,
+    pub old_sealed: Option<Vec<u8>>,
+    pub new_value: String,
+    pub new_sealed: Option<Vec<u8>>,
+}
+
 /// The key version of [`version_bytes`] read back.
 pub fn version_of(bytes: &[u8]) -> Result<u32, Error> {
     <[u8; 4]>::try_from(bytes)
@@ -129,6 +155,44 @@ pub trait SealedStore: Send + Sync {
         table: SealedTable,
         rows: &[Resealed],
     ) -> Result<u64, Error>;
+    /// Up to `limit` rows of `namespace` in `table` whose original is
+    /// stored as it is, by pseudonym after `after`.
+    async fn plain_rows(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        table: SealedTable,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PlainRow>, Error>;
+    /// Moves each row's stored original to its new form where it is still
+    /// as read (and, in `pseudonyms`, where no row holds the new form yet):
+    /// how many were moved. Durable like a write.
+    async fn rekey(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        table: SealedTable,
+        rows: &[Rekeyed],
+    ) -> Result<u64, Error>;
+    /// Starts moving the rows of the incarnation `uid` of `namespace` to
+    /// the form `sealed` says: from now on no row of the other form is
+    /// inserted (a replica that still writes it is refused and reads the
+    /// namespace anew), and lookups by original try both forms until
+    /// [`SealedStore::moved`]. Waits for every insert under way. Whether
+    /// it started (`false`: no such incarnation, or its rows already are
+    /// all of that form).
+    async fn move_originals(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        uid: vfps_core::NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error>;
+    /// Ends a move to `sealed` once no row of the other form is left.
+    async fn moved(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        uid: vfps_core::NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error>;
     /// How many sealed originals of `namespace` (both tables) each key
     /// version holds, by version.
     async fn sealed_versions(

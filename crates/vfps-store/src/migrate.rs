@@ -71,6 +71,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "sealed_originals",
         sql: include_str!("../migrations/postgres/0010_sealed_originals.sql"),
     },
+    Migration {
+        version: 11,
+        name: "moving_originals",
+        sql: include_str!("../migrations/postgres/0011_moving_originals.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -120,6 +125,11 @@ pub const SQLITE: &[Migration] = &[
         version: 10,
         name: "sealed_originals",
         sql: include_str!("../migrations/sqlite/0010_sealed_originals.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "moving_originals",
+        sql: include_str!("../migrations/sqlite/0011_moving_originals.sql"),
     },
 ];
 

@@ -373,7 +373,8 @@ impl SqliteStore {
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
+     originals_moving";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
@@ -413,6 +414,7 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let multi: bool = r.get(10)?;
     let system: Option<String> = r.get(11)?;
     let sealed: bool = r.get(12)?;
+    let moving: bool = r.get(13)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -426,7 +428,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
                 .with_deletion(deletable)
                 .with_multi(multi)?
                 .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?)
-                .with_sealed(sealed),
+                .with_sealed(sealed)
+                .with_moving(moving),
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -489,7 +492,8 @@ impl Upsert for SqliteStore {
                     .prepare_cached(&format!(
                         "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
                          SELECT ?1, ?2, ?3, ?4, ?4, ?6 WHERE EXISTS (SELECT 1 FROM namespaces
-                             WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0)
+                             WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0
+                               AND originals_sealed = (?6 IS NOT NULL))
                          ON CONFLICT DO NOTHING"
                     ))
                     .map_err(sql_err)?;
@@ -536,7 +540,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -552,7 +556,8 @@ impl Store for SqliteStore {
                         s.deletable,
                         s.multi,
                         s.original_system,
-                        s.sealed
+                        s.sealed,
+                        s.moving
                     ],
                 )
                 .map_err(sql_err)?;

@@ -697,7 +697,9 @@ async fn an_original_system_is_declared_or_adopted_once(store: Arc<dyn Store>) {
 async fn sealed_rows_keep_their_ciphertext_until_anonymized(store: Arc<dyn Store>) {
     use vfps_store::erasure::Erasure;
     let ns = NamespaceName::parse("n").unwrap();
-    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let mut n = namespace("n", 8);
+    n.settings = n.settings.with_sealed(true);
+    store.create_namespace(&n).await.unwrap();
     let sealed = |p: &str| format!("ciphertext of {p}").into_bytes();
     let batch: Vec<Candidate> = [("~k1.index-a", "p-a"), ("~k1.index-b", "p-b")]
         .iter()
@@ -813,7 +815,9 @@ async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
     use vfps_store::erasure::Erasure;
     use vfps_store::keys::{Resealed, SealedTable};
     let ns = NamespaceName::parse("n").unwrap();
-    store.create_namespace(&namespace("n", 8)).await.unwrap();
+    let mut n = namespace("n", 8);
+    n.settings = n.settings.with_sealed(true);
+    store.create_namespace(&n).await.unwrap();
     let under = |v: u32, p: &str| {
         let mut s = vec![1u8];
         s.extend_from_slice(&v.to_le_bytes());
@@ -922,6 +926,123 @@ async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
     assert_eq!(store.sealed_versions(&m.name).await.unwrap(), [(3, 2)]);
 }
 
+/// Moving a namespace's originals to the other form: once started, a row
+/// of the old form is refused (a replica that still writes it is told to
+/// read the namespace anew) and one of the new form stored; the old rows
+/// are found and moved only where still as read; the move ends once.
+async fn a_move_of_originals_fences_the_old_form(store: Arc<dyn Store>) {
+    use vfps_store::keys::{Rekeyed, SealedTable};
+    let n = namespace("n", 8);
+    let ns = n.name.clone();
+    store.create_namespace(&n).await.unwrap();
+    store
+        .upsert_pseudonyms(&[candidate("n", "o-a", "p-a"), candidate("n", "o-b", "p-b")])
+        .await
+        .unwrap();
+    assert!(store.move_originals(&ns, n.uid, true).await.unwrap());
+    assert!(!store
+        .move_originals(&ns, vfps_core::NamespaceUid(n.uid.0 + 1), true)
+        .await
+        .unwrap());
+    let now = store.get_namespace(&ns).await.unwrap().unwrap().settings;
+    assert!(now.sealed && now.moving);
+    // The old form refused, the new one stored.
+    let old = store
+        .upsert_pseudonyms(&[candidate("n", "o-c", "p-c")])
+        .await
+        .unwrap();
+    assert!(matches!(old[0], Upserted::Conflict));
+    let sealed = Candidate {
+        sealed: Some(b"ct-d".to_vec()),
+        ..candidate("n", "~k1.d", "p-d")
+    };
+    let new = store.upsert_pseudonyms(&[sealed]).await.unwrap();
+    assert_eq!(
+        stored(&new[0]).original_sealed.as_deref(),
+        Some(&b"ct-d"[..])
+    );
+    // The plain rows, moved where unchanged.
+    let plain = store
+        .plain_rows(&ns, SealedTable::Pseudonyms, None, 10)
+        .await
+        .unwrap();
+    let found: Vec<(&str, &str)> = plain
+        .iter()
+        .map(|r| (r.pseudonym.as_str(), r.original.as_str()))
+        .collect();
+    assert_eq!(found, [("p-a", "o-a"), ("p-b", "o-b")]);
+    let moved = |p: &str, old: &str, new: &str| Rekeyed {
+        pseudonym: p.into(),
+        old_value: old.into(),
+        old_sealed: None,
+        new_value: new.into(),
+        new_sealed: Some(format!("ct-{p}").into_bytes()),
+    };
+    let rows = [
+        moved("p-a", "o-a", "~k1.a"),
+        moved("p-b", "o-stale", "~k1.b"),
+        // A new form some row holds already: left alone.
+        moved("p-b", "o-b", "~k1.d"),
+    ];
+    assert_eq!(
+        store
+            .rekey(&ns, SealedTable::Pseudonyms, &rows)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .find_pseudonym(&ns, &OriginalValue::parse("~k1.a").unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .pseudonym_value,
+        "p-a"
+    );
+    let rows = [moved("p-b", "o-b", "~k1.b")];
+    assert_eq!(
+        store
+            .rekey(&ns, SealedTable::Pseudonyms, &rows)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(store
+        .plain_rows(&ns, SealedTable::Pseudonyms, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // Ended once; started again only to move the other way.
+    assert!(!store.moved(&ns, n.uid, false).await.unwrap());
+    assert!(store.moved(&ns, n.uid, true).await.unwrap());
+    assert!(!store.moved(&ns, n.uid, true).await.unwrap());
+    assert!(!store.move_originals(&ns, n.uid, true).await.unwrap());
+    let now = store.get_namespace(&ns).await.unwrap().unwrap().settings;
+    assert!(now.sealed && !now.moving);
+    assert!(store.move_originals(&ns, n.uid, false).await.unwrap());
+    // A multi-pseudonym namespace refuses the old form too.
+    let m = {
+        let mut m = namespace("m", 8);
+        m.settings = m.settings.with_multi(true).unwrap();
+        m
+    };
+    store.create_namespace(&m).await.unwrap();
+    assert!(store.move_originals(&m.name, m.uid, true).await.unwrap());
+    let refused = store
+        .add_pseudonyms(
+            &m.name,
+            m.uid,
+            &OriginalValue::parse("o-m").unwrap(),
+            &["q-1".to_owned()],
+            &[],
+            now_micros(),
+        )
+        .await
+        .unwrap();
+    assert!(refused.is_empty());
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -962,6 +1083,7 @@ contract!(
     sealed_rows_keep_their_ciphertext_until_anonymized,
     namespace_keys_are_stored_once_a_version,
     sealed_rows_are_resealed_only_where_unchanged,
+    a_move_of_originals_fences_the_old_form,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

@@ -5,7 +5,8 @@ use vfps_core::{Error, NamespaceName, NamespaceUid};
 
 use super::{classify, PgStore};
 use crate::keys::{
-    version_bytes, KeyStore, Resealed, SealedRow, SealedStore, SealedTable, StoredKeys,
+    version_bytes, KeyStore, PlainRow, Rekeyed, Resealed, SealedRow, SealedStore, SealedTable,
+    StoredKeys,
 };
 
 #[async_trait]
@@ -138,6 +139,126 @@ impl SealedStore for PgStore {
             .await?;
         lease.finish();
         Ok(n)
+    }
+
+    async fn plain_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PlainRow>, Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                &format!(
+                    "SELECT pseudonym_value, original_value FROM {} \
+                     WHERE namespace = $1 AND original_sealed IS NULL \
+                       AND ($2::text IS NULL OR pseudonym_value > $2) \
+                     ORDER BY pseudonym_value LIMIT $3",
+                    table.name()
+                ),
+                &[&namespace.as_str(), &after, &limit],
+            ))
+            .await?;
+        lease.finish();
+        rows.iter()
+            .map(|r| {
+                Ok(PlainRow {
+                    pseudonym: r.try_get(0).map_err(|e| classify(&e))?,
+                    original: r.try_get(1).map_err(|e| classify(&e))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn rekey(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        rows: &[Rekeyed],
+    ) -> Result<u64, Error> {
+        let pseudonyms: Vec<&str> = rows.iter().map(|r| r.pseudonym.as_str()).collect();
+        let old_value: Vec<&str> = rows.iter().map(|r| r.old_value.as_str()).collect();
+        let old_sealed: Vec<Option<&[u8]>> = rows.iter().map(|r| r.old_sealed.as_deref()).collect();
+        let new_value: Vec<&str> = rows.iter().map(|r| r.new_value.as_str()).collect();
+        let new_sealed: Vec<Option<&[u8]>> = rows.iter().map(|r| r.new_sealed.as_deref()).collect();
+        // In `pseudonyms` one row an original: a new form already taken is
+        // left alone (the fence keeps that from happening).
+        let unique = match table {
+            SealedTable::Pseudonyms => {
+                "AND NOT EXISTS (SELECT 1 FROM pseudonyms u \
+                 WHERE u.namespace = $1 AND u.original_value = r.new_value)"
+            }
+            SealedTable::Multi => "",
+        };
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                &format!(
+                    "UPDATE {} AS t SET original_value = r.new_value, original_sealed = r.new_sealed \
+                     FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::bytea[]) \
+                       AS r(pseudonym, old_value, old_sealed, new_value, new_sealed) \
+                     WHERE t.namespace = $1 AND t.pseudonym_value = r.pseudonym \
+                       AND t.original_value = r.old_value \
+                       AND t.original_sealed IS NOT DISTINCT FROM r.old_sealed {unique}",
+                    table.name()
+                ),
+                &[
+                    &namespace.as_str(),
+                    &pseudonyms,
+                    &old_value,
+                    &old_sealed,
+                    &new_value,
+                    &new_sealed,
+                ],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n)
+    }
+
+    async fn move_originals(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error> {
+        // One statement: the row taken FOR UPDATE (which waits for every
+        // insert holding it FOR KEY SHARE, and makes every later one read
+        // the new form), then changed.
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                "WITH locked AS MATERIALIZED ( \
+                   SELECT name FROM namespaces WHERE name = $1 AND uid = $2 FOR UPDATE) \
+                 UPDATE namespaces n SET originals_sealed = $3, originals_moving = true \
+                 FROM locked WHERE n.name = locked.name \
+                   AND (n.originals_sealed <> $3 OR n.originals_moving)",
+                &[&namespace.as_str(), &uid.0, &sealed],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n == 1)
+    }
+
+    async fn moved(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error> {
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                "UPDATE namespaces SET originals_moving = false \
+                 WHERE name = $1 AND uid = $2 AND originals_sealed = $3 AND originals_moving",
+                &[&namespace.as_str(), &uid.0, &sealed],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n == 1)
     }
 
     async fn sealed_versions(&self, namespace: &NamespaceName) -> Result<Vec<(u32, u64)>, Error> {

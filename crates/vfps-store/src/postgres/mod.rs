@@ -457,7 +457,8 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
             .map(OriginalSystem::parse)
             .transpose()?,
     )
-    .with_sealed(r.try_get(12).map_err(get_err)?);
+    .with_sealed(r.try_get(12).map_err(get_err)?)
+    .with_moving(r.try_get(13).map_err(get_err)?);
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -508,7 +509,8 @@ const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable rea
 const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed";
+     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
+     originals_moving";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
@@ -636,7 +638,7 @@ impl Store for PgStore {
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -653,6 +655,7 @@ impl Store for PgStore {
                     &s.multi,
                     &s.original_system,
                     &s.sealed,
+                    &s.moving,
                 ],
             ))
             .await?;

@@ -28,25 +28,28 @@ impl Multi for PgStore {
         sealed: &[Vec<u8>],
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error> {
+        let is_sealed = !sealed.is_empty();
         let sealed: Vec<Option<&[u8]>> = (0..pseudonyms.len())
             .map(|i| sealed.get(i).map(Vec::as_slice))
             .collect();
         let (lease, steps) = self.lease().await?;
         // The namespace row is locked FOR KEY SHARE, as by the upsert: a
         // namespace delete waits for this commit and removes these rows too,
-        // or this finds the namespace gone. Sorted, so concurrent inserts
+        // or this finds the namespace gone; rows of the form the namespace
+        // no longer keeps (sealed or plain) are refused, as by the upsert. Sorted, so concurrent inserts
         // lock index entries in one order.
         let rows = steps
             .run(lease.client().query(
                 &format!(
                     "WITH live AS MATERIALIZED (
-                        SELECT name FROM namespaces
+                        SELECT name, originals_sealed FROM namespaces
                         WHERE name = $1 AND uid = $2 AND multi_pseudonym FOR KEY SHARE)
                     INSERT INTO multi_pseudonyms
                         (namespace, pseudonym_value, original_value, created_at, last_updated_at,
                          original_sealed)
                     SELECT live.name, p.value, $3, $5, $5, p.sealed
                     FROM live, unnest($4::text[], $6::bytea[]) AS p(value, sealed)
+                    WHERE live.originals_sealed = $7
                     ORDER BY p.value
                     ON CONFLICT DO NOTHING
                     RETURNING {COLUMNS}"
@@ -58,6 +61,7 @@ impl Multi for PgStore {
                     &pseudonyms,
                     &created_at,
                     &sealed,
+                    &is_sealed,
                 ],
             ))
             .await?;

@@ -7,7 +7,7 @@
 macro_rules! insert {
     () => {
         "WITH live AS MATERIALIZED (
-        SELECT name, uid FROM namespaces
+        SELECT name, uid, originals_sealed FROM namespaces
         WHERE name = ANY($1::text[]) AND NOT multi_pseudonym FOR KEY SHARE)
     INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at,
         last_updated_at, original_sealed)
@@ -17,6 +17,7 @@ macro_rules! insert {
         AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid,
             original_sealed)
     JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
+        AND live.originals_sealed = (i.original_sealed IS NOT NULL)
     ORDER BY i.namespace, i.original_value"
     };
 }
@@ -31,8 +32,12 @@ macro_rules! insert {
 ///   namespace's row is locked, so deleting one namespace never stops writes to
 ///   the others.
 /// - A row whose namespace is gone, or is another incarnation (uid) than the one
-///   its pseudonym was generated for, is skipped: this is what lets the service
-///   cache namespace settings on the create path without any coherence protocol.
+///   its pseudonym was generated for, or keeps its originals in the other form
+///   (sealed or plain: the fence of `vfps keys encrypt-existing | decrypt-all`,
+///   whose switch takes the namespace row `FOR UPDATE`, so it waits for every
+///   insert of the old form and every later one sees the new), is skipped:
+///   this is what lets the service cache namespace settings on the create
+///   path without any coherence protocol.
 ///   A stale entry only ever costs a skipped row, which the caller notices and
 ///   answers from the database.
 /// - A taken original or pseudonym is skipped by `ON CONFLICT`; originals that
@@ -146,7 +151,7 @@ impl Prepared {
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length,
                     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid,
                     pseudonym_deletion_allowed, multi_pseudonym, original_system,
-                    originals_sealed
+                    originals_sealed, originals_moving
                  FROM namespaces WHERE name = $1"
             }
             Self::FindToken => {

@@ -6,7 +6,8 @@ use vfps_core::{now_micros, to_micros, Error, NamespaceName, NamespaceUid};
 
 use super::{sql_err, SqliteStore};
 use crate::keys::{
-    version_bytes, version_of, KeyStore, Resealed, SealedRow, SealedStore, SealedTable, StoredKeys,
+    version_bytes, version_of, KeyStore, PlainRow, Rekeyed, Resealed, SealedRow, SealedStore,
+    SealedTable, StoredKeys,
 };
 
 #[async_trait]
@@ -150,6 +151,125 @@ impl SealedStore for SqliteStore {
             }
             tx.commit().map_err(sql_err)?;
             Ok(n)
+        })
+        .await
+    }
+
+    async fn plain_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PlainRow>, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let after = after.map(str::to_owned);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_reader(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT pseudonym_value, original_value FROM {} \
+                     WHERE namespace = ?1 AND original_sealed IS NULL \
+                       AND (?2 IS NULL OR pseudonym_value > ?2) \
+                     ORDER BY pseudonym_value LIMIT ?3",
+                    table.name()
+                ))
+                .map_err(sql_err)?;
+            let rows = st
+                .query_map(params![namespace, after, limit], |r| {
+                    Ok(PlainRow {
+                        pseudonym: r.get(0)?,
+                        original: r.get(1)?,
+                    })
+                })
+                .map_err(sql_err)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn rekey(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        rows: &[Rekeyed],
+    ) -> Result<u64, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let rows = rows.to_vec();
+        let unique = match table {
+            SealedTable::Pseudonyms => {
+                "AND NOT EXISTS (SELECT 1 FROM pseudonyms u \
+                 WHERE u.namespace = ?1 AND u.original_value = ?5)"
+            }
+            SealedTable::Multi => "",
+        };
+        self.with_writer(move |c| {
+            let tx = c.transaction().map_err(sql_err)?;
+            let mut n = 0;
+            {
+                let mut st = tx
+                    .prepare_cached(&format!(
+                        "UPDATE {} SET original_value = ?5, original_sealed = ?6 \
+                         WHERE namespace = ?1 AND pseudonym_value = ?2 AND original_value = ?3 \
+                           AND original_sealed IS ?4 {unique}",
+                        table.name()
+                    ))
+                    .map_err(sql_err)?;
+                for r in &rows {
+                    n += st
+                        .execute(params![
+                            namespace,
+                            r.pseudonym,
+                            r.old_value,
+                            r.old_sealed,
+                            r.new_value,
+                            r.new_sealed
+                        ])
+                        .map_err(sql_err)? as u64;
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn move_originals(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error> {
+        let namespace = namespace.as_str().to_owned();
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE namespaces SET originals_sealed = ?3, originals_moving = 1 \
+                     WHERE name = ?1 AND uid = ?2 AND (originals_sealed <> ?3 OR originals_moving)",
+                    params![namespace, uid.0, sealed],
+                )
+                .map_err(sql_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn moved(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        sealed: bool,
+    ) -> Result<bool, Error> {
+        let namespace = namespace.as_str().to_owned();
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE namespaces SET originals_moving = 0 \
+                     WHERE name = ?1 AND uid = ?2 AND originals_sealed = ?3 AND originals_moving",
+                    params![namespace, uid.0, sealed],
+                )
+                .map_err(sql_err)?;
+            Ok(n == 1)
         })
         .await
     }

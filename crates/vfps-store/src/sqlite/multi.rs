@@ -31,6 +31,7 @@ impl Multi for SqliteStore {
         created_at: SystemTime,
     ) -> Result<Vec<Pseudonym>, Error> {
         let (ns, o) = (namespace.as_str().to_owned(), original.as_str().to_owned());
+        let is_sealed = !sealed.is_empty();
         let asked = pseudonyms.to_vec();
         let sealed: Vec<Option<Vec<u8>>> = (0..pseudonyms.len())
             .map(|i| sealed.get(i).cloned())
@@ -44,8 +45,9 @@ impl Multi for SqliteStore {
                 let live: bool = tx
                     .query_row(
                         "SELECT EXISTS (SELECT 1 FROM namespaces \
-                         WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 1)",
-                        params![ns, uid.0],
+                         WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 1 \
+                           AND originals_sealed = ?3)",
+                        params![ns, uid.0, is_sealed],
                         |r| r.get(0),
                     )
                     .map_err(sql_err)?;
