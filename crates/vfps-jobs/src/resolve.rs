@@ -24,6 +24,10 @@ use crate::spec::Direction;
 /// the API's Create).
 const MAX_COLLISIONS: u32 = 16;
 
+/// How often a batch is made again for namespaces whose originals started
+/// or ended a move meanwhile.
+const MAX_RESTARTS: u32 = 4;
+
 /// Why a batch could not be answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolveError {
@@ -33,6 +37,9 @@ pub enum ResolveError {
     Value { index: usize, reason: String },
     /// The job cannot go on.
     Fatal(String),
+    /// A namespace keeps its originals otherwise than the batch was made
+    /// for: made again.
+    Restart,
 }
 
 impl From<Error> for ResolveError {
@@ -50,8 +57,9 @@ pub struct Resolver {
     store: Arc<dyn Store>,
     /// By slot, as the job found them when it started: a namespace deleted or
     /// created anew since fails the job (its earlier rows were answered by the
-    /// one that is gone).
-    namespaces: Vec<Arc<Namespace>>,
+    /// one that is gone); one whose originals started or ended a move
+    /// between plain and sealed is read anew.
+    namespaces: std::sync::Mutex<Vec<Arc<Namespace>>>,
     direction: Direction,
     slots: Arc<Semaphore>,
     /// Whether the job's last batch was all new originals: the next one is
@@ -75,7 +83,7 @@ impl Resolver {
     ) -> Self {
         Self {
             store,
-            namespaces,
+            namespaces: std::sync::Mutex::new(namespaces),
             direction,
             slots,
             fresh: AtomicBool::new(true),
@@ -98,10 +106,32 @@ impl Resolver {
         }
     }
 
+    /// [`Resolver::pseudonymize_once`] again when a namespace's rows
+    /// started or ended a move between plain and sealed meanwhile (its
+    /// writes of the old form were refused; it is read anew).
     async fn pseudonymize(
         &self,
         requests: &[(usize, String)],
     ) -> Result<Vec<Option<String>>, ResolveError> {
+        let mut attempts = 0;
+        loop {
+            match self.pseudonymize_once(requests).await {
+                Err(ResolveError::Restart) if attempts < MAX_RESTARTS => attempts += 1,
+                Err(ResolveError::Restart) => {
+                    return Err(ResolveError::Transient(Error::unavailable(
+                        "a namespace's originals are being moved between plain and sealed",
+                    )))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn pseudonymize_once(
+        &self,
+        requests: &[(usize, String)],
+    ) -> Result<Vec<Option<String>>, ResolveError> {
+        let namespaces = self.namespaces();
         let mut originals = Vec::with_capacity(requests.len());
         for (index, (_, value)) in requests.iter().enumerate() {
             let original = OriginalValue::parse(value).map_err(|e| ResolveError::Value {
@@ -112,13 +142,12 @@ impl Resolver {
         }
         // How each is kept: its blind index in a sealed namespace.
         // Each namespace's keys once for the batch.
-        let mut keepers: Vec<Option<vfps_keys::keyring::Keeper>> =
-            vec![None; self.namespaces.len()];
+        let mut keepers: Vec<Option<vfps_keys::keyring::Keeper>> = vec![None; namespaces.len()];
         let mut kept = Vec::with_capacity(requests.len());
         for (i, original) in originals.iter().enumerate() {
             let n = requests[i].0;
             if keepers[n].is_none() {
-                let ns = &self.namespaces[n];
+                let ns = &namespaces[n];
                 keepers[n] = Some(vfps_keys::keyring::keeper(self.keys.as_deref(), ns).await?);
             }
             if let Some(keeper) = &keepers[n] {
@@ -131,11 +160,11 @@ impl Resolver {
         let mut order: Vec<usize> = (0..requests.len()).collect();
         order.sort_by(|&a, &b| {
             let ka = (
-                self.namespaces[requests[a].0].name.as_str(),
+                namespaces[requests[a].0].name.as_str(),
                 kept[a].key.as_str(),
             );
             let kb = (
-                self.namespaces[requests[b].0].name.as_str(),
+                namespaces[requests[b].0].name.as_str(),
                 kept[b].key.as_str(),
             );
             ka.cmp(&kb)
@@ -144,7 +173,7 @@ impl Resolver {
         // the batch is answered by its first request.
         let key = |i: usize| {
             (
-                self.namespaces[requests[i].0].name.as_str(),
+                namespaces[requests[i].0].name.as_str(),
                 kept[i].key.as_str(),
             )
         };
@@ -160,7 +189,18 @@ impl Resolver {
             }
         }
         let mut answers: Vec<Option<String>> = vec![None; requests.len()];
-        let mut todo = unique;
+        // Rows being moved to the other form: one not moved yet is it.
+        let mut todo = Vec::with_capacity(unique.len());
+        for i in unique {
+            if let Some(also) = &kept[i].also {
+                let name = &namespaces[requests[i].0].name;
+                if let Some(p) = self.store.find_pseudonym(name, also).await? {
+                    answers[i] = Some(p.pseudonym_value);
+                    continue;
+                }
+            }
+            todo.push(i);
+        }
         let mut rounds = 0;
         while !todo.is_empty() {
             // Locks are taken in the sorted order (no deadlocks), but the
@@ -174,20 +214,20 @@ impl Resolver {
             let mut made: Vec<String> = vec![String::new(); todo.len()];
             for k in making {
                 let i = todo[k];
-                made[k] =
-                    kept[i].generate(&self.namespaces[requests[i].0].settings, &originals[i])?;
+                made[k] = kept[i].generate(&namespaces[requests[i].0].settings, &originals[i])?;
             }
             let created_at = now_micros();
             let batch: Vec<Candidate> = todo
                 .iter()
                 .zip(made)
                 .map(|(&i, pseudonym)| {
-                    let ns = &self.namespaces[requests[i].0];
+                    let ns = &namespaces[requests[i].0];
                     Ok(Candidate {
                         namespace: ns.name.clone(),
                         namespace_uid: ns.uid,
                         original: kept[i].key.clone(),
                         sealed: kept[i].seal(&pseudonym, &originals[i])?,
+                        moving: kept[i].moving,
                         pseudonym,
                         // The self-test mode stamps each row as it goes.
                         created_at: if vfps_core::generate::revealing() {
@@ -232,18 +272,17 @@ impl Resolver {
             }
             // A conflict is a collision, or the namespace is gone or another.
             let slots: Vec<usize> = conflicts.iter().map(|&i| requests[i].0).collect();
-            self.check_namespaces(slots).await?;
+            if self.check_namespaces(slots).await? {
+                return Err(ResolveError::Restart);
+            }
             rounds += 1;
-            let deterministic = conflicts.iter().any(|&i| {
-                self.namespaces[requests[i].0]
-                    .settings
-                    .method
-                    .is_deterministic()
-            });
+            let deterministic = conflicts
+                .iter()
+                .any(|&i| namespaces[requests[i].0].settings.method.is_deterministic());
             if rounds >= MAX_COLLISIONS || deterministic {
                 return Err(ResolveError::Fatal(format!(
                     "could not generate an unused pseudonym in namespace {}; choose a longer pseudonym length",
-                    self.namespaces[requests[conflicts[0]].0].name
+                    namespaces[requests[conflicts[0]].0].name
                 )));
             }
             todo = conflicts;
@@ -260,13 +299,14 @@ impl Resolver {
         &self,
         requests: &[(usize, String)],
     ) -> Result<Vec<Option<String>>, ResolveError> {
+        let namespaces = self.namespaces();
         // A value that cannot be a pseudonym is unknown, like one that is none.
         let mut lookups = Vec::with_capacity(requests.len());
         let mut positions = Vec::with_capacity(requests.len());
         for (i, (slot, value)) in requests.iter().enumerate() {
             if let Ok(pseudonym_value) = PseudonymValue::parse(value) {
                 lookups.push(Lookup {
-                    namespace: self.namespaces[*slot].name.clone(),
+                    namespace: namespaces[*slot].name.clone(),
                     pseudonym_value,
                 });
                 positions.push(i);
@@ -283,7 +323,7 @@ impl Resolver {
         let mut answers = vec![None; requests.len()];
         for (i, row) in positions.into_iter().zip(rows) {
             if let Some(p) = row {
-                let ns = &self.namespaces[requests[i].0];
+                let ns = &namespaces[requests[i].0];
                 let p = vfps_keys::keyring::open(self.keys.as_deref(), ns, p).await?;
                 answers[i] = Some(p.original_value);
             }
@@ -293,16 +333,28 @@ impl Resolver {
 
     /// Fails when one of the job's namespaces (by slot) was deleted or created
     /// anew since the job started.
-    pub async fn check_namespaces(&self, slots: Vec<usize>) -> Result<(), ResolveError> {
+    /// Whether a namespace keeps its originals otherwise now (a move
+    /// between plain and sealed started or ended): it is taken as it is now.
+    pub async fn check_namespaces(&self, slots: Vec<usize>) -> Result<bool, ResolveError> {
         let mut checked: HashMap<usize, ()> = HashMap::new();
+        let mut changed = false;
         for slot in slots {
             if checked.insert(slot, ()).is_some() {
                 continue;
             }
-            let ns = &self.namespaces[slot];
+            let ns = self.namespaces()[slot].clone();
             let now = self.store.get_namespace(&ns.name).await?;
             match now {
-                Some(current) if current.uid == ns.uid => {}
+                Some(current) if current.uid == ns.uid => {
+                    if current.settings.sealed != ns.settings.sealed
+                        || current.settings.moving != ns.settings.moving
+                    {
+                        changed = true;
+                        if let Ok(mut all) = self.namespaces.lock() {
+                            all[slot] = Arc::new(current);
+                        }
+                    }
+                }
                 _ => {
                     return Err(ResolveError::Fatal(format!(
                         "namespace {} was deleted while the job ran",
@@ -311,13 +363,21 @@ impl Resolver {
                 }
             }
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// Every namespace of the job, checked.
     pub async fn check_all(&self) -> Result<(), ResolveError> {
-        self.check_namespaces((0..self.namespaces.len()).collect())
-            .await
+        let all = self.namespaces().len();
+        self.check_namespaces((0..all).collect()).await.map(|_| ())
+    }
+
+    /// The job's namespaces as last read.
+    fn namespaces(&self) -> Vec<Arc<Namespace>> {
+        self.namespaces
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -825,6 +825,9 @@ fn resolve_halt(e: ResolveError) -> Halt {
         ResolveError::Transient(e) => Halt::Fail(e.message),
         ResolveError::Value { reason, .. } => Halt::Fail(reason),
         ResolveError::Fatal(reason) => Halt::Fail(reason),
+        ResolveError::Restart => {
+            Halt::Fail("a namespace's originals kept moving between plain and sealed".into())
+        }
     }
 }
 

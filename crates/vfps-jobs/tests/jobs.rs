@@ -353,6 +353,7 @@ async fn a_job_answers_originals_known_before_it_with_their_pseudonyms(
             pseudonym: format!("known-{i}"),
             created_at: now_micros(),
             sealed: None,
+            moving: false,
         })
         .collect();
     s.store.upsert_pseudonyms(&before).await.unwrap();

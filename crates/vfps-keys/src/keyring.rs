@@ -14,7 +14,7 @@ use std::{
 
 use vfps_core::{Error, Namespace, NamespaceSettings, NamespaceUid, OriginalValue, Pseudonym};
 use vfps_store::{
-    keys::{Resealed, SealedTable, StoredKeys},
+    keys::{Rekeyed, Resealed, SealedTable, StoredKeys},
     Store,
 };
 
@@ -37,6 +37,21 @@ pub struct Resealing {
     /// Rows whose sealed original does not open (altered, or of a key
     /// version no longer stored): left as they are, and counted.
     pub unopened: u64,
+}
+
+/// How far a move of a namespace's rows got ([`Keyring::move_rows`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moving {
+    /// Rows now of the namespace's form.
+    pub moved: u64,
+    /// Rows changed by someone else since read: the next pass looks again.
+    pub skipped: u64,
+    /// Anonymized entries: no original to move.
+    pub anonymized: u64,
+    /// Sealed rows that open under no stored key version: left.
+    pub unopened: u64,
+    /// Whether this pass ended the move.
+    pub finished: bool,
 }
 
 /// The keys of this process.
@@ -64,6 +79,13 @@ pub struct Stored {
     /// The keys whose pseudonym key the keyed method uses (the first
     /// version's; `None` for every other method).
     pub pseudonym: Option<Arc<NamespaceKeys>>,
+    /// While the namespace's rows are being moved to the form `key` is in
+    /// (`vfps keys encrypt-existing | decrypt-all`): the original in the
+    /// other form, which a row not moved yet still holds — looked up first.
+    pub also: Option<OriginalValue>,
+    /// Whether the namespace was being moved when this was made: what a
+    /// write says it knew (the store refuses it when that changed).
+    pub moving: bool,
 }
 
 impl Stored {
@@ -102,18 +124,33 @@ pub struct Keeper {
     /// version sealed it, and their pseudonym key makes keyed pseudonyms.
     first: Option<Arc<NamespaceKeys>>,
     pseudonym: Option<Arc<NamespaceKeys>>,
+    /// Whether originals are sealed (`keys` then set).
+    sealed: bool,
+    /// Whether the namespace's rows are being moved to that form.
+    moving: bool,
 }
 
 impl Keeper {
     /// How `original` is kept.
     pub fn keep(&self, original: &OriginalValue) -> Result<Stored, Error> {
+        let index = || match &self.first {
+            Some(first) => OriginalValue::parse(&first.index(original.as_str())),
+            None => Err(Error::internal(
+                "a sealed namespace's keys were not fetched",
+            )),
+        };
+        let (key, also) = match (self.sealed, self.moving) {
+            (true, false) => (index()?, None),
+            (true, true) => (index()?, Some(original.clone())),
+            (false, true) => (original.clone(), Some(index()?)),
+            (false, false) => (original.clone(), None),
+        };
         Ok(Stored {
-            key: match (&self.keys, &self.first) {
-                (Some(_), Some(first)) => OriginalValue::parse(&first.index(original.as_str()))?,
-                _ => original.clone(),
-            },
+            key,
             keys: self.keys.clone(),
             pseudonym: self.pseudonym.clone(),
+            also,
+            moving: self.moving,
         })
     }
 }
@@ -123,7 +160,9 @@ impl Keeper {
 pub async fn keeper(keyring: Option<&Keyring>, ns: &Namespace) -> Result<Keeper, Error> {
     match keyring {
         Some(k) => k.keeper(ns).await,
-        None if ns.settings.sealed || ns.settings.method.is_keyed() => Err(no_keys(ns)),
+        None if ns.settings.sealed || ns.settings.moving || ns.settings.method.is_keyed() => {
+            Err(no_keys(ns))
+        }
         None => Ok(Keeper::default()),
     }
 }
@@ -379,6 +418,102 @@ impl Keyring {
         Ok(done)
     }
 
+    /// Moves every row of `ns` to the form its settings say (sealed: the
+    /// blind index and the original sealed under the newest key; plain: the
+    /// original), a page at a time (both tables), while `ns` is being moved;
+    /// once a pass leaves no row of the other form, ends the move. Each row
+    /// is replaced only where it is still as read, so other replicas moving
+    /// at once, Creates and erasures in between are safe, and a stop at any
+    /// await leaves nothing half-done. `progress` hears after every page.
+    pub async fn move_rows(
+        &self,
+        ns: &Namespace,
+        mut progress: impl FnMut(&Moving) + Send,
+    ) -> Result<Moving, Error> {
+        let mut done = Moving::default();
+        if !ns.settings.moving {
+            return Ok(done);
+        }
+        let keeper = self.keeper(ns).await?;
+        for table in SealedTable::ALL {
+            let mut after: Option<String> = None;
+            loop {
+                let rows = match ns.settings.sealed {
+                    true => {
+                        let page = self
+                            .store
+                            .plain_rows(&ns.name, table, after.as_deref(), RESEAL_PAGE)
+                            .await?;
+                        let Some(last) = page.last() else { break };
+                        after = Some(last.pseudonym.clone());
+                        let mut rows = Vec::with_capacity(page.len());
+                        for row in page {
+                            if vfps_core::is_anonymized(&row.original) {
+                                done.anonymized += 1;
+                                continue;
+                            }
+                            let original = OriginalValue::parse(&row.original)?;
+                            let stored = keeper.keep(&original)?;
+                            rows.push(Rekeyed {
+                                new_sealed: stored.seal(&row.pseudonym, &original)?,
+                                new_value: stored.key.as_str().to_owned(),
+                                pseudonym: row.pseudonym,
+                                old_value: row.original,
+                                old_sealed: None,
+                            });
+                        }
+                        rows
+                    }
+                    false => {
+                        // Version 0 is none: every sealed row.
+                        let page = self
+                            .store
+                            .sealed_rows(&ns.name, table, 0, after.as_deref(), RESEAL_PAGE)
+                            .await?;
+                        let Some(last) = page.last() else { break };
+                        after = Some(last.pseudonym.clone());
+                        let mut rows = Vec::with_capacity(page.len());
+                        for row in page {
+                            let opened = match NamespaceKeys::sealed_version(&row.sealed) {
+                                Some(v) => match self.version(ns.uid, v).await {
+                                    Ok(keys) => keys.open(&row.pseudonym, &row.sealed),
+                                    Err(e) => Err(e),
+                                },
+                                None => {
+                                    Err(Error::internal("a sealed original of an unknown format"))
+                                }
+                            };
+                            match opened {
+                                Ok(original) => rows.push(Rekeyed {
+                                    pseudonym: row.pseudonym,
+                                    old_value: row.value,
+                                    old_sealed: Some(row.sealed),
+                                    new_value: original,
+                                    new_sealed: None,
+                                }),
+                                Err(_) => done.unopened += 1,
+                            }
+                        }
+                        rows
+                    }
+                };
+                let n = self.store.rekey(&ns.name, table, &rows).await?;
+                done.moved += n;
+                done.skipped += rows.len() as u64 - n;
+                progress(&done);
+            }
+        }
+        // Whatever was skipped (changed meanwhile) or did not open is
+        // looked at by the next pass; without it, the move is over.
+        if done.skipped == 0 && done.unopened == 0 {
+            done.finished = self
+                .store
+                .moved(&ns.name, ns.uid, ns.settings.sealed)
+                .await?;
+        }
+        Ok(done)
+    }
+
     /// Unwraps the stored keys of every namespace that has any: whether this
     /// key source opens them. Answers how many namespaces' keys it opened;
     /// a key of another source, or one altered, is refused by name
@@ -387,7 +522,7 @@ impl Keyring {
     pub async fn check(&self) -> Result<usize, Error> {
         let mut opened = 0;
         for ns in self.store.list_namespaces().await? {
-            if !ns.settings.sealed && !ns.settings.method.is_keyed() {
+            if !ns.settings.sealed && !ns.settings.moving && !ns.settings.method.is_keyed() {
                 continue;
             }
             let keys = self.load(ns.uid).await.map_err(|e| {
@@ -420,17 +555,21 @@ impl Keyring {
             true => Some(self.pseudonym_keys(ns.uid).await?),
             false => None,
         };
-        let (keys, first) = match ns.settings.sealed {
-            true => (
-                Some(self.current(ns.uid).await?),
-                Some(self.pseudonym_keys(ns.uid).await?),
-            ),
-            false => (None, None),
+        let keys = match ns.settings.sealed {
+            true => Some(self.current(ns.uid).await?),
+            false => None,
+        };
+        // A plain namespace being moved finds its rows still sealed by index.
+        let first = match ns.settings.sealed || ns.settings.moving {
+            true => Some(self.pseudonym_keys(ns.uid).await?),
+            false => None,
         };
         Ok(Keeper {
             keys,
             first,
             pseudonym,
+            sealed: ns.settings.sealed,
+            moving: ns.settings.moving,
         })
     }
 

@@ -130,6 +130,7 @@ mod tests {
                 pseudonym: format!("p{i}"),
                 created_at: at,
                 sealed: None,
+                moving: false,
             })
             .collect();
         store.upsert_pseudonyms(&batch).await.unwrap();

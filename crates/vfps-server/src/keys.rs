@@ -91,6 +91,24 @@ pub async fn refresh_and_reseal(
             let Ok(namespaces) = store.list_namespaces().await else {
                 return;
             };
+            // Rows being moved between plain and sealed: a pass moves them.
+            for ns in namespaces.iter().filter(|ns| ns.settings.moving) {
+                match keyring.move_rows(ns, |_| {}).await {
+                    Ok(done) if done.moved > 0 || done.finished => {
+                        tracing::info!(
+                            namespace = %ns.name,
+                            sealed = ns.settings.sealed,
+                            rows = done.moved,
+                            finished = done.finished,
+                            "moved a namespace's originals to its form"
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(namespace = %ns.name, error = %e, "moving a namespace's originals stopped; the next interval goes on");
+                    }
+                }
+            }
             for ns in namespaces.iter().filter(|ns| ns.settings.sealed) {
                 let newest = match keyring.refresh(ns.uid).await {
                     Ok(Some(v)) => v,

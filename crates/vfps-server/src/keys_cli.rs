@@ -37,6 +37,20 @@ pub enum KeysCommand {
         #[arg(long = "namespace")]
         namespaces: Vec<String>,
     },
+    /// Seal the originals of namespaces that keep them plain (every one, or
+    /// those named), online: from now on they are written sealed, and every
+    /// stored one is sealed here (and by the replicas in the background).
+    EncryptExisting {
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
+    /// Keep the originals of sealed namespaces (every one, or those named)
+    /// plain again, online: from now on they are written plain, and every
+    /// stored one is opened and kept plain here (and by the replicas).
+    DecryptAll {
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
     /// Rewrap every namespace's stored keys under VFPS_KEYS where
     /// VFPS_KEYS_PREVIOUS wrapped them (a wrapping-key rotation: a new key
     /// file, token key or KMS key); sealed originals are not touched.
@@ -79,6 +93,20 @@ pub async fn run(
                 println!("key versions wrapped by key {key}: {n}");
             }
         }
+        KeysCommand::EncryptExisting { namespaces } => {
+            let chosen = chosen(store.as_ref(), &namespaces, |ns| {
+                !ns.settings.sealed || ns.settings.moving
+            })
+            .await?;
+            move_all(store.as_ref(), &keyring, chosen, true).await?;
+        }
+        KeysCommand::DecryptAll { namespaces } => {
+            let chosen = chosen(store.as_ref(), &namespaces, |ns| {
+                ns.settings.sealed || ns.settings.moving
+            })
+            .await?;
+            move_all(store.as_ref(), &keyring, chosen, false).await?;
+        }
         KeysCommand::Rewrap => {
             let (rewrapped, already) = keyring.rewrap().await.map_err(failed)?;
             println!(
@@ -118,6 +146,107 @@ pub async fn run(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// The namespaces named (each must exist), or every one `wanted` takes.
+async fn chosen(
+    store: &dyn Store,
+    names: &[String],
+    wanted: impl Fn(&Namespace) -> bool,
+) -> anyhow::Result<Vec<Namespace>> {
+    let all = store
+        .list_namespaces()
+        .await
+        .map_err(|e| anyhow!("{}", e.message))?;
+    if names.is_empty() {
+        return Ok(all.into_iter().filter(|ns| wanted(ns)).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            let parsed = NamespaceName::parse(name)
+                .map_err(|e| anyhow!("--namespace {name:?}: {}", e.message))?;
+            all.iter()
+                .find(|ns| ns.name == parsed)
+                .cloned()
+                .ok_or_else(|| anyhow!("no namespace is named {name:?}"))
+        })
+        .collect()
+}
+
+/// Moves each namespace's rows to sealed (or plain) originals: the switch
+/// (after which no row of the old form is written), then passes over its
+/// rows until none of the old form is left, with progress.
+async fn move_all(
+    store: &dyn Store,
+    keyring: &vfps_keys::Keyring,
+    namespaces: Vec<Namespace>,
+    sealed: bool,
+) -> anyhow::Result<()> {
+    let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
+    let form = if sealed { "sealed" } else { "plain" };
+    for ns in namespaces {
+        if !store
+            .move_originals(&ns.name, ns.uid, sealed)
+            .await
+            .map_err(failed)?
+        {
+            println!("{}: already keeps its originals {form}", ns.name);
+            continue;
+        }
+        let started = Instant::now();
+        let mut said = Instant::now();
+        let mut moved = 0;
+        let mut passes = 0;
+        loop {
+            let now = store
+                .get_namespace(&ns.name)
+                .await
+                .map_err(failed)?
+                .filter(|n| n.uid == ns.uid)
+                .ok_or_else(|| anyhow!("namespace {} was deleted meanwhile", ns.name))?;
+            if !now.settings.moving || now.settings.sealed != sealed {
+                break;
+            }
+            let done = keyring
+                .move_rows(&now, |p| {
+                    if said.elapsed().as_secs() >= 1 {
+                        said = Instant::now();
+                        eprintln!(
+                            "vfps keys: {}: {} rows {form} so far",
+                            ns.name,
+                            moved + p.moved
+                        );
+                    }
+                })
+                .await
+                .map_err(failed)?;
+            moved += done.moved;
+            passes += 1;
+            if done.finished {
+                break;
+            }
+            if done.unopened > 0 {
+                bail!(
+                    "{}: {} sealed originals open under no stored key version; left as they are",
+                    ns.name,
+                    done.unopened
+                );
+            }
+            if passes >= 100 {
+                bail!(
+                    "{}: rows keep changing under the move; run it again",
+                    ns.name
+                );
+            }
+        }
+        println!(
+            "{}: {moved} rows made {form} in {:.1} s; it keeps its originals {form}",
+            ns.name,
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(())
 }

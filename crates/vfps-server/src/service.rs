@@ -195,6 +195,35 @@ impl Service {
         .await
     }
 
+    /// The row of the original kept as `stored`: by its form, then, while
+    /// the namespace's rows are being moved, by the other.
+    pub(crate) async fn find_stored(
+        &self,
+        name: &NamespaceName,
+        stored: &vfps_keys::Stored,
+        deadline: Instant,
+    ) -> Result<Option<Pseudonym>, Error> {
+        for key in std::iter::once(&stored.key).chain(stored.also.as_ref()) {
+            let found = self
+                .retry("find_pseudonym", deadline, || {
+                    self.store.find_pseudonym(name, key)
+                })
+                .await?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `current` keeps its originals otherwise than `known` (another
+    /// incarnation, or sealed or moving since): what `known` made is stale.
+    pub(crate) fn kept_otherwise(known: &Namespace, current: &Namespace) -> bool {
+        current.uid != known.uid
+            || current.settings.sealed != known.settings.sealed
+            || current.settings.moving != known.settings.moving
+    }
+
     /// `p`, a row of `ns` as stored, with its original opened.
     pub(crate) async fn opened(
         &self,
@@ -593,12 +622,29 @@ impl Service {
         let mut stored = self.stored_original(&ns, &original, deadline).await?;
         while collisions < MAX_COLLISIONS {
             let read_at = Instant::now();
+            // Rows being moved to the other form: one not moved yet is it.
+            if let Some(also) = &stored.also {
+                let found = self
+                    .retry("find_pseudonym", deadline, || {
+                        self.store.find_pseudonym(&name, also)
+                    })
+                    .await?;
+                if let Some(mut p) = found {
+                    p.original_value = original.as_str().to_owned();
+                    p.original_sealed = None;
+                    return Ok(Pseudonymized {
+                        pseudonym: p,
+                        made: false,
+                    });
+                }
+            }
             let pseudonym = stored.generate(&ns.settings, &original)?;
             let candidate = Candidate {
                 namespace: name.clone(),
                 namespace_uid: ns.uid,
                 original: stored.key.clone(),
                 sealed: stored.seal(&pseudonym, &original)?,
+                moving: stored.moving,
                 pseudonym,
                 created_at: now_micros(),
             };
@@ -622,12 +668,13 @@ impl Service {
                     return Ok(Pseudonymized { pseudonym: p, made });
                 }
                 Upserted::Conflict => {
-                    // The namespace vanished or is another incarnation now
-                    // (perhaps while cached), or the pseudonym collided.
+                    // The namespace vanished, is another incarnation or
+                    // keeps its originals otherwise now (perhaps while
+                    // cached), or the pseudonym collided.
                     self.forget_namespace(&name);
                     let current = self.read_namespace(&name, deadline).await?;
                     multi::single_only(&current)?;
-                    if current.uid != ns.uid {
+                    if Self::kept_otherwise(&ns, &current) {
                         ns = current;
                         stored = self.stored_original(&ns, &original, deadline).await?;
                         continue;

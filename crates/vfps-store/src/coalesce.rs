@@ -604,6 +604,7 @@ mod tests {
             pseudonym: format!("p-{original}"),
             created_at: now_micros(),
             sealed: None,
+            moving: false,
         }
     }
 

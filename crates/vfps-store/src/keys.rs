@@ -75,6 +75,8 @@ impl SealedTable {
 #[derive(Clone, PartialEq, Eq)]
 pub struct SealedRow {
     pub pseudonym: String,
+    /// The original's blind index, as stored.
+    pub value: String,
     pub sealed: Vec<u8>,
 }
 

@@ -62,6 +62,10 @@ pub struct Candidate {
     /// In a sealed namespace: `original` is the original's blind index and
     /// this the original sealed for the row of `pseudonym` (`vfps-keys`).
     pub sealed: Option<Vec<u8>>,
+    /// Whether the caller knows the namespace's rows are being moved to the
+    /// form `sealed` is in (and looked up the other form first); nothing is
+    /// inserted when the namespace says otherwise.
+    pub moving: bool,
 }
 
 /// A reverse lookup: the pseudonym's row, if there is one.

@@ -22,10 +22,26 @@ use vfps_core::{
     Error, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
 };
 
+/// What a writer knew of the namespace it writes to: its incarnation, and
+/// whether its rows were being moved between plain and sealed originals.
+/// The store writes nothing when either changed since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Known {
+    pub uid: NamespaceUid,
+    pub moving: bool,
+}
+
+impl From<NamespaceUid> for Known {
+    /// An incarnation whose rows are not being moved.
+    fn from(uid: NamespaceUid) -> Self {
+        Self { uid, moving: false }
+    }
+}
+
 #[async_trait]
 pub trait Multi: Send + Sync {
     /// Stores each of `pseudonyms` as a new pseudonym of `original` in the
-    /// incarnation `uid` of the multi-pseudonym namespace `namespace`, all
+    /// incarnation `known.uid` of the multi-pseudonym namespace `namespace`, all
     /// at `created_at`, in one statement. Answers the rows stored, in input
     /// order: a pseudonym already taken in the namespace (or twice in the
     /// input) is skipped, and none is stored when the namespace is gone,
@@ -33,11 +49,12 @@ pub trait Multi: Send + Sync {
     /// apart by reading the namespace. Committed through the synchronous
     /// standby. In a sealed namespace `original` is the blind index and
     /// `sealed[i]` the original sealed for `pseudonyms[i]`'s row (`sealed`
-    /// empty: a plain namespace).
+    /// empty: a plain namespace); none is stored when the namespace keeps
+    /// its originals otherwise than that and `known` say.
     async fn add_pseudonyms(
         &self,
         namespace: &NamespaceName,
-        uid: NamespaceUid,
+        known: Known,
         original: &OriginalValue,
         pseudonyms: &[String],
         sealed: &[Vec<u8>],

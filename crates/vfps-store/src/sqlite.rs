@@ -493,7 +493,7 @@ impl Upsert for SqliteStore {
                         "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
                          SELECT ?1, ?2, ?3, ?4, ?4, ?6 WHERE EXISTS (SELECT 1 FROM namespaces
                              WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0
-                               AND originals_sealed = (?6 IS NOT NULL))
+                               AND originals_sealed = (?6 IS NOT NULL) AND originals_moving = ?7)
                          ON CONFLICT DO NOTHING"
                     ))
                     .map_err(sql_err)?;
@@ -510,7 +510,8 @@ impl Upsert for SqliteStore {
                             cand.pseudonym,
                             to_micros(cand.created_at),
                             cand.namespace_uid.0,
-                            cand.sealed
+                            cand.sealed,
+                            cand.moving
                         ])
                         .map_err(sql_err)?;
                     let row = select

@@ -62,6 +62,7 @@ fn candidate(ns: &str, original: &str, pseudonym: &str) -> Candidate {
         pseudonym: pseudonym.into(),
         created_at: now_micros(),
         sealed: None,
+        moving: false,
     }
 }
 
@@ -748,7 +749,7 @@ async fn sealed_rows_keep_their_ciphertext_until_anonymized(store: Arc<dyn Store
     let added = store
         .add_pseudonyms(
             &m.name,
-            m.uid,
+            m.uid.into(),
             &OriginalValue::parse("~k1.index-m").unwrap(),
             &["p-1".to_owned(), "p-2".to_owned()],
             &[sealed("p-1"), sealed("p-2")],
@@ -897,7 +898,7 @@ async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
     store
         .add_pseudonyms(
             &m.name,
-            m.uid,
+            m.uid.into(),
             &OriginalValue::parse("~k1.index-m").unwrap(),
             &["q-1".to_owned(), "q-2".to_owned()],
             &[under(1, "q-1"), under(3, "q-2")],
@@ -952,9 +953,19 @@ async fn a_move_of_originals_fences_the_old_form(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(matches!(old[0], Upserted::Conflict));
-    let sealed = Candidate {
+    // The new form by a writer that does not know of the move: refused too.
+    let unaware = Candidate {
         sealed: Some(b"ct-d".to_vec()),
         ..candidate("n", "~k1.d", "p-d")
+    };
+    let refused = store
+        .upsert_pseudonyms(std::slice::from_ref(&unaware))
+        .await
+        .unwrap();
+    assert!(matches!(refused[0], Upserted::Conflict));
+    let sealed = Candidate {
+        moving: true,
+        ..unaware
     };
     let new = store.upsert_pseudonyms(&[sealed]).await.unwrap();
     assert_eq!(
@@ -1032,7 +1043,7 @@ async fn a_move_of_originals_fences_the_old_form(store: Arc<dyn Store>) {
     let refused = store
         .add_pseudonyms(
             &m.name,
-            m.uid,
+            m.uid.into(),
             &OriginalValue::parse("o-m").unwrap(),
             &["q-1".to_owned()],
             &[],

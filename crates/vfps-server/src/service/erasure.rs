@@ -30,9 +30,7 @@ impl Service {
         super::multi::single_only(&ns)?;
         let stored = self.stored_original(&ns, &original, deadline).await?;
         let mut found = self
-            .retry("find_pseudonym", deadline, || {
-                self.store.find_pseudonym(&name, &stored.key)
-            })
+            .find_stored(&name, &stored, deadline)
             .await?
             .ok_or_else(|| {
                 Error::not_found(format!(
@@ -82,11 +80,17 @@ impl Service {
         }
         let stored = self.stored_original(&ns, &original, deadline).await?;
         let unknown = CommitUnknown::default();
-        let erased = self
-            .retry("erase", deadline, || {
-                unknown.watch(self.store.erase(&name, &stored.key, how))
-            })
-            .await?;
+        // While the namespace's rows are being moved, the entry may still
+        // be in the other form: both are erased.
+        let mut erased = None;
+        for key in std::iter::once(&stored.key).chain(stored.also.as_ref()) {
+            let this = self
+                .retry("erase", deadline, || {
+                    unknown.watch(self.store.erase(&name, key, how))
+                })
+                .await?;
+            erased = erased.or(this);
+        }
         if let Some(cache) = &self.pseudonyms {
             cache.remove(&(name.clone(), original.clone()));
         }

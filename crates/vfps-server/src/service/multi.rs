@@ -72,10 +72,7 @@ impl Service {
             multi_only(&ns)?;
             let stored = self.stored_original(&ns, &original, deadline).await?;
             let all: Vec<Pseudonym> = self
-                .retry("pseudonyms_of", deadline, || {
-                    self.store
-                        .pseudonyms_of(&name, &stored.key, MAX_ANSWERED + 1)
-                })
+                .pseudonyms_of(&name, &stored, MAX_ANSWERED + 1, deadline)
                 .await?
                 .into_iter()
                 .map(plain)
@@ -102,10 +99,7 @@ impl Service {
         }
         let mut stored = self.stored_original(&ns, &original, deadline).await?;
         let has = self
-            .retry("pseudonyms_of", deadline, || {
-                self.store
-                    .pseudonyms_of(&name, &stored.key, MAX_PSEUDONYMS_PER_ORIGINAL + 1)
-            })
+            .pseudonyms_of(&name, &stored, MAX_PSEUDONYMS_PER_ORIGINAL + 1, deadline)
             .await?
             .len();
         if has + count as usize > MAX_PSEUDONYMS_PER_ORIGINAL as usize {
@@ -140,7 +134,10 @@ impl Service {
                 .retry("add_pseudonyms", deadline, || {
                     unknown.watch(self.store.add_pseudonyms(
                         &name,
-                        ns.uid,
+                        vfps_store::multi::Known {
+                            uid: ns.uid,
+                            moving: stored.moving,
+                        },
                         &stored.key,
                         &fresh,
                         &sealed,
@@ -156,12 +153,13 @@ impl Service {
                     .await?;
             }
             if added.is_empty() {
-                // The namespace vanished or is another incarnation now
-                // (perhaps while cached), or every pseudonym collided.
+                // The namespace vanished, is another incarnation or keeps
+                // its originals otherwise now (perhaps while cached), or
+                // every pseudonym collided.
                 self.forget_namespace(&name);
                 let current = self.read_namespace(&name, deadline).await?;
                 multi_only(&current)?;
-                if current.uid != ns.uid {
+                if Self::kept_otherwise(&ns, &current) {
                     ns = current;
                     stored = self.stored_original(&ns, &original, deadline).await?;
                     continue;
@@ -186,6 +184,31 @@ impl Service {
         ))
     }
 
+    /// The pseudonyms of the original kept as `stored`, oldest first, at
+    /// most `limit`: while the namespace's rows are being moved, those of
+    /// both forms.
+    async fn pseudonyms_of(
+        &self,
+        name: &NamespaceName,
+        stored: &vfps_keys::Stored,
+        limit: u32,
+        deadline: Instant,
+    ) -> Result<Vec<Pseudonym>, Error> {
+        let mut all = Vec::new();
+        for key in std::iter::once(&stored.key).chain(stored.also.as_ref()) {
+            all.extend(
+                self.retry("pseudonyms_of", deadline, || {
+                    self.store.pseudonyms_of(name, key, limit)
+                })
+                .await?,
+            );
+        }
+        all.sort_by(|a, b| {
+            (a.created_at, &a.pseudonym_value).cmp(&(b.created_at, &b.pseudonym_value))
+        });
+        all.truncate(limit as usize);
+        Ok(all)
+    }
     /// Of `asked`, the pseudonyms stored for `original` at `created_at`.
     async fn ours(
         &self,

@@ -70,11 +70,8 @@ impl Service {
             }
             let mut answers: Vec<Option<Pseudonym>> = Vec::with_capacity(parsed.len());
             for (name, original) in &parsed {
-                let key = &kept[&(name, original)].key;
                 let found = self
-                    .retry("find_pseudonym", deadline, || {
-                        self.store.find_pseudonym(name, key)
-                    })
+                    .find_stored(name, &kept[&(name, original)], deadline)
                     .await?;
                 // The caller's original, not the row's index.
                 answers.push(found.map(|mut p| {
@@ -134,6 +131,7 @@ impl Service {
                     namespace_uid: ns.uid,
                     original: stored.key.clone(),
                     sealed: stored.seal(&pseudonym, original)?,
+                    moving: stored.moving,
                     pseudonym,
                     created_at: if vfps_core::generate::revealing() {
                         now_micros()

@@ -41,7 +41,8 @@ fn stdout(out: &Output) -> String {
 }
 
 /// Every original of `namespace` with its pseudonym: List's pseudonyms,
-/// each read back through `app` (which opens its sealed original).
+/// each read back through `app` (which opens its sealed original;
+/// anonymized entries are not answered).
 async fn listed(app: &TestApp, namespace: &str) -> HashMap<String, String> {
     let mut out = HashMap::new();
     let mut token = String::new();
@@ -59,10 +60,23 @@ async fn listed(app: &TestApp, namespace: &str) -> HashMap<String, String> {
             .unwrap()
             .into_inner();
         for p in page.pseudonyms {
-            out.insert(
-                get(app, namespace, &p.pseudonym_value).await,
-                p.pseudonym_value,
-            );
+            let read = app
+                .pseudonyms
+                .clone()
+                .get(PseudonymServiceGetRequest {
+                    namespace: namespace.into(),
+                    pseudonym_value: p.pseudonym_value.clone(),
+                })
+                .await;
+            match read {
+                Ok(r) => {
+                    let original = r.into_inner().pseudonym.unwrap().original_value.unwrap();
+                    out.insert(original, p.pseudonym_value);
+                }
+                // An anonymized entry: listed, never answered.
+                Err(e) if e.code() == tonic::Code::NotFound => {}
+                Err(e) => panic!("{e:?}"),
+            }
         }
         if page.next_page_token.is_empty() {
             return out;
@@ -293,4 +307,211 @@ async fn get(app: &TestApp, namespace: &str, pseudonym: &str) -> String {
         .unwrap()
         .original_value
         .unwrap()
+}
+
+/// How many rows of `table` keep an original in plain text.
+fn plain_rows(db: &str, table: &str) -> usize {
+    vfps_testkit::shared()
+        .psql(
+            db,
+            &format!(
+                "SELECT count(*) FROM {table} WHERE original_sealed IS NULL \
+                 AND length(original_value) <= {}",
+                vfps_core::MAX_ORIGINAL_VALUE_BYTES
+            ),
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn sealed_rows(db: &str, table: &str) -> usize {
+    vfps_testkit::shared()
+        .psql(
+            db,
+            &format!("SELECT count(*) FROM {table} WHERE original_sealed IS NOT NULL"),
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Creates of old and new originals through both replicas until `stop`;
+/// every answer, by original.
+fn creates_until(
+    apps: [Arc<TestApp>; 2],
+    old: Vec<String>,
+    tag: &'static str,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<HashMap<String, Vec<String>>> {
+    tokio::spawn(async move {
+        let mut answered: HashMap<String, Vec<String>> = HashMap::new();
+        let started = Instant::now();
+        let mut i = 0usize;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && started.elapsed() < Duration::from_secs(60)
+        {
+            let original = match i % 3 {
+                0 => old[i % old.len()].clone(),
+                _ => format!("{tag}-{}", i / 2),
+            };
+            let p = apps[i % 2].create("sealed", &original).await.unwrap();
+            answered
+                .entry(original)
+                .or_default()
+                .push(p.pseudonym_value);
+            i += 1;
+        }
+        answered
+    })
+}
+
+/// `vfps keys encrypt-existing` seals a plain database's originals online,
+/// and `vfps keys decrypt-all` makes them plain again, each while two
+/// replicas take Creates of new and existing originals: no original gets a
+/// second pseudonym, every one opens, and no row of the old form is left;
+/// a move the command did not finish is finished by the replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn originals_are_sealed_and_made_plain_again_online() {
+    let (env, db) = backend_env(Backend::Postgres);
+    let db = db.unwrap();
+    // Written before there was a key source: plain.
+    let keyless = spawn_app_with(env.clone()).await;
+    let before = originals(40);
+    write_every_way(&keyless, &before).await;
+    let known = listed(&keyless, "sealed").await;
+    assert!(plain_rows(&db, "pseudonyms") > 0 && plain_rows(&db, "multi_pseudonyms") > 0);
+    let key = vfps_testkit::scratch_dir("moving").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&key).unwrap();
+    let mut env = env.clone();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+    env.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "100ms".into()));
+    // A move switched on and not yet carried out (its replicas look only
+    // hourly): a replica that cached the namespace plain (namespace cache
+    // on) writes sealed once refused, and every original not moved yet is found, and erased,
+    // in its plain row.
+    let mut slow = env.clone();
+    slow.retain(|(k, _)| k != "VFPS_KEYS_REFRESH_INTERVAL");
+    slow.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "1h".into()));
+    slow.push((
+        "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+        "true".into(),
+    ));
+    let c = spawn_app_with(slow).await;
+    c.create("sealed", "cached-while-plain").await.unwrap();
+    vfps_testkit::shared()
+        .psql(
+            &db,
+            "UPDATE namespaces SET originals_sealed = true, originals_moving = true \
+             WHERE name = 'sealed'",
+        )
+        .unwrap();
+    c.create("sealed", "written-after-the-switch")
+        .await
+        .unwrap();
+    let plain_of = |original: &str| -> String {
+        vfps_testkit::shared()
+            .psql(
+                &db,
+                &format!("SELECT count(*) FROM pseudonyms WHERE original_value = '{original}'"),
+            )
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(plain_of("written-after-the-switch"), "0");
+    assert_eq!(plain_of("cached-while-plain"), "1");
+    for (original, p) in &known {
+        assert_eq!(
+            &c.create("sealed", original).await.unwrap().pseudonym_value,
+            p
+        );
+    }
+    c.pseudonyms
+        .clone()
+        .erase(vfps_proto::v1::PseudonymServiceEraseRequest {
+            namespace: "sealed".into(),
+            original_value: "cached-while-plain".into(),
+            mode: vfps_proto::v1::ErasureMode::Anonymize as i32,
+        })
+        .await
+        .unwrap();
+    assert_eq!(plain_of("cached-while-plain"), "0");
+
+    let a = Arc::new(spawn_app_with(env.clone()).await);
+    let b = Arc::new(spawn_app_with(env.clone()).await);
+    let old: Vec<String> = known.keys().cloned().collect();
+
+    for (command, tag) in [
+        ("encrypt-existing", "while-sealing"),
+        ("decrypt-all", "while-opening"),
+    ] {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let load = creates_until([a.clone(), b.clone()], old.clone(), tag, stop.clone());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let out = stdout(&keys(
+            &env,
+            &[command, "--namespace", "sealed", "--namespace", "mii"],
+        ));
+        assert!(out.contains("sealed: ") && out.contains("mii: "), "{out}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let answered = load.await.unwrap();
+        assert!(answered.len() > 10, "{}", answered.len());
+        for (original, pseudonyms) in &answered {
+            assert!(
+                pseudonyms.iter().all(|p| p == &pseudonyms[0]),
+                "two pseudonyms"
+            );
+            if let Some(p) = known.get(original) {
+                assert_eq!(p, &pseudonyms[0]);
+            }
+        }
+        for app in [&a, &b] {
+            let now = listed(app, "sealed").await;
+            for (original, p) in known.iter() {
+                assert_eq!(now.get(original), Some(p));
+            }
+            for (original, pseudonyms) in &answered {
+                assert_eq!(now.get(original), Some(&pseudonyms[0]));
+            }
+        }
+    }
+    // Sealed again, then plain: every single-pseudonym row plain now but
+    // the multi-pseudonym namespace's, which was never moved.
+    assert_eq!(sealed_rows(&db, "pseudonyms"), 0);
+    assert_eq!(sealed_rows(&db, "multi_pseudonyms"), 0);
+
+    // A move started and left to the replicas: they finish it.
+    vfps_testkit::shared()
+        .psql(
+            &db,
+            "UPDATE namespaces SET originals_sealed = true, originals_moving = true \
+             WHERE name = 'many'",
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let moving = vfps_testkit::shared()
+            .psql(
+                &db,
+                "SELECT originals_moving FROM namespaces WHERE name = 'many'",
+            )
+            .unwrap();
+        if moving.trim() == "f" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not finish the move"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(plain_rows(&db, "multi_pseudonyms"), 0);
+    assert!(sealed_rows(&db, "multi_pseudonyms") > 0);
+    // Found by their index now, through either replica.
+    let status = stdout(&keys(&env, &["status", "--namespace", "many"]));
+    assert!(status.contains("(100.0 % under the newest)"), "{status}");
 }

@@ -94,7 +94,7 @@ impl SealedStore for PgStore {
         let rows = steps
             .run(lease.client().query(
                 &format!(
-                    "SELECT pseudonym_value, original_sealed FROM {} \
+                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
                      WHERE namespace = $1 AND original_sealed IS NOT NULL \
                        AND substring(original_sealed from 2 for 4) <> $2 \
                        AND ($3::text IS NULL OR pseudonym_value > $3) \
@@ -110,6 +110,7 @@ impl SealedStore for PgStore {
                 Ok(SealedRow {
                     pseudonym: r.try_get(0).map_err(|e| classify(&e))?,
                     sealed: r.try_get(1).map_err(|e| classify(&e))?,
+                    value: r.try_get(2).map_err(|e| classify(&e))?,
                 })
             })
             .collect()
@@ -252,8 +253,11 @@ impl SealedStore for PgStore {
         let (lease, steps) = self.lease().await?;
         let n = steps
             .run(lease.client().execute(
-                "UPDATE namespaces SET originals_moving = false \
-                 WHERE name = $1 AND uid = $2 AND originals_sealed = $3 AND originals_moving",
+                "WITH locked AS MATERIALIZED ( \
+                   SELECT name FROM namespaces WHERE name = $1 AND uid = $2 FOR UPDATE) \
+                 UPDATE namespaces n SET originals_moving = false \
+                 FROM locked WHERE n.name = locked.name \
+                   AND n.originals_sealed = $3 AND n.originals_moving",
                 &[&namespace.as_str(), &uid.0, &sealed],
             ))
             .await?;

@@ -516,7 +516,7 @@ const PSEUDONYM_COLUMNS: &str =
 
 /// A batch of candidates as the parameters of [`Prepared::Upsert`] and
 /// [`Prepared::InsertNew`]: namespaces, originals, pseudonyms, creation
-/// times, namespace incarnations.
+/// times, namespace incarnations, sealed originals, moves known.
 struct CandidateColumns<'a> {
     namespaces: Vec<&'a str>,
     originals: Vec<&'a str>,
@@ -524,6 +524,7 @@ struct CandidateColumns<'a> {
     created: Vec<SystemTime>,
     uids: Vec<i64>,
     sealed: Vec<Option<&'a [u8]>>,
+    moving: Vec<bool>,
 }
 
 impl<'a> CandidateColumns<'a> {
@@ -535,10 +536,11 @@ impl<'a> CandidateColumns<'a> {
             created: batch.iter().map(|c| c.created_at).collect(),
             uids: batch.iter().map(|c| c.namespace_uid.0).collect(),
             sealed: batch.iter().map(|c| c.sealed.as_deref()).collect(),
+            moving: batch.iter().map(|c| c.moving).collect(),
         }
     }
 
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 6] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
         [
             &self.namespaces,
             &self.originals,
@@ -546,6 +548,7 @@ impl<'a> CandidateColumns<'a> {
             &self.created,
             &self.uids,
             &self.sealed,
+            &self.moving,
         ]
     }
 }
@@ -1411,6 +1414,7 @@ mod tests {
             pseudonym: "fresh".into(),
             created_at: now,
             sealed: None,
+            moving: false,
         };
         standby.stop_server().unwrap();
         let upsert = tokio::time::timeout(
@@ -1441,6 +1445,7 @@ mod tests {
             pseudonym: pseudonym.into(),
             created_at: vfps_core::now_micros(),
             sealed: None,
+            moving: false,
         }
     }
 

@@ -3,13 +3,11 @@
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use vfps_core::{
-    Error, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
-};
+use vfps_core::{Error, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage};
 
 use super::{pseudonym_from_row, PgStore, DURABLE};
 use crate::{
-    multi::{in_input_order, Multi},
+    multi::{in_input_order, Known, Multi},
     page_from_rows,
 };
 
@@ -22,7 +20,7 @@ impl Multi for PgStore {
     async fn add_pseudonyms(
         &self,
         namespace: &NamespaceName,
-        uid: NamespaceUid,
+        known: Known,
         original: &OriginalValue,
         pseudonyms: &[String],
         sealed: &[Vec<u8>],
@@ -42,26 +40,27 @@ impl Multi for PgStore {
             .run(lease.client().query(
                 &format!(
                     "WITH live AS MATERIALIZED (
-                        SELECT name, originals_sealed FROM namespaces
+                        SELECT name, originals_sealed, originals_moving FROM namespaces
                         WHERE name = $1 AND uid = $2 AND multi_pseudonym FOR KEY SHARE)
                     INSERT INTO multi_pseudonyms
                         (namespace, pseudonym_value, original_value, created_at, last_updated_at,
                          original_sealed)
                     SELECT live.name, p.value, $3, $5, $5, p.sealed
                     FROM live, unnest($4::text[], $6::bytea[]) AS p(value, sealed)
-                    WHERE live.originals_sealed = $7
+                    WHERE live.originals_sealed = $7 AND live.originals_moving = $8
                     ORDER BY p.value
                     ON CONFLICT DO NOTHING
                     RETURNING {COLUMNS}"
                 ),
                 &[
                     &namespace.as_str(),
-                    &uid.0,
+                    &known.uid.0,
                     &original.as_str(),
                     &pseudonyms,
                     &created_at,
                     &sealed,
                     &is_sealed,
+                    &known.moving,
                 ],
             ))
             .await?;

@@ -7,17 +7,19 @@
 macro_rules! insert {
     () => {
         "WITH live AS MATERIALIZED (
-        SELECT name, uid, originals_sealed FROM namespaces
+        SELECT name, uid, originals_sealed, originals_moving FROM namespaces
         WHERE name = ANY($1::text[]) AND NOT multi_pseudonym FOR KEY SHARE)
     INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at,
         last_updated_at, original_sealed)
     SELECT i.namespace, i.original_value, i.pseudonym_value, i.created_at, i.created_at,
         i.original_sealed
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[], $6::bytea[])
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int8[], $6::bytea[],
+            $7::bool[])
         AS i(namespace, original_value, pseudonym_value, created_at, namespace_uid,
-            original_sealed)
+            original_sealed, moving)
     JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
         AND live.originals_sealed = (i.original_sealed IS NOT NULL)
+        AND live.originals_moving = i.moving
     ORDER BY i.namespace, i.original_value"
     };
 }
@@ -32,10 +34,11 @@ macro_rules! insert {
 ///   namespace's row is locked, so deleting one namespace never stops writes to
 ///   the others.
 /// - A row whose namespace is gone, or is another incarnation (uid) than the one
-///   its pseudonym was generated for, or keeps its originals in the other form
-///   (sealed or plain: the fence of `vfps keys encrypt-existing | decrypt-all`,
-///   whose switch takes the namespace row `FOR UPDATE`, so it waits for every
-///   insert of the old form and every later one sees the new), is skipped:
+///   its pseudonym was generated for, or keeps its originals in another form
+///   than the caller knew (sealed or plain, moving or not: the fence of `vfps
+///   keys encrypt-existing | decrypt-all`, whose switches take the namespace
+///   row `FOR UPDATE`, so they wait for every insert under way and every later
+///   one sees them), is skipped:
 ///   this is what lets the service cache namespace settings on the create
 ///   path without any coherence protocol.
 ///   A stale entry only ever costs a skipped row, which the caller notices and

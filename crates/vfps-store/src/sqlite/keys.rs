@@ -103,7 +103,7 @@ impl SealedStore for SqliteStore {
         self.with_reader(move |c| {
             let mut st = c
                 .prepare_cached(&format!(
-                    "SELECT pseudonym_value, original_sealed FROM {} \
+                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
                      WHERE namespace = ?1 AND original_sealed IS NOT NULL \
                        AND substr(original_sealed, 2, 4) <> ?2 \
                        AND (?3 IS NULL OR pseudonym_value > ?3) \
@@ -116,6 +116,7 @@ impl SealedStore for SqliteStore {
                     Ok(SealedRow {
                         pseudonym: r.get(0)?,
                         sealed: r.get(1)?,
+                        value: r.get(2)?,
                     })
                 })
                 .map_err(sql_err)?;

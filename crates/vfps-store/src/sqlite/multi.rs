@@ -5,13 +5,12 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 use vfps_core::{
-    to_micros, Error, NamespaceName, NamespaceUid, OriginalValue, PageCursor, Pseudonym,
-    PseudonymPage,
+    to_micros, Error, NamespaceName, OriginalValue, PageCursor, Pseudonym, PseudonymPage,
 };
 
 use super::{pseudonym_from_row, sql_err, SqliteStore};
 use crate::{
-    multi::{in_input_order, Multi},
+    multi::{in_input_order, Known, Multi},
     page_from_rows,
 };
 
@@ -24,7 +23,7 @@ impl Multi for SqliteStore {
     async fn add_pseudonyms(
         &self,
         namespace: &NamespaceName,
-        uid: NamespaceUid,
+        known: Known,
         original: &OriginalValue,
         pseudonyms: &[String],
         sealed: &[Vec<u8>],
@@ -46,8 +45,8 @@ impl Multi for SqliteStore {
                     .query_row(
                         "SELECT EXISTS (SELECT 1 FROM namespaces \
                          WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 1 \
-                           AND originals_sealed = ?3)",
-                        params![ns, uid.0, is_sealed],
+                           AND originals_sealed = ?3 AND originals_moving = ?4)",
+                        params![ns, known.uid.0, is_sealed, known.moving],
                         |r| r.get(0),
                     )
                     .map_err(sql_err)?;

@@ -40,7 +40,14 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
     let a = OriginalValue::parse("a").unwrap();
     let t = now_micros();
     let added = store
-        .add_pseudonyms(&m.name, m.uid, &a, &strings(&["p-3", "p-1", "p-2"]), &[], t)
+        .add_pseudonyms(
+            &m.name,
+            m.uid.into(),
+            &a,
+            &strings(&["p-3", "p-1", "p-2"]),
+            &[],
+            t,
+        )
         .await
         .unwrap();
     assert_eq!(values(&added), ["p-3", "p-1", "p-2"], "in input order");
@@ -51,7 +58,7 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
     let added = store
         .add_pseudonyms(
             &m.name,
-            m.uid,
+            m.uid.into(),
             &b,
             &strings(&["p-1", "p-4", "p-4"]),
             &[],
@@ -67,7 +74,7 @@ async fn an_original_gets_many_pseudonyms_each_unique(store: Arc<dyn Store>) {
         (&NamespaceName::parse("gone").unwrap(), uid_of("gone")),
     ] {
         let added = store
-            .add_pseudonyms(name, uid, &a, &strings(&["p-9"]), &[], now_micros())
+            .add_pseudonyms(name, uid.into(), &a, &strings(&["p-9"]), &[], now_micros())
             .await
             .unwrap();
         assert!(added.is_empty(), "{name} took a multi pseudonym");
@@ -146,7 +153,7 @@ async fn multi_pseudonyms_page_by_pseudonym_without_gaps(store: Arc<dyn Store>) 
         store
             .add_pseudonyms(
                 &m.name,
-                m.uid,
+                m.uid.into(),
                 &a,
                 &batch,
                 &[],
@@ -196,7 +203,14 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
         ("kept", ["p-7", "p-8", "p-9"]),
     ] {
         store
-            .add_pseudonyms(&m.name, m.uid, &o(original), &strings(&pseudonyms), &[], t)
+            .add_pseudonyms(
+                &m.name,
+                m.uid.into(),
+                &o(original),
+                &strings(&pseudonyms),
+                &[],
+                t,
+            )
             .await
             .unwrap();
     }
@@ -219,7 +233,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
     let again = store
         .add_pseudonyms(
             &m.name,
-            m.uid,
+            m.uid.into(),
             &o("other"),
             &strings(&["p-1", "p-2"]),
             &[],
@@ -297,7 +311,7 @@ async fn erasing_a_multi_original_takes_all_its_pseudonyms(store: Arc<dyn Store>
     let added = store
         .add_pseudonyms(
             &m.name,
-            fresh,
+            fresh.into(),
             &o("kept"),
             &strings(&["p-1", "p-7"]),
             &[],
