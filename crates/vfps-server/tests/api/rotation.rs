@@ -515,3 +515,74 @@ async fn originals_are_sealed_and_made_plain_again_online() {
     let status = stdout(&keys(&env, &["status", "--namespace", "many"]));
     assert!(status.contains("(100.0 % under the newest)"), "{status}");
 }
+
+/// A CSV job on a namespace whose originals are being sealed finds the
+/// originals not moved yet in their plain rows (the same pseudonyms as
+/// before), writes new ones sealed, and reads back what it wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csv_job_during_a_move_keeps_every_pseudonym() {
+    use crate::jobs::{download, submit, wait_done, with_jobs_dir};
+    let (mut env, db) = backend_env(Backend::Postgres);
+    let db = db.unwrap();
+    with_jobs_dir(&mut env);
+    let keyless = spawn_app_with(env.clone()).await;
+    keyless.namespace("subjects", 3, 36).await;
+    let csv = |names: &[String]| {
+        let mut s = String::from("id,name\r\n");
+        for (i, n) in names.iter().enumerate() {
+            s.push_str(&format!("{i},{n}\r\n"));
+        }
+        s
+    };
+    let known: Vec<String> = (0..30).map(|i| format!("known-{i}")).collect();
+    let job = |direction: &str| crate::jobs::spec(direction, "subjects");
+    let first = submit(
+        &keyless,
+        None,
+        &csv(&known),
+        job("CSV_JOB_DIRECTION_PSEUDONYMIZE"),
+    )
+    .await;
+    wait_done(&keyless, None, &first).await;
+    let before = download(&keyless, None, &first).await.text().await.unwrap();
+    vfps_testkit::shared()
+        .psql(
+            &db,
+            "UPDATE namespaces SET originals_sealed = true, originals_moving = true \
+             WHERE name = 'subjects'",
+        )
+        .unwrap();
+    let key = vfps_testkit::scratch_dir("moving-jobs").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&key).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+    env.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "1h".into()));
+    let app = spawn_app_with(env.clone()).await;
+    let mut mixed = known.clone();
+    mixed.extend((0..30).map(|i| format!("new-{i}")));
+    let second = submit(
+        &app,
+        None,
+        &csv(&mixed),
+        job("CSV_JOB_DIRECTION_PSEUDONYMIZE"),
+    )
+    .await;
+    let done = wait_done(&app, None, &second).await;
+    assert_eq!(done["state"], "CSV_JOB_STATE_COMPLETED", "{done}");
+    let after = download(&app, None, &second).await.text().await.unwrap();
+    let lines: Vec<&str> = after.lines().collect();
+    assert_eq!(
+        lines[..=known.len()],
+        before.lines().collect::<Vec<_>>()[..]
+    );
+    assert_eq!(plain_rows(&db, "pseudonyms"), known.len());
+    let back = submit(&app, None, &after, job("CSV_JOB_DIRECTION_DEPSEUDONYMIZE")).await;
+    wait_done(&app, None, &back).await;
+    let restored = download(&app, None, &back).await.text().await.unwrap();
+    assert_eq!(restored, csv(&mixed));
+    let out = stdout(&keys(
+        &env,
+        &["encrypt-existing", "--namespace", "subjects"],
+    ));
+    assert!(out.starts_with("subjects: 30 rows made sealed"), "{out}");
+    assert_eq!(plain_rows(&db, "pseudonyms"), 0);
+}
