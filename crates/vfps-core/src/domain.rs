@@ -184,12 +184,18 @@ pub struct NamespaceSettings {
     /// key, never in plain text. Set at creation when the deployment has a
     /// key source (`VFPS_KEYS`).
     pub sealed: bool,
-    /// Whether its rows are being moved to the form `sealed` says (sealed,
-    /// or plain again: `vfps keys encrypt-existing | decrypt-all`): until
-    /// they all are, an original may still be stored in the other form, and
-    /// every lookup by original tries both. No row is written in the other
+    /// Whether its rows are being moved to the form `sealed` and
+    /// `index_version` say (sealed, plain again, or indexed under a new key:
+    /// `vfps keys encrypt-existing | decrypt-all | rotate --reindex`): until
+    /// they all are, an original may still be stored in the old form, and
+    /// every lookup by original tries both. No row is written in the old
     /// form meanwhile (the store refuses it).
     pub moving: bool,
+    /// The key version of a sealed namespace's blind indexes (`~k<it>.…`).
+    pub index_version: u32,
+    /// While moving to sealed: the key version of the blind indexes rows
+    /// are moved from (`None`: from plain originals).
+    pub moving_from_index: Option<u32>,
 }
 
 /// An identifier system as a namespace may declare it: a non-blank URI of at
@@ -294,6 +300,8 @@ impl NamespaceSettings {
             original_system: None,
             sealed: false,
             moving: false,
+            index_version: 1,
+            moving_from_index: None,
         })
     }
 
@@ -305,6 +313,16 @@ impl NamespaceSettings {
     /// These settings, with rows being moved to the form `sealed` says.
     pub fn with_moving(self, moving: bool) -> Self {
         Self { moving, ..self }
+    }
+
+    /// These settings, with blind indexes under key version `version`, and
+    /// rows moved from those under `from` (a re-index) or not.
+    pub fn with_index(self, version: u32, from: Option<u32>) -> Self {
+        Self {
+            index_version: version,
+            moving_from_index: from,
+            ..self
+        }
     }
 }
 

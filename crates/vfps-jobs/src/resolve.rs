@@ -348,6 +348,7 @@ impl Resolver {
                 Some(current) if current.uid == ns.uid => {
                     if current.settings.sealed != ns.settings.sealed
                         || current.settings.moving != ns.settings.moving
+                        || current.settings.index_version != ns.settings.index_version
                     {
                         changed = true;
                         if let Ok(mut all) = self.namespaces.lock() {

@@ -120,9 +120,12 @@ impl Stored {
 pub struct Keeper {
     /// The newest keys: what new originals are sealed under.
     keys: Option<Arc<NamespaceKeys>>,
-    /// The first version's keys: their index key finds an original whatever
-    /// version sealed it, and their pseudonym key makes keyed pseudonyms.
-    first: Option<Arc<NamespaceKeys>>,
+    /// The keys of the namespace's index version: their index key finds an
+    /// original whatever version sealed it.
+    index: Option<Arc<NamespaceKeys>>,
+    /// During a re-index: the keys of the index version rows move from.
+    from: Option<Arc<NamespaceKeys>>,
+    /// The first version's keys: their pseudonym key makes keyed pseudonyms.
     pseudonym: Option<Arc<NamespaceKeys>>,
     /// Whether originals are sealed (`keys` then set).
     sealed: bool,
@@ -133,17 +136,19 @@ pub struct Keeper {
 impl Keeper {
     /// How `original` is kept.
     pub fn keep(&self, original: &OriginalValue) -> Result<Stored, Error> {
-        let index = || match &self.first {
-            Some(first) => OriginalValue::parse(&first.index(original.as_str())),
+        let index = |keys: &Option<Arc<NamespaceKeys>>| match keys {
+            Some(k) => OriginalValue::parse(&k.index(original.as_str())),
             None => Err(Error::internal(
                 "a sealed namespace's keys were not fetched",
             )),
         };
-        let (key, also) = match (self.sealed, self.moving) {
-            (true, false) => (index()?, None),
-            (true, true) => (index()?, Some(original.clone())),
-            (false, true) => (original.clone(), Some(index()?)),
-            (false, false) => (original.clone(), None),
+        let (key, also) = match (self.sealed, self.moving, &self.from) {
+            (true, false, _) => (index(&self.index)?, None),
+            // Re-indexed: the old index; sealed: the plain original.
+            (true, true, Some(_)) => (index(&self.index)?, Some(index(&self.from)?)),
+            (true, true, None) => (index(&self.index)?, Some(original.clone())),
+            (false, true, _) => (original.clone(), Some(index(&self.index)?)),
+            (false, false, _) => (original.clone(), None),
         };
         Ok(Stored {
             key,
@@ -349,9 +354,9 @@ impl Keyring {
     /// it up at its next key refresh, and re-seals the older versions'
     /// originals in the background ([`Keyring::reseal`]). Answers the
     /// version now newest (another rotation's, when one ran at once). The
-    /// first version's index key keeps finding originals, so an original
+    /// namespace's index version keeps finding originals, so an original
     /// is stored under the same key, and keeps its pseudonym, whatever
-    /// version sealed it.
+    /// version sealed it; [`Keyring::reindex`] moves the index too.
     pub async fn rotate(&self, uid: NamespaceUid) -> Result<u32, Error> {
         let Some(newest) = self.refresh(uid).await? else {
             return Ok(self.current(uid).await?.version);
@@ -364,6 +369,16 @@ impl Keyring {
             self.remember(keys);
         }
         Ok(self.refresh(uid).await?.unwrap_or(next))
+    }
+
+    /// Starts moving `ns`'s blind indexes to its newest key version (made by
+    /// [`Keyring::rotate`]): from the switch on only rows indexed under it
+    /// are written, lookups try the old index too, and
+    /// [`Keyring::move_rows`] re-indexes every row. Whether it started
+    /// (`false`: another move is under way, or the index is that new).
+    pub async fn reindex(&self, ns: &Namespace) -> Result<bool, Error> {
+        let newest = self.refresh(ns.uid).await?.unwrap_or(FIRST_VERSION);
+        self.store.reindex_originals(&ns.name, ns.uid, newest).await
     }
 
     /// Re-seals, under the newest key version, every original of `ns` sealed
@@ -393,14 +408,7 @@ impl Keyring {
                 after = Some(last.pseudonym.clone());
                 let mut rows = Vec::with_capacity(page.len());
                 for row in page {
-                    let opened = match NamespaceKeys::sealed_version(&row.sealed) {
-                        Some(v) => match self.version(ns.uid, v).await {
-                            Ok(old) => old.open(&row.pseudonym, &row.sealed),
-                            Err(e) => Err(e),
-                        },
-                        None => Err(Error::internal("a sealed original of an unknown format")),
-                    };
-                    match opened {
+                    match self.open_row(ns, &row.pseudonym, &row.sealed).await {
                         Ok(original) => rows.push(Resealed {
                             new: keys.seal(&row.pseudonym, &original)?,
                             pseudonym: row.pseudonym,
@@ -438,8 +446,41 @@ impl Keyring {
         for table in SealedTable::ALL {
             let mut after: Option<String> = None;
             loop {
-                let rows = match ns.settings.sealed {
-                    true => {
+                let rows = match (ns.settings.sealed, ns.settings.moving_from_index) {
+                    // A re-index: the same ciphertext (bound to the row, not
+                    // the index), the index under the namespace's version.
+                    (true, Some(_)) => {
+                        let page = self
+                            .store
+                            .reindex_rows(
+                                &ns.name,
+                                table,
+                                ns.settings.index_version,
+                                after.as_deref(),
+                                RESEAL_PAGE,
+                            )
+                            .await?;
+                        let Some(last) = page.last() else { break };
+                        after = Some(last.pseudonym.clone());
+                        let mut rows = Vec::with_capacity(page.len());
+                        for row in page {
+                            match self.open_row(ns, &row.pseudonym, &row.sealed).await {
+                                Ok(original) => {
+                                    let stored = keeper.keep(&OriginalValue::parse(&original)?)?;
+                                    rows.push(Rekeyed {
+                                        pseudonym: row.pseudonym,
+                                        old_value: row.value,
+                                        new_sealed: Some(row.sealed.clone()),
+                                        old_sealed: Some(row.sealed),
+                                        new_value: stored.key.as_str().to_owned(),
+                                    });
+                                }
+                                Err(_) => done.unopened += 1,
+                            }
+                        }
+                        rows
+                    }
+                    (true, None) => {
                         let page = self
                             .store
                             .plain_rows(&ns.name, table, after.as_deref(), RESEAL_PAGE)
@@ -464,7 +505,7 @@ impl Keyring {
                         }
                         rows
                     }
-                    false => {
+                    (false, _) => {
                         // Version 0 is none: every sealed row.
                         let page = self
                             .store
@@ -474,16 +515,7 @@ impl Keyring {
                         after = Some(last.pseudonym.clone());
                         let mut rows = Vec::with_capacity(page.len());
                         for row in page {
-                            let opened = match NamespaceKeys::sealed_version(&row.sealed) {
-                                Some(v) => match self.version(ns.uid, v).await {
-                                    Ok(keys) => keys.open(&row.pseudonym, &row.sealed),
-                                    Err(e) => Err(e),
-                                },
-                                None => {
-                                    Err(Error::internal("a sealed original of an unknown format"))
-                                }
-                            };
-                            match opened {
+                            match self.open_row(ns, &row.pseudonym, &row.sealed).await {
                                 Ok(original) => rows.push(Rekeyed {
                                     pseudonym: row.pseudonym,
                                     old_value: row.value,
@@ -514,6 +546,18 @@ impl Keyring {
         Ok(done)
     }
 
+    /// The original `sealed` holds for the row of `pseudonym` in `ns`.
+    async fn open_row(
+        &self,
+        ns: &Namespace,
+        pseudonym: &str,
+        sealed: &[u8],
+    ) -> Result<String, Error> {
+        let version = NamespaceKeys::sealed_version(sealed)
+            .ok_or_else(|| Error::internal("a sealed original of an unknown format"))?;
+        self.version(ns.uid, version).await?.open(pseudonym, sealed)
+    }
+
     /// Unwraps the stored keys of every namespace that has any: whether this
     /// key source opens them. Answers how many namespaces' keys it opened;
     /// a key of another source, or one altered, is refused by name
@@ -536,9 +580,22 @@ impl Keyring {
         Ok(opened)
     }
 
-    /// The first version's keys, made when `uid` has none yet: their index
-    /// key finds originals whatever version sealed them, and their
-    /// pseudonym key makes the keyed method's pseudonyms.
+    /// The keys of version `version` for blind indexes: the first version's
+    /// made when `uid` has none yet.
+    async fn index_keys(
+        &self,
+        uid: NamespaceUid,
+        version: u32,
+    ) -> Result<Arc<NamespaceKeys>, Error> {
+        match version {
+            FIRST_VERSION => self.pseudonym_keys(uid).await,
+            v => self.version(uid, v).await,
+        }
+    }
+
+    /// The first version's keys, made when `uid` has none yet: their
+    /// pseudonym key makes the keyed method's pseudonyms (and their index
+    /// key indexes originals until a re-index).
     pub async fn pseudonym_keys(&self, uid: NamespaceUid) -> Result<Arc<NamespaceKeys>, Error> {
         if let Some(k) = self.cached(uid, FIRST_VERSION) {
             return Ok(k);
@@ -560,13 +617,18 @@ impl Keyring {
             false => None,
         };
         // A plain namespace being moved finds its rows still sealed by index.
-        let first = match ns.settings.sealed || ns.settings.moving {
-            true => Some(self.pseudonym_keys(ns.uid).await?),
+        let index = match ns.settings.sealed || ns.settings.moving {
+            true => Some(self.index_keys(ns.uid, ns.settings.index_version).await?),
             false => None,
+        };
+        let from = match (ns.settings.moving, ns.settings.moving_from_index) {
+            (true, Some(v)) => Some(self.index_keys(ns.uid, v).await?),
+            _ => None,
         };
         Ok(Keeper {
             keys,
-            first,
+            index,
+            from,
             pseudonym,
             sealed: ns.settings.sealed,
             moving: ns.settings.moving,

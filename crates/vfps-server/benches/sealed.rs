@@ -12,6 +12,12 @@
 //! `/proc/<pid>/stat`) of each, a job's µs per row, and sealed ÷ plain.
 //! Targets: ≥ 0.9× in throughput for Create, Get and a job's rows/s.
 //!
+//! Then, on the sealed server's `bench` namespace while the Create phase
+//! runs against it: a key rotation's re-seal (`vfps keys rotate` +
+//! `reseal`), and moving its originals to plain and back (`vfps keys
+//! decrypt-all`, `encrypt-existing`): rows/s of each, and Create's calls/s
+//! meanwhile against its median above.
+//!
 //! `cargo bench -p vfps-server --bench sealed`
 
 #![allow(clippy::unwrap_used)]
@@ -47,8 +53,8 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks as f64 / 100.0
 }
 
-/// A server on its own database, with a namespace `bench`.
-async fn serve(keys: Option<&std::path::Path>) -> Server {
+/// A server on its own database, with a namespace `bench`; and its settings.
+async fn serve(keys: Option<&std::path::Path>) -> (Server, Vec<(String, String)>) {
     let db = vfps_testkit::shared().create_database().unwrap();
     let files = vfps_testkit::scratch_dir("bench-sealed-files");
     let mut env = vec![
@@ -62,10 +68,43 @@ async fn serve(keys: Option<&std::path::Path>) -> Server {
     ];
     if let Some(keys) = keys {
         env.push(("VFPS_KEYS".to_owned(), format!("file:{}", keys.display())));
+        // The command below is the only one that re-seals or moves rows.
+        env.push(("VFPS_KEYS_REFRESH_INTERVAL".to_owned(), "1h".to_owned()));
     }
     let server = start(&env).await;
     namespace(&server, "bench").await;
-    server
+    (server, env)
+}
+
+/// `vfps keys <args>` against `env`'s database: its standard error, and
+/// its wall time.
+fn keys_command(env: &[(String, String)], args: &[&str]) -> (String, f64) {
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .arg("keys")
+        .args(args)
+        .envs(env.iter().cloned())
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (said, started.elapsed().as_secs_f64())
+}
+
+/// The first number after `before` in `text`.
+fn number_after(text: &str, before: &str) -> f64 {
+    let at = text
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {text}"))
+        + before.len();
+    text[at..]
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .find(|s| !s.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[derive(Clone, Copy)]
@@ -154,7 +193,10 @@ async fn main() {
     let rounds = env_or("BENCH_ROUNDS", 3);
     let keys = vfps_testkit::scratch_dir("bench-sealed").join("vfps.keys");
     vfps_keys::source::FileKey::init(&keys).unwrap();
-    let servers = [serve(None).await, serve(Some(&keys)).await];
+    let (plain, _) = serve(None).await;
+    let (sealed, sealed_env) = serve(Some(&keys)).await;
+    let servers = [plain, sealed];
+    let mut create_rate = 0.0;
     let names = ["plain", "sealed"];
     let made: Vec<Arc<std::sync::Mutex<Vec<String>>>> = (0..2).map(|_| Arc::default()).collect();
     println!(
@@ -177,6 +219,9 @@ async fn main() {
             }
         }
         let (rate, cpu) = (rate.map(median), cpu.map(median));
+        if matches!(kind, Phase::Create) {
+            create_rate = rate[1];
+        }
         println!(
             "{what}: plain {:.0} calls/s ({:.3} ms CPU a call), sealed {:.0} calls/s ({:.3} ms CPU a call): sealed/plain = {:.2}x throughput (target >= 0.90), {:.2}x CPU a call",
             rate[0],
@@ -222,6 +267,46 @@ async fn main() {
             1e6 / rate[0],
             1e6 / rate[1],
             rate[1] / rate[0]
+        );
+    }
+    // Rotation and moves, under Creates.
+    for (what, steps) in [
+        (
+            "re-seal after a rotation (vfps keys rotate + reseal)",
+            vec![
+                vec!["rotate", "--namespace", "bench"],
+                vec!["reseal", "--namespace", "bench"],
+            ],
+        ),
+        (
+            "move to plain (vfps keys decrypt-all)",
+            vec![vec!["decrypt-all", "--namespace", "bench"]],
+        ),
+        (
+            "move to sealed (vfps keys encrypt-existing)",
+            vec![vec!["encrypt-existing", "--namespace", "bench"]],
+        ),
+    ] {
+        let env = sealed_env.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            steps
+                .iter()
+                .map(|args| keys_command(&env, args).0)
+                .collect::<String>()
+        });
+        let load = phase(&servers[1], Phase::Create, clients, seconds, &made[1], 100);
+        let (said, (rate, _)) = tokio::join!(async { work.await.unwrap() }, load);
+        // The command's own summary: "bench: <rows> … in <seconds> s".
+        let summary = said
+            .lines()
+            .find(|l| l.contains(" in ") && (l.contains("re-sealed") || l.contains("rows made")))
+            .unwrap_or_else(|| panic!("no summary in {said}"));
+        let moved = number_after(summary, "bench: ");
+        let seconds = number_after(summary, " in ");
+        println!(
+            "{what}: {moved:.0} rows in {seconds:.1} s = {:.0} rows/s; Creates meanwhile {rate:.0} calls/s = {:.2}x of their median above",
+            moved / seconds,
+            rate / create_rate
         );
     }
 }

@@ -24,6 +24,11 @@ pub enum KeysCommand {
         /// A sealed namespace's name; repeatable. Default: every sealed one.
         #[arg(long = "namespace")]
         namespaces: Vec<String>,
+        /// Also move the blind indexes to the new key version (a re-index,
+        /// online): every row is re-indexed here (and by the replicas in
+        /// the background); no original changes its pseudonym.
+        #[arg(long)]
+        reindex: bool,
     },
     /// Each sealed namespace's key versions, and how many of its originals
     /// each one seals.
@@ -68,10 +73,25 @@ pub async fn run(
     let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
     let keyring = crate::keys::keyring(settings, source, store.clone()).map_err(failed)?;
     match command {
-        KeysCommand::Rotate { namespaces } => {
+        KeysCommand::Rotate {
+            namespaces,
+            reindex,
+        } => {
             for ns in sealed(store.as_ref(), &namespaces).await? {
+                if reindex && ns.settings.moving {
+                    bail!(
+                        "{}: a move of its originals is under way; run this once it is done",
+                        ns.name
+                    );
+                }
                 let version = keyring.rotate(ns.uid).await.map_err(failed)?;
                 println!("{}: key version {version}", ns.name);
+                if reindex {
+                    if !keyring.reindex(&ns).await.map_err(failed)? {
+                        bail!("{}: its blind indexes could not be moved to key version {version} (another move began)", ns.name);
+                    }
+                    carry_out(store.as_ref(), &keyring, &ns, "re-indexed").await?;
+                }
             }
             eprintln!(
                 "vfps keys: replicas seal new originals under the new versions within \
@@ -84,7 +104,16 @@ pub async fn run(
             for ns in sealed(store.as_ref(), &namespaces).await? {
                 let newest = keyring.refresh(ns.uid).await.map_err(failed)?;
                 let counts = store.sealed_versions(&ns.name).await.map_err(failed)?;
-                println!("{}", status_line(&ns.name, newest, &counts));
+                let moving = match (ns.settings.moving, ns.settings.moving_from_index) {
+                    (true, Some(v)) => format!(", being moved from key version {v}"),
+                    (true, None) => ", being moved from plain originals".to_owned(),
+                    (false, _) => String::new(),
+                };
+                println!(
+                    "{}; blind indexes under key version {}{moving}",
+                    status_line(&ns.name, newest, &counts),
+                    ns.settings.index_version
+                );
                 for k in store.namespace_keys(ns.uid).await.map_err(failed)? {
                     *wrapped_by.entry(k.wrapped_by).or_default() += 1;
                 }
@@ -188,6 +217,12 @@ async fn move_all(
     let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
     let form = if sealed { "sealed" } else { "plain" };
     for ns in namespaces {
+        if ns.settings.moving_from_index.is_some() {
+            bail!(
+                "{}: a re-index is under way; run this once it is done",
+                ns.name
+            );
+        }
         if !store
             .move_originals(&ns.name, ns.uid, sealed)
             .await
@@ -196,59 +231,68 @@ async fn move_all(
             println!("{}: already keeps its originals {form}", ns.name);
             continue;
         }
-        let started = Instant::now();
-        let mut said = Instant::now();
-        let mut moved = 0;
-        let mut passes = 0;
-        loop {
-            let now = store
-                .get_namespace(&ns.name)
-                .await
-                .map_err(failed)?
-                .filter(|n| n.uid == ns.uid)
-                .ok_or_else(|| anyhow!("namespace {} was deleted meanwhile", ns.name))?;
-            if !now.settings.moving || now.settings.sealed != sealed {
-                break;
-            }
-            let done = keyring
-                .move_rows(&now, |p| {
-                    if said.elapsed().as_secs() >= 1 {
-                        said = Instant::now();
-                        eprintln!(
-                            "vfps keys: {}: {} rows {form} so far",
-                            ns.name,
-                            moved + p.moved
-                        );
-                    }
-                })
-                .await
-                .map_err(failed)?;
-            moved += done.moved;
-            passes += 1;
-            if done.finished {
-                break;
-            }
-            if done.unopened > 0 {
-                bail!(
-                    "{}: {} sealed originals open under no stored key version; left as they are",
-                    ns.name,
-                    done.unopened
-                );
-            }
-            if passes >= 100 {
-                bail!(
-                    "{}: rows keep changing under the move; run it again",
-                    ns.name
-                );
-            }
-        }
-        println!(
-            "{}: {moved} rows made {form} in {:.1} s; it keeps its originals {form}",
-            ns.name,
-            started.elapsed().as_secs_f64()
-        );
+        carry_out(store, keyring, &ns, &format!("made {form}")).await?;
+        println!("{}: it keeps its originals {form}", ns.name);
     }
     Ok(())
+}
+
+/// Passes over the rows of `ns`, whose move was switched on, until none of
+/// the old form is left, with progress; says how many rows were `done`.
+async fn carry_out(
+    store: &dyn Store,
+    keyring: &vfps_keys::Keyring,
+    ns: &Namespace,
+    done: &str,
+) -> anyhow::Result<()> {
+    let failed = |e: vfps_core::Error| anyhow!("{}", e.message);
+    let started = Instant::now();
+    let mut said = Instant::now();
+    let mut moved = 0;
+    for _ in 0..100 {
+        let now = store
+            .get_namespace(&ns.name)
+            .await
+            .map_err(failed)?
+            .filter(|n| n.uid == ns.uid)
+            .ok_or_else(|| anyhow!("namespace {} was deleted meanwhile", ns.name))?;
+        if !now.settings.moving {
+            break;
+        }
+        let pass = keyring
+            .move_rows(&now, |p| {
+                if said.elapsed().as_secs() >= 1 {
+                    said = Instant::now();
+                    eprintln!(
+                        "vfps keys: {}: {} rows {done} so far",
+                        ns.name,
+                        moved + p.moved
+                    );
+                }
+            })
+            .await
+            .map_err(failed)?;
+        moved += pass.moved;
+        if pass.unopened > 0 {
+            bail!(
+                "{}: {} sealed originals open under no stored key version; left as they are",
+                ns.name,
+                pass.unopened
+            );
+        }
+        if pass.finished {
+            println!(
+                "{}: {moved} rows {done} in {:.1} s",
+                ns.name,
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+    }
+    bail!(
+        "{}: rows keep changing under the move; run it again",
+        ns.name
+    )
 }
 
 /// The sealed namespaces named (each must exist and be sealed), or every

@@ -222,6 +222,7 @@ impl Service {
         current.uid != known.uid
             || current.settings.sealed != known.settings.sealed
             || current.settings.moving != known.settings.moving
+            || current.settings.index_version != known.settings.index_version
     }
 
     /// `p`, a row of `ns` as stored, with its original opened.

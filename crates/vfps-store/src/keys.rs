@@ -188,6 +188,29 @@ pub trait SealedStore: Send + Sync {
         uid: vfps_core::NamespaceUid,
         sealed: bool,
     ) -> Result<bool, Error>;
+    /// Starts moving the sealed rows of the incarnation `uid` of `namespace`
+    /// to blind indexes under key version `version` (a re-index), as
+    /// [`SealedStore::move_originals`] does: from now on only rows indexed
+    /// under it are inserted, and lookups try the old index too. Whether it
+    /// started (`false`: no such sealed incarnation, a move under way, or
+    /// its indexes are under that version or a newer one already).
+    async fn reindex_originals(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        uid: vfps_core::NamespaceUid,
+        version: u32,
+    ) -> Result<bool, Error>;
+    /// Up to `limit` sealed rows of `namespace` in `table` whose blind
+    /// index is under another key version than `version`, by pseudonym
+    /// after `after`.
+    async fn reindex_rows(
+        &self,
+        namespace: &vfps_core::NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error>;
     /// Ends a move to `sealed` once no row of the other form is left.
     async fn moved(
         &self,

@@ -374,7 +374,7 @@ const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
      pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving";
+     originals_moving, originals_index_version, originals_moving_from_index";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
@@ -415,6 +415,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
     let system: Option<String> = r.get(11)?;
     let sealed: bool = r.get(12)?;
     let moving: bool = r.get(13)?;
+    let index_version: u32 = r.get(14)?;
+    let moving_from_index: Option<u32> = r.get(15)?;
     Ok((|| {
         let method = GenerationMethod::from_wire(method)
             .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
@@ -429,7 +431,8 @@ fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespac
                 .with_multi(multi)?
                 .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?)
                 .with_sealed(sealed)
-                .with_moving(moving),
+                .with_moving(moving)
+                .with_index(index_version, moving_from_index),
             created_at: from_micros(created),
             last_updated_at: from_micros(updated),
         })
@@ -493,7 +496,9 @@ impl Upsert for SqliteStore {
                         "INSERT INTO pseudonyms ({PSEUDONYM_COLUMNS})
                          SELECT ?1, ?2, ?3, ?4, ?4, ?6 WHERE EXISTS (SELECT 1 FROM namespaces
                              WHERE name = ?1 AND uid = ?5 AND multi_pseudonym = 0
-                               AND originals_sealed = (?6 IS NOT NULL) AND originals_moving = ?7)
+                               AND originals_sealed = (?6 IS NOT NULL) AND originals_moving = ?7
+                               AND (originals_sealed = 0 OR substr(?2, 1, length(originals_index_version) + 3)
+                                   = '~k' || originals_index_version || '.'))
                          ON CONFLICT DO NOTHING"
                     ))
                     .map_err(sql_err)?;
@@ -541,7 +546,7 @@ impl Store for SqliteStore {
             let n = c
                 .execute(
                     &format!(
-                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) \
+                        "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) \
                          ON CONFLICT (name) DO NOTHING"
                     ),
                     params![
@@ -558,7 +563,9 @@ impl Store for SqliteStore {
                         s.multi,
                         s.original_system,
                         s.sealed,
-                        s.moving
+                        s.moving,
+                        s.index_version,
+                        s.moving_from_index
                     ],
                 )
                 .map_err(sql_err)?;

@@ -1054,6 +1054,97 @@ async fn a_move_of_originals_fences_the_old_form(store: Arc<dyn Store>) {
     assert!(refused.is_empty());
 }
 
+/// A re-index: once switched on, only rows indexed under the new key
+/// version are inserted (and only by a writer that knows of the move); the
+/// rows under the old one are found by it; it starts once, and not while
+/// another move runs.
+async fn a_reindex_fences_the_old_index(store: Arc<dyn Store>) {
+    use vfps_store::keys::{Rekeyed, SealedTable};
+    let mut n = namespace("n", 8);
+    n.settings = n.settings.with_sealed(true);
+    let ns = n.name.clone();
+    store.create_namespace(&n).await.unwrap();
+    let sealed = |original: &str, p: &str| Candidate {
+        sealed: Some(format!("ct-{p}").into_bytes()),
+        ..candidate("n", original, p)
+    };
+    store
+        .upsert_pseudonyms(&[sealed("~k1.a", "p-a"), sealed("~k1.b", "p-b")])
+        .await
+        .unwrap();
+    assert!(!store.reindex_originals(&ns, n.uid, 1).await.unwrap());
+    assert!(store.reindex_originals(&ns, n.uid, 2).await.unwrap());
+    assert!(!store.reindex_originals(&ns, n.uid, 3).await.unwrap());
+    let now = store.get_namespace(&ns).await.unwrap().unwrap().settings;
+    assert_eq!(
+        (now.index_version, now.moving_from_index, now.moving),
+        (2, Some(1), true)
+    );
+    // Neither the old index, nor the new one from a writer unaware.
+    for c in [
+        Candidate {
+            moving: true,
+            ..sealed("~k1.c", "p-c")
+        },
+        sealed("~k2.c", "p-c"),
+    ] {
+        let r = store.upsert_pseudonyms(&[c]).await.unwrap();
+        assert!(matches!(r[0], Upserted::Conflict));
+    }
+    let r = store
+        .upsert_pseudonyms(&[Candidate {
+            moving: true,
+            ..sealed("~k2.c", "p-c")
+        }])
+        .await
+        .unwrap();
+    assert_eq!(stored(&r[0]).pseudonym_value, "p-c");
+    let old = store
+        .reindex_rows(&ns, SealedTable::Pseudonyms, 2, None, 10)
+        .await
+        .unwrap();
+    let found: Vec<(&str, &str)> = old
+        .iter()
+        .map(|r| (r.pseudonym.as_str(), r.value.as_str()))
+        .collect();
+    assert_eq!(found, [("p-a", "~k1.a"), ("p-b", "~k1.b")]);
+    let rows: Vec<Rekeyed> = old
+        .iter()
+        .map(|r| Rekeyed {
+            pseudonym: r.pseudonym.clone(),
+            old_value: r.value.clone(),
+            old_sealed: Some(r.sealed.clone()),
+            new_value: r.value.replace("~k1.", "~k2."),
+            new_sealed: Some(r.sealed.clone()),
+        })
+        .collect();
+    assert_eq!(
+        store
+            .rekey(&ns, SealedTable::Pseudonyms, &rows)
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(store
+        .reindex_rows(&ns, SealedTable::Pseudonyms, 2, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // A plain move cannot start over a re-index; ending it ends both.
+    assert!(!store.move_originals(&ns, n.uid, false).await.unwrap());
+    assert!(store.moved(&ns, n.uid, true).await.unwrap());
+    let now = store.get_namespace(&ns).await.unwrap().unwrap().settings;
+    assert_eq!(
+        (now.index_version, now.moving_from_index, now.moving),
+        (2, None, false)
+    );
+    let r = store
+        .upsert_pseudonyms(&[sealed("~k2.d", "p-d")])
+        .await
+        .unwrap();
+    assert_eq!(stored(&r[0]).pseudonym_value, "p-d");
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
@@ -1095,6 +1186,7 @@ contract!(
     namespace_keys_are_stored_once_a_version,
     sealed_rows_are_resealed_only_where_unchanged,
     a_move_of_originals_fences_the_old_form,
+    a_reindex_fences_the_old_index,
 );
 
 /// Npgsql's `Search Path` (upstream's chart: `database.schema`): the tables live in

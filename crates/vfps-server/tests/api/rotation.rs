@@ -586,3 +586,168 @@ async fn a_csv_job_during_a_move_keeps_every_pseudonym() {
     assert!(out.starts_with("subjects: 30 rows made sealed"), "{out}");
     assert_eq!(plain_rows(&db, "pseudonyms"), 0);
 }
+
+/// How many rows of `table` in `namespace` hold a blind index under key
+/// version `version`.
+fn indexed_under(db: &str, table: &str, namespace: &str, version: u32) -> usize {
+    vfps_testkit::shared()
+        .psql(
+            db,
+            &format!(
+                "SELECT count(*) FROM {table} WHERE namespace = '{namespace}' \
+                 AND original_value LIKE '~k{version}.%'"
+            ),
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `vfps keys rotate --reindex` moves the blind indexes to the new key
+/// version while two replicas take Creates of new and existing originals:
+/// no original gets a second pseudonym, every one opens, no row keeps the
+/// old index — and a replica that cached the namespace before the re-index
+/// (its Creates refused until it reads it anew) writes none either. A
+/// re-index switched on and not yet carried out finds every original in
+/// its old-index row; the replicas finish it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reindex_under_creates_keeps_every_pseudonym() {
+    let (mut env, db) = backend_env(Backend::Postgres);
+    let db = db.unwrap();
+    let key = vfps_testkit::scratch_dir("reindex").join("vfps.keys");
+    vfps_keys::source::FileKey::init(&key).unwrap();
+    env.push(("VFPS_KEYS".into(), format!("file:{}", key.display())));
+    // Replicas that move no rows by themselves (one with the namespace
+    // cache on), and the fast ones.
+    let mut slow = env.clone();
+    slow.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "1h".into()));
+    let mut stale = slow.clone();
+    stale.push((
+        "Pseudonymization__Caching__Namespaces__IsEnabled".into(),
+        "true".into(),
+    ));
+    env.push(("VFPS_KEYS_REFRESH_INTERVAL".into(), "100ms".into()));
+    let writer = spawn_app_with(slow.clone()).await;
+    write_every_way(&writer, &originals(40)).await;
+    let known = listed(&writer, "sealed").await;
+    let c = spawn_app_with(stale).await;
+    c.create("sealed", "cached-before-the-reindex")
+        .await
+        .unwrap();
+    assert!(indexed_under(&db, "pseudonyms", "sealed", 1) > 0);
+
+    // Switched on, not carried out: a fresh replica finds every original
+    // by its old index.
+    let out = stdout(&keys(&env, &["rotate", "--namespace", "sealed"]));
+    assert_eq!(out.trim(), "sealed: key version 2");
+    vfps_testkit::shared()
+        .psql(
+            &db,
+            "UPDATE namespaces SET originals_moving = true, originals_moving_from_index = 1, \
+             originals_index_version = 2 WHERE name = 'sealed'",
+        )
+        .unwrap();
+    let fresh = spawn_app_with(slow).await;
+    for (original, p) in &known {
+        assert_eq!(
+            &fresh
+                .create("sealed", original)
+                .await
+                .unwrap()
+                .pseudonym_value,
+            p
+        );
+    }
+    assert!(indexed_under(&db, "pseudonyms", "sealed", 1) > 0);
+
+    // The fast replicas finish that one and take Creates while the others
+    // are re-indexed.
+    let a = Arc::new(spawn_app_with(env.clone()).await);
+    let b = Arc::new(spawn_app_with(env.clone()).await);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let old: Vec<String> = known.keys().cloned().collect();
+    let load = creates_until(
+        [a.clone(), b.clone()],
+        old,
+        "while-reindexing",
+        stop.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = stdout(&keys(
+        &env,
+        &[
+            "rotate",
+            "--reindex",
+            "--namespace",
+            "mii",
+            "--namespace",
+            "many",
+        ],
+    ));
+    for ns in ["mii", "many"] {
+        assert!(out.contains(&format!("{ns}: key version 2")), "{out}");
+        assert!(
+            out.contains(&format!("{ns}: ")) && out.contains("re-indexed in"),
+            "{out}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while indexed_under(&db, "pseudonyms", "sealed", 1) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not finish the re-index"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered = load.await.unwrap();
+    // The replica that cached the namespace under index version 1.
+    let late = c
+        .create("sealed", "written-by-a-stale-replica")
+        .await
+        .unwrap();
+    for (original, p) in &known {
+        assert_eq!(
+            &c.create("sealed", original).await.unwrap().pseudonym_value,
+            p
+        );
+    }
+    for (ns, table) in [
+        ("sealed", "pseudonyms"),
+        ("mii", "pseudonyms"),
+        ("many", "multi_pseudonyms"),
+    ] {
+        assert_eq!(indexed_under(&db, table, ns, 1), 0, "{ns}");
+        assert!(indexed_under(&db, table, ns, 2) > 0, "{ns}");
+    }
+    assert!(answered.len() > 10, "{}", answered.len());
+    for (original, pseudonyms) in &answered {
+        assert!(
+            pseudonyms.iter().all(|p| p == &pseudonyms[0]),
+            "two pseudonyms"
+        );
+        if let Some(p) = known.get(original) {
+            assert_eq!(p, &pseudonyms[0]);
+        }
+    }
+    for app in [&a, &b] {
+        let now = listed(app, "sealed").await;
+        for (original, p) in known.iter() {
+            assert_eq!(now.get(original), Some(p));
+        }
+        for (original, pseudonyms) in &answered {
+            assert_eq!(now.get(original), Some(&pseudonyms[0]));
+        }
+        assert_eq!(
+            now.get("written-by-a-stale-replica"),
+            Some(&late.pseudonym_value)
+        );
+    }
+    let status = stdout(&keys(&env, &["status", "--namespace", "sealed"]));
+    assert!(
+        status.contains("blind indexes under key version 2\n") && !status.contains("being moved"),
+        "{status}"
+    );
+}

@@ -1,5 +1,10 @@
--- A namespace's rows being moved between plain and sealed originals
--- (`vfps keys encrypt-existing | decrypt-all`, docs/privacy.md): while set,
--- an original may be stored in either form and lookups try both; inserts
--- of the form originals_sealed does not name are refused.
+-- A namespace's rows being moved to another form of stored original
+-- (`vfps keys encrypt-existing | decrypt-all | rotate --reindex`,
+-- docs/privacy.md): while originals_moving is set, an original may be stored
+-- in the old form too (plain; or, moving to sealed, the blind index under
+-- originals_moving_from_index) and lookups try both. A sealed namespace's
+-- blind indexes are under key version originals_index_version; inserts of
+-- any other form are refused.
 ALTER TABLE namespaces ADD COLUMN originals_moving INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE namespaces ADD COLUMN originals_index_version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE namespaces ADD COLUMN originals_moving_from_index INTEGER;

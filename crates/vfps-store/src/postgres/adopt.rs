@@ -96,7 +96,7 @@ pub(super) async fn adopt(c: &Client, steps: &Steps) -> Result<(), Error> {
                 // The columns of the adopted schema; later migrations add theirs
                 // (as their defaults here).
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length, \
-                 pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, false, false, NULL::text, false, false \
+                 pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, false, false, NULL::text, false, false, 1, NULL::integer \
                  FROM namespaces ORDER BY name",
                 &[],
             ))

@@ -236,12 +236,75 @@ impl SealedStore for PgStore {
                    SELECT name FROM namespaces WHERE name = $1 AND uid = $2 FOR UPDATE) \
                  UPDATE namespaces n SET originals_sealed = $3, originals_moving = true \
                  FROM locked WHERE n.name = locked.name \
+                   AND n.originals_moving_from_index IS NULL \
                    AND (n.originals_sealed <> $3 OR n.originals_moving)",
                 &[&namespace.as_str(), &uid.0, &sealed],
             ))
             .await?;
         lease.finish();
         Ok(n == 1)
+    }
+
+    async fn reindex_originals(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        version: u32,
+    ) -> Result<bool, Error> {
+        let version = i32::try_from(version)
+            .map_err(|_| Error::invalid_argument("a key version beyond 2^31"))?;
+        let (lease, steps) = self.lease().await?;
+        let n = steps
+            .run(lease.client().execute(
+                "WITH locked AS MATERIALIZED ( \
+                   SELECT name FROM namespaces WHERE name = $1 AND uid = $2 FOR UPDATE) \
+                 UPDATE namespaces n SET originals_moving = true, \
+                   originals_moving_from_index = n.originals_index_version, \
+                   originals_index_version = $3 \
+                 FROM locked WHERE n.name = locked.name \
+                   AND n.originals_sealed AND NOT n.originals_moving \
+                   AND n.originals_index_version < $3",
+                &[&namespace.as_str(), &uid.0, &version],
+            ))
+            .await?;
+        lease.finish();
+        Ok(n == 1)
+    }
+
+    async fn reindex_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mark = format!("~k{version}.");
+        let (lease, steps) = self.lease().await?;
+        let rows = steps
+            .run(lease.client().query(
+                &format!(
+                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
+                     WHERE namespace = $1 AND original_sealed IS NOT NULL \
+                       AND NOT starts_with(original_value, $2) \
+                       AND ($3::text IS NULL OR pseudonym_value > $3) \
+                     ORDER BY pseudonym_value LIMIT $4",
+                    table.name()
+                ),
+                &[&namespace.as_str(), &mark, &after, &limit],
+            ))
+            .await?;
+        lease.finish();
+        rows.iter()
+            .map(|r| {
+                Ok(SealedRow {
+                    pseudonym: r.try_get(0).map_err(|e| classify(&e))?,
+                    sealed: r.try_get(1).map_err(|e| classify(&e))?,
+                    value: r.try_get(2).map_err(|e| classify(&e))?,
+                })
+            })
+            .collect()
     }
 
     async fn moved(
@@ -255,7 +318,8 @@ impl SealedStore for PgStore {
             .run(lease.client().execute(
                 "WITH locked AS MATERIALIZED ( \
                    SELECT name FROM namespaces WHERE name = $1 AND uid = $2 FOR UPDATE) \
-                 UPDATE namespaces n SET originals_moving = false \
+                 UPDATE namespaces n SET originals_moving = false, \
+                   originals_moving_from_index = NULL \
                  FROM locked WHERE n.name = locked.name \
                    AND n.originals_sealed = $3 AND n.originals_moving",
                 &[&namespace.as_str(), &uid.0, &sealed],

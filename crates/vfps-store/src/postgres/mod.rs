@@ -458,7 +458,16 @@ fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
             .transpose()?,
     )
     .with_sealed(r.try_get(12).map_err(get_err)?)
-    .with_moving(r.try_get(13).map_err(get_err)?);
+    .with_moving(r.try_get(13).map_err(get_err)?)
+    .with_index(
+        u32::try_from(r.try_get::<_, i32>(14).map_err(get_err)?)
+            .map_err(|_| bad("index key version"))?,
+        r.try_get::<_, Option<i32>>(15)
+            .map_err(get_err)?
+            .map(u32::try_from)
+            .transpose()
+            .map_err(|_| bad("index key version"))?,
+    );
     Ok(Namespace {
         name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
         uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
@@ -510,7 +519,7 @@ const NAMESPACE_COLUMNS: &str =
     "name, description, pseudonym_generation_method, pseudonym_length, \
      pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
      pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving";
+     originals_moving, originals_index_version, originals_moving_from_index";
 const PSEUDONYM_COLUMNS: &str =
     "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
@@ -633,15 +642,20 @@ impl Upsert for PgStore {
 #[async_trait]
 impl Store for PgStore {
     async fn create_namespace(&self, ns: &Namespace) -> Result<(), Error> {
-        let (mut lease, steps) = self.lease().await?;
         let s = &ns.settings;
+        let version = |v: u32| {
+            i32::try_from(v).map_err(|_| Error::invalid_argument("a key version beyond 2^31"))
+        };
+        let index_version = version(s.index_version)?;
+        let moving_from_index = s.moving_from_index.map(version).transpose()?;
+        let (mut lease, steps) = self.lease().await?;
         let tx = steps.run(lease.conn_mut().client.transaction()).await?;
         // "Already exists" is an answer about a row too: durable as well.
         steps.run(tx.execute(DURABLE, &[])).await?;
         let n = steps
             .run(tx.execute(
                 &format!(
-                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14) \
+                    "INSERT INTO namespaces ({NAMESPACE_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) \
                      ON CONFLICT (name) DO NOTHING"
                 ),
                 &[
@@ -659,6 +673,8 @@ impl Store for PgStore {
                     &s.original_system,
                     &s.sealed,
                     &s.moving,
+                    &index_version,
+                    &moving_from_index,
                 ],
             ))
             .await?;

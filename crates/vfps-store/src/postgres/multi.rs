@@ -40,7 +40,8 @@ impl Multi for PgStore {
             .run(lease.client().query(
                 &format!(
                     "WITH live AS MATERIALIZED (
-                        SELECT name, originals_sealed, originals_moving FROM namespaces
+                        SELECT name, originals_sealed, originals_moving, originals_index_version
+                        FROM namespaces
                         WHERE name = $1 AND uid = $2 AND multi_pseudonym FOR KEY SHARE)
                     INSERT INTO multi_pseudonyms
                         (namespace, pseudonym_value, original_value, created_at, last_updated_at,
@@ -48,6 +49,8 @@ impl Multi for PgStore {
                     SELECT live.name, p.value, $3, $5, $5, p.sealed
                     FROM live, unnest($4::text[], $6::bytea[]) AS p(value, sealed)
                     WHERE live.originals_sealed = $7 AND live.originals_moving = $8
+                        AND (NOT live.originals_sealed
+                            OR starts_with($3, '~k' || live.originals_index_version || '.'))
                     ORDER BY p.value
                     ON CONFLICT DO NOTHING
                     RETURNING {COLUMNS}"

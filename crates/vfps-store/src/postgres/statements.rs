@@ -7,7 +7,8 @@
 macro_rules! insert {
     () => {
         "WITH live AS MATERIALIZED (
-        SELECT name, uid, originals_sealed, originals_moving FROM namespaces
+        SELECT name, uid, originals_sealed, originals_moving, originals_index_version
+        FROM namespaces
         WHERE name = ANY($1::text[]) AND NOT multi_pseudonym FOR KEY SHARE)
     INSERT INTO pseudonyms (namespace, original_value, pseudonym_value, created_at,
         last_updated_at, original_sealed)
@@ -20,6 +21,8 @@ macro_rules! insert {
     JOIN live ON live.name = i.namespace AND live.uid = i.namespace_uid
         AND live.originals_sealed = (i.original_sealed IS NOT NULL)
         AND live.originals_moving = i.moving
+        AND (NOT live.originals_sealed
+            OR starts_with(i.original_value, '~k' || live.originals_index_version || '.'))
     ORDER BY i.namespace, i.original_value"
     };
 }
@@ -35,8 +38,9 @@ macro_rules! insert {
 ///   the others.
 /// - A row whose namespace is gone, or is another incarnation (uid) than the one
 ///   its pseudonym was generated for, or keeps its originals in another form
-///   than the caller knew (sealed or plain, moving or not: the fence of `vfps
-///   keys encrypt-existing | decrypt-all`, whose switches take the namespace
+///   than the caller knew (sealed or plain, moving or not, blind indexes
+///   under another key version: the fence of `vfps keys encrypt-existing |
+///   decrypt-all | rotate --reindex`, whose switches take the namespace
 ///   row `FOR UPDATE`, so they wait for every insert under way and every later
 ///   one sees them), is skipped:
 ///   this is what lets the service cache namespace settings on the create
@@ -154,7 +158,8 @@ impl Prepared {
                 "SELECT name, description, pseudonym_generation_method, pseudonym_length,
                     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid,
                     pseudonym_deletion_allowed, multi_pseudonym, original_system,
-                    originals_sealed, originals_moving
+                    originals_sealed, originals_moving, originals_index_version,
+                    originals_moving_from_index
                  FROM namespaces WHERE name = $1"
             }
             Self::FindToken => {

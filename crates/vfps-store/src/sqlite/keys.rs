@@ -246,11 +246,72 @@ impl SealedStore for SqliteStore {
             let n = c
                 .execute(
                     "UPDATE namespaces SET originals_sealed = ?3, originals_moving = 1 \
-                     WHERE name = ?1 AND uid = ?2 AND (originals_sealed <> ?3 OR originals_moving)",
+                     WHERE name = ?1 AND uid = ?2 AND originals_moving_from_index IS NULL \
+                       AND (originals_sealed <> ?3 OR originals_moving)",
                     params![namespace, uid.0, sealed],
                 )
                 .map_err(sql_err)?;
             Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn reindex_originals(
+        &self,
+        namespace: &NamespaceName,
+        uid: NamespaceUid,
+        version: u32,
+    ) -> Result<bool, Error> {
+        let namespace = namespace.as_str().to_owned();
+        self.with_writer(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE namespaces SET originals_moving = 1, \
+                       originals_moving_from_index = originals_index_version, \
+                       originals_index_version = ?3 \
+                     WHERE name = ?1 AND uid = ?2 AND originals_sealed AND NOT originals_moving \
+                       AND originals_index_version < ?3",
+                    params![namespace, uid.0, version],
+                )
+                .map_err(sql_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn reindex_rows(
+        &self,
+        namespace: &NamespaceName,
+        table: SealedTable,
+        version: u32,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SealedRow>, Error> {
+        let namespace = namespace.as_str().to_owned();
+        let after = after.map(str::to_owned);
+        let mark = format!("~k{version}.");
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_reader(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
+                     WHERE namespace = ?1 AND original_sealed IS NOT NULL \
+                       AND substr(original_value, 1, length(?2)) <> ?2 \
+                       AND (?3 IS NULL OR pseudonym_value > ?3) \
+                     ORDER BY pseudonym_value LIMIT ?4",
+                    table.name()
+                ))
+                .map_err(sql_err)?;
+            let rows = st
+                .query_map(params![namespace, mark, after, limit], |r| {
+                    Ok(SealedRow {
+                        pseudonym: r.get(0)?,
+                        sealed: r.get(1)?,
+                        value: r.get(2)?,
+                    })
+                })
+                .map_err(sql_err)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
         })
         .await
     }
@@ -265,7 +326,7 @@ impl SealedStore for SqliteStore {
         self.with_writer(move |c| {
             let n = c
                 .execute(
-                    "UPDATE namespaces SET originals_moving = 0 \
+                    "UPDATE namespaces SET originals_moving = 0, originals_moving_from_index = NULL \
                      WHERE name = ?1 AND uid = ?2 AND originals_sealed = ?3 AND originals_moving",
                     params![namespace, uid.0, sealed],
                 )

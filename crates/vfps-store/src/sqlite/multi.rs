@@ -45,8 +45,10 @@ impl Multi for SqliteStore {
                     .query_row(
                         "SELECT EXISTS (SELECT 1 FROM namespaces \
                          WHERE name = ?1 AND uid = ?2 AND multi_pseudonym = 1 \
-                           AND originals_sealed = ?3 AND originals_moving = ?4)",
-                        params![ns, known.uid.0, is_sealed, known.moving],
+                           AND originals_sealed = ?3 AND originals_moving = ?4 \
+                           AND (originals_sealed = 0 OR substr(?5, 1, length(originals_index_version) + 3) \
+                               = '~k' || originals_index_version || '.'))",
+                        params![ns, known.uid.0, is_sealed, known.moving, o],
                         |r| r.get(0),
                     )
                     .map_err(sql_err)?;
