@@ -5,7 +5,9 @@
 //! named; the token's configuration is this process's environment) and
 //! `VFPS_KEYS=aws-kms:…` against moto's KMS (a replica given another KMS
 //! key is not ready, and says why). Each time the service seals originals
-//! under it (the SQLite files hold none) and makes keyed pseudonyms.
+//! under it (the SQLite files hold none) and makes keyed pseudonyms; then
+//! the wrapping key is rotated away (`vfps keys rewrap`: the token's to a
+//! key file, one KMS key's to another) and the new one alone opens them.
 
 use std::{process::Command, time::Duration};
 
@@ -62,6 +64,48 @@ async fn the_service_seals_under_a_key_on_a_pkcs11_token() {
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
     sealed_under(&sqlite, &originals, &id);
+
+    // The token's key rotated away to a key file: rewrapped, and the file
+    // alone opens every namespace's keys.
+    let file = vfps_testkit::scratch_dir("pkcs11-rewrap").join("vfps.keys");
+    let file_id = vfps_keys::source::FileKey::init(&file).unwrap();
+    let file_keys = format!("file:{}", file.display());
+    let said = rewrap(
+        &[("VFPS_SQLITE_PATH", sqlite.display().to_string())],
+        &file_keys,
+        &uri,
+    );
+    assert!(
+        said.starts_with("rewrapped 2 key versions; 0 already"),
+        "{said}"
+    );
+    let running = vfps_server::startup::spawn(
+        vec![
+            ("VFPS_SQLITE_PATH".into(), sqlite.display().to_string()),
+            ("VFPS_KEYS".into(), file_keys),
+        ],
+        vfps_server::config::Flags::default(),
+    )
+    .await
+    .unwrap();
+    ready(&format!("http://{}", running.http_addr)).await;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    sealed_under(&sqlite, &originals, &file_id);
+}
+
+/// `vfps keys rewrap` from `previous` to `keys` with `env`: its stdout.
+fn rewrap(env: &[(&str, String)], keys: &str, previous: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_vfps"))
+        .args(["keys", "rewrap"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("VFPS_KEYS", keys)
+        .env("VFPS_KEYS_PREVIOUS", previous)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The SQLite files next to `sqlite` hold none of `originals`, and name the
@@ -203,6 +247,7 @@ async fn the_service_seals_under_a_kms_key() {
     sealed_under(&sqlite, &originals, &arn);
     // Another KMS key: not ready, and why.
     let other = moto.kms_key();
+    let later = moto.kms_key();
     let running = vfps_server::startup::spawn(env(&other), vfps_server::config::Flags::default())
         .await
         .unwrap();
@@ -228,4 +273,27 @@ async fn the_service_seals_under_a_kms_key() {
     );
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
+    // The KMS key rotated away to another: rewrapped through KMS (Decrypt
+    // under the old key, Encrypt under the new), and the new one alone
+    // opens every namespace's keys.
+    let mut with_moto: Vec<(&str, String)> =
+        vec![("VFPS_SQLITE_PATH", sqlite.display().to_string())];
+    let moto_env = moto.env();
+    with_moto.extend(moto_env.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    let said = rewrap(
+        &with_moto,
+        &format!("aws-kms:{later}"),
+        &format!("aws-kms:{arn}"),
+    );
+    assert!(
+        said.starts_with("rewrapped 2 key versions; 0 already"),
+        "{said}"
+    );
+    let running = vfps_server::startup::spawn(env(&later), vfps_server::config::Flags::default())
+        .await
+        .unwrap();
+    ready(&format!("http://{}", running.http_addr)).await;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    sealed_under(&sqlite, &originals, &later);
 }
