@@ -257,7 +257,13 @@ async fn carry_out(
             .filter(|n| n.uid == ns.uid)
             .ok_or_else(|| anyhow!("namespace {} was deleted meanwhile", ns.name))?;
         if !now.settings.moving {
-            break;
+            // Ended by a replica's pass meanwhile.
+            println!(
+                "{}: {moved} rows {done} here in {:.1} s, the rest by the replicas",
+                ns.name,
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
         }
         let pass = keyring
             .move_rows(&now, |p| {
