@@ -86,6 +86,25 @@ impl std::fmt::Debug for SealedRow {
     }
 }
 
+/// Which sealed rows [`SealedStore::sealed_rows`] pages through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// Every sealed row.
+    All,
+    /// Those sealed under a key version other than this one (a re-seal).
+    NotSealedUnder(u32),
+    /// Those whose blind index is under a key version other than this one
+    /// (a re-index).
+    NotIndexedUnder(u32),
+}
+
+impl Which {
+    /// What a blind index under `version` starts with.
+    pub fn index_mark(version: u32) -> String {
+        format!("~k{version}.")
+    }
+}
+
 /// A row's sealed original replaced by `new` where it still is `old`.
 #[derive(Clone)]
 pub struct Resealed {
@@ -139,13 +158,13 @@ pub fn version_of(bytes: &[u8]) -> Result<u32, Error> {
 /// or a namespace delete in between, lose nothing and write nothing twice.
 #[async_trait]
 pub trait SealedStore: Send + Sync {
-    /// Up to `limit` rows of `namespace` in `table` sealed under a key
-    /// version other than `version`, by pseudonym after `after`.
+    /// Up to `limit` sealed rows of `namespace` in `table` that `which`
+    /// takes, by pseudonym after `after`.
     async fn sealed_rows(
         &self,
         namespace: &vfps_core::NamespaceName,
         table: SealedTable,
-        version: u32,
+        which: Which,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SealedRow>, Error>;
@@ -200,17 +219,6 @@ pub trait SealedStore: Send + Sync {
         uid: vfps_core::NamespaceUid,
         version: u32,
     ) -> Result<bool, Error>;
-    /// Up to `limit` sealed rows of `namespace` in `table` whose blind
-    /// index is under another key version than `version`, by pseudonym
-    /// after `after`.
-    async fn reindex_rows(
-        &self,
-        namespace: &vfps_core::NamespaceName,
-        table: SealedTable,
-        version: u32,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<SealedRow>, Error>;
     /// Ends a move to `sealed` once no row of the other form is left.
     async fn moved(
         &self,

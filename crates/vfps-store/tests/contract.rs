@@ -814,7 +814,7 @@ async fn namespace_keys_are_stored_once_a_version(store: Arc<dyn Store>) {
 /// re-sealed or anonymized in between is left as it is), in both tables.
 async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
     use vfps_store::erasure::Erasure;
-    use vfps_store::keys::{Resealed, SealedTable};
+    use vfps_store::keys::{Resealed, SealedTable, Which};
     let ns = NamespaceName::parse("n").unwrap();
     let mut n = namespace("n", 8);
     n.settings = n.settings.with_sealed(true);
@@ -838,7 +838,13 @@ async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
         let ns = ns.clone();
         async move {
             store
-                .sealed_rows(&ns, SealedTable::Pseudonyms, 2, after, 2)
+                .sealed_rows(
+                    &ns,
+                    SealedTable::Pseudonyms,
+                    Which::NotSealedUnder(2),
+                    after,
+                    2,
+                )
                 .await
                 .unwrap()
                 .into_iter()
@@ -907,7 +913,13 @@ async fn sealed_rows_are_resealed_only_where_unchanged(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let old = store
-        .sealed_rows(&m.name, SealedTable::Multi, 3, None, 10)
+        .sealed_rows(
+            &m.name,
+            SealedTable::Multi,
+            Which::NotSealedUnder(3),
+            None,
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(old.len(), 1);
@@ -1059,7 +1071,7 @@ async fn a_move_of_originals_fences_the_old_form(store: Arc<dyn Store>) {
 /// rows under the old one are found by it; it starts once, and not while
 /// another move runs.
 async fn a_reindex_fences_the_old_index(store: Arc<dyn Store>) {
-    use vfps_store::keys::{Rekeyed, SealedTable};
+    use vfps_store::keys::{Rekeyed, SealedTable, Which};
     let mut n = namespace("n", 8);
     n.settings = n.settings.with_sealed(true);
     let ns = n.name.clone();
@@ -1100,7 +1112,13 @@ async fn a_reindex_fences_the_old_index(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(stored(&r[0]).pseudonym_value, "p-c");
     let old = store
-        .reindex_rows(&ns, SealedTable::Pseudonyms, 2, None, 10)
+        .sealed_rows(
+            &ns,
+            SealedTable::Pseudonyms,
+            Which::NotIndexedUnder(2),
+            None,
+            10,
+        )
         .await
         .unwrap();
     let found: Vec<(&str, &str)> = old
@@ -1126,7 +1144,13 @@ async fn a_reindex_fences_the_old_index(store: Arc<dyn Store>) {
         2
     );
     assert!(store
-        .reindex_rows(&ns, SealedTable::Pseudonyms, 2, None, 10)
+        .sealed_rows(
+            &ns,
+            SealedTable::Pseudonyms,
+            Which::NotIndexedUnder(2),
+            None,
+            10
+        )
         .await
         .unwrap()
         .is_empty());

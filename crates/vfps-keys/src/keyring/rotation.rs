@@ -6,7 +6,7 @@
 //! erasures in between, and a stop at any await are safe.
 
 use vfps_core::{Error, Namespace, NamespaceUid, OriginalValue};
-use vfps_store::keys::{Rekeyed, Resealed, SealedTable};
+use vfps_store::keys::{Rekeyed, Resealed, SealedTable, Which};
 
 use super::{from_stored, to_stored, Keyring, FIRST_VERSION};
 use crate::NamespaceKeys;
@@ -137,7 +137,13 @@ impl Keyring {
             loop {
                 let page = self
                     .store
-                    .sealed_rows(&ns.name, table, newest, after.as_deref(), RESEAL_PAGE)
+                    .sealed_rows(
+                        &ns.name,
+                        table,
+                        Which::NotSealedUnder(newest),
+                        after.as_deref(),
+                        RESEAL_PAGE,
+                    )
                     .await?;
                 let Some(last) = page.last() else { break };
                 after = Some(last.pseudonym.clone());
@@ -187,10 +193,10 @@ impl Keyring {
                     (true, Some(_)) => {
                         let page = self
                             .store
-                            .reindex_rows(
+                            .sealed_rows(
                                 &ns.name,
                                 table,
-                                ns.settings.index_version,
+                                Which::NotIndexedUnder(ns.settings.index_version),
                                 after.as_deref(),
                                 RESEAL_PAGE,
                             )
@@ -241,10 +247,9 @@ impl Keyring {
                         rows
                     }
                     (false, _) => {
-                        // Version 0 is none: every sealed row.
                         let page = self
                             .store
-                            .sealed_rows(&ns.name, table, 0, after.as_deref(), RESEAL_PAGE)
+                            .sealed_rows(&ns.name, table, Which::All, after.as_deref(), RESEAL_PAGE)
                             .await?;
                         let Some(last) = page.last() else { break };
                         after = Some(last.pseudonym.clone());

@@ -4,9 +4,11 @@ use async_trait::async_trait;
 use vfps_core::{Error, NamespaceName, NamespaceUid};
 
 use super::{classify, PgStore};
+use tokio_postgres::types::ToSql;
+
 use crate::keys::{
     version_bytes, KeyStore, PlainRow, Rekeyed, Resealed, SealedRow, SealedStore, SealedTable,
-    StoredKeys,
+    StoredKeys, Which,
 };
 
 #[async_trait]
@@ -84,24 +86,33 @@ impl SealedStore for PgStore {
         &self,
         namespace: &NamespaceName,
         table: SealedTable,
-        version: u32,
+        which: Which,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SealedRow>, Error> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let version = version_bytes(version).to_vec();
+        let (condition, value): (&str, Box<dyn ToSql + Sync + Send>) = match which {
+            Which::All => ("$2::text IS NULL", Box::new(None::<String>)),
+            Which::NotSealedUnder(v) => (
+                "substring(original_sealed from 2 for 4) <> $2",
+                Box::new(version_bytes(v).to_vec()),
+            ),
+            Which::NotIndexedUnder(v) => (
+                "NOT starts_with(original_value, $2)",
+                Box::new(Which::index_mark(v)),
+            ),
+        };
         let (lease, steps) = self.lease().await?;
         let rows = steps
             .run(lease.client().query(
                 &format!(
                     "SELECT pseudonym_value, original_sealed, original_value FROM {} \
-                     WHERE namespace = $1 AND original_sealed IS NOT NULL \
-                       AND substring(original_sealed from 2 for 4) <> $2 \
+                     WHERE namespace = $1 AND original_sealed IS NOT NULL AND {condition} \
                        AND ($3::text IS NULL OR pseudonym_value > $3) \
                      ORDER BY pseudonym_value LIMIT $4",
                     table.name()
                 ),
-                &[&namespace.as_str(), &version, &after, &limit],
+                &[&namespace.as_str(), value.as_ref(), &after, &limit],
             ))
             .await?;
         lease.finish();
@@ -269,42 +280,6 @@ impl SealedStore for PgStore {
             .await?;
         lease.finish();
         Ok(n == 1)
-    }
-
-    async fn reindex_rows(
-        &self,
-        namespace: &NamespaceName,
-        table: SealedTable,
-        version: u32,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<SealedRow>, Error> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mark = format!("~k{version}.");
-        let (lease, steps) = self.lease().await?;
-        let rows = steps
-            .run(lease.client().query(
-                &format!(
-                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
-                     WHERE namespace = $1 AND original_sealed IS NOT NULL \
-                       AND NOT starts_with(original_value, $2) \
-                       AND ($3::text IS NULL OR pseudonym_value > $3) \
-                     ORDER BY pseudonym_value LIMIT $4",
-                    table.name()
-                ),
-                &[&namespace.as_str(), &mark, &after, &limit],
-            ))
-            .await?;
-        lease.finish();
-        rows.iter()
-            .map(|r| {
-                Ok(SealedRow {
-                    pseudonym: r.try_get(0).map_err(|e| classify(&e))?,
-                    sealed: r.try_get(1).map_err(|e| classify(&e))?,
-                    value: r.try_get(2).map_err(|e| classify(&e))?,
-                })
-            })
-            .collect()
     }
 
     async fn moved(

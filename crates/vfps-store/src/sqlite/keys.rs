@@ -7,7 +7,7 @@ use vfps_core::{now_micros, to_micros, Error, NamespaceName, NamespaceUid};
 use super::{sql_err, SqliteStore};
 use crate::keys::{
     version_bytes, version_of, KeyStore, PlainRow, Rekeyed, Resealed, SealedRow, SealedStore,
-    SealedTable, StoredKeys,
+    SealedTable, StoredKeys, Which,
 };
 
 #[async_trait]
@@ -92,27 +92,37 @@ impl SealedStore for SqliteStore {
         &self,
         namespace: &NamespaceName,
         table: SealedTable,
-        version: u32,
+        which: Which,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SealedRow>, Error> {
+        use rusqlite::types::Value;
         let namespace = namespace.as_str().to_owned();
         let after = after.map(str::to_owned);
-        let version = version_bytes(version).to_vec();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (condition, value) = match which {
+            Which::All => ("?2 IS NULL", Value::Null),
+            Which::NotSealedUnder(v) => (
+                "substr(original_sealed, 2, 4) <> ?2",
+                Value::Blob(version_bytes(v).to_vec()),
+            ),
+            Which::NotIndexedUnder(v) => (
+                "substr(original_value, 1, length(?2)) <> ?2",
+                Value::Text(Which::index_mark(v)),
+            ),
+        };
         self.with_reader(move |c| {
             let mut st = c
                 .prepare_cached(&format!(
                     "SELECT pseudonym_value, original_sealed, original_value FROM {} \
-                     WHERE namespace = ?1 AND original_sealed IS NOT NULL \
-                       AND substr(original_sealed, 2, 4) <> ?2 \
+                     WHERE namespace = ?1 AND original_sealed IS NOT NULL AND {condition} \
                        AND (?3 IS NULL OR pseudonym_value > ?3) \
                      ORDER BY pseudonym_value LIMIT ?4",
                     table.name()
                 ))
                 .map_err(sql_err)?;
             let rows = st
-                .query_map(params![namespace, version, after, limit], |r| {
+                .query_map(params![namespace, value, after, limit], |r| {
                     Ok(SealedRow {
                         pseudonym: r.get(0)?,
                         sealed: r.get(1)?,
@@ -275,43 +285,6 @@ impl SealedStore for SqliteStore {
                 )
                 .map_err(sql_err)?;
             Ok(n == 1)
-        })
-        .await
-    }
-
-    async fn reindex_rows(
-        &self,
-        namespace: &NamespaceName,
-        table: SealedTable,
-        version: u32,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<SealedRow>, Error> {
-        let namespace = namespace.as_str().to_owned();
-        let after = after.map(str::to_owned);
-        let mark = format!("~k{version}.");
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with_reader(move |c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT pseudonym_value, original_sealed, original_value FROM {} \
-                     WHERE namespace = ?1 AND original_sealed IS NOT NULL \
-                       AND substr(original_value, 1, length(?2)) <> ?2 \
-                       AND (?3 IS NULL OR pseudonym_value > ?3) \
-                     ORDER BY pseudonym_value LIMIT ?4",
-                    table.name()
-                ))
-                .map_err(sql_err)?;
-            let rows = st
-                .query_map(params![namespace, mark, after, limit], |r| {
-                    Ok(SealedRow {
-                        pseudonym: r.get(0)?,
-                        sealed: r.get(1)?,
-                        value: r.get(2)?,
-                    })
-                })
-                .map_err(sql_err)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
         })
         .await
     }
