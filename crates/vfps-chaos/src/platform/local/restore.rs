@@ -191,6 +191,7 @@ impl Local {
         for z in ZONES {
             // A member already dead is as good as killed.
             let _ = self.kill_db(z).await;
+            clear_stale_socket_locks(&self.opts.base.join(format!("db-{z}")))?;
         }
         let destroyed = std::time::Instant::now();
         for z in ZONES {
@@ -226,6 +227,7 @@ impl Local {
         eprintln!("restore: putting the old cluster back");
         for z in ZONES {
             let _ = self.kill_db(z).await;
+            clear_stale_socket_locks(&self.opts.base.join(format!("db-{z}")))?;
         }
         for z in ZONES {
             let dir = self.opts.base.join(format!("db-{z}"));
@@ -384,6 +386,35 @@ fn step(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Removes PostgreSQL's socket lock files in `dir` (and their sockets) whose
+/// postmaster is gone or a zombie not reaped yet: answers how many. A killed
+/// postmaster stays a zombie until its new parent reaps it, and PostgreSQL's
+/// check counts a zombie as running, so a member started at once refused to
+/// ("lock file … already exists") though nothing could use the socket.
+fn clear_stale_socket_locks(dir: &std::path::Path) -> anyhow::Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut cleared = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with(".s.PGSQL.") && name.ends_with(".lock")) {
+            continue;
+        }
+        let pid = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|t| t.lines().next()?.trim().parse::<u32>().ok());
+        if pid.is_some_and(crate::platform::net::alive) {
+            continue;
+        }
+        std::fs::remove_file(entry.path())
+            .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        let _ = std::fs::remove_file(dir.join(name.trim_end_matches(".lock")));
+        cleared += 1;
+    }
+    Ok(cleared)
+}
+
 /// A line logged after `marks` saying a member's restore failed for good:
 /// PostgreSQL's FATAL about recovery, or Patroni giving up its bootstrap.
 fn recovery_failed(marks: &[(PathBuf, u64)]) -> Option<String> {
@@ -421,6 +452,30 @@ fn recovery_failed(marks: &[(PathBuf, u64)]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use std::{path::PathBuf, time::Duration};
+
+    /// A socket lock whose postmaster is gone goes (with its socket); one
+    /// whose process runs stays.
+    #[test]
+    fn only_socket_locks_of_dead_postmasters_are_cleared() {
+        let dir = vfps_testkit::scratch_dir("socket-locks");
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        std::fs::write(dir.join(".s.PGSQL.5432.lock"), format!("{gone_pid}\n/x\n")).unwrap();
+        std::fs::write(dir.join(".s.PGSQL.5432"), "").unwrap();
+        let running = format!("{}\n/x\n", std::process::id());
+        std::fs::write(dir.join(".s.PGSQL.5433.lock"), running).unwrap();
+        std::fs::write(dir.join("postgresql.conf"), "").unwrap();
+        assert_eq!(super::clear_stale_socket_locks(&dir).unwrap(), 1);
+        assert!(!dir.join(".s.PGSQL.5432.lock").exists());
+        assert!(!dir.join(".s.PGSQL.5432").exists());
+        assert!(dir.join(".s.PGSQL.5433.lock").exists());
+        assert!(dir.join("postgresql.conf").exists());
+        assert_eq!(
+            super::clear_stale_socket_locks(&dir.join("absent")).unwrap(),
+            0
+        );
+    }
 
     use super::super::{DatabaseProfile, Local, Options};
     use crate::backup::{plan::parse_utc, Archiving, RestoreTo};
