@@ -1630,6 +1630,30 @@ mod tests {
         assert_eq!(store.count_created(None, None, None).await.unwrap(), vec![]);
     }
 
+    /// The switch of a move between plain and sealed originals, dropped
+    /// while it waits for the namespace row: its connection is discarded
+    /// and the namespace is as it was (nothing half-switched).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_move_switch_dropped_while_it_waits_changes_nothing() {
+        use crate::keys::SealedStore;
+        let db = vfps_testkit::shared().create_database().unwrap();
+        let store = migrated_store(&db).await;
+        let ns = namespace_n(vfps_core::now_micros());
+        store.create_namespace(&ns).await.unwrap();
+        dropped_while_its_statement_waits(&db, &store, "namespaces", || {
+            store.move_originals(&ns.name, ns.uid, true)
+        })
+        .await;
+        let now = store
+            .get_namespace(&ns.name)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings;
+        assert!(!now.sealed && !now.moving, "{now:?}");
+        assert!(store.move_originals(&ns.name, ns.uid, true).await.unwrap());
+    }
+
     /// The same for a batch of Gets (the coalescer's lookup statement).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lookup_batch_dropped_mid_statement_discards_its_connection() {
