@@ -179,12 +179,40 @@ pub fn print_verdicts(summary: &Summary) {
     for c in &summary.caveats {
         eprintln!("CAVEAT: {c}");
     }
+    // Repeated at the end: a log cut to its tail still says why.
+    for v in failed(summary) {
+        eprintln!("failed: {} {}", v.property.name(), v.summary);
+    }
     eprintln!("{}", verdict_line(summary));
 }
 
-/// The run's verdict in a word, and whether a caveat qualifies it.
+fn failed(summary: &Summary) -> impl Iterator<Item = &Verdict> {
+    summary
+        .verdicts
+        .iter()
+        .filter(|v| v.validity != Validity::Valid)
+}
+
+/// The run's verdict in a word (a failure names what failed), and whether a
+/// caveat qualifies it.
 pub fn verdict_line(summary: &Summary) -> String {
-    let verdict = if summary.passed { "PASS" } else { "FAIL" };
+    let verdict = if summary.passed {
+        "PASS".to_owned()
+    } else {
+        let names: Vec<String> = failed(summary)
+            .map(|v| {
+                format!(
+                    "{} ({})",
+                    v.property.name(),
+                    format!("{:?}", v.validity).to_lowercase()
+                )
+            })
+            .collect();
+        match names.is_empty() {
+            true => "FAIL".to_owned(),
+            false => format!("FAIL: {}", names.join(", ")),
+        }
+    };
     match summary.caveats.len() {
         0 => verdict.to_owned(),
         n => format!(
@@ -217,10 +245,7 @@ pub fn write(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
     };
     write_file(dir, "summary.json", serde_json::to_string_pretty(&file)?)?;
     write_file(dir, "junit.xml", junit(&summary.verdicts))?;
-    let failures: Vec<String> = summary
-        .verdicts
-        .iter()
-        .filter(|v| v.validity != Validity::Valid)
+    let failures: Vec<String> = failed(summary)
         .map(|v| format!("{} {:?}: {}", v.property, v.validity, v.summary))
         .collect();
     let path = dir.join("failures.txt");
@@ -308,6 +333,31 @@ mod tests {
             ..Summary::default()
         };
         assert_eq!(verdict_line(&within), "PASS");
+    }
+
+    /// The verdict is the last line a CI log keeps: a failed run's names the
+    /// properties that failed, so the cause survives a log cut to its tail.
+    #[test]
+    fn a_failed_runs_verdict_line_names_what_failed() {
+        let v = |p: Property, validity| Verdict {
+            property: p,
+            validity,
+            summary: "s".into(),
+            evidence: vec![],
+        };
+        let summary = Summary {
+            passed: false,
+            verdicts: vec![
+                v(Property::PseudonymStability, Validity::Valid),
+                v(Property::ReverseLookup, Validity::Unknown),
+                v(Property::OneSubjectOnePseudonym, Validity::Invalid),
+            ],
+            ..Summary::default()
+        };
+        assert_eq!(
+            verdict_line(&summary),
+            "FAIL: P3-reverse-lookup (unknown), P4-one-subject-one-pseudonym (invalid)"
+        );
     }
 
     #[test]
