@@ -5,6 +5,8 @@
 //! - `monitor`: the per-process connection that watches reachability and
 //!   namespace deletions.
 //! - `sqlstate`: what each SQLSTATE class means for the caller.
+//! - `rows`: rows decoded, driver errors classified; `upsert`: batched
+//!   Creates; `migrations`: pending and applied migrations.
 //! - [`npgsql`], [`tls`]: the connection string and its TLS modes.
 //!
 //! # Durability
@@ -26,40 +28,50 @@ use std::{
 
 use async_trait::async_trait;
 use deadpool::managed::{self, PoolError};
-use tokio_postgres::Row;
 use vfps_core::{
     access::{TokenHash, TokenRecord},
-    is_anonymized, Error, GenerationMethod, Namespace, NamespaceName, NamespaceSettings,
-    NamespaceUid, OriginalSystem, PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
+    is_anonymized, Error, Namespace, NamespaceName, NamespaceUid, OriginalSystem, PageCursor,
+    Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 use crate::{
     coherence::Coherence,
     health::{DatabaseHealth, Reachability},
-    migrate, page_from_rows,
-    tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
-    Candidate, CreatedCount, Lookup, PoolStatus, Store, Upsert, Upserted,
+    page_from_rows,
+    tokens::{encode_grants, TOKEN_COLUMNS},
+    CreatedCount, Lookup, PoolStatus, Store,
 };
 
 mod adopt;
 mod erasure;
 mod jobs;
 mod keys;
+mod migrations;
 mod monitor;
 mod multi;
 pub mod npgsql;
 mod pool;
 mod restore;
+mod rows;
 mod sessions;
 pub mod sqlstate;
 pub mod statements;
 pub mod tls;
+mod upsert;
 
+use migrations::{applied_migrations, pending_migrations};
 pub use monitor::{CACHE_LEASE, CHANNEL as NAMESPACE_DELETED_CHANNEL};
 pub use npgsql::{PgOptions, TargetSession};
 use pool::{Lease, Manager, Pool, Steps};
 pub use restore::{Finding, RestoreHold};
+pub use rows::classify;
+pub(crate) use rows::page_args;
+use rows::{
+    namespace_from_row, pseudonym_from_row, token_from_row, DURABLE, NAMESPACE_COLUMNS,
+    PSEUDONYM_COLUMNS,
+};
 use statements::Prepared;
+use upsert::CandidateColumns;
 
 /// One warning per interval while connections fail, or writes meet a
 /// read-only server (each says how many it held back).
@@ -67,9 +79,6 @@ static CONNECT_WARNINGS: crate::throttle::Throttle =
     crate::throttle::Throttle::new(Duration::from_secs(5));
 static READ_ONLY_WARNINGS: crate::throttle::Throttle =
     crate::throttle::Throttle::new(Duration::from_secs(5));
-
-/// Arbitrary but fixed: the advisory lock every `vfps migrate` takes.
-const MIGRATION_LOCK_ID: i64 = 0x0076_6670_736d_6967; // "vfpsmig"
 
 pub struct PgStore {
     pool: Pool,
@@ -247,395 +256,6 @@ impl PgStore {
                 Err(err)
             }
         }
-    }
-
-    /// Versions this binary has that the database has not applied yet (without
-    /// changing anything); a changed checksum is an error.
-    pub async fn pending_migrations(&self) -> Result<Vec<i64>, Error> {
-        let (lease, steps) = self.lease().await?;
-        let applied = steps.run(applied_migrations(lease.client())).await?;
-        lease.finish();
-        pending_migrations(&applied)
-    }
-
-    /// Applies pending migrations under an advisory lock (concurrent runs wait).
-    /// A failure closes the session, which releases the lock and rolls back.
-    pub async fn migrate(&self) -> Result<migrate::Report, Error> {
-        let (lease, steps) = self.lease().await?;
-        let c = lease.client();
-        steps
-            .run(c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]))
-            .await?;
-        if let Some(schema) = self.options.first_schema() {
-            // `Search Path` names where the tables live; the owner creates it.
-            steps
-                .run(c.batch_execute(&format!(
-                    "CREATE SCHEMA IF NOT EXISTS \"{}\"",
-                    schema.replace('"', "\"\"")
-                )))
-                .await?;
-        }
-        steps
-            .run(c.batch_execute(
-                "CREATE TABLE IF NOT EXISTS vfps_schema_migrations (
-                    version bigint PRIMARY KEY,
-                    name text NOT NULL,
-                    checksum text NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now())",
-            ))
-            .await?;
-        let rows = steps
-            .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
-            .await?;
-        let mut applied: std::collections::HashMap<i64, String> =
-            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        let mut report = migrate::Report::default();
-        if !applied.contains_key(&1) && steps.run(adopt::is_upstream(c)).await? {
-            let long = Steps::new(
-                &lease,
-                adopt::TIMEOUT.max(self.options.command_timeout),
-                self.reachability.clone(),
-                self.refused_commits.clone(),
-            );
-            adopt::adopt(c, &long).await?;
-            tracing::info!("adopted the tables of upstream vfps (as migrations 1 and 2)");
-            report.adopted_upstream = true;
-            applied = steps
-                .run(c.query("SELECT version, checksum FROM vfps_schema_migrations", &[]))
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
-        }
-        for m in migrate::POSTGRES {
-            if let Some(sum) = applied.get(&m.version) {
-                migrate::verify_checksum(m, sum)?;
-                report.already_applied.push(m.version);
-                continue;
-            }
-            let sql = format!(
-                "BEGIN;\n{}\nINSERT INTO vfps_schema_migrations (version, name, checksum) VALUES ({}, '{}', '{}');\nCOMMIT;",
-                m.sql,
-                m.version,
-                m.name,
-                m.checksum()
-            );
-            steps.run(c.batch_execute(&sql)).await?;
-            tracing::info!(version = m.version, name = m.name, "applied migration");
-            report.applied.push(m.version);
-        }
-        steps
-            .run(c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]))
-            .await?;
-        lease.finish();
-        Ok(report)
-    }
-}
-
-/// The migrations applied to the database: version → checksum (none before
-/// the first migration created the table).
-async fn applied_migrations(
-    c: &tokio_postgres::Client,
-) -> Result<std::collections::HashMap<i64, String>, tokio_postgres::Error> {
-    let exists: bool = c
-        .query_one(
-            "SELECT to_regclass('vfps_schema_migrations') IS NOT NULL",
-            &[],
-        )
-        .await?
-        .try_get(0)?;
-    if !exists {
-        return Ok(Default::default());
-    }
-    c.query("SELECT version, checksum FROM vfps_schema_migrations", &[])
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect()
-}
-
-/// This binary's migrations missing from `applied`; a changed checksum is an
-/// error.
-fn pending_migrations(applied: &std::collections::HashMap<i64, String>) -> Result<Vec<i64>, Error> {
-    let mut pending = Vec::new();
-    for m in migrate::POSTGRES {
-        match applied.get(&m.version) {
-            Some(sum) => migrate::verify_checksum(m, sum)?,
-            None => pending.push(m.version),
-        }
-    }
-    Ok(pending)
-}
-
-/// Classifies a driver error by its SQLSTATE (see [`sqlstate`]) or, without
-/// one, as a lost connection (`Unavailable`) or a client bug (`Internal`).
-pub fn classify(e: &tokio_postgres::Error) -> Error {
-    if let Some(db) = e.as_db_error() {
-        let code = db.code().code();
-        return match sqlstate::kind_of(code) {
-            // The message names the condition (never a value: those are in
-            // the detail, which is not used).
-            vfps_core::ErrorKind::Unavailable if code == "25006" => {
-                let e = Error::unavailable(format!(
-                    "database unavailable ({code}): {}; the server accepts no writes (a standby, \
-                     or read-only): check Host and Target Session Attributes if it lasts",
-                    db.message()
-                ))
-                .because(sqlstate::transient_cause(code));
-                if let Some(held) = READ_ONLY_WARNINGS.pass() {
-                    tracing::warn!(held_back = held, "{}", e.message);
-                }
-                e
-            }
-            vfps_core::ErrorKind::Unavailable => {
-                Error::unavailable(format!("database unavailable ({code}): {}", db.message()))
-                    .because(sqlstate::transient_cause(code))
-            }
-            // The message names the problem, never the value (that would be in
-            // the detail, which is not used).
-            vfps_core::ErrorKind::InvalidArgument => Error::invalid_argument(format!(
-                "the database cannot store this value ({code}): {}",
-                db.message()
-            )),
-            // An undefined table or column in our own statements: the schema
-            // is missing (or upstream's, not adopted yet).
-            kind if code == "42P01" || code == "42703" => Error::new(
-                kind,
-                format!(
-                    "database error {code}: {} (the schema is not migrated: run `vfps migrate` \
-                     or set ForceRunDatabaseMigrations=true)",
-                    db.message()
-                ),
-            ),
-            // Its message is the hold's own, for the caller to read.
-            _ if code == sqlstate::RESTORE_HOLD => Error::restore_hold(db.message()),
-            kind => Error::new(kind, format!("database error {code}: {}", db.message())),
-        };
-    }
-    let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
-    if e.is_closed() || io {
-        Error::unavailable(format!("database connection lost: {e}"))
-    } else {
-        Error::internal(format!("database client error: {e}"))
-    }
-}
-
-fn token_from_row(r: &Row) -> Result<TokenRecord, Error> {
-    let get_err = |e: tokio_postgres::Error| classify(&e);
-    let kind: String = r.try_get(1).map_err(get_err)?;
-    let hash: Vec<u8> = r.try_get(3).map_err(get_err)?;
-    let grants: String = r.try_get(5).map_err(get_err)?;
-    Ok(TokenRecord {
-        id: r.try_get(0).map_err(get_err)?,
-        kind: decode_kind(&kind)?,
-        name: r.try_get(2).map_err(get_err)?,
-        hash: decode_hash(&hash)?,
-        admin: r.try_get(4).map_err(get_err)?,
-        grants: decode_grants(&grants)?,
-        created_at: r.try_get(6).map_err(get_err)?,
-        expires_at: r.try_get(7).map_err(get_err)?,
-        revoked_at: r.try_get(8).map_err(get_err)?,
-    })
-}
-
-fn namespace_from_row(r: &Row) -> Result<Namespace, Error> {
-    let bad = |what: &str| Error::internal(format!("stored namespace has an invalid {what}"));
-    let get_err = |e: tokio_postgres::Error| classify(&e);
-    let method: i32 = r.try_get(2).map_err(get_err)?;
-    let length: i32 = r.try_get(3).map_err(get_err)?;
-    let settings = NamespaceSettings::parse(
-        GenerationMethod::from_wire(method).ok_or_else(|| bad("generation method"))?,
-        u32::try_from(length).map_err(|_| bad("length"))?,
-        r.try_get(4).map_err(get_err)?,
-        r.try_get(5).map_err(get_err)?,
-    )?
-    .with_deletion(r.try_get(9).map_err(get_err)?)
-    .with_multi(r.try_get(10).map_err(get_err)?)?
-    .with_original_system(
-        r.try_get::<_, Option<&str>>(11)
-            .map_err(get_err)?
-            .map(OriginalSystem::parse)
-            .transpose()?,
-    )
-    .with_sealed(r.try_get(12).map_err(get_err)?)
-    .with_moving(r.try_get(13).map_err(get_err)?)
-    .with_index(
-        u32::try_from(r.try_get::<_, i32>(14).map_err(get_err)?)
-            .map_err(|_| bad("index key version"))?,
-        r.try_get::<_, Option<i32>>(15)
-            .map_err(get_err)?
-            .map(u32::try_from)
-            .transpose()
-            .map_err(|_| bad("index key version"))?,
-    );
-    Ok(Namespace {
-        name: NamespaceName::parse(r.try_get(0).map_err(get_err)?)?,
-        uid: NamespaceUid(r.try_get(8).map_err(get_err)?),
-        description: r.try_get(1).map_err(get_err)?,
-        settings,
-        created_at: r.try_get(6).map_err(get_err)?,
-        last_updated_at: r.try_get(7).map_err(get_err)?,
-    })
-}
-
-/// A List page's bound (`AND pseudonym_value < $3` after a token, nothing
-/// before the first page) and its arguments: `$1` the namespace, `$2` the
-/// limit. Two statements rather than one with an `OR`, so a generic plan
-/// still walks the (namespace, pseudonym_value) index from the position.
-pub(crate) fn page_args<'a>(
-    namespace: &'a &'a str,
-    limit: &'a i64,
-    after: Option<&'a PageCursor>,
-) -> (
-    &'static str,
-    Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>,
-) {
-    match after {
-        Some(cursor) => (
-            "AND pseudonym_value < $3",
-            vec![namespace, limit, &cursor.pseudonym_value],
-        ),
-        None => ("", vec![namespace, limit]),
-    }
-}
-
-fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
-    let get = |i: usize| -> Result<String, Error> { r.try_get(i).map_err(|e| classify(&e)) };
-    Ok(Pseudonym {
-        namespace: NamespaceName::parse(&get(0)?)?,
-        original_value: get(1)?,
-        pseudonym_value: get(2)?,
-        created_at: r.try_get(3).map_err(|e| classify(&e))?,
-        last_updated_at: r.try_get(4).map_err(|e| classify(&e))?,
-        original_sealed: r.try_get(5).map_err(|e| classify(&e))?,
-    })
-}
-
-/// Makes a transaction write WAL, so that its COMMIT waits for the synchronous
-/// standby even if it changed nothing (see the module docs).
-const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable read')";
-
-const NAMESPACE_COLUMNS: &str =
-    "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving, originals_index_version, originals_moving_from_index";
-const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
-
-/// A batch of candidates as the parameters of [`Prepared::Upsert`] and
-/// [`Prepared::InsertNew`]: namespaces, originals, pseudonyms, creation
-/// times, namespace incarnations, sealed originals, moves known.
-struct CandidateColumns<'a> {
-    namespaces: Vec<&'a str>,
-    originals: Vec<&'a str>,
-    pseudonyms: Vec<&'a str>,
-    created: Vec<SystemTime>,
-    uids: Vec<i64>,
-    sealed: Vec<Option<&'a [u8]>>,
-    moving: Vec<bool>,
-}
-
-impl<'a> CandidateColumns<'a> {
-    fn of(batch: &'a [Candidate]) -> Self {
-        Self {
-            namespaces: batch.iter().map(|c| c.namespace.as_str()).collect(),
-            originals: batch.iter().map(|c| c.original.as_str()).collect(),
-            pseudonyms: batch.iter().map(|c| c.pseudonym.as_str()).collect(),
-            created: batch.iter().map(|c| c.created_at).collect(),
-            uids: batch.iter().map(|c| c.namespace_uid.0).collect(),
-            sealed: batch.iter().map(|c| c.sealed.as_deref()).collect(),
-            moving: batch.iter().map(|c| c.moving).collect(),
-        }
-    }
-
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
-        [
-            &self.namespaces,
-            &self.originals,
-            &self.pseudonyms,
-            &self.created,
-            &self.uids,
-            &self.sealed,
-            &self.moving,
-        ]
-    }
-}
-
-#[async_trait]
-impl Upsert for PgStore {
-    async fn upsert_pseudonyms(&self, batch: &[Candidate]) -> Result<Vec<Upserted>, Error> {
-        let columns = CandidateColumns::of(batch);
-        let (mut lease, steps) = self.lease().await?;
-        let upsert = steps
-            .run(lease.conn_mut().prepared(Prepared::Upsert))
-            .await?;
-        let rows = steps
-            .run(lease.client().query(&upsert, &columns.params()))
-            .await?;
-        // Answers by input position; keys borrow from the batch.
-        let position: std::collections::HashMap<(&str, &str), usize> = batch
-            .iter()
-            .enumerate()
-            .map(|(i, c)| ((c.namespace.as_str(), c.original.as_str()), i))
-            .collect();
-        let mut answers: Vec<Upserted> = vec![Upserted::Conflict; batch.len()];
-        let place = |rows: &[Row], answers: &mut Vec<Upserted>| -> Result<(), Error> {
-            for r in rows {
-                let p = pseudonym_from_row(r)?;
-                if let Some(&i) = position.get(&(p.namespace.as_str(), p.original_value.as_str())) {
-                    answers[i] = Upserted::Stored(p);
-                }
-            }
-            Ok(())
-        };
-        place(&rows, &mut answers)?;
-        let missing: Vec<&Candidate> = batch
-            .iter()
-            .zip(&answers)
-            .filter(|(_, a)| matches!(a, Upserted::Conflict))
-            .map(|(c, _)| c)
-            .collect();
-        if !missing.is_empty() {
-            let ns: Vec<&str> = missing.iter().map(|c| c.namespace.as_str()).collect();
-            let orig: Vec<&str> = missing.iter().map(|c| c.original.as_str()).collect();
-            // Existing originals (or none: namespace gone or replaced,
-            // pseudonym taken).
-            let existing = steps
-                .run(lease.conn_mut().prepared(Prepared::Existing))
-                .await?;
-            let rows = steps
-                .run(lease.client().query(&existing, &[&ns, &orig]))
-                .await?;
-            place(&rows, &mut answers)?;
-        }
-        lease.finish();
-        Ok(answers)
-    }
-
-    async fn insert_new_pseudonyms(&self, batch: &[Candidate]) -> Result<bool, Error> {
-        let columns = CandidateColumns::of(batch);
-        let (mut lease, steps) = self.lease().await?;
-        let insert = steps
-            .run(lease.conn_mut().prepared(Prepared::InsertNew))
-            .await?;
-        // A taken key fails the statement whole; the session is fine after it
-        // (no transaction was open but the statement's own).
-        let inserted = steps
-            .run(async {
-                match lease.client().execute(&insert, &columns.params()).await {
-                    Ok(n) => Ok(Some(n)),
-                    Err(e)
-                        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
-                    {
-                        Ok(None)
-                    }
-                    Err(e) => Err(e),
-                }
-            })
-            .await?;
-        lease.finish();
-        Ok(inserted == Some(batch.len() as u64))
     }
 }
 
@@ -1057,6 +677,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::{Candidate, Upsert, Upserted};
 
     /// Runs `sql` (the re-read's parameters) on a fresh lease, giving up after 2 s.
     async fn read_within_2s(store: &PgStore, sql: &str) -> Option<usize> {
