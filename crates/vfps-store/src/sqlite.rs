@@ -6,7 +6,8 @@
 //! blocking thread even if the caller's future is dropped, and a transaction that
 //! does not reach its commit rolls back when it is dropped (rusqlite). The file is
 //! this process's alone, so its caches are always coherent (`Coherence::local`):
-//! a serving process holds its [`ServingLock`].
+//! a serving process holds its [`ServingLock`] (`files`); rows are decoded in
+//! `rows`.
 
 use std::{
     path::{Path, PathBuf},
@@ -21,24 +22,32 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use vfps_core::{
     access::{TokenHash, TokenRecord},
-    from_micros, is_anonymized, to_micros, Error, GenerationMethod, Namespace, NamespaceName,
-    NamespaceSettings, NamespaceUid, OriginalSystem, PageCursor, Pseudonym, PseudonymPage,
-    PseudonymValue,
+    is_anonymized, to_micros, Error, Namespace, NamespaceName, NamespaceUid, OriginalSystem,
+    PageCursor, Pseudonym, PseudonymPage, PseudonymValue,
 };
 
 use crate::{
     coherence::Coherence,
     health::{DatabaseHealth, Reachability},
     migrate, page_from_rows,
-    tokens::{decode_grants, decode_hash, decode_kind, encode_grants, TOKEN_COLUMNS},
+    tokens::{encode_grants, TOKEN_COLUMNS},
     Candidate, CreatedCount, PoolStatus, Store, Upsert, Upserted,
 };
 
 mod erasure;
+mod files;
 mod jobs;
 mod keys;
 mod multi;
+mod rows;
 mod sessions;
+
+pub use files::ServingLock;
+use files::{open, sql_err, FileGuard};
+pub(crate) use rows::page_args;
+use rows::{
+    namespace_from_row, pseudonym_from_row, token_from_row, NAMESPACE_COLUMNS, PSEUDONYM_COLUMNS,
+};
 
 const READERS: usize = 4;
 
@@ -56,157 +65,6 @@ pub struct SqliteStore {
     coherence: Coherence,
     /// The files as opened, to notice them removed or replaced.
     files: FileGuard,
-}
-
-/// The database file and its write-ahead log as this process opened them.
-/// SQLite keeps writing to the files it has open: if one is deleted or
-/// replaced under it (an operator cleaning up, a restore), commits land in a
-/// file nobody will read again and acknowledged writes are lost on restart.
-/// Once that is seen, writes are refused and the store is not ready, until a
-/// restart opens the files again.
-struct FileGuard {
-    /// The database file, its write-ahead log, and the [`ServingLock`]'s file
-    /// (removed, a second server could take the file).
-    paths: [PathBuf; 3],
-    opened: [Option<(u64, u64)>; 3],
-    broken: std::sync::OnceLock<String>,
-}
-
-impl FileGuard {
-    fn new(path: &Path) -> Self {
-        let paths = [
-            path.to_owned(),
-            suffixed(path, "-wal"),
-            suffixed(path, ".lock"),
-        ];
-        Self {
-            opened: [
-                identity(&paths[0]),
-                identity(&paths[1]),
-                identity(&paths[2]),
-            ],
-            paths,
-            broken: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Why the files can no longer be trusted, if they cannot (said once in
-    /// the log, remembered until restart).
-    fn check(&self) -> Option<&str> {
-        if let Some(why) = self.broken.get() {
-            return Some(why);
-        }
-        let moved = self
-            .paths
-            .iter()
-            .zip(self.opened)
-            .find(|(p, opened)| opened.is_some() && identity(p) != *opened)?;
-        let why = format!(
-            "{} was removed or replaced while this process had it open: writes are refused \
-             until vfps is restarted (writes acknowledged since then may be lost; restore the \
-             file from a backup if it was replaced by mistake)",
-            moved.0.display()
-        );
-        let why = self.broken.get_or_init(|| {
-            tracing::error!("{why}");
-            why
-        });
-        Some(why)
-    }
-}
-
-/// `path` with `suffix` appended to its file name.
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-/// The device and inode of the file at `path`, `None` if there is none.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// Busy, locked, full or failing files are transient (`Unavailable`); a value
-/// too big for SQLite is the caller's (`InvalidArgument`); the rest is a bug.
-fn sql_err(e: rusqlite::Error) -> Error {
-    use rusqlite::ErrorCode::*;
-    match e.sqlite_error_code() {
-        Some(DatabaseBusy | DatabaseLocked) => Error::unavailable("the database file is busy"),
-        Some(DiskFull | SystemIoFailure | CannotOpen | OutOfMemory) => {
-            Error::unavailable(format!("database file IO failed: {e}"))
-        }
-        Some(TooBig) => Error::invalid_argument("the database cannot store a value this large"),
-        _ => Error::internal(format!("sqlite: {e}")),
-    }
-}
-
-fn open(path: &Path, flags: OpenFlags) -> Result<Connection, Error> {
-    let c = Connection::open_with_flags(path, flags).map_err(|e| {
-        Error::unavailable(format!("cannot open database file {}: {e}", path.display()))
-    })?;
-    c.busy_timeout(Duration::from_secs(5)).map_err(sql_err)?;
-    c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
-        .map_err(sql_err)?;
-    Ok(c)
-}
-
-/// Held by the one process that serves a SQLite file: an exclusive lock on
-/// `<file>.lock` (a file of its own: closing any descriptor of the database
-/// file would drop SQLite's own locks on it). The kernel releases it when the
-/// process ends, however it ends.
-#[derive(Debug)]
-pub struct ServingLock {
-    _file: std::fs::File,
-}
-
-impl ServingLock {
-    /// Takes the lock of the SQLite file at `path`, or says which process
-    /// holds it: a second server on one file would answer from caches the
-    /// other's deletes never reach.
-    pub fn acquire(path: &Path) -> Result<Self, Error> {
-        use std::io::{Read, Seek, Write};
-        let lock_path = suffixed(path, ".lock");
-        if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::unavailable(format!("cannot create directory {}: {e}", dir.display()))
-            })?;
-        }
-        let io = |e: std::io::Error| {
-            Error::unavailable(format!("cannot lock {}: {e}", lock_path.display()))
-        };
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(Error::unavailable(format!(
-                    "{} is served by another vfps process{}: one server per SQLite file \
-                     (several replicas need PostgreSQL)",
-                    path.display(),
-                    if holder.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (pid {holder})")
-                    }
-                )));
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
-        }
-        file.set_len(0).map_err(io)?;
-        file.rewind().map_err(io)?;
-        writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { _file: file })
-    }
 }
 
 impl SqliteStore {
@@ -368,117 +226,6 @@ impl SqliteStore {
         .map_err(|e| Error::internal(format!("sqlite task failed: {e}")))?;
         self.observe(result)
     }
-}
-
-const NAMESPACE_COLUMNS: &str =
-    "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving, originals_index_version, originals_moving_from_index";
-const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
-
-/// A List page's bound (`AND pseudonym_value < ?3` after a token, nothing
-/// before the first page) and its arguments: `?1` the namespace, `?2` the
-/// limit. Two statements rather than one with an `OR`, so the
-/// (namespace, pseudonym_value) index is walked from the position.
-#[allow(
-    clippy::ptr_arg,
-    reason = "a `&String` is a sized `ToSql`; a `&str` is not"
-)]
-pub(crate) fn page_args<'a>(
-    namespace: &'a String,
-    limit: &'a i64,
-    after: Option<&'a String>,
-) -> (&'static str, Vec<&'a dyn rusqlite::ToSql>) {
-    match after {
-        Some(pseudonym) => (
-            "AND pseudonym_value < ?3",
-            vec![namespace, limit, pseudonym],
-        ),
-        None => ("", vec![namespace, limit]),
-    }
-}
-
-fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Namespace, Error>> {
-    let name: String = r.get(0)?;
-    let method: i32 = r.get(2)?;
-    let length: i64 = r.get(3)?;
-    let description: String = r.get(1)?;
-    let prefix: Option<String> = r.get(4)?;
-    let suffix: Option<String> = r.get(5)?;
-    let created: i64 = r.get(6)?;
-    let updated: i64 = r.get(7)?;
-    let uid: i64 = r.get(8)?;
-    let deletable: bool = r.get(9)?;
-    let multi: bool = r.get(10)?;
-    let system: Option<String> = r.get(11)?;
-    let sealed: bool = r.get(12)?;
-    let moving: bool = r.get(13)?;
-    let index_version: u32 = r.get(14)?;
-    let moving_from_index: Option<u32> = r.get(15)?;
-    Ok((|| {
-        let method = GenerationMethod::from_wire(method)
-            .ok_or_else(|| Error::internal("stored namespace has an invalid generation method"))?;
-        let length = u32::try_from(length)
-            .map_err(|_| Error::internal("stored namespace has an invalid length"))?;
-        Ok(Namespace {
-            name: NamespaceName::parse(&name)?,
-            uid: NamespaceUid(uid),
-            description,
-            settings: NamespaceSettings::parse(method, length, prefix, suffix)?
-                .with_deletion(deletable)
-                .with_multi(multi)?
-                .with_original_system(system.as_deref().map(OriginalSystem::parse).transpose()?)
-                .with_sealed(sealed)
-                .with_moving(moving)
-                .with_index(index_version, moving_from_index),
-            created_at: from_micros(created),
-            last_updated_at: from_micros(updated),
-        })
-    })())
-}
-
-fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<TokenRecord, Error>> {
-    let id: String = r.get(0)?;
-    let kind: String = r.get(1)?;
-    let name: String = r.get(2)?;
-    let hash: Vec<u8> = r.get(3)?;
-    let admin: bool = r.get(4)?;
-    let grants: String = r.get(5)?;
-    let created: i64 = r.get(6)?;
-    let expires: Option<i64> = r.get(7)?;
-    let revoked: Option<i64> = r.get(8)?;
-    Ok((|| {
-        Ok(TokenRecord {
-            id,
-            kind: decode_kind(&kind)?,
-            name,
-            hash: decode_hash(&hash)?,
-            admin,
-            grants: decode_grants(&grants)?,
-            created_at: from_micros(created),
-            expires_at: expires.map(from_micros),
-            revoked_at: revoked.map(from_micros),
-        })
-    })())
-}
-
-fn pseudonym_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Pseudonym, Error>> {
-    let ns: String = r.get(0)?;
-    let original: String = r.get(1)?;
-    let pseudonym: String = r.get(2)?;
-    let created: i64 = r.get(3)?;
-    let updated: i64 = r.get(4)?;
-    let sealed: Option<Vec<u8>> = r.get(5)?;
-    Ok(NamespaceName::parse(&ns).map(|namespace| Pseudonym {
-        namespace,
-        original_value: original,
-        pseudonym_value: pseudonym,
-        created_at: from_micros(created),
-        last_updated_at: from_micros(updated),
-        original_sealed: sealed,
-    }))
 }
 
 #[async_trait]
