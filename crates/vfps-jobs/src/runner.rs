@@ -13,18 +13,23 @@
 //! at most the rows since it. Redone rows give the same bytes (Create answers
 //! the committed pseudonym), so nothing it wrote can conflict.
 
+mod answers;
+mod ending;
+mod input;
+
+use answers::{answer_task, namespaces_once, resolve_halt, Task};
+use input::{Heartbeat, Input};
+
 use std::{
     collections::VecDeque,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use bytes::BytesMut;
-use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vfps_store::{
-    jobs::{Finish, JobRecord, JobState, Progress},
+    jobs::{Finish, JobRecord, Progress},
     Store,
 };
 
@@ -33,10 +38,10 @@ use crate::{
     csv::{Record, Scanned, Scanner},
     inspect::JobPlan,
     output::{self, Output},
-    resolve::{load_namespaces, ResolveError, Resolver},
+    resolve::{ResolveError, Resolver},
     retry::Persist,
     spec::Spec,
-    storage::{input_key, job_prefix, ByteStream, ObjectStore, StorageError, PREFIX},
+    storage::{input_key, ObjectStore, StorageError, PREFIX},
     transform::{prepare, write_header, Counters, Prepared, RowError, Rules},
 };
 
@@ -629,131 +634,6 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Records the failure under the epoch; only then drops the output, so a
-    /// fenced runner never removes what the job's holder is writing.
-    async fn fail(&mut self, reason: String) -> Outcome {
-        let store = self.ctx.store.clone();
-        let (id, epoch) = (self.job.id.clone(), self.job.epoch);
-        // Not under the runner's stop token: a failure is recorded even while
-        // shutting down, as long as the lease holds.
-        let persist = Persist::new(CancellationToken::new());
-        let progress = self.progress();
-        let deadline = self.ctx.settings.lease;
-        let recorded = tokio::time::timeout(
-            deadline,
-            persist.run("record the job's failure", || {
-                store.finish_job(&id, epoch, Finish::Failed(&reason), &progress)
-            }),
-        )
-        .await;
-        match recorded {
-            Ok(Ok(true)) => {
-                tracing::warn!(job = %id, reason = %reason, "CSV job failed");
-                self.abort_output().await;
-                Outcome::Failed(reason)
-            }
-            _ => self.why_lost().await,
-        }
-    }
-
-    /// On shutdown: a last checkpoint, then the lease given up, so another
-    /// replica resumes at once and redoes nothing.
-    async fn hand_over(&mut self) -> Outcome {
-        let persist = Persist::new(CancellationToken::new());
-        let budget = self.ctx.settings.checkpoint_interval;
-        let last = tokio::time::timeout(budget, async {
-            if let Some(output) = self.output.as_mut() {
-                if !self.checkpoint.done {
-                    output.persist(&persist, &mut self.checkpoint).await.ok()?;
-                }
-            }
-            let progress = self.progress();
-            let store = &self.ctx.store;
-            let kept = store
-                .checkpoint_job(&self.job.id, self.job.epoch, &progress, Duration::ZERO)
-                .await
-                .ok()?;
-            Some(kept)
-        })
-        .await;
-        match last {
-            Ok(Some(true)) => {
-                tracing::info!(job = %self.job.id, rows = self.checkpoint.counters.rows,
-                    "shutting down: CSV job left at a checkpoint for another replica");
-                Outcome::Stopped
-            }
-            Ok(Some(false)) => self.why_lost().await,
-            _ => Outcome::Stopped,
-        }
-    }
-
-    /// After a refused write: taken over (nothing to do), or cancelled or
-    /// deleted (the job's objects are removed).
-    async fn why_lost(&mut self) -> Outcome {
-        let current = tokio::time::timeout(
-            self.ctx.settings.lease,
-            self.ctx.store.get_job(&self.job.id),
-        )
-        .await;
-        match current {
-            Ok(Ok(Some(j))) if j.state == JobState::Cancelled => {
-                self.abort_output().await;
-                tracing::info!(job = %self.job.id, "CSV job cancelled");
-                Outcome::Cancelled
-            }
-            Ok(Ok(None)) => {
-                let _ = self
-                    .ctx
-                    .objects
-                    .delete_prefix(&job_prefix(&self.job.id))
-                    .await;
-                Outcome::Cancelled
-            }
-            Ok(Ok(Some(j))) => {
-                // An upload of this runner's own that the job's holder does
-                // not use (started from a stale checkpoint) is dropped.
-                let holders = j
-                    .checkpoint
-                    .as_deref()
-                    .and_then(|c| Checkpoint::from_json(c).ok())
-                    .and_then(|c| c.upload_id);
-                if let Some(mine) = &self.checkpoint.upload_id {
-                    if holders.as_ref() != Some(mine) && self.job.checkpoint.is_none() {
-                        let key = crate::storage::output_key(&self.job.id);
-                        let _ = self.ctx.objects.abort_multipart(&key, mine).await;
-                    }
-                }
-                tracing::info!(job = %self.job.id, epoch = self.job.epoch,
-                    "CSV job no longer held by this runner; it stops");
-                Outcome::Fenced
-            }
-            _ => {
-                tracing::info!(job = %self.job.id, epoch = self.job.epoch,
-                    "CSV job no longer held by this runner; it stops");
-                Outcome::Fenced
-            }
-        }
-    }
-
-    /// Drops the unfinished output: the upload and the segments.
-    async fn abort_output(&mut self) {
-        if let Some(upload_id) = &self.checkpoint.upload_id {
-            let key = crate::storage::output_key(&self.job.id);
-            let _ = self.ctx.objects.abort_multipart(&key, upload_id).await;
-        }
-        if let Some(output) = self.output.take() {
-            drop(output);
-        }
-        self.clean_segments().await;
-    }
-
-    async fn clean_segments(&self) {
-        let prefix = format!("{}segments/", job_prefix(&self.job.id));
-        if let Err(e) = self.ctx.objects.delete_prefix(&prefix).await {
-            tracing::debug!(job = %self.job.id, error = %e, "could not remove a job's segments");
-        }
-    }
-
     fn stopped(&self) -> Halt {
         if self.persist.stop_token().is_cancelled() {
             Halt::Shutdown
@@ -772,164 +652,6 @@ fn storage_halt(persist: &Persist, e: StorageError) -> Halt {
         Halt::Shutdown
     } else {
         Halt::Fail(format!("{e}"))
-    }
-}
-
-/// A batch's answers on a task of its own, waiting out transient failures
-/// (the outer error: the runner stopped meanwhile).
-async fn answer_task(
-    resolver: Arc<Resolver>,
-    persist: Persist,
-    requests: Vec<(usize, String)>,
-) -> Answers {
-    persist
-        .run("reach the database", || answer_once(&resolver, &requests))
-        .await
-}
-
-/// A spawned batch, aborted if the run ends first (its upsert is idempotent:
-/// finishing or not changes nothing another runner relies on).
-struct Task(tokio::task::JoinHandle<Answers>);
-
-/// A batch's answers; the outer error: the runner stopped meanwhile.
-type Answers = Result<Result<Vec<Option<String>>, ResolveError>, vfps_core::Error>;
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// One attempt at a batch's answers: a transient failure as the error (to
-/// retry), anything else as the answer. (Named functions rather than async
-/// blocks in closures, whose lifetimes the compiler cannot prove `Send`.)
-async fn answer_once(resolver: &Resolver, requests: &[(usize, String)]) -> Answers {
-    match resolver.answer(requests).await {
-        Err(ResolveError::Transient(e)) => Err(e),
-        other => Ok(other),
-    }
-}
-
-async fn namespaces_once(
-    store: Arc<dyn Store>,
-    names: Vec<vfps_core::NamespaceName>,
-) -> Result<Result<Vec<Arc<vfps_core::Namespace>>, ResolveError>, vfps_core::Error> {
-    match load_namespaces(store.as_ref(), &names).await {
-        Err(ResolveError::Transient(e)) => Err(e),
-        other => Ok(other),
-    }
-}
-
-fn resolve_halt(e: ResolveError) -> Halt {
-    match e {
-        ResolveError::Transient(e) => Halt::Fail(e.message),
-        ResolveError::Value { reason, .. } => Halt::Fail(reason),
-        ResolveError::Fatal(reason) => Halt::Fail(reason),
-        ResolveError::Restart => {
-            Halt::Fail("a namespace's originals kept moving between plain and sealed".into())
-        }
-    }
-}
-
-/// The input, read from an offset; reopened where it broke off.
-struct Input {
-    objects: Arc<dyn ObjectStore>,
-    key: String,
-    stream: Option<ByteStream>,
-    buf: BytesMut,
-    /// Input offset of the end of `buf`.
-    read: u64,
-    eof: bool,
-}
-
-impl Input {
-    fn new(objects: Arc<dyn ObjectStore>, key: String, offset: u64) -> Self {
-        Self {
-            objects,
-            key,
-            stream: None,
-            buf: BytesMut::new(),
-            read: offset,
-            eof: false,
-        }
-    }
-
-    /// Input offset of the start of `buf`.
-    fn offset_of_buffer(&self) -> u64 {
-        self.read - self.buf.len() as u64
-    }
-
-    async fn fill(&mut self) -> Result<(), StorageError> {
-        if self.eof {
-            return Ok(());
-        }
-        let stream = match &mut self.stream {
-            Some(s) => s,
-            None => self
-                .stream
-                .insert(self.objects.read(&self.key, self.read).await?),
-        };
-        match stream.next().await {
-            Some(Ok(chunk)) => {
-                self.read += chunk.len() as u64;
-                self.buf.extend_from_slice(&chunk);
-                Ok(())
-            }
-            Some(Err(e)) => {
-                // Reopened at `read` by the next attempt.
-                self.stream = None;
-                Err(e)
-            }
-            None => {
-                self.eof = true;
-                Ok(())
-            }
-        }
-    }
-}
-
-/// Renews a runner's lease every third of it; when a renewal is refused, or
-/// none succeeded for a whole lease, the runner is stopped (`lost`).
-struct Heartbeat(tokio::task::JoinHandle<()>);
-
-impl Heartbeat {
-    fn spawn(
-        ctx: &Context,
-        job: &JobRecord,
-        stop: CancellationToken,
-        lost: CancellationToken,
-    ) -> Self {
-        let store = ctx.store.clone();
-        let lease = ctx.settings.lease;
-        let (id, epoch) = (job.id.clone(), job.epoch);
-        Self(tokio::spawn(async move {
-            let mut renewed = Instant::now();
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(lease / 3) => {}
-                }
-                let attempt =
-                    tokio::time::timeout(lease / 3, store.renew_job_lease(&id, epoch, lease)).await;
-                match attempt {
-                    Ok(Ok(true)) => renewed = Instant::now(),
-                    Ok(Ok(false)) => break,
-                    _ if renewed.elapsed() >= lease => {
-                        tracing::warn!(job = %id, "cannot renew a CSV job's lease; the runner stops");
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            lost.cancel();
-            stop.cancel();
-        }))
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
