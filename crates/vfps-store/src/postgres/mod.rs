@@ -1,7 +1,8 @@
 //! The PostgreSQL store.
 //!
 //! # Layout
-//! - `pool`: connections as leases that are cancel-safe by construction.
+//! - `pool`: connections as leases that are cancel-safe by construction;
+//!   `hosts`: what it knows of each server.
 //! - `monitor`: the per-process connection that watches reachability and
 //!   namespace deletions.
 //! - `sqlstate`: what each SQLSTATE class means for the caller.
@@ -44,6 +45,7 @@ use crate::{
 
 mod adopt;
 mod erasure;
+mod hosts;
 mod jobs;
 mod keys;
 mod migrations;
