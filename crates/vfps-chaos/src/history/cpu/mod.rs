@@ -114,7 +114,7 @@ impl Part {
             // harness asking it).
             _ if comm == "patroni"
                 || cmdline.contains("bin/patroni ")
-                || cmdline.contains(crate::platform::local::database::LAUNCHER_FILE) =>
+                || cmdline.contains(crate::platform::local::patroni::LAUNCHER_FILE) =>
             {
                 Some(Part::Patroni)
             }
@@ -265,7 +265,7 @@ mod tests {
     use std::path::Path;
 
     use super::Part;
-    use crate::platform::local::database::patroni_launcher;
+    use crate::platform::local::patroni::patroni_launcher;
 
     const PYTHON: &str = "/opt/vfps-chaos/patroni/bin/python3";
 

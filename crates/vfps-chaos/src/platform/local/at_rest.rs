@@ -111,7 +111,7 @@ impl Local {
         let out = self
             .as_postgres("timeout")
             .arg("120")
-            .arg(super::database::pg_bindir().join("pg_dump"))
+            .arg(super::patroni::pg_bindir().join("pg_dump"))
             .arg("-h")
             .arg(socket)
             .args(["-U", "postgres", "-d", "vfps"])

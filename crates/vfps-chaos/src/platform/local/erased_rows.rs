@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context};
 
-use super::{database::pg_bindir, Local, ZONES};
+use super::{patroni::pg_bindir, Local, ZONES};
 use crate::history::erasures::{DatabaseRows, ErasureHistory};
 
 /// Whether `s` can stand in an SQL literal as it is (pseudonyms are base64url

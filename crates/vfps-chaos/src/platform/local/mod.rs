@@ -43,6 +43,7 @@ pub mod faults;
 pub mod front;
 pub mod network;
 pub mod objects;
+pub mod patroni;
 pub mod probe;
 pub mod replicas;
 pub mod restore;
@@ -171,7 +172,7 @@ pub fn require_root() -> anyhow::Result<()> {
 /// installation and PostgreSQL's binaries.
 async fn postgres_can_reach(opts: &Options) -> anyhow::Result<()> {
     use super::run_as::{check, Access, Need};
-    let patroni = database::patroni_tool("python3");
+    let patroni = patroni::patroni_tool("python3");
     let venv = patroni
         .parent()
         .and_then(|bin| bin.parent())
@@ -198,7 +199,7 @@ async fn postgres_can_reach(opts: &Options) -> anyhow::Result<()> {
                             (VFPS_PATRONI_DIR=<folder> scripts/install-deps.sh)",
             },
             Need {
-                path: database::pg_bindir().join("postgres"),
+                path: patroni::pg_bindir().join("postgres"),
                 access: Access::Execute,
                 elsewhere: "reinstall PostgreSQL (apt-get install --reinstall postgresql-15)",
             },
@@ -238,7 +239,7 @@ impl Local {
         cmd("chown", &["postgres:postgres", &base.display().to_string()]).await?;
         network::create().await?;
         events("network ready");
-        database::start_etcd(base).await?;
+        patroni::start_etcd(base).await?;
         events("etcd healthy");
         let local = Local { opts: opts.clone() };
         // Archiving starts with the database: its bucket must exist first.

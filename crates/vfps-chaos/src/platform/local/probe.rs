@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 
-use super::{database::pg_bindir, Local};
+use super::{patroni::pg_bindir, Local};
 pub use crate::nemesis::Connect;
 
 /// How long one connect may take before it counts as timed out.

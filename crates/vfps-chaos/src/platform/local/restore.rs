@@ -528,7 +528,7 @@ mod tests {
             "{yaml}"
         );
         std::fs::write(local.opts.base.join("patroni.yml"), yaml).unwrap();
-        let parsed = std::process::Command::new(super::super::database::patroni_tool("python3"))
+        let parsed = std::process::Command::new(super::super::patroni::patroni_tool("python3"))
             .args(["-c", "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); \
                  b = d['bootstrap']; assert b['method'] == 'vfps_restore', b; \
                  assert b['vfps_restore']['no_params'] is True; \
