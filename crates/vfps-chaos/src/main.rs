@@ -19,9 +19,9 @@ use vfps_chaos::{
     driver::{self, DriveArgs, Driver},
     platform::{
         kind::{
-            driver::{render, KindArgs, KindDriver},
+            driver::{render, KindDriver},
             install::inotify_limits,
-            Kube, Shell,
+            KindArgs, Kube, Shell,
         },
         local::driver::{LocalArgs, LocalDriver},
     },

@@ -20,7 +20,7 @@ use vfps_aws::{
 };
 use vfps_core::Error;
 
-use crate::{source::Wrap, KEY_LEN};
+use crate::{wrap::Wrap, KEY_LEN};
 
 /// A KMS call not answered within this is not answered.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

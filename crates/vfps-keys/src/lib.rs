@@ -8,7 +8,8 @@
 //! - this file: [`NamespaceKeys`] (index, seal, open) and [`WrappedKeys`],
 //!   their form at rest.
 //! - [`source`]: the key sources (`VFPS_KEYS`): a key file, a key on a
-//!   PKCS#11 token ([`pkcs11`]), or an AWS KMS key ([`kms`]).
+//!   PKCS#11 token ([`pkcs11`]), or an AWS KMS key ([`kms`]); each is a
+//!   [`Wrap`] ([`wrap`]).
 //! - [`keyring`]: a process's keys, made and unwrapped through the store;
 //!   what every path that reads or writes originals asks of them.
 //!
@@ -29,9 +30,11 @@ pub mod keyring;
 pub mod kms;
 pub mod pkcs11;
 pub mod source;
+pub mod wrap;
 
 pub use keyring::{Keyring, Stored};
-pub use source::{KeySource, Wrap};
+pub use source::KeySource;
+pub use wrap::Wrap;
 
 /// What an original stored as its blind index starts with; the digit is
 /// the index key's version (`~k1.…`). No original of a sealed namespace is

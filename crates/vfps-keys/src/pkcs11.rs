@@ -20,7 +20,7 @@ use cryptoki::{
 };
 use vfps_core::Error;
 
-use crate::{random_bytes, source::Wrap, KEY_LEN};
+use crate::{random_bytes, wrap::Wrap, KEY_LEN};
 
 const NONCE_LEN: usize = 12;
 /// Bytes of the id given to a key `vfps keys init` makes.

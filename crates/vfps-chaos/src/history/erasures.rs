@@ -8,50 +8,11 @@
 //! erasure's acknowledgement by when its call was *sent* (a call sent before
 //! the acknowledgement may rightly see the mapping).
 
-use std::{
-    sync::Mutex,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-/// Microseconds since the Unix epoch, now.
-pub fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
-/// How an entry is erased.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ErasureKind {
-    /// `$delete-pseudonym`: a later `$pseudonymize` makes a new pseudonym.
-    Delete,
-    /// `$anonymize-original`: the pseudonym is never answered again for anyone.
-    Anonymize,
-}
-
-impl ErasureKind {
-    pub fn operation(self) -> &'static str {
-        match self {
-            ErasureKind::Delete => "$delete-pseudonym",
-            ErasureKind::Anonymize => "$anonymize-original",
-        }
-    }
-}
-
-/// What an answer means for what the service did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Meaning {
-    /// Done, and promised.
-    Acknowledged,
-    /// Definitely not done (a 4xx, or never sent).
-    Refused,
-    /// May have been done: a deadline, a lost connection, a 5xx.
-    Unknown,
-}
+pub use super::erasure_kind::{now_micros, ErasureKind, Meaning};
 
 /// Through which path an answer came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@
 
 pub mod calls;
 pub mod cpu;
+pub mod erasure_kind;
 pub mod erasures;
 pub mod failover;
 pub mod latency;

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::erasures::{ErasureKind, Meaning};
+use super::erasure_kind::{ErasureKind, Meaning};
 
 /// One `$pseudonymize-multiple` with `count` n ≥ 1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

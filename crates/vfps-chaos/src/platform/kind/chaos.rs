@@ -10,7 +10,7 @@ use std::{collections::BTreeSet, time::Duration};
 use anyhow::{bail, Context};
 use tokio::time::Instant;
 
-use super::{gray, Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
+use super::{assets, gray, Kube, Runner, DEPLOYMENT, DRAIN_TIMEOUT, NAMESPACE};
 use crate::{
     nemesis::{Connect, Faults, Instance, Knobs, Pod, Recorder, RunningJob, Victim, WalPosition},
     platform::net::wait_every,
@@ -19,26 +19,6 @@ use crate::{
 
 /// The one-shot partition the driver applies per burst (from the Schedule's template).
 pub(crate) const PARTITION_BURST: &str = "db-network-partition-burst";
-
-/// Fills `${NAME}` placeholders from `var`; a placeholder without a value is an
-/// error naming it (a manifest is never applied half-rendered).
-pub fn render(template: &str, var: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(at) = rest.find("${") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("unterminated placeholder in {:?}", &rest[at..]))?;
-        let name = &after[..end];
-        let value = var(name).ok_or_else(|| format!("no value for ${{{name}}}"))?;
-        out.push_str(&value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
 
 /// The pod-kill Schedule with its interval set (`@every <n>s`).
 pub fn pod_kill_schedule(asset: &str, interval: Duration) -> Result<String, String> {
@@ -259,8 +239,11 @@ impl<R: Runner> Faults for Kube<R> {
     /// The isolation selects the pod labelled primary, which is `instance`
     /// (the scenario took it from [`Faults::primary`] on a healthy cluster).
     async fn isolate_instance(&self, _instance: &Instance, hold: Duration) -> anyhow::Result<()> {
-        self.inject(gray::ISOLATION, &[("DURATION", gray::chaos_duration(hold))])
-            .await
+        self.inject(
+            gray::ISOLATION,
+            &[("DURATION", assets::chaos_duration(hold))],
+        )
+        .await
     }
 
     async fn heal_isolation(&self, _instance: &Instance) -> anyhow::Result<()> {
@@ -322,7 +305,7 @@ impl<R: Runner> Faults for Kube<R> {
             gray::REPLICA_CUT,
             &[
                 ("REPLICA", replica.to_owned()),
-                ("DURATION", gray::chaos_duration(hold)),
+                ("DURATION", assets::chaos_duration(hold)),
             ],
         )
         .await

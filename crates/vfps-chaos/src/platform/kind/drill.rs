@@ -25,11 +25,10 @@ use std::{path::Path, time::Duration};
 use anyhow::{bail, Context};
 
 use super::{
+    assets::render_asset,
     cluster::pods_of,
-    driver::KindArgs,
-    gray::render_asset,
     job::{self, finished_of, log_of, tail, unix_now, wait_finished_of, wait_start_of, JobRef},
-    Kube, Runner, CNPG_CLUSTER, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE, VFPS_PODS,
+    KindArgs, Kube, Runner, CNPG_CLUSTER, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE, VFPS_PODS,
 };
 use crate::{
     backup::RestoreTo,

@@ -5,18 +5,19 @@
 //! replicas through the headless Service); the scenarios run here, on the Job's
 //! clock, so failures are attributed per scenario as on the local platform.
 
-use std::{path::Path, path::PathBuf, time::Duration};
+use std::{path::Path, time::Duration};
 
 use anyhow::Context;
 
 use super::{
+    assets,
     chaos::{partition_burst, pod_kill_schedule},
     drill, evidence, gray, install,
     job::{
         self, job_finished, job_log, render_job, tail, unix_now, wait_load_start, with_progress,
         JOB_DEADLINE_MARGIN_SECONDS,
     },
-    objects, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE,
+    objects, KindArgs, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE,
 };
 use crate::{
     backup::RestoreTo,
@@ -27,34 +28,6 @@ use crate::{
     scenario::ScenarioPlan,
     target::Target,
 };
-
-/// Settings of a kind run beyond the load's.
-#[derive(Debug, Clone, clap::Args)]
-pub struct KindArgs {
-    /// Name of the kind cluster.
-    #[arg(long, env = "CLUSTER_NAME", default_value = "vfps-ha")]
-    pub cluster_name: String,
-    /// Tag of the vfps image under test (`ghcr.io/miracum/vfps`).
-    #[arg(long, env = "IMAGE_TAG", default_value = "ci")]
-    pub image_tag: String,
-    /// Tag of the load generator image (`ghcr.io/miracum/vfps/stress-test`); default:
-    /// the vfps image's. A released vfps is tested with the checkout's generator,
-    /// which speaks this driver's protocol (the load window's start marker).
-    #[arg(long, env = "STRESS_TEST_TAG")]
-    pub stress_test_tag: Option<String>,
-    /// The Kubernetes chaos assets (kind-config, cnpg-cluster, values, Job, chaos/).
-    #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value_os_t = crate::checkout::default(crate::checkout::KIND_ASSETS))]
-    pub assets: PathBuf,
-    /// The Helm chart of vfps.
-    #[arg(long, env = "VFPS_CHART", default_value_os_t = crate::checkout::default(crate::checkout::CHART))]
-    pub chart: PathBuf,
-}
-
-impl KindArgs {
-    pub fn stress_test_tag(&self) -> &str {
-        self.stress_test_tag.as_deref().unwrap_or(&self.image_tag)
-    }
-}
 
 /// The kind platform's driver.
 pub struct KindDriver<R> {
@@ -286,15 +259,15 @@ pub fn render(
         ),
         (
             "db-primary-isolation.yaml",
-            gray::render_asset(
+            assets::render_asset(
                 &read(gray::ISOLATION.asset)?,
-                &[("DURATION", gray::chaos_duration(knobs.isolation))],
+                &[("DURATION", assets::chaos_duration(knobs.isolation))],
             )?,
         ),
         (
             "db-standby-kill.yaml",
             // The driver names the standby it picked at run time.
-            gray::render_asset(
+            assets::render_asset(
                 &read(gray::STANDBY_KILL.asset)?,
                 &[("STANDBY", "vfps-db-2".to_owned())],
             )?,
@@ -302,29 +275,29 @@ pub fn render(
         (
             "vfps-partition.yaml",
             // The replica is drawn from the seed at run time.
-            gray::render_asset(
+            assets::render_asset(
                 &read(gray::REPLICA_CUT.asset)?,
                 &[
                     ("REPLICA", "vfps-5d8f7c9b6-x2x7q".to_owned()),
-                    ("DURATION", gray::chaos_duration(knobs.vfps_partition)),
+                    ("DURATION", assets::chaos_duration(knobs.vfps_partition)),
                 ],
             )?,
         ),
         (
             "db-network-delay.yaml",
-            gray::render_asset(
+            assets::render_asset(
                 &read(gray::DELAY.asset)?,
                 &[
-                    ("LATENCY", gray::millis(crate::nemesis::delay::DELAY)),
-                    ("JITTER", gray::millis(crate::nemesis::delay::JITTER)),
-                    ("DURATION", gray::chaos_duration(knobs.delay)),
+                    ("LATENCY", assets::millis(crate::nemesis::delay::DELAY)),
+                    ("JITTER", assets::millis(crate::nemesis::delay::JITTER)),
+                    ("DURATION", assets::chaos_duration(knobs.delay)),
                 ],
             )?,
         ),
         (
             "vfps-runner-kill.yaml",
             // The job's runner is read from vfps's database at run time.
-            gray::render_asset(
+            assets::render_asset(
                 &read(gray::REPLICA_KILL.asset)?,
                 &[("POD", "vfps-5d8f7c9b6-x2x7q".to_owned())],
             )?,
@@ -332,7 +305,7 @@ pub fn render(
         (
             "objects-pod-kill.yaml",
             // The node is drawn from the seed at run time.
-            gray::render_asset(
+            assets::render_asset(
                 &read(objects::OBJECTS_KILL.asset)?,
                 &[("POD", "garage-1".to_owned())],
             )?,
@@ -369,7 +342,7 @@ pub fn render(
         ),
         (
             "cnpg-base-backup.yaml",
-            gray::render_asset(
+            assets::render_asset(
                 &read("cnpg-base-backup.yaml")?,
                 &[("BACKUP_NAME", "vfps-db-drill-1764900000".to_owned())],
             )?,

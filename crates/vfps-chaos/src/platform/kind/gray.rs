@@ -10,26 +10,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::{chaos::render, cluster::pods_of, Kube, Runner, DEPLOYMENT, NAMESPACE};
+use super::{
+    assets::{chaos_duration, millis, render_asset, OneShot, DB_PODS, STANDBY_PODS},
+    cluster::pods_of,
+    Kube, Runner, DEPLOYMENT, NAMESPACE,
+};
 use crate::{
     nemesis::{Connect, Instance, Victim, WalPosition},
     platform::net::wait_every,
 };
-
-/// Every database instance pod. `cnpg.io/cluster` alone also selects the
-/// pods of CloudNativePG's Jobs (initdb, join), which stay until the cluster
-/// is healthy.
-pub(crate) const DB_PODS: &str = "cnpg.io/cluster=vfps-db,cnpg.io/podRole=instance";
-/// The standbys.
-pub(crate) const STANDBY_PODS: &str = "cnpg.io/cluster=vfps-db,cnpg.io/instanceRole=replica";
-
-/// A one-shot chaos object: its asset, kind and name.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OneShot {
-    pub asset: &'static str,
-    pub kind: &'static str,
-    pub name: &'static str,
-}
 
 pub(crate) const ISOLATION: OneShot = OneShot {
     asset: "chaos/db-primary-isolation.yaml",
@@ -62,26 +51,6 @@ pub(crate) const ONE_SHOTS: [OneShot; 5] =
 
 /// How long Chaos Mesh may take to kill a pod it was given by name.
 pub(crate) const KILL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A chaos object's `duration`: the hold plus 30 s of slack, so Chaos Mesh
-/// heals it by itself should the driver die.
-pub fn chaos_duration(hold: Duration) -> String {
-    format!("{}s", hold.as_secs() + 30)
-}
-
-/// Go-style duration for Chaos Mesh (`200ms`).
-pub fn millis(d: Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
-/// Renders an asset with `vars`; placeholders it does not use are ignored,
-/// and any left without a value is an error naming it.
-pub fn render_asset(template: &str, vars: &[(&str, String)]) -> anyhow::Result<String> {
-    render(template, |k| {
-        vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
-    })
-    .map_err(anyhow::Error::msg)
-}
 
 /// Values that fill every placeholder of the one-shot assets, for deleting
 /// them (a delete needs only the kind and the name).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::{driver::KindArgs, Kube, Runner, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE};
+use super::{KindArgs, Kube, Runner, DEPLOYMENT, LOADGEN_NAMESPACE, NAMESPACE};
 
 /// The vfps image under test.
 pub const IMAGE: &str = "ghcr.io/miracum/vfps";

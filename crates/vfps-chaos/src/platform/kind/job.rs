@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-use super::{chaos::render, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE};
+use super::{assets::render, Kube, Runner, LOADGEN_JOB, LOADGEN_NAMESPACE};
 use crate::{
     config::LoadConfig,
     report::markers,

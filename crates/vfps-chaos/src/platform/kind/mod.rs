@@ -35,6 +35,7 @@ use anyhow::{bail, Context};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
+pub mod assets;
 pub mod chaos;
 pub mod cluster;
 pub mod drill;
@@ -182,6 +183,34 @@ impl<R: Runner> Kube<R> {
             )
             .await
             .map(|_| ())
+    }
+}
+
+/// Settings of a kind run beyond the load's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KindArgs {
+    /// Name of the kind cluster.
+    #[arg(long, env = "CLUSTER_NAME", default_value = "vfps-ha")]
+    pub cluster_name: String,
+    /// Tag of the vfps image under test (`ghcr.io/miracum/vfps`).
+    #[arg(long, env = "IMAGE_TAG", default_value = "ci")]
+    pub image_tag: String,
+    /// Tag of the load generator image (`ghcr.io/miracum/vfps/stress-test`); default:
+    /// the vfps image's. A released vfps is tested with the checkout's generator,
+    /// which speaks this driver's protocol (the load window's start marker).
+    #[arg(long, env = "STRESS_TEST_TAG")]
+    pub stress_test_tag: Option<String>,
+    /// The Kubernetes chaos assets (kind-config, cnpg-cluster, values, Job, chaos/).
+    #[arg(long, env = "VFPS_CHAOS_ASSETS", default_value_os_t = crate::checkout::default(crate::checkout::KIND_ASSETS))]
+    pub assets: PathBuf,
+    /// The Helm chart of vfps.
+    #[arg(long, env = "VFPS_CHART", default_value_os_t = crate::checkout::default(crate::checkout::CHART))]
+    pub chart: PathBuf,
+}
+
+impl KindArgs {
+    pub fn stress_test_tag(&self) -> &str {
+        self.stress_test_tag.as_deref().unwrap_or(&self.image_tag)
     }
 }
 

@@ -16,8 +16,8 @@ use anyhow::{bail, Context};
 use serde_json::Value;
 
 use super::{
+    assets::{self, OneShot},
     cluster::pods_of,
-    gray::{self, OneShot},
     Kube, Pod, Runner, NAMESPACE,
 };
 use crate::{nemesis::Connect, platform::net::wait_every};
@@ -132,7 +132,7 @@ pub fn healthy(health: &Value) -> bool {
 
 /// The rendered manifest of the object store: the image from versions.env.
 pub fn manifest(asset: &str, image: &str) -> anyhow::Result<String> {
-    gray::render_asset(asset, &[("GARAGE_IMAGE", image.to_owned())])
+    assets::render_asset(asset, &[("GARAGE_IMAGE", image.to_owned())])
 }
 
 impl<R: Runner> Kube<R> {
@@ -454,7 +454,7 @@ impl<R: Runner> Kube<R> {
     async fn db_probe_pod(&self) -> anyhow::Result<String> {
         pods_of(
             &self
-                .get_json(&["pods", "-n", NAMESPACE, "-l", gray::DB_PODS])
+                .get_json(&["pods", "-n", NAMESPACE, "-l", assets::DB_PODS])
                 .await?,
         )
         .into_iter()

@@ -17,10 +17,10 @@ use serde_json::{json, Value};
 use super::{
     chaos::{partition_burst, pod_kill_schedule, PARTITION_BURST},
     cluster,
-    driver::{KindArgs, KindDriver},
+    driver::KindDriver,
     gray,
     install::{self, inotify_problem},
-    job, *,
+    job, KindArgs, *,
 };
 use crate::{
     config::LoadConfig,
@@ -240,11 +240,11 @@ impl Runner for FakeKubectl {
                 json(json!({ "items": items }))
             }
             ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"]
-                if *sel == gray::STANDBY_PODS =>
+                if *sel == assets::STANDBY_PODS =>
             {
                 json(m.read_standbys())
             }
-            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"] if *sel == gray::DB_PODS => {
+            ["get", "pods", "-n", "vfps", "-l", sel, "-o", "json"] if *sel == assets::DB_PODS => {
                 json(json!({"items": m.db.iter().map(Model::pod_json).collect::<Vec<_>>()}))
             }
             ["get", "pod", name, "-n", "vfps", "-o", "json"] => match m.pod(name) {

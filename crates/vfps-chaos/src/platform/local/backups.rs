@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::{
-    faults::zone_of,
     objects::{s3_url, REGION},
-    Local, ZONES,
+    zone_of, Local, ZONES,
 };
 use crate::backup::{ArchiverStatus, Bucket};
 
@@ -59,7 +58,7 @@ impl Local {
             ],
         )
         .await?;
-        super::database::write_secret(
+        super::write_secret(
             &self.backup_key_file(),
             format!("{id}\n{secret}\n").as_bytes(),
         )

@@ -2,20 +2,16 @@
 //! zone running PostgreSQL in its pod, and the application's role, database and
 //! migrations.
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
 use super::{
     connection_string, db_ip,
-    faults::zone_of,
     network::{pid_file, read_pid, write_pid},
     patroni::{patroni_config, patroni_launcher, patroni_tool, pg_bindir, write_patroni_launcher},
-    DatabaseProfile, Local, APP_PASSWORD, POSTGRES, ZONES,
+    tokens_dir, write_secret, zone_of, DatabaseProfile, Local, APP_PASSWORD, POSTGRES, ZONES,
 };
 use crate::platform::net::{alive, cmd, http_get, kill, signal, stop_process, stopped, wait_for};
 
@@ -40,26 +36,6 @@ struct ClusterView {
 /// How long a standby may be "running" without streaming from the primary
 /// before a heal reinitialises it.
 pub const STUCK_STANDBY: Duration = Duration::from_secs(30);
-
-pub fn tokens_dir(base: &Path) -> PathBuf {
-    base.join("tokens")
-}
-
-/// Writes a secret readable by its owner only (0600, whatever it was).
-pub(super) fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if path.exists() {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
-    std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(contents)
-}
 
 impl Local {
     /// A Patroni member per zone, then a healthy cluster.

@@ -15,7 +15,7 @@ use std::{collections::HashMap, path::Path, time::Duration};
 use anyhow::Context;
 use tokio::time::Instant;
 
-use super::{connection_string, faults::zone_of, Local};
+use super::{connection_string, zone_of, Local};
 use crate::{
     checker::{
         restore::{Measured, Restored},

@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context};
 
-use super::{grpc_endpoints, require_root, DatabaseProfile, Local, Options};
+use super::{grpc_endpoints, require_root, DatabaseProfile, Local, Options, DEFAULT_BASE};
 use crate::{
     config::LoadConfig,
     driver::{artifacts, Collected, Driver},
@@ -18,9 +18,6 @@ use crate::{
 /// is not set: a job runs for seconds here (several checkpoints to fault),
 /// and the run's jobs do not fill the database.
 const DEFAULT_JOB_ROWS: u64 = 50_000;
-
-/// Where the topology's state lives unless `--base` says otherwise.
-pub const DEFAULT_BASE: &str = "/tmp/vfps-chaos-local";
 
 /// Settings of a local run beyond the load's.
 #[derive(Debug, Clone, clap::Args)]
@@ -157,7 +154,7 @@ fn load_config(load: &LoadConfig, plan: &ScenarioPlan, options: &Options) -> Loa
         cfg.workload.job_rows = DEFAULT_JOB_ROWS;
     }
     cfg.workload.privacy_probe.get_or_insert(true);
-    let tokens = super::database::tokens_dir(base);
+    let tokens = super::tokens_dir(base);
     let c = &mut cfg.credentials;
     if c.bearer_token.is_none() && c.bearer_token_file.is_none() {
         c.bearer_token_file = Some(tokens.join(crate::platform::access::LOAD.file));

@@ -9,25 +9,13 @@ use anyhow::{bail, Context};
 use super::{
     app_ip, cuts, db_ip,
     probe::{self, Connect},
-    Local, ZONES,
+    zone_of, Local, ZONES,
 };
 use crate::{
     nemesis::{Faults, Instance, Knobs, Pod, Recorder, RunningJob, Victim, WalPosition},
     platform::net::{cmd, wait_for},
     scenario::ScenarioName,
 };
-
-/// The zone of a database instance (`db-b`) or a replica (`vfps-app-b`).
-pub(super) fn zone_of(name: &str) -> anyhow::Result<&str> {
-    let zone = name
-        .strip_prefix("db-")
-        .or_else(|| name.strip_prefix("vfps-app-"))
-        .unwrap_or(name);
-    if !ZONES.contains(&zone) {
-        bail!("{name:?} is not a local pod (zones: {})", ZONES.join(", "));
-    }
-    Ok(zone)
-}
 
 /// The zone of an object store node (`vfps-s3-<z>`).
 fn objects_zone(name: &str) -> anyhow::Result<&str> {
@@ -359,7 +347,7 @@ impl Faults for Local {
 
     async fn jobs_now(&self) -> anyhow::Result<Vec<RunningJob>> {
         let token = std::fs::read_to_string(
-            super::database::tokens_dir(&self.opts.base).join(crate::platform::access::LOAD.file),
+            super::tokens_dir(&self.opts.base).join(crate::platform::access::LOAD.file),
         )
         .context("the load's token")?;
         // Every replica asked at once, the first answer taken: one of them may

@@ -73,7 +73,7 @@ impl Local {
             return Ok(k.trim().to_owned());
         }
         let key = hex::encode(rand::random::<[u8; 32]>());
-        super::database::write_secret(&file, key.as_bytes())
+        super::write_secret(&file, key.as_bytes())
             .with_context(|| format!("cannot write {}", file.display()))?;
         Ok(key)
     }

@@ -25,7 +25,10 @@
 //! - [`summary`]: what `up` made and how to reach it, on stdout.
 //! - [`restore`]: `local restore`, put back as it was when it fails.
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::bail;
 
@@ -51,6 +54,9 @@ pub mod summary;
 
 pub use network::down;
 
+/// Where the topology's state lives unless `--base` says otherwise.
+pub const DEFAULT_BASE: &str = "/tmp/vfps-chaos-local";
+
 pub const ZONES: [&str; 3] = ["a", "b", "c"];
 pub(crate) const BRIDGE: &str = "vfpsbr0";
 pub(crate) const CONTROL_PLANE: &str = "10.213.0.1";
@@ -67,6 +73,42 @@ pub fn app_ip(zone: &str) -> String {
 }
 fn zone_index(zone: &str) -> usize {
     ZONES.iter().position(|z| *z == zone).unwrap_or(0)
+}
+
+pub fn s3_ip(zone: &str) -> String {
+    format!("10.213.0.3{}", zone_index(zone) + 1)
+}
+
+/// The zone of a database instance (`db-b`) or a replica (`vfps-app-b`).
+pub(crate) fn zone_of(name: &str) -> anyhow::Result<&str> {
+    let zone = name
+        .strip_prefix("db-")
+        .or_else(|| name.strip_prefix("vfps-app-"))
+        .unwrap_or(name);
+    if !ZONES.contains(&zone) {
+        bail!("{name:?} is not a local pod (zones: {})", ZONES.join(", "));
+    }
+    Ok(zone)
+}
+
+pub fn tokens_dir(base: &Path) -> PathBuf {
+    base.join("tokens")
+}
+
+/// Writes a secret readable by its owner only (0600, whatever it was).
+pub(crate) fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(contents)
 }
 
 /// The gRPC endpoints of the three replicas (the local headless Service).

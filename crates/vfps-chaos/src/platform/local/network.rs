@@ -85,7 +85,7 @@ pub(super) async fn create() -> anyhow::Result<()> {
         add_pod(
             &format!("vfps-s3-{z}"),
             &format!("vfpss{z}"),
-            &super::objects::s3_ip(z),
+            &super::s3_ip(z),
         )
         .await?;
     }

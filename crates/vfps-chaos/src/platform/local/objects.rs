@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 
 use super::{
     network::{pid_file, read_pid, write_pid},
-    Local, ZONES,
+    s3_ip, Local, ZONES,
 };
 use crate::platform::net::{alive, cmd, kill, wait_for};
 
@@ -19,10 +19,6 @@ pub const S3_PORT: u16 = 3900;
 const RPC_PORT: u16 = 3901;
 pub const BUCKET: &str = "vfps-jobs";
 pub const REGION: &str = "garage";
-
-pub fn s3_ip(zone: &str) -> String {
-    format!("10.213.0.3{}", super::zone_index(zone) + 1)
-}
 
 /// The replica's S3 endpoint: its zone's node.
 pub fn s3_url(zone: &str) -> String {
@@ -93,7 +89,7 @@ impl Local {
             );
             let path = dir.join("garage.toml");
             // It holds the RPC secret.
-            super::database::write_secret(&path, config.as_bytes())?;
+            super::write_secret(&path, config.as_bytes())?;
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
             self.start_objects_node(z).await?;
@@ -131,7 +127,7 @@ impl Local {
             ],
         )
         .await?;
-        super::database::write_secret(&self.key_file(), format!("{id}\n{secret}\n").as_bytes())?;
+        super::write_secret(&self.key_file(), format!("{id}\n{secret}\n").as_bytes())?;
         for z in ZONES {
             self.wait_objects_node(z, Duration::from_secs(30)).await?;
         }

@@ -172,7 +172,7 @@ impl Local {
         let Ok(Some(leader)) = self.leader().await else {
             return String::new();
         };
-        let Ok(zone) = super::faults::zone_of(&leader.name) else {
+        let Ok(zone) = super::zone_of(&leader.name) else {
             return String::new();
         };
         self.query_instance(zone, SQL).await.unwrap_or_default()
@@ -184,7 +184,7 @@ impl Local {
     async fn set_aside(&self) -> anyhow::Result<std::time::Instant> {
         eprintln!("restore: setting the old cluster aside");
         let kept = self.dcs_keys().await?;
-        super::database::write_secret(
+        super::write_secret(
             &self.kept_dcs_file(),
             serde_json::to_string(&kept)?.as_bytes(),
         )?;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{app_ip, connection_string, database::tokens_dir, front, Options, ZONES};
+use super::{app_ip, connection_string, front, tokens_dir, Options, ZONES};
 use crate::platform::access;
 
 /// The lines `up` prints once the topology is at steady state.
@@ -47,7 +47,7 @@ pub fn summary(opts: &Options) -> String {
         connection_string()
     );
     let base = opts.base.display();
-    let base_flag = if opts.base == std::path::Path::new(super::driver::DEFAULT_BASE) {
+    let base_flag = if opts.base == std::path::Path::new(super::DEFAULT_BASE) {
         String::new()
     } else {
         format!(" --base {base}")
@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn without_the_ui_the_summary_says_so_and_the_default_base_needs_no_flag() {
-        let s = summary(&options(false, super::super::driver::DEFAULT_BASE));
+        let s = summary(&options(false, super::super::DEFAULT_BASE));
         assert!(s.contains("No load balancer or UI"), "{s}");
         assert!(!s.contains("/ui"), "{s}");
         assert!(s.contains("vfps-chaos local down\n"), "{s}");

@@ -117,9 +117,9 @@ fn the_chaos_objects_select_the_pods_the_driver_watches() {
             } else if selector.contains("cnpg.io/instanceRole=primary") {
                 sorted(PRIMARY_POD)
             } else if selector.contains("cnpg.io/instanceRole=replica") {
-                sorted(gray::STANDBY_PODS)
+                sorted(assets::STANDBY_PODS)
             } else {
-                sorted(gray::DB_PODS)
+                sorted(assets::DB_PODS)
             };
             assert_eq!(selector, expected, "{}", path.display());
             seen += 1;

@@ -381,7 +381,7 @@ fn the_kind_values_point_vfps_at_the_store_the_driver_makes() {
 fn the_kill_selects_the_drawn_node_alone() {
     let asset = std::fs::read_to_string(assets().join(objects::OBJECTS_KILL.asset)).unwrap();
     let rendered =
-        crate::platform::kind::gray::render_asset(&asset, &[("POD", "garage-2".into())]).unwrap();
+        crate::platform::kind::assets::render_asset(&asset, &[("POD", "garage-2".into())]).unwrap();
     assert!(rendered.contains("  action: pod-kill\n") && rendered.contains("  mode: one\n"));
     assert!(rendered.contains("      vfps: [garage-2]\n"), "{rendered}");
     assert!(rendered.contains(&format!("  name: {}\n", objects::OBJECTS_KILL.name)));
