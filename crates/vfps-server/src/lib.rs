@@ -33,6 +33,7 @@ pub mod keys_cli;
 pub mod metrics;
 pub mod pseudonyms_cli;
 pub mod restore_cli;
+pub mod router;
 pub mod service;
 pub mod startup;
 pub mod state;

@@ -32,15 +32,6 @@ use crate::{
     state::{AppState, Health},
 };
 
-/// Streams a client may open and cancel before the server has taken them up,
-/// per connection, before the server drops the connection (HTTP/2's rapid
-/// reset defence; h2's default is 20). A server that stalled for a moment (a
-/// pause, a frozen node) comes back to every stream its callers cancelled at
-/// their deadlines meanwhile: with 20, it dropped the connection and failed
-/// the calls still waiting on it with RESOURCE_EXHAUSTED. Such streams cost
-/// memory only (they are never served), a few hundred bytes each.
-pub(crate) const MAX_PENDING_RESET_STREAMS: usize = 4096;
-
 /// The gRPC service names whose health is reported (plus the server as a whole, "").
 const HEALTH_SERVICES: [&str; 4] = [
     "",
@@ -379,7 +370,7 @@ impl Application {
         let stop = CancellationToken::new();
         let traced = settings.tracing.enabled;
         let grpc_router = tonic::transport::Server::builder()
-            .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESET_STREAMS))
+            .http2_max_pending_accept_reset_streams(Some(crate::http::MAX_PENDING_RESET_STREAMS))
             .layer(tower::util::option_layer(
                 traced.then(crate::telemetry::requests::TraceLayer::grpc),
             ))
@@ -408,7 +399,7 @@ impl Application {
                 .max_decoding_message_size(settings.calls.max_request_bytes),
             );
         let http_router =
-            crate::http::router(state.clone(), settings.calls.max_request_bytes, traced);
+            crate::router::router(state.clone(), settings.calls.max_request_bytes, traced);
         let stopped = || stop.clone().cancelled_owned();
         type Served<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
         let (grpc_server, http_server): (Served<Result<(), tonic::transport::Error>>, Served<()>) =

@@ -22,7 +22,7 @@ pub struct AppState {
     /// CSV jobs (or why there are none).
     pub jobs: JobApi,
     /// The admin UI's sign-in and sessions.
-    pub ui: Arc<crate::ui::Ui>,
+    pub ui: Arc<crate::ui::settings::Ui>,
     pub health: Arc<Health>,
     /// Cap on any call's deadline, and the deadline of calls that set none.
     pub max_call_deadline: Duration,

@@ -239,7 +239,7 @@ fn main() -> ExitCode {
             }
         }),
         run(&targets[3], per, body(), |b| {
-            if let Err(e) = vfps_server::http::fhir_parameters(&b) {
+            if let Err(e) = vfps_server::fhir::create_parameters(&b) {
                 refused(e.kind);
             }
         }),

@@ -68,7 +68,7 @@ struct ErrorBody<'a> {
     details: [(); 0],
 }
 
-pub(super) fn error_response(e: &Error) -> Response {
+pub(crate) fn error_response(e: &Error) -> Response {
     let body = ErrorBody {
         code: grpc_code(e.kind),
         message: &e.message,

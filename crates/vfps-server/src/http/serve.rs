@@ -10,6 +10,15 @@ use hyper_util::{
     service::TowerToHyperService,
 };
 
+/// Streams a client may open and cancel before the server has taken them up,
+/// per connection, before the server drops the connection (HTTP/2's rapid
+/// reset defence; h2's default is 20). A server that stalled for a moment (a
+/// pause, a frozen node) comes back to every stream its callers cancelled at
+/// their deadlines meanwhile: with 20, it dropped the connection and failed
+/// the calls still waiting on it with RESOURCE_EXHAUSTED. Such streams cost
+/// memory only (they are never served), a few hundred bytes each.
+pub(crate) const MAX_PENDING_RESET_STREAMS: usize = 4096;
+
 /// Serves `router` on every connection `listener` accepts (HTTP/1.1 and
 /// HTTP/2, h2c included) until `stop` completes; then stops accepting, asks
 /// each open connection to finish (HTTP/1.1: after its current request;
@@ -18,7 +27,7 @@ pub async fn serve<L: Listener>(mut listener: L, router: Router, stop: impl Futu
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http2()
-        .max_pending_accept_reset_streams(Some(crate::startup::MAX_PENDING_RESET_STREAMS));
+        .max_pending_accept_reset_streams(Some(MAX_PENDING_RESET_STREAMS));
     let connections = GracefulShutdown::new();
     let mut stop = pin!(stop);
     loop {

@@ -31,7 +31,6 @@ use vfps_core::Error;
 
 use crate::{
     auth::{session::Session, AuthHeader, Principal},
-    config::{Authorization, UiConfig},
     state::AppState,
 };
 
@@ -42,38 +41,17 @@ mod jobs;
 mod namespaces;
 pub mod oidc;
 mod pseudonyms;
+pub mod settings;
+pub mod sign_in;
 mod swagger;
+
+pub use settings::{content_security_policy, Ui};
 
 /// The session cookie: sent with every request to this host (the REST API's
 /// scripts included), never readable by a script.
 pub const SESSION_COOKIE: &str = "vfps_session";
 /// The header the UI's scripts send their CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
-
-/// Every page's policy: scripts only from here (no inline script, no eval),
-/// no plugins, no framing, forms posting only here — and to the identity
-/// provider, where the sign-out form's redirect goes (browsers hold a form's
-/// redirects to `form-action` too).
-pub fn content_security_policy(provider_origin: Option<&str>) -> String {
-    let forms = match provider_origin {
-        Some(o) => format!("'self' {o}"),
-        None => "'self'".to_owned(),
-    };
-    format!(
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-         object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action {forms}"
-    )
-}
-
-/// `scheme://host[:port]` of an address.
-fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let host = rest
-        .split(['/', '?', '#'])
-        .next()
-        .filter(|h| !h.is_empty())?;
-    Some(format!("{scheme}://{host}"))
-}
 
 /// How long a page waits for the database (its calls retried within it):
 /// a page during a failover answers "try again" after this long rather than
@@ -85,63 +63,6 @@ pub const PAGE_DEADLINE: Duration = Duration::from_secs(5);
 /// The instant a page's calls must be answered by.
 fn page_deadline(state: &AppState) -> std::time::Instant {
     state.deadline(Some(PAGE_DEADLINE))
-}
-
-/// What the UI needs beyond the API's state.
-pub struct Ui {
-    /// The sign-in client; `None` with authorization off, or on without an
-    /// identity provider or client id (then only the API is served).
-    pub(crate) oidc: Option<oidc::SignIn>,
-    session_lifetime: Duration,
-    /// How often a session's roles are confirmed with the provider.
-    pub(crate) role_recheck: Duration,
-    public_url: Option<String>,
-    /// Shown on the access-control page.
-    authorization: Authorization,
-    /// TLS on the HTTP port: cookies are `Secure`.
-    tls: bool,
-    /// Every page's Content-Security-Policy.
-    csp: HeaderValue,
-}
-
-impl Ui {
-    /// The longest an admin UI session lives.
-    pub fn session_lifetime(&self) -> Duration {
-        self.session_lifetime
-    }
-
-    pub fn new(config: &UiConfig, authorization: &Authorization, tls: bool) -> Self {
-        let oidc = match (
-            authorization.enabled,
-            &authorization.authority,
-            &authorization.client_id,
-        ) {
-            (true, Some(authority), Some(client_id)) => Some(oidc::SignIn::new(
-                authority,
-                client_id,
-                authorization.client_secret.as_deref(),
-                authorization.use_pushed_authorization_requests,
-                authorization,
-            )),
-            _ => None,
-        };
-        let provider_origin = authorization
-            .authority
-            .as_deref()
-            .filter(|_| oidc.is_some())
-            .and_then(origin_of);
-        let csp = HeaderValue::from_str(&content_security_policy(provider_origin.as_deref()))
-            .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
-        Self {
-            oidc,
-            csp,
-            session_lifetime: config.session_lifetime,
-            role_recheck: config.role_recheck,
-            public_url: config.public_url.clone(),
-            authorization: authorization.clone(),
-            tls,
-        }
-    }
 }
 
 /// The UI's routes and Swagger's, with the headers every page carries.
@@ -327,22 +248,22 @@ impl FromRequestParts<AppState> for Visit {
                     let renewal = oidc.renew(&session, state.ui.role_recheck);
                     match tokio::time::timeout_at(deadline.into(), renewal).await {
                         Ok(r) => r,
-                        Err(_) => Err(oidc::NotRenewed::Unavailable(Error::unavailable(
+                        Err(_) => Err(sign_in::NotRenewed::Unavailable(Error::unavailable(
                             "the identity provider did not answer in time to confirm your roles",
                         ))),
                     }
                 }
-                None => Err(oidc::NotRenewed::Ended(Error::unauthenticated(
+                None => Err(sign_in::NotRenewed::Ended(Error::unauthenticated(
                     "no identity provider to confirm the session's roles with",
                 ))),
             };
             match outcome {
                 Ok(s) => session = s,
-                Err(oidc::NotRenewed::Ended(why)) => {
+                Err(sign_in::NotRenewed::Ended(why)) => {
                     tracing::info!(reason = %why.message, "a UI session ended at its role re-check");
                     session = Session::anonymous(state.ui.session_lifetime);
                 }
-                Err(oidc::NotRenewed::Unavailable(e)) => unconfirmed = Some(e),
+                Err(sign_in::NotRenewed::Unavailable(e)) => unconfirmed = Some(e),
             }
             if unconfirmed.is_none() {
                 sealed = key.seal_session(&session);
@@ -605,7 +526,7 @@ async fn theme(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{settings::origin_of, *};
 
     #[test]
     fn forms_may_go_to_the_identity_provider_and_nowhere_else() {

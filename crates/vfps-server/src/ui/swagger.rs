@@ -351,9 +351,10 @@ mod tests {
     ];
 
     /// The sources of the router's REST routes, and the routers
-    /// `crate::http::router` merges (the UI's, Swagger's among them, are no
+    /// `crate::router::router` merges (the UI's, Swagger's among them, are no
     /// REST routes).
-    const ROUTE_SOURCES: [&str; 5] = [
+    const ROUTE_SOURCES: [&str; 6] = [
+        include_str!("../router.rs"),
         include_str!("../http/mod.rs"),
         include_str!("../http/rest.rs"),
         include_str!("../fhir/mod.rs"),
@@ -361,12 +362,12 @@ mod tests {
         include_str!("../http/jobs.rs"),
     ];
     const MERGED: [&str; 6] = [
-        "rest::routes()",
-        "crate::fhir::routes()",
-        "tokens::routes()",
-        "jobs::routes()",
-        "health_routes()",
-        "crate::ui::routes(&state)",
+        "http::rest::routes()",
+        "fhir::routes()",
+        "http::tokens::routes()",
+        "http::jobs::routes()",
+        "http::health_routes()",
+        "ui::routes(&state)",
     ];
 
     fn document() -> Value {
@@ -500,7 +501,7 @@ mod tests {
             .split("pub fn router(")
             .nth(1)
             .and_then(|body| body.split("\nfn ").next())
-            .expect("crate::http::router");
+            .expect("crate::router::router");
         let merged: BTreeSet<&str> = calls(router_fn, ".merge(").into_iter().collect();
         assert_eq!(merged, BTreeSet::from(MERGED));
     }
@@ -561,7 +562,7 @@ mod tests {
             max_call_deadline: settings.calls.max_deadline,
             readiness_database_grace: settings.readiness.database_grace,
         };
-        let router = crate::http::router(state, settings.calls.max_request_bytes, false)
+        let router = crate::router::router(state, settings.calls.max_request_bytes, false)
             .fallback(|| async { (StatusCode::NOT_FOUND, [(UNROUTED, "1")]) });
         HttpPort { router, dir }
     }
