@@ -12,9 +12,9 @@ use std::{sync::Arc, time::Duration};
 
 use vfps_chaos::{
     history::{Calls, Ledger, Timeline},
+    mix::Mix,
     workload::{
         generator::{self, Schedule},
-        mix::Mix,
         Mixed,
     },
 };

@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::{checker::Budgets, workload::mix::Mix};
+use crate::{checker::Budgets, mix::Mix};
 
 /// The vfps under test.
 #[derive(Debug, Clone, clap::Args)]
@@ -119,7 +119,7 @@ pub struct Workload {
     pub seed: Option<u64>,
     /// Operations and their weights, e.g. `create=60,recreate=15,get=15,list=5,churn=3,bad=2`;
     /// `create=100` is the upstream Create-only workload.
-    #[arg(long, env = "RESILIENCE_MIX", default_value = crate::workload::mix::DEFAULT_MIX)]
+    #[arg(long, env = "RESILIENCE_MIX", default_value = crate::mix::DEFAULT_MIX)]
     pub mix: String,
     /// Rows of each CSV job run beside the load (0: none). Jobs are submitted
     /// one after another through the window and each is judged by P7.
@@ -189,7 +189,7 @@ impl Workload {
     }
 
     /// The mix (validated by [`LoadConfig::validate`]).
-    pub fn mix(&self) -> Result<Mix, crate::workload::mix::MixError> {
+    pub fn mix(&self) -> Result<Mix, crate::mix::MixError> {
         Mix::parse(&self.mix)
     }
 }

@@ -31,11 +31,11 @@ use crate::{
     config::{LoadConfig, Service},
     driver::artifacts::{DrillOutcome, DRILL_OUTCOME_FILE},
     history::{Calls, Entry, Ledger, Status, Timeline},
+    mix::Mix,
     redact, report, run,
     scenario::drill::{DrillPlan, DrillTarget},
     workload::{
         generator::{self, Schedule, Totals},
-        mix::Mix,
         Mixed,
     },
 };

@@ -41,6 +41,7 @@ pub mod config;
 pub mod drill;
 pub mod driver;
 pub mod history;
+pub mod mix;
 pub mod nemesis;
 pub mod operation;
 pub mod platform;

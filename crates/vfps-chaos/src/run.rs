@@ -15,11 +15,11 @@ use crate::{
     checker::{self, Budgets},
     config::{Credentials, LoadConfig, Service},
     history::{self, Calls, CallsReport, Entry, Ledger, Leftovers, Row, Timeline},
+    mix::Mix,
     report::{self, markers, Summary},
     workload::{
         generator::{self, Schedule},
         jobs::{Jobs, Submitted},
-        mix::Mix,
         Mixed,
     },
 };

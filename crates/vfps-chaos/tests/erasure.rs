@@ -168,7 +168,7 @@ async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
     assert_eq!(multi.namespace, "resilience-multi");
     let acknowledged = multi.acknowledged();
     assert!(!acknowledged.is_empty());
-    let seen: vfps_chaos::workload::mii::verify::Observed =
+    let seen: vfps_chaos::history::verified::Observed =
         serde_json::from_str(&std::fs::read_to_string(dir.join("erasures-verify.json")).unwrap())
             .unwrap();
     let resolved: usize = seen
@@ -181,9 +181,7 @@ async fn erasures_bundles_and_fhir_calls_pass_on_the_service_as_it_is() {
         .map(|(o, r)| {
             r.resolved
                 .iter()
-                .filter(|s| {
-                    **s == vfps_chaos::workload::mii::verify::Seen::Value(o.original.clone())
-                })
+                .filter(|s| **s == vfps_chaos::history::verified::Seen::Value(o.original.clone()))
                 .count()
         })
         .sum();

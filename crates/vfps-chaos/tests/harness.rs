@@ -9,10 +9,10 @@ use vfps_chaos::{
     checker::{availability, Budgets, History, Property, Validity},
     config::{Limits, LoadConfig, Output, Service, Verification, Workload},
     history::{Calls, CallsReport, Ledger, Status, Timeline},
+    mix::Mix,
     run,
     workload::{
         generator::{self, Schedule},
-        mix::Mix,
         Mixed,
     },
 };

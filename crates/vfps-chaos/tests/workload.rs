@@ -95,7 +95,7 @@ async fn the_default_mix_against_a_healthy_service_holds_every_property() {
     let cfg = config(
         format!("http://{}", server.grpc_addr),
         "mix-clean",
-        vfps_chaos::workload::mix::DEFAULT_MIX,
+        vfps_chaos::mix::DEFAULT_MIX,
         6,
     );
     let summary = run::standalone(&cfg, false).await.unwrap();

@@ -5,8 +5,8 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::{
     config::{Credentials, Service},
+    mix::Mix,
     operation::Operation,
-    workload::mix::Mix,
 };
 
 /// How the offered rate grows from one step to the next.

@@ -28,6 +28,7 @@ use vfps_client::RetryPolicy;
 
 use crate::{
     history::{self, OpCounts, Row, Timeline},
+    mix::Mix,
     operation::Operation,
     report::{
         self,
@@ -37,7 +38,6 @@ use crate::{
     workload::{
         capacity::CreateGet,
         generator::{self, Schedule},
-        mix::Mix,
     },
 };
 

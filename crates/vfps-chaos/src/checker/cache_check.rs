@@ -7,7 +7,7 @@
 //! acknowledgement. Unanswered questions (a replica paused or cut off) are
 //! counted, not judged: verification after the run asks every replica again.
 
-use super::erasure::short;
+use super::short;
 use crate::{
     history::erasures::{CacheCheck, ErasureHistory, Heard, Meaning, Path},
     redact,

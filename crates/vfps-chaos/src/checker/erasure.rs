@@ -28,16 +28,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{Property, Validity, Verdict};
+use super::{short, Property, Validity, Verdict};
 use crate::{
     history::{
-        erasures::{DatabaseRows, ErasureHistory, Meaning, Unsupported},
+        erasures::{acknowledged, DatabaseRows, ErasureHistory, Meaning, Unsupported},
+        verified::{Observed, Seen, SubjectSeen},
         Row,
     },
     operation::Operation,
     redact,
     scenario::events::Window,
-    workload::mii::verify::{Observed, Seen, SubjectSeen},
 };
 
 /// Said by every erasure verdict: where multi-pseudonym namespaces are judged.
@@ -46,38 +46,6 @@ pub const MULTI_NOTE: &str =
 
 /// How long after an answer's call was sent an erasure may still have raced it.
 const RACE_MICROS: u64 = 10_000_000;
-
-/// A pseudonym's first characters, enough to tell it in evidence.
-pub(super) fn short(p: &str) -> String {
-    p.chars().take(8).collect()
-}
-
-/// The first acknowledged pseudonym of every original (by when it was sent).
-fn acknowledged(h: &ErasureHistory) -> HashMap<&str, (&str, u64)> {
-    let mut first: HashMap<&str, (&str, u64)> = HashMap::new();
-    for a in &h.answers {
-        let e = first
-            .entry(a.original.as_str())
-            .or_insert((a.pseudonym.as_str(), a.sent_micros));
-        if a.sent_micros < e.1 {
-            *e = (a.pseudonym.as_str(), a.sent_micros);
-        }
-    }
-    first
-}
-
-/// Acknowledged subjects never erased, up to `n` (for verification).
-pub fn live_subjects(h: &ErasureHistory, n: usize) -> Vec<(String, String)> {
-    let erased: HashSet<&str> = h.erasures.iter().map(|e| e.original.as_str()).collect();
-    let mut live: Vec<(String, String)> = acknowledged(h)
-        .into_iter()
-        .filter(|(o, _)| !erased.contains(o))
-        .map(|(o, (p, _))| (o.to_owned(), p.to_owned()))
-        .collect();
-    live.sort();
-    live.truncate(n);
-    live
-}
 
 /// P8 from the answers during the load and what verification saw.
 pub fn erased_stays_erased(h: &ErasureHistory, seen: Option<&Observed>) -> Verdict {
@@ -500,7 +468,7 @@ pub fn in_database(h: Option<&ErasureHistory>, asked: Option<&[DatabaseRows]>) -
 
 /// Whether a run's mix (as `summary.json` keeps it) has erasures or Bundles.
 pub fn in_mix(mix: &str) -> bool {
-    crate::workload::mix::Mix::parse(mix)
+    crate::mix::Mix::parse(mix)
         .is_ok_and(|m| m.weight(Operation::Erase) > 0 || m.weight(Operation::Bundle) > 0)
 }
 

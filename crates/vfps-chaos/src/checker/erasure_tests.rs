@@ -4,8 +4,8 @@
 use super::*;
 use crate::{
     history::erasures::{Answered, Bundle, Erasure, ErasureKind, NotFound, Path, Transaction},
+    history::verified::ReplicaSeen,
     scenario::ScenarioName,
-    workload::mii::verify::ReplicaSeen,
 };
 
 const ACK: u64 = 10_000_000;

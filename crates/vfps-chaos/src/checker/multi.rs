@@ -24,17 +24,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{erasure::short, Property, Validity, Verdict};
+use super::{short, Property, Validity, Verdict};
 use crate::{
     history::{
         erasures::{DatabaseRows, Meaning},
         multi::{Found, MultiErasure, MultiHistory, Resolved},
+        verified::{MultiSeen, OriginalSeen, Seen},
     },
     redact,
-    workload::mii::{
-        multi_verify::{MultiSeen, OriginalSeen},
-        verify::Seen,
-    },
 };
 
 /// The erasure that decides what an original should be: acknowledged over

@@ -3,11 +3,11 @@
 
 use super::*;
 use crate::{
+    history::verified::MultiReplicaSeen,
     history::{
         erasures::ErasureKind,
         multi::{MultiCreate, MultiRead, MultiResolve},
     },
-    workload::mii::multi_verify::MultiReplicaSeen,
 };
 
 /// When the erasure of o1 is acknowledged (µs).

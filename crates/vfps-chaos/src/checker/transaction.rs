@@ -15,11 +15,11 @@
 
 use std::collections::HashSet;
 
-use super::erasure::short;
+use super::short;
 use crate::{
     history::erasures::{ErasureHistory, Meaning, Transaction},
+    history::verified::{Observed, Seen},
     redact,
-    workload::mii::verify::{Observed, Seen},
 };
 
 /// What was found of one transaction's fresh originals that it may judge.
@@ -154,7 +154,7 @@ mod tests {
         history::erasures::{
             Answered, Erasure, ErasureKind, Failing, FailingEntry, NewEntry, Path,
         },
-        workload::mii::verify::TransactionSeen,
+        history::verified::TransactionSeen,
     };
 
     fn transaction(meaning: Meaning, meant_to_fail: Option<FailingEntry>) -> Transaction {

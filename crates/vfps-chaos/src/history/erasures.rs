@@ -8,7 +8,10 @@
 //! erasure's acknowledgement by when its call was *sent* (a call sent before
 //! the acknowledgement may rightly see the mapping).
 
-use std::sync::Mutex;
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -320,4 +323,31 @@ pub struct DatabaseRows {
 /// leaves a tombstone, a delete no row).
 pub fn stands_for(stored: &str, original: &str) -> bool {
     stored == original || vfps_keys::is_index(stored)
+}
+
+/// The first acknowledged pseudonym of every original (by when it was sent).
+pub fn acknowledged(h: &ErasureHistory) -> HashMap<&str, (&str, u64)> {
+    let mut first: HashMap<&str, (&str, u64)> = HashMap::new();
+    for a in &h.answers {
+        let e = first
+            .entry(a.original.as_str())
+            .or_insert((a.pseudonym.as_str(), a.sent_micros));
+        if a.sent_micros < e.1 {
+            *e = (a.pseudonym.as_str(), a.sent_micros);
+        }
+    }
+    first
+}
+
+/// Acknowledged subjects never erased, up to `n` (for verification).
+pub fn live_subjects(h: &ErasureHistory, n: usize) -> Vec<(String, String)> {
+    let erased: HashSet<&str> = h.erasures.iter().map(|e| e.original.as_str()).collect();
+    let mut live: Vec<(String, String)> = acknowledged(h)
+        .into_iter()
+        .filter(|(o, _)| !erased.contains(o))
+        .map(|(o, (p, _))| (o.to_owned(), p.to_owned()))
+        .collect();
+    live.sort();
+    live.truncate(n);
+    live
 }

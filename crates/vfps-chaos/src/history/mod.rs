@@ -27,6 +27,7 @@ pub mod leftovers;
 pub mod multi;
 pub mod timeline;
 pub mod ui;
+pub mod verified;
 
 pub use calls::{Broken, Calls, CallsReport, Finding};
 pub use ledger::{load_ledger, Entry, Ledger, Status};

@@ -8,9 +8,9 @@ use super::RunInfo;
 use crate::{
     checker::{self, Answer, FinalChecks, History, Observation},
     history::{self, CallsReport, Entry, Row, Status},
+    mix::Mix,
     operation::Operation,
     report::{self, markers, Summary},
-    workload::mix::Mix,
 };
 
 /// Seconds of acknowledged Creates that were lost (P2/P3, on any replica or
@@ -83,7 +83,7 @@ pub struct Evidence<'a> {
     pub ui: Option<(&'a [checker::ui::StepRecord], &'a [checker::ui::Agreement])>,
     pub erasures: Option<(
         &'a history::erasures::ErasureHistory,
-        Option<&'a crate::workload::mii::verify::Observed>,
+        Option<&'a crate::history::verified::Observed>,
     )>,
 }
 

@@ -12,11 +12,11 @@ use crate::{
     checker::{self, FinalChecks, Observation},
     config::LoadConfig,
     history::{self, Entry, Leftovers},
+    mix::Mix,
     operation::Operation,
     report, verify,
     workload::{
         jobs::{Jobs, Submitted},
-        mix::Mix,
         ui::UiProbe,
     },
 };
@@ -58,8 +58,8 @@ pub(super) async fn verify_erasures(
     bearer: Option<&str>,
     history: &history::erasures::ErasureHistory,
     concurrency: usize,
-) -> anyhow::Result<crate::workload::mii::verify::Observed> {
-    use crate::workload::mii::{http_bases, verify};
+) -> anyhow::Result<crate::history::verified::Observed> {
+    use crate::workload::mii::{ask, http_bases, verify};
     let any = Client::new(endpoints.clone(), RetryPolicy::verification()).with_bearer(bearer)?;
     let mut bases = http_bases(&any, http);
     if bases.len() != any.endpoints().uris().len() {
@@ -69,7 +69,7 @@ pub(super) async fn verify_erasures(
     }
     let mut replicas = Vec::new();
     for (e, base) in endpoints.each()?.into_iter().zip(bases) {
-        replicas.push(verify::Replica {
+        replicas.push(ask::Replica {
             grpc: Client::new(e, RetryPolicy::verification()).with_bearer(bearer)?,
             http: base,
         });

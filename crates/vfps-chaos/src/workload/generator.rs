@@ -14,8 +14,9 @@ use std::{
 use tokio::time::Instant;
 use vfps_client::Until;
 
-use super::{mix::Mix, Served, Workload};
+use super::{Served, Workload};
 use crate::history::{Event, Timeline};
+use crate::mix::Mix;
 
 /// What drives one load window: its rate, length, call deadline, in-flight cap
 /// and its mix of operations.

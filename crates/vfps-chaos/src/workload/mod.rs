@@ -52,7 +52,6 @@ pub mod churn;
 pub mod generator;
 pub mod jobs;
 pub mod mii;
-pub mod mix;
 pub mod privacy;
 pub mod ui;
 

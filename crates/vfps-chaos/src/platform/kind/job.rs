@@ -79,7 +79,7 @@ pub fn job_variables(
         // The local platform's mix: the MII side (P8) added when left out.
         (
             "RESILIENCE_MIX",
-            crate::workload::mix::with_platform_mii(&load.workload.mix),
+            crate::mix::with_platform_mii(&load.workload.mix),
         ),
         // The jobs' files go to Garage through presigned URLs naming its
         // Service (s3.serviceUrl), not through vfps; the Job's HTTP address

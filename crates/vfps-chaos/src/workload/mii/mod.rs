@@ -48,6 +48,7 @@ use crate::{
     operation::Operation,
 };
 
+pub mod ask;
 mod batch;
 mod cache_check;
 pub mod fhir;

@@ -7,42 +7,20 @@
 //! and `checker::multi` judges it.
 
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 
 use super::{
+    ask::{from_reply, http, Replica},
     fhir,
     multi::found_of,
-    verify::{from_reply, http, Replica, Seen},
 };
-use crate::history::multi::{Found, MultiHistory};
+use crate::history::{
+    multi::MultiHistory,
+    verified::{MultiReplicaSeen, MultiSeen, OriginalSeen},
+};
 
 /// Verification calls at most (each pseudonym and each `count` 0 on each
 /// replica is one).
 pub const MAX_LOOKUPS: usize = 3_000;
-
-/// What one replica answered of one original.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MultiReplicaSeen {
-    /// `$de-pseudonymize` of each asked pseudonym, in their order.
-    pub resolved: Vec<Seen>,
-    /// `count` 0 of the original.
-    pub all: Found,
-}
-
-/// One multi original through every replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OriginalSeen {
-    pub original: String,
-    /// Its acknowledged pseudonyms, as asked.
-    pub pseudonyms: Vec<String>,
-    pub replicas: Vec<MultiReplicaSeen>,
-}
-
-/// What verification saw of the multi-pseudonym namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MultiSeen {
-    pub originals: Vec<OriginalSeen>,
-}
 
 /// The originals to ask `replicas` replicas about, with their acknowledged
 /// pseudonyms: every erased one (any answer) first, then live ones, while

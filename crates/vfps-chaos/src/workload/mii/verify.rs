@@ -11,76 +11,17 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 use tonic::Code;
-use vfps_client::{Client, Outcome};
+use vfps_client::Outcome;
 
-use super::{fhir, fhir::Reply};
-use crate::history::erasures::{ErasureHistory, Meaning, Transaction};
-
-/// What one path of one replica answered for a pseudonym, or a Create.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Seen {
-    /// The original the pseudonym resolves to, or the pseudonym a Create answered.
-    Value(String),
-    NotFound,
-    /// Could not be decided (the call kept failing).
-    Error(String),
-}
-
-/// Every path of one replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplicaSeen {
-    pub grpc_get: Seen,
-    pub rest_get: Seen,
-    pub fhir_de_pseudonymize: Seen,
-    /// A gRPC Create of the original.
-    pub recreated: Seen,
-}
-
-impl ReplicaSeen {
-    pub fn lookups(&self) -> [(&'static str, &Seen); 3] {
-        [
-            ("gRPC Get", &self.grpc_get),
-            ("REST GET", &self.rest_get),
-            ("FHIR $de-pseudonymize", &self.fhir_de_pseudonymize),
-        ]
-    }
-}
-
-/// One subject (erased or live) through every replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubjectSeen {
-    pub original: String,
-    pub pseudonym: String,
-    pub replicas: Vec<ReplicaSeen>,
-}
-
-/// What verification saw.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    /// In the order of `ErasureHistory::erasures`.
-    pub erasures: Vec<SubjectSeen>,
-    /// Live subjects (acknowledged, never erased), a sample.
-    pub live: Vec<SubjectSeen>,
-    /// Transactions' fresh originals as found (older runs have none).
-    #[serde(default)]
-    pub transactions: Vec<TransactionSeen>,
-    /// The multi-pseudonym namespace as found (runs before it have none).
-    #[serde(default)]
-    pub multi: Option<super::multi_verify::MultiSeen>,
-}
-
-/// What one transaction's fresh originals are found to be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TransactionSeen {
-    /// Its index in `ErasureHistory::transactions`.
-    pub index: usize,
-    /// `$get-pseudonym` of each, in the order of `Transaction::new`: the
-    /// pseudonym stored for it, or not found.
-    pub new: Vec<Seen>,
-}
+use super::{
+    ask::{from_reply, http, Replica},
+    fhir,
+};
+use crate::history::{
+    erasures::{ErasureHistory, Meaning, Transaction},
+    verified::{Observed, ReplicaSeen, Seen, SubjectSeen, TransactionSeen},
+};
 
 /// Live subjects asked of every replica at most.
 const LIVE_SAMPLE: usize = 500;
@@ -110,67 +51,11 @@ pub fn transactions_to_verify(history: &ErasureHistory) -> Vec<usize> {
     chosen
 }
 
-/// One replica's ways in.
-pub struct Replica {
-    pub grpc: Client,
-    /// `http://host:port`, the replica's HTTP address.
-    pub http: String,
-}
-
 fn from_outcome<T>(o: Outcome<T>, value: impl FnOnce(T) -> String) -> Seen {
     match o {
         Outcome::Ok(v) => Seen::Value(value(v)),
         Outcome::Fail(Code::NotFound) => Seen::NotFound,
         other => Seen::Error(format!("{:?}", other.code())),
-    }
-}
-
-/// An HTTP GET or POST tried a few times while it is not answered or
-/// answered 503 (the verification's own retries).
-pub(super) async fn http(
-    http: &reqwest::Client,
-    bearer: Option<&str>,
-    url: &str,
-    body: Option<&serde_json::Value>,
-) -> Reply {
-    let mut last = Reply::NotSent("not tried".into());
-    for attempt in 0..6u32 {
-        last = match body {
-            Some(b) => fhir::post(http, url, bearer, b, Duration::from_secs(20)).await,
-            None => {
-                let mut r = http.get(url).timeout(Duration::from_secs(20));
-                if let Some(a) = bearer {
-                    r = r.header("authorization", a);
-                }
-                match r.send().await {
-                    Ok(resp) => {
-                        let s = resp.status().as_u16();
-                        Reply::Status(s, resp.json().await.unwrap_or_default())
-                    }
-                    Err(e) => Reply::Lost(if e.is_timeout() { "timeout" } else { "error" }.into()),
-                }
-            }
-        };
-        match &last {
-            Reply::Status(s, _) if *s != 503 => return last,
-            _ => tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt + 1))).await,
-        }
-    }
-    last
-}
-
-pub(super) fn from_reply(
-    reply: Reply,
-    value: impl FnOnce(&serde_json::Value) -> Option<String>,
-) -> Seen {
-    match reply {
-        Reply::Status(200 | 201, body) => match value(&body) {
-            Some(v) => Seen::Value(v),
-            None => Seen::Error("200 without a value".into()),
-        },
-        Reply::Status(404, _) => Seen::NotFound,
-        Reply::Status(s, _) => Seen::Error(format!("HTTP {s}")),
-        Reply::Lost(why) | Reply::NotSent(why) => Seen::Error(why),
     }
 }
 
@@ -355,7 +240,7 @@ pub async fn observe(
         .iter()
         .map(|e| (e.original.clone(), e.pseudonym.clone()))
         .collect();
-    let live = crate::checker::erasure::live_subjects(history, LIVE_SAMPLE);
+    let live = crate::history::erasures::live_subjects(history, LIVE_SAMPLE);
     // Before the Creates below, which would store an original.
     let transactions = asker.transactions(replicas, history, concurrency).await;
     let erasures = asker.observe(replicas, &erased, concurrency).await;
