@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::{
     connection_string, db_ip,
     network::{pid_file, read_pid, write_pid},
-    patroni::{patroni_config, patroni_launcher, patroni_tool, pg_bindir, write_patroni_launcher},
+    patroni::{patroni_config, patroni_launcher, patroni_tool, write_patroni_launcher},
     tokens_dir, write_secret, zone_of, DatabaseProfile, Local, APP_PASSWORD, POSTGRES, ZONES,
 };
 use crate::platform::net::{alive, cmd, http_get, kill, signal, stop_process, stopped, wait_for};
@@ -93,18 +93,20 @@ impl Local {
 
     /// The application role and database, then the migrations.
     pub(super) async fn create_app_database(&self) -> anyhow::Result<()> {
-        let (base, opts) = (&self.opts.base, &self.opts);
+        let opts = &self.opts;
         // The application role and database (non-superuser owner), then the
         // migrations "Job" — after the standbys stream, as strict sync requires.
         let leader = self.leader().await?.context("no leader after bootstrap")?;
         let zone = leader.name.trim_start_matches("db-").to_owned();
-        let socket = base.join(format!("db-{zone}")).display().to_string();
+        let within = Duration::from_secs(60);
         self.psql(
-            &socket,
+            &zone,
+            "postgres",
             &format!("CREATE ROLE vfps LOGIN PASSWORD '{APP_PASSWORD}'"),
+            within,
         )
         .await?;
-        self.psql(&socket, "CREATE DATABASE vfps OWNER vfps")
+        self.psql(&zone, "postgres", "CREATE DATABASE vfps OWNER vfps", within)
             .await?;
         let out = tokio::process::Command::new(&opts.vfps_bin)
             .args(["migrate", "--wait", "60s"])
@@ -147,26 +149,6 @@ impl Local {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Ok(())
-    }
-
-    async fn psql(&self, socket: &str, sql: &str) -> anyhow::Result<String> {
-        let out = self
-            .as_postgres(pg_bindir().join("psql"))
-            .args([
-                "-X", "-q", "-A", "-t", "-h", socket, "-U", "postgres", "-d", "postgres", "-c", sql,
-            ])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .context("cannot run psql")?;
-        if !out.status.success() {
-            bail!(
-                "psql failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Starts a database pod's Patroni (which starts PostgreSQL).

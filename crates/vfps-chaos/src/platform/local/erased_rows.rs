@@ -5,9 +5,7 @@
 //! answer it. Multi-pseudonym namespaces' rows (`multi_pseudonyms`) are
 //! asked alike, for the acknowledged pseudonyms of erased multi originals.
 
-use anyhow::{bail, Context};
-
-use super::{patroni::pg_bindir, Local, ZONES};
+use super::{Local, ZONES};
 use crate::history::erasures::{DatabaseRows, ErasureHistory};
 
 /// Whether `s` can stand in an SQL literal as it is (pseudonyms are base64url
@@ -65,51 +63,29 @@ impl Local {
         let mut out = Vec::new();
         for zone in ZONES {
             let instance = format!("db-{zone}");
-            out.push(match self.query_vfps(zone, &sql).await {
-                Ok(text) => DatabaseRows {
-                    instance,
-                    rows: text
-                        .lines()
-                        .filter_map(|l| l.split_once('\t'))
-                        .map(|(p, o)| (p.to_owned(), o.to_owned()))
-                        .collect(),
-                    error: None,
+            out.push(
+                match self
+                    .psql(zone, "vfps", &sql, std::time::Duration::from_secs(20))
+                    .await
+                {
+                    Ok(text) => DatabaseRows {
+                        instance,
+                        rows: text
+                            .lines()
+                            .filter_map(|l| l.split_once('\t'))
+                            .map(|(p, o)| (p.to_owned(), o.to_owned()))
+                            .collect(),
+                        error: None,
+                    },
+                    Err(e) => DatabaseRows {
+                        instance,
+                        rows: Vec::new(),
+                        error: Some(format!("{e:#}")),
+                    },
                 },
-                Err(e) => DatabaseRows {
-                    instance,
-                    rows: Vec::new(),
-                    error: Some(format!("{e:#}")),
-                },
-            });
-        }
-        Some(out)
-    }
-
-    /// Rows from the application's database on one instance, bounded in time.
-    async fn query_vfps(&self, zone: &str, sql: &str) -> anyhow::Result<String> {
-        let socket = self.opts.base.join(format!("db-{zone}"));
-        let out = self
-            .as_postgres("timeout")
-            .arg("20")
-            .arg(pg_bindir().join("psql"))
-            .args(["-X", "-q", "-A", "-t", "-h"])
-            .arg(socket)
-            .args(["-U", "postgres", "-d", "vfps", "-c", sql])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .context("cannot run psql")?;
-        if !out.status.success() {
-            // Never the query itself: it names pseudonyms.
-            bail!(
-                "db-{zone}: the erased rows could not be read: {}",
-                String::from_utf8_lossy(&out.stderr)
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
             );
         }
-        Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        Some(out)
     }
 }
 

@@ -2,6 +2,8 @@
 //! (a cut address times out, a healed one answers), and the database's WAL
 //! positions read over its Unix socket (which no network fault can cut).
 
+use std::time::Duration;
+
 use anyhow::{bail, Context};
 
 use super::{patroni::pg_bindir, Local};
@@ -53,12 +55,29 @@ impl Local {
         database: &str,
         sql: &str,
     ) -> anyhow::Result<String> {
+        Ok(self
+            .psql(zone, database, sql, Duration::from_secs(3))
+            .await?
+            .trim()
+            .to_owned())
+    }
+
+    /// What `sql` returns (unaligned, tuples only) from `database` on the
+    /// instance of `zone`, as `postgres` over its Unix socket, within
+    /// `within`. A failure says psql's first line of complaint, never the
+    /// query (queries name pseudonyms).
+    pub async fn psql(
+        &self,
+        zone: &str,
+        database: &str,
+        sql: &str,
+        within: Duration,
+    ) -> anyhow::Result<String> {
         let socket = self.opts.base.join(format!("db-{zone}"));
-        let psql = pg_bindir().join("psql");
         let out = self
             .as_postgres("timeout")
-            .arg("3")
-            .arg(psql)
+            .arg(within.as_secs().max(1).to_string())
+            .arg(pg_bindir().join("psql"))
             .args(["-X", "-q", "-A", "-t", "-h"])
             .arg(socket)
             .args(["-U", "postgres", "-d", database, "-c", sql])
@@ -68,11 +87,16 @@ impl Local {
             .context("cannot run psql")?;
         if !out.status.success() {
             bail!(
-                "db-{zone}: {sql:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                "db-{zone}: psql failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
             );
         }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// WAL a standby has received, in bytes from the start of WAL (`None` when
