@@ -365,21 +365,12 @@ pub fn exercised(h: &ErasureHistory) -> Verdict {
         problems.push("no transaction Bundle was acknowledged".to_owned());
     }
     problems.extend(h.cannot_erase.iter().cloned());
-    let summary = if problems.is_empty() {
-        format!("{acked} erasures acknowledged, {bundles} batch and {transactions} transaction Bundles answered; {MULTI_NOTE}")
-    } else {
-        format!("the run could not prove erasure: {}", problems.join("; "))
-    };
-    Verdict {
-        property: Property::ErasureExercised,
-        validity: if problems.is_empty() {
-            Validity::Valid
-        } else {
-            Validity::Invalid
-        },
-        summary,
-        evidence: problems,
-    }
+    Verdict::exercised(
+        Property::ErasureExercised,
+        problems,
+        format!("{acked} erasures acknowledged, {bundles} batch and {transactions} transaction Bundles answered; {MULTI_NOTE}"),
+        "erasure",
+    )
 }
 
 /// Every verdict of this module.

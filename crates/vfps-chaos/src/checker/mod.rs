@@ -250,6 +250,27 @@ impl Verdict {
         }
     }
 
+    /// A guard against a vacuous pass: valid with `done` as its summary when
+    /// nothing is missing, else invalid saying the run could not prove
+    /// `what`, each missing thing its evidence.
+    pub fn exercised(property: Property, missing: Vec<String>, done: String, what: &str) -> Self {
+        let summary = if missing.is_empty() {
+            done
+        } else {
+            format!("the run could not prove {what}: {}", missing.join("; "))
+        };
+        Self {
+            property,
+            validity: if missing.is_empty() {
+                Validity::Valid
+            } else {
+                Validity::Invalid
+            },
+            summary,
+            evidence: missing,
+        }
+    }
+
     /// Invalid with any violation, else unknown with any undecided case, else
     /// valid; `what` describes a violation for the summary.
     pub fn from_violations(

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{short, Property, Validity, Verdict};
+use super::{short, Property, Verdict};
 use crate::{
     history::{
         erasures::{DatabaseRows, Meaning},
@@ -483,24 +483,12 @@ pub fn exercised(h: &MultiHistory, seen: Option<&MultiSeen>) -> Verdict {
         }
         Some(_) => {}
     }
-    let summary = if problems.is_empty() {
-        format!("{creates} multi creates acknowledged, {reads} count-0 reads answered, {erasures} erasures of multi originals acknowledged")
-    } else {
-        format!(
-            "the run could not prove multi-pseudonym namespaces: {}",
-            problems.join("; ")
-        )
-    };
-    Verdict {
-        property: Property::MultiExercised,
-        validity: if problems.is_empty() {
-            Validity::Valid
-        } else {
-            Validity::Invalid
-        },
-        summary,
-        evidence: problems,
-    }
+    Verdict::exercised(
+        Property::MultiExercised,
+        problems,
+        format!("{creates} multi creates acknowledged, {reads} count-0 reads answered, {erasures} erasures of multi originals acknowledged"),
+        "multi-pseudonym namespaces",
+    )
 }
 
 /// Every verdict of this module; none for a run from before multi-pseudonym

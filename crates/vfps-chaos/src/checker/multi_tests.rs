@@ -3,10 +3,11 @@
 
 use super::*;
 use crate::{
-    history::verified::MultiReplicaSeen,
+    checker::Validity,
     history::{
         erasures::ErasureKind,
         multi::{MultiCreate, MultiRead, MultiResolve},
+        verified::MultiReplicaSeen,
     },
 };
 
