@@ -35,6 +35,7 @@ use vfps_core::{
 
 pub mod coalesce;
 pub mod coherence;
+mod columns;
 pub mod erasure;
 pub mod health;
 pub mod jobs;

@@ -28,6 +28,7 @@ use vfps_core::{
 
 use crate::{
     coherence::Coherence,
+    columns::{NAMESPACE_COLUMNS, PSEUDONYM_COLUMNS},
     health::{DatabaseHealth, Reachability},
     migrate, page_from_rows,
     tokens::{encode_grants, TOKEN_COLUMNS},
@@ -45,9 +46,7 @@ mod sessions;
 pub use files::ServingLock;
 use files::{open, sql_err, FileGuard};
 pub(crate) use rows::page_args;
-use rows::{
-    namespace_from_row, pseudonym_from_row, token_from_row, NAMESPACE_COLUMNS, PSEUDONYM_COLUMNS,
-};
+use rows::{namespace_from_row, pseudonym_from_row, token_from_row};
 
 const READERS: usize = 4;
 

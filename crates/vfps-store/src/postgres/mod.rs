@@ -37,6 +37,7 @@ use vfps_core::{
 
 use crate::{
     coherence::Coherence,
+    columns::{NAMESPACE_COLUMNS, PSEUDONYM_COLUMNS},
     health::{DatabaseHealth, Reachability},
     page_from_rows,
     tokens::{encode_grants, TOKEN_COLUMNS},
@@ -68,10 +69,7 @@ use pool::{Lease, Manager, Pool, Steps};
 pub use restore::{Finding, RestoreHold};
 pub use rows::classify;
 pub(crate) use rows::page_args;
-use rows::{
-    namespace_from_row, pseudonym_from_row, token_from_row, DURABLE, NAMESPACE_COLUMNS,
-    PSEUDONYM_COLUMNS,
-};
+use rows::{namespace_from_row, pseudonym_from_row, token_from_row, DURABLE};
 use statements::Prepared;
 use upsert::CandidateColumns;
 

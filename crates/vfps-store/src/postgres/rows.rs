@@ -1,5 +1,5 @@
 //! Rows read back: the driver's errors classified, namespaces, pseudonyms and
-//! tokens decoded, and the column lists the statements share.
+//! tokens decoded.
 
 use tokio_postgres::Row;
 use vfps_core::{
@@ -157,12 +157,3 @@ pub(super) fn pseudonym_from_row(r: &Row) -> Result<Pseudonym, Error> {
 /// Makes a transaction write WAL, so that its COMMIT waits for the synchronous
 /// standby even if it changed nothing (see the `postgres` module docs).
 pub(super) const DURABLE: &str = "SELECT pg_logical_emit_message(true, 'vfps', 'durable read')";
-
-pub(super) const NAMESPACE_COLUMNS: &str =
-    "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving, originals_index_version, originals_moving_from_index";
-
-pub(super) const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";

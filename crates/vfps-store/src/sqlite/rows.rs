@@ -1,5 +1,5 @@
 //! Rows read back: namespaces, pseudonyms and tokens decoded, List page
-//! bounds, and the column lists the statements share.
+//! bounds.
 
 use vfps_core::{
     access::TokenRecord, from_micros, Error, GenerationMethod, Namespace, NamespaceName,
@@ -7,15 +7,6 @@ use vfps_core::{
 };
 
 use crate::tokens::{decode_grants, decode_hash, decode_kind};
-
-pub(super) const NAMESPACE_COLUMNS: &str =
-    "name, description, pseudonym_generation_method, pseudonym_length, \
-     pseudonym_prefix, pseudonym_suffix, created_at, last_updated_at, uid, \
-     pseudonym_deletion_allowed, multi_pseudonym, original_system, originals_sealed, \
-     originals_moving, originals_index_version, originals_moving_from_index";
-
-pub(super) const PSEUDONYM_COLUMNS: &str =
-    "namespace, original_value, pseudonym_value, created_at, last_updated_at, original_sealed";
 
 /// A List page's bound (`AND pseudonym_value < ?3` after a token, nothing
 /// before the first page) and its arguments: `?1` the namespace, `?2` the
