@@ -471,40 +471,23 @@ fn crate_deps(crates: &Path) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-fn kilo_lines(n: usize) -> String {
-    if n >= 1000 {
-        format!("{:.1}k", n as f64 / 1000.0)
-    } else {
-        n.to_string()
-    }
-}
-
 /// The map: the crates and their dependencies, then each library's rooms
-/// (its top-level modules, with their lines) and the imports between them.
+/// (its top-level modules) and the imports between them. No line counts:
+/// the map changes when the structure does, not with every edit.
 fn map(crates: &Path, trees: &[Tree]) -> String {
     // Prefixed: a room named like a Mermaid keyword (`end`) stays a node.
     let id = |s: &str| format!("m_{}", s.replace(['-', ' ', '/'], "_"));
-    let lines = |t: &Tree| {
-        t.files
-            .iter()
-            .map(|f| f.code.lines().count())
-            .sum::<usize>()
-    };
     let mut out = String::new();
     out.push_str(MAP_BEGIN);
-    out.push_str("\n\nCrates (an arrow: depends on; lines of library code, tests left out):\n\n```mermaid\nflowchart TD\n");
+    out.push_str("\n\nCrates (an arrow: depends on):\n\n```mermaid\nflowchart TD\n");
     let libs: BTreeMap<&str, &Tree> = trees
         .iter()
         .filter(|t| !t.krate.contains(" bench "))
         .map(|t| (t.krate.as_str(), t))
         .collect();
     let deps = crate_deps(crates);
-    for (name, t) in &libs {
-        out.push_str(&format!(
-            "  {}[\"{name}<br/>{}\"]\n",
-            id(name),
-            kilo_lines(lines(t))
-        ));
+    for name in libs.keys() {
+        out.push_str(&format!("  {}[\"{name}\"]\n", id(name)));
     }
     for (name, ds) in &deps {
         for d in ds {
@@ -516,10 +499,7 @@ fn map(crates: &Path, trees: &[Tree]) -> String {
     out.push_str("```\n");
     for (name, t) in &libs {
         let room = |f: &File| f.module.first().cloned().unwrap_or_else(|| "lib".into());
-        let mut rooms: BTreeMap<String, usize> = BTreeMap::new();
-        for f in t.files.iter().filter(|f| !f.test_only) {
-            *rooms.entry(room(f)).or_default() += f.code.lines().count();
-        }
+        let rooms: BTreeSet<String> = t.files.iter().filter(|f| !f.test_only).map(room).collect();
         if rooms.len() < 4 {
             continue;
         }
@@ -531,11 +511,11 @@ fn map(crates: &Path, trees: &[Tree]) -> String {
             }
         }
         out.push_str(&format!(
-            "\n`{name}`: its rooms (top-level modules, with their lines) and which imports which:\n\n```mermaid\nflowchart LR\n"
+            "\n`{name}`: its rooms (top-level modules) and which imports which:\n\n```mermaid\nflowchart LR\n"
         ));
-        for (r, n) in &rooms {
+        for r in &rooms {
             if r != "lib" {
-                out.push_str(&format!("  {}[\"{r}<br/>{}\"]\n", id(r), kilo_lines(*n)));
+                out.push_str(&format!("  {}[\"{r}\"]\n", id(r)));
             }
         }
         for (a, b) in &arrows {
