@@ -48,13 +48,17 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// What a folder holds, in order; nothing if it cannot be read.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
+    for p in entries(dir) {
         if p.is_dir() {
             rust_files(&p, out);
         } else if p.extension().is_some_and(|e| e == "rs") {
@@ -151,13 +155,7 @@ fn read_tree(krate: &str, root: &Path, files: Vec<PathBuf>) -> Tree {
 /// `crates/*/benches` (one file, or a folder with its `main.rs`).
 fn trees(crates: &Path) -> Vec<Tree> {
     let mut out = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(crates)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    for dir in names {
+    for dir in entries(crates) {
         let krate = dir.file_name().unwrap().to_string_lossy().into_owned();
         let src = dir.join("src");
         let mut files = Vec::new();
@@ -166,12 +164,7 @@ fn trees(crates: &Path) -> Vec<Tree> {
             out.push(read_tree(&krate, &src, files));
         }
         let benches = dir.join("benches");
-        let Ok(entries) = std::fs::read_dir(&benches) else {
-            continue;
-        };
-        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        entries.sort();
-        for b in entries {
+        for b in entries(&benches) {
             let name = format!("{krate} bench {}", b.file_stem().unwrap().to_string_lossy());
             if b.is_dir() {
                 // A bench's folder (its `main.rs`), or modules benches share.
@@ -444,13 +437,7 @@ fn oversized(tree: &Tree) -> Vec<String> {
 /// The crates' dependencies on each other (`[dependencies]` only).
 fn crate_deps(crates: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut out = BTreeMap::new();
-    let mut names: Vec<_> = std::fs::read_dir(crates)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    for dir in names {
+    for dir in entries(crates) {
         let Ok(toml) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
             continue;
         };
@@ -528,21 +515,27 @@ fn map(crates: &Path, trees: &[Tree]) -> String {
     out
 }
 
+/// Every tree of the workspace; never none (a rule over nothing holds).
+fn workspace() -> Vec<Tree> {
+    let all = trees(&repo().join("crates"));
+    let files: usize = all.iter().map(|t| t.files.len()).sum();
+    assert!(
+        all.len() > 10 && files > 100,
+        "{} trees, {files} files read",
+        all.len()
+    );
+    all
+}
+
 #[test]
 fn no_file_imports_one_that_imports_it_back() {
-    let found: Vec<String> = trees(&repo().join("crates"))
-        .iter()
-        .flat_map(circle_report)
-        .collect();
+    let found: Vec<String> = workspace().iter().flat_map(circle_report).collect();
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
 #[test]
 fn no_file_is_over_700_lines_before_its_tests() {
-    let found: Vec<String> = trees(&repo().join("crates"))
-        .iter()
-        .flat_map(oversized)
-        .collect();
+    let found: Vec<String> = workspace().iter().flat_map(oversized).collect();
     assert!(
         found.is_empty(),
         "files over the limit:\n{}",
@@ -552,8 +545,7 @@ fn no_file_is_over_700_lines_before_its_tests() {
 
 #[test]
 fn the_architecture_map_is_the_one_the_code_draws() {
-    let crates = repo().join("crates");
-    let drawn = map(&crates, &trees(&crates));
+    let drawn = map(&repo().join("crates"), &workspace());
     let doc_path = repo().join("docs/architecture.md");
     let doc = std::fs::read_to_string(&doc_path).unwrap();
     let (Some(begin), Some(end)) = (doc.find(MAP_BEGIN), doc.find(MAP_END)) else {
