@@ -73,7 +73,7 @@ def row(d, scenarios, status, run):
 
 def ttl_seconds():
     """Patroni's leader key TTL as the local platform configures it."""
-    text = (ROOT / "crates/vfps-chaos/src/platform/local/database.rs").read_text()
+    text = (ROOT / "crates/vfps-chaos/src/platform/local/patroni.rs").read_text()
     m = re.search(r"^\s*ttl: (\d+)$", text, re.M)
     if not m:
         raise SystemExit("repeat-tally: no `ttl:` in the local platform's Patroni configuration")
